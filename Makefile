@@ -1,0 +1,63 @@
+# fleetcache: the two commands of the quick start are `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv demo test unit functional integration db-test lint genconfig stack-up stack-down bench clean
+
+venv: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml test-requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[postgresql,mysql]' -r test-requirements.txt
+	touch $(STAMP)
+
+demo: venv
+	$(BIN)/fleetcache demo
+
+# Unit and functional tests, then the integration tests on the real local stack
+# (RabbitMQ, PostgreSQL, MariaDB, Glance in its own venv, the WSGI server, the daemons).
+test: venv
+	tools/install-debian-deps.sh
+	tools/test-services.sh
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/functional
+	tools/run-integration.sh
+
+unit: venv
+	$(BIN)/pytest -q tests/unit
+
+functional: venv
+	$(BIN)/pytest -q tests/functional
+
+integration: venv
+	tools/install-debian-deps.sh
+	tools/test-services.sh
+	tools/run-integration.sh
+
+lint: venv
+	$(BIN)/ruff check fleetcache tests bench tools
+	$(BIN)/mypy
+	$(BIN)/python tools/check_imports.py
+
+genconfig: venv
+	$(BIN)/oslo-config-generator --namespace fleetcache --namespace oslo.messaging \
+	    --namespace oslo.log --namespace keystonemiddleware.auth_token \
+	    --output-file etc/fleetcache/fleetcache.conf.sample
+	$(BIN)/oslopolicy-sample-generator --namespace fleetcache \
+	    --output-file etc/fleetcache/policy.yaml.sample
+
+stack-up: venv
+	tools/stack.sh up
+
+stack-down:
+	tools/stack.sh down
+
+bench: venv
+	$(BIN)/python bench/fanout.py --hosts 1000 --concurrency 64
+	$(BIN)/python bench/download.py
+
+clean:
+	rm -rf $(VENV) .stack

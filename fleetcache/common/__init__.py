@@ -1,0 +1,1 @@
+"""Code shared by every role: configuration, RPC plumbing, database, context, errors."""

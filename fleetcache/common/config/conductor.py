@@ -1,0 +1,30 @@
+"""Options of the ``[conductor]`` group."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+conductor_group = cfg.OptGroup("conductor", title="Conductor options")
+
+conductor_opts = [
+    cfg.IntOpt(
+        "cell_refresh_interval",
+        default=60,
+        min=5,
+        help="""
+Seconds between two looks at the cells table for cells the conductor does not serve yet.
+
+The conductor listens on every cell's transport; a cell created while it runs is picked up
+within this interval.
+""",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(conductor_group)
+    conf.register_opts(conductor_opts, group=conductor_group)
+
+
+def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
+    return [(conductor_group, conductor_opts)]

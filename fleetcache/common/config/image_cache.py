@@ -1,0 +1,63 @@
+"""Options of the ``[image_cache]`` group (names and defaults as Nova's)."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+image_cache_group = cfg.OptGroup("image_cache", title="Image cache options")
+
+image_cache_opts = [
+    cfg.IntOpt(
+        "manager_interval",
+        default=2400,
+        min=-1,
+        help="""
+Seconds between two runs of the image cache manager, which ages out unused base images.
+
+Possible values:
+* 0: run at the default rate (every 60 seconds).
+* -1: disable the manager.
+* Any other value: the interval in seconds.
+""",
+    ),
+    cfg.StrOpt(
+        "subdirectory_name",
+        default="_base",
+        help="Directory under ``instances_path`` that holds cached base images.",
+    ),
+    cfg.BoolOpt(
+        "remove_unused_base_images",
+        default=True,
+        help="Whether the cache manager removes base images that no instance uses.",
+    ),
+    cfg.IntOpt(
+        "remove_unused_original_minimum_age_seconds",
+        default=86400,
+        min=0,
+        help="""
+Seconds an unused base image must go untouched before the cache manager removes it.
+
+Pre-caching an image touches it and so renews this lease.
+""",
+    ),
+    cfg.IntOpt(
+        "precache_concurrency",
+        default=1,
+        min=1,
+        help="""
+Maximum number of compute hosts the conductor asks to pre-cache images in parallel.
+
+The limit holds across all pre-cache jobs of one conductor. Higher values finish a job
+sooner but load the image service harder.
+""",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(image_cache_group)
+    conf.register_opts(image_cache_opts, group=image_cache_group)
+
+
+def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
+    return [(image_cache_group, image_cache_opts)]

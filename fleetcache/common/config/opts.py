@@ -1,0 +1,31 @@
+"""Feeds ``oslo-config-generator`` (entry point ``oslo.config.opts``: ``fleetcache``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetcache.common.config import (
+    api,
+    compute,
+    conductor,
+    database,
+    default,
+    glance,
+    image_cache,
+    image_source,
+)
+
+MODULES = (default, api, compute, conductor, database, glance, image_cache, image_source)
+
+
+def list_opts() -> list[tuple[Any, list[Any]]]:
+    """Every option fleetcache registers, grouped for the sample config file."""
+    merged: dict[str | None, tuple[Any, list[Any]]] = {}
+    for module in MODULES:
+        for group, opts in module.list_opts():
+            name = getattr(group, "name", group)
+            if name in merged:
+                merged[name][1].extend(opts)
+            else:
+                merged[name] = (group, list(opts))
+    return list(merged.values())

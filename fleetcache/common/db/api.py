@@ -1,0 +1,449 @@
+"""Queries of the fleetcache database, one transaction per function.
+
+Every function takes the :class:`~fleetcache.common.db.session.Database` first and returns
+plain dicts (``TypedDict`` shapes below), so nothing lazy escapes a session and results can go
+straight into an RPC message or a JSON body.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import Any, TypedDict
+
+from oslo_utils import uuidutils
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from fleetcache.common import exception
+from fleetcache.common.db import models
+from fleetcache.common.db.session import Database
+
+AZ_KEY = "availability_zone"
+
+
+class CellDict(TypedDict):
+    id: int
+    uuid: str
+    name: str
+    transport_url: str
+
+
+class ServiceDict(TypedDict):
+    id: int
+    uuid: str
+    host: str
+    binary: str
+    topic: str
+    cell: CellDict | None
+    disabled: bool
+    disabled_reason: str | None
+    forced_down: bool
+    last_seen_up: datetime.datetime | None
+    report_count: int
+    capabilities: dict[str, Any]
+    created_at: datetime.datetime
+    updated_at: datetime.datetime | None
+
+
+class AggregateDict(TypedDict):
+    id: int
+    uuid: str
+    name: str
+    availability_zone: str | None
+    hosts: list[str]
+    metadata: dict[str, str]
+    created_at: datetime.datetime
+    updated_at: datetime.datetime | None
+
+
+# -- cells ------------------------------------------------------------------------------------
+
+
+def _cell_dict(cell: models.Cell) -> CellDict:
+    return CellDict(id=cell.id, uuid=cell.uuid, name=cell.name, transport_url=cell.transport_url)
+
+
+def cell_create(db: Database, name: str, transport_url: str) -> CellDict:
+    """:raises CellExists: when a cell has that name already."""
+    try:
+        with db.transaction() as session:
+            cell = models.Cell(
+                uuid=uuidutils.generate_uuid(), name=name, transport_url=transport_url
+            )
+            session.add(cell)
+            session.flush()
+            return _cell_dict(cell)
+    except IntegrityError as exc:
+        raise exception.CellExists(name=name) from exc
+
+
+def cell_list(db: Database) -> list[CellDict]:
+    with db.transaction() as session:
+        cells = session.scalars(select(models.Cell).order_by(models.Cell.id))
+        return [_cell_dict(c) for c in cells]
+
+
+def _cell_lookup(session: Session, ident: str) -> models.Cell:
+    cell = session.scalars(
+        select(models.Cell).where((models.Cell.name == ident) | (models.Cell.uuid == ident))
+    ).first()
+    if cell is None:
+        raise exception.CellNotFound(cell=ident)
+    return cell
+
+
+def cell_get(db: Database, ident: str) -> CellDict:
+    """Look a cell up by name or uuid. :raises CellNotFound:"""
+    with db.transaction() as session:
+        return _cell_dict(_cell_lookup(session, ident))
+
+
+def cell_update(
+    db: Database, ident: str, name: str | None = None, transport_url: str | None = None
+) -> CellDict:
+    with db.transaction() as session:
+        cell = _cell_lookup(session, ident)
+        if name is not None:
+            cell.name = name
+        if transport_url is not None:
+            cell.transport_url = transport_url
+        session.flush()
+        return _cell_dict(cell)
+
+
+def cell_delete(db: Database, ident: str) -> None:
+    """:raises Conflict: while services are still mapped to the cell."""
+    with db.transaction() as session:
+        cell = _cell_lookup(session, ident)
+        hosts = session.scalars(
+            select(models.Service.host).where(models.Service.cell_id == cell.id)
+        ).all()
+        if hosts:
+            raise exception.Conflict(
+                reason=f"cell {cell.name} still has services on hosts {', '.join(hosts)}"
+            )
+        session.delete(cell)
+
+
+# -- services ---------------------------------------------------------------------------------
+
+
+def _service_dict(svc: models.Service) -> ServiceDict:
+    return ServiceDict(
+        id=svc.id,
+        uuid=svc.uuid,
+        host=svc.host,
+        binary=svc.binary,
+        topic=svc.topic,
+        cell=_cell_dict(svc.cell) if svc.cell is not None else None,
+        disabled=svc.disabled,
+        disabled_reason=svc.disabled_reason,
+        forced_down=svc.forced_down,
+        last_seen_up=svc.last_seen_up,
+        report_count=svc.report_count,
+        capabilities=dict(svc.capabilities or {}),
+        created_at=svc.created_at,
+        updated_at=svc.updated_at,
+    )
+
+
+def service_register(
+    db: Database,
+    host: str,
+    binary: str,
+    topic: str,
+    cell_id: int | None,
+    capabilities: dict[str, Any] | None = None,
+) -> ServiceDict:
+    """Create or refresh the record of a starting service and count it as seen now."""
+    with db.transaction() as session:
+        svc = session.scalars(
+            select(models.Service).where(
+                models.Service.host == host, models.Service.binary == binary
+            )
+        ).first()
+        if svc is None:
+            svc = models.Service(
+                uuid=uuidutils.generate_uuid(), host=host, binary=binary, report_count=0
+            )
+            session.add(svc)
+        svc.topic = topic
+        svc.cell_id = cell_id
+        svc.capabilities = dict(capabilities or {})
+        svc.last_seen_up = models.utcnow()
+        svc.report_count = (svc.report_count or 0) + 1
+        session.flush()
+        session.refresh(svc)
+        return _service_dict(svc)
+
+
+def service_heartbeat(
+    db: Database, host: str, binary: str, capabilities: dict[str, Any] | None = None
+) -> ServiceDict:
+    """Record that a service is alive. :raises ComputeHostNotFound: if it never registered."""
+    with db.transaction() as session:
+        svc = _service_lookup(session, host, binary)
+        svc.last_seen_up = models.utcnow()
+        svc.report_count = (svc.report_count or 0) + 1
+        if capabilities is not None:
+            svc.capabilities = dict(capabilities)
+        session.flush()
+        return _service_dict(svc)
+
+
+def _service_lookup(session: Session, host: str, binary: str) -> models.Service:
+    svc = session.scalars(
+        select(models.Service).where(models.Service.host == host, models.Service.binary == binary)
+    ).first()
+    if svc is None:
+        raise exception.ComputeHostNotFound(host=host)
+    return svc
+
+
+def service_get(db: Database, host: str, binary: str) -> ServiceDict:
+    with db.transaction() as session:
+        return _service_dict(_service_lookup(session, host, binary))
+
+
+def service_get_by_id(db: Database, service_id: int) -> ServiceDict:
+    with db.transaction() as session:
+        svc = session.get(models.Service, service_id)
+        if svc is None:
+            raise exception.NotFound(f"Service {service_id} could not be found.")
+        return _service_dict(svc)
+
+
+def service_list(
+    db: Database, binary: str | None = None, hosts: Iterable[str] | None = None
+) -> list[ServiceDict]:
+    """All services, or those of ``binary`` on ``hosts``: one query however many hosts."""
+    with db.transaction() as session:
+        query = select(models.Service).order_by(models.Service.id)
+        if binary is not None:
+            query = query.where(models.Service.binary == binary)
+        if hosts is not None:
+            query = query.where(models.Service.host.in_(list(hosts)))
+        return [_service_dict(s) for s in session.scalars(query)]
+
+
+def service_update(db: Database, service_id: int, **values: Any) -> ServiceDict:
+    """Set ``disabled``, ``disabled_reason`` or ``forced_down`` of a service."""
+    allowed = {"disabled", "disabled_reason", "forced_down"}
+    unknown = set(values) - allowed
+    if unknown:
+        raise exception.InvalidInput(reason=f"cannot update service fields {sorted(unknown)}")
+    with db.transaction() as session:
+        svc = session.get(models.Service, service_id)
+        if svc is None:
+            raise exception.NotFound(f"Service {service_id} could not be found.")
+        for key, value in values.items():
+            setattr(svc, key, value)
+        session.flush()
+        return _service_dict(svc)
+
+
+def service_delete(db: Database, service_id: int) -> None:
+    with db.transaction() as session:
+        svc = session.get(models.Service, service_id)
+        if svc is None:
+            raise exception.NotFound(f"Service {service_id} could not be found.")
+        session.delete(svc)
+
+
+# -- aggregates -------------------------------------------------------------------------------
+
+
+def _aggregate_dict(agg: models.Aggregate) -> AggregateDict:
+    metadata = {m.key: m.value for m in agg.metadata_items}
+    return AggregateDict(
+        id=agg.id,
+        uuid=agg.uuid,
+        name=agg.name,
+        availability_zone=metadata.get(AZ_KEY),
+        hosts=[h.host for h in agg.hosts],
+        metadata=metadata,
+        created_at=agg.created_at,
+        updated_at=agg.updated_at,
+    )
+
+
+def _aggregate_lookup(session: Session, aggregate_id: int) -> models.Aggregate:
+    agg = session.get(models.Aggregate, aggregate_id)
+    if agg is None:
+        raise exception.AggregateNotFound(aggregate_id=aggregate_id)
+    return agg
+
+
+def _name_taken(session: Session, name: str, exclude_id: int | None = None) -> bool:
+    query = select(models.Aggregate.id).where(models.Aggregate.name == name)
+    if exclude_id is not None:
+        query = query.where(models.Aggregate.id != exclude_id)
+    return session.scalars(query).first() is not None
+
+
+def aggregate_create(
+    db: Database,
+    name: str,
+    availability_zone: str | None = None,
+    metadata: dict[str, str] | None = None,
+) -> AggregateDict:
+    """:raises AggregateNameExists:"""
+    try:
+        with db.transaction() as session:
+            if _name_taken(session, name):
+                raise exception.AggregateNameExists(name=name)
+            agg = models.Aggregate(uuid=uuidutils.generate_uuid(), name=name)
+            items = dict(metadata or {})
+            if availability_zone is not None:
+                items[AZ_KEY] = availability_zone
+            agg.metadata_items = [
+                models.AggregateMetadata(key=k, value=v) for k, v in items.items()
+            ]
+            session.add(agg)
+            session.flush()
+            return _aggregate_dict(agg)
+    except IntegrityError as exc:  # a concurrent create won the race
+        raise exception.AggregateNameExists(name=name) from exc
+
+
+def aggregate_get(db: Database, aggregate_id: int) -> AggregateDict:
+    """:raises AggregateNotFound:"""
+    with db.transaction() as session:
+        return _aggregate_dict(_aggregate_lookup(session, aggregate_id))
+
+
+def aggregate_get_by_uuid(db: Database, uuid: str) -> AggregateDict:
+    """:raises AggregateNotFound:"""
+    with db.transaction() as session:
+        agg = session.scalars(select(models.Aggregate).where(models.Aggregate.uuid == uuid)).first()
+        if agg is None:
+            raise exception.AggregateNotFound(aggregate_id=uuid)
+        return _aggregate_dict(agg)
+
+
+def aggregate_list(db: Database) -> list[AggregateDict]:
+    with db.transaction() as session:
+        aggs = session.scalars(select(models.Aggregate).order_by(models.Aggregate.id))
+        return [_aggregate_dict(a) for a in aggs]
+
+
+def aggregate_update(
+    db: Database,
+    aggregate_id: int,
+    name: str | None = None,
+    availability_zone: str | None = None,
+) -> AggregateDict:
+    """Rename an aggregate or change its zone. :raises AggregateNameExists, AggregateNotFound:"""
+    try:
+        with db.transaction() as session:
+            agg = _aggregate_lookup(session, aggregate_id)
+            if name is not None and name != agg.name:
+                if _name_taken(session, name, exclude_id=agg.id):
+                    raise exception.AggregateNameExists(name=name)
+                agg.name = name
+            if availability_zone is not None:
+                _set_metadata(session, agg, {AZ_KEY: availability_zone})
+            agg.updated_at = models.utcnow()
+            session.flush()
+            return _aggregate_dict(agg)
+    except IntegrityError as exc:
+        raise exception.AggregateNameExists(name=name) from exc
+
+
+def aggregate_delete(db: Database, aggregate_id: int) -> None:
+    """:raises AggregateNotEmpty: while the aggregate has hosts (as Nova)."""
+    with db.transaction() as session:
+        agg = _aggregate_lookup(session, aggregate_id)
+        if agg.hosts:
+            raise exception.AggregateNotEmpty(
+                aggregate_id=aggregate_id, hosts=", ".join(h.host for h in agg.hosts)
+            )
+        session.delete(agg)
+
+
+def aggregate_add_host(db: Database, aggregate_id: int, host: str) -> AggregateDict:
+    """Add a compute host. :raises ComputeHostNotFound, AggregateHostExists, AggregateNotFound:"""
+    with db.transaction() as session:
+        agg = _aggregate_lookup(session, aggregate_id)
+        known = session.scalars(
+            select(models.Service.id).where(
+                models.Service.host == host, models.Service.binary == "fleetcache-compute"
+            )
+        ).first()
+        if known is None:
+            raise exception.ComputeHostNotFound(host=host)
+        if any(h.host == host for h in agg.hosts):
+            raise exception.AggregateHostExists(aggregate_id=aggregate_id, host=host)
+        agg.hosts.append(models.AggregateHost(host=host))
+        agg.updated_at = models.utcnow()
+        session.flush()
+        return _aggregate_dict(agg)
+
+
+def aggregate_remove_host(db: Database, aggregate_id: int, host: str) -> AggregateDict:
+    """:raises AggregateHostNotFound, AggregateNotFound:"""
+    with db.transaction() as session:
+        agg = _aggregate_lookup(session, aggregate_id)
+        entry = next((h for h in agg.hosts if h.host == host), None)
+        if entry is None:
+            raise exception.AggregateHostNotFound(aggregate_id=aggregate_id, host=host)
+        agg.hosts.remove(entry)
+        agg.updated_at = models.utcnow()
+        session.flush()
+        return _aggregate_dict(agg)
+
+
+def _set_metadata(session: Session, agg: models.Aggregate, metadata: dict[str, str | None]) -> None:
+    current = {m.key: m for m in agg.metadata_items}
+    for key, value in metadata.items():
+        item = current.get(key)
+        if value is None:
+            if item is not None:
+                agg.metadata_items.remove(item)
+        elif item is None:
+            agg.metadata_items.append(models.AggregateMetadata(key=key, value=value))
+        else:
+            item.value = value
+
+
+def aggregate_set_metadata(
+    db: Database, aggregate_id: int, metadata: dict[str, str | None]
+) -> AggregateDict:
+    """Set keys; a ``None`` value deletes the key (as Nova). :raises AggregateNotFound:"""
+    with db.transaction() as session:
+        agg = _aggregate_lookup(session, aggregate_id)
+        _set_metadata(session, agg, metadata)
+        agg.updated_at = models.utcnow()
+        session.flush()
+        return _aggregate_dict(agg)
+
+
+def aggregate_hosts_by_cell(
+    db: Database, hosts: Iterable[str], binary: str = "fleetcache-compute"
+) -> dict[str | None, list[ServiceDict]]:
+    """Map hosts to their cells in one query: ``{cell_uuid or None: [service, ...]}``.
+
+    Hosts without a service record are absent from the result; callers report them.
+    """
+    grouped: dict[str | None, list[ServiceDict]] = {}
+    for svc in service_list(db, binary=binary, hosts=hosts):
+        key = svc["cell"]["uuid"] if svc["cell"] else None
+        grouped.setdefault(key, []).append(svc)
+    return grouped
+
+
+def purge_all(db: Database) -> None:
+    """Delete every row (tests and the demo only)."""
+    with db.transaction() as session:
+        for model in (
+            models.CacheJobResult,
+            models.CacheJob,
+            models.AggregateMetadata,
+            models.AggregateHost,
+            models.Aggregate,
+            models.Service,
+            models.Cell,
+        ):
+            session.execute(delete(model))

@@ -1,0 +1,185 @@
+"""Queries of pre-cache jobs and their per-host, per-image results.
+
+A job moves ``queued -> running -> done | failed``; a job whose conductor died while it ran is
+marked ``failed`` with the reason ``interrupted`` when a conductor on that host starts again.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import TypedDict
+
+from oslo_utils import uuidutils
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from fleetcache.common import exception
+from fleetcache.common.db import models
+from fleetcache.common.db.session import Database
+
+QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+JOB_STATES = (QUEUED, RUNNING, DONE, FAILED)
+#: Per host, per image outcomes.
+RESULT_STATES = ("cached", "existing", "error", "unsupported", "skipped")
+
+
+class ImageResult(TypedDict):
+    """What one host reports for one image."""
+
+    state: str
+    reason: str | None
+    bytes_downloaded: int
+
+
+class JobResultDict(TypedDict):
+    host: str
+    image_id: str
+    state: str
+    reason: str | None
+    bytes_downloaded: int
+    updated_at: datetime.datetime
+
+
+class JobDict(TypedDict):
+    id: int
+    uuid: str
+    aggregate_id: int
+    aggregate_uuid: str
+    image_ids: list[str]
+    state: str
+    conductor_host: str | None
+    total_hosts: int
+    created_at: datetime.datetime
+    started_at: datetime.datetime | None
+    finished_at: datetime.datetime | None
+    error: str | None
+    results: list[JobResultDict]
+
+
+def _job_dict(job: models.CacheJob) -> JobDict:
+    return JobDict(
+        id=job.id,
+        uuid=job.uuid,
+        aggregate_id=job.aggregate_id,
+        aggregate_uuid=job.aggregate_uuid,
+        image_ids=list(job.image_ids),
+        state=job.state,
+        conductor_host=job.conductor_host,
+        total_hosts=job.total_hosts,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        error=job.error,
+        results=[
+            JobResultDict(
+                host=r.host,
+                image_id=r.image_id,
+                state=r.state,
+                reason=r.reason,
+                bytes_downloaded=r.bytes_downloaded,
+                updated_at=r.updated_at,
+            )
+            for r in job.results
+        ],
+    )
+
+
+def _lookup(session: Session, job_uuid: str) -> models.CacheJob:
+    job = session.scalars(
+        select(models.CacheJob).where(models.CacheJob.uuid == job_uuid)
+    ).first()
+    if job is None:
+        raise exception.JobNotFound(job_id=job_uuid)
+    return job
+
+
+def job_create(
+    db: Database,
+    aggregate_id: int,
+    aggregate_uuid: str,
+    image_ids: list[str],
+    total_hosts: int,
+    conductor_host: str | None,
+) -> JobDict:
+    with db.transaction() as session:
+        job = models.CacheJob(
+            uuid=uuidutils.generate_uuid(),
+            aggregate_id=aggregate_id,
+            aggregate_uuid=aggregate_uuid,
+            image_ids=list(image_ids),
+            state=QUEUED,
+            total_hosts=total_hosts,
+            conductor_host=conductor_host,
+        )
+        session.add(job)
+        session.flush()
+        return _job_dict(job)
+
+
+def job_get(db: Database, job_uuid: str) -> JobDict:
+    """:raises JobNotFound:"""
+    with db.transaction() as session:
+        return _job_dict(_lookup(session, job_uuid))
+
+
+def job_list(db: Database, aggregate_id: int | None = None) -> list[JobDict]:
+    with db.transaction() as session:
+        query = select(models.CacheJob).order_by(models.CacheJob.id)
+        if aggregate_id is not None:
+            query = query.where(models.CacheJob.aggregate_id == aggregate_id)
+        return [_job_dict(j) for j in session.scalars(query)]
+
+
+def job_set_state(db: Database, job_uuid: str, state: str, error: str | None = None) -> None:
+    """Move a job to ``state``; ``running`` stamps ``started_at``, an end state ``finished_at``."""
+    if state not in JOB_STATES:
+        raise exception.InvalidInput(reason=f"unknown job state {state!r}")
+    with db.transaction() as session:
+        job = _lookup(session, job_uuid)
+        job.state = state
+        now = models.utcnow()
+        if state == RUNNING:
+            job.started_at = now
+        elif state in (DONE, FAILED):
+            job.finished_at = now
+        if error is not None:
+            job.error = error
+
+
+def job_record_host(
+    db: Database, job_uuid: str, host: str, results: Mapping[str, ImageResult]
+) -> None:
+    """Store (or replace) what ``host`` reported for each image of the job."""
+    with db.transaction() as session:
+        job = _lookup(session, job_uuid)
+        existing = {(r.host, r.image_id): r for r in job.results}
+        now = models.utcnow()
+        for image_id, result in results.items():
+            if result["state"] not in RESULT_STATES:
+                raise exception.InvalidInput(reason=f"unknown result state {result['state']!r}")
+            row = existing.get((host, image_id))
+            if row is None:
+                row = models.CacheJobResult(host=host, image_id=image_id)
+                job.results.append(row)
+            row.state = result["state"]
+            row.reason = result["reason"]
+            row.bytes_downloaded = int(result["bytes_downloaded"])
+            row.updated_at = now
+
+
+def jobs_fail_interrupted(db: Database, conductor_host: str) -> list[str]:
+    """Mark the unfinished jobs of a (re)starting conductor as failed; return their uuids."""
+    with db.transaction() as session:
+        jobs = session.scalars(
+            select(models.CacheJob).where(
+                models.CacheJob.conductor_host == conductor_host,
+                models.CacheJob.state.in_([QUEUED, RUNNING]),
+            )
+        ).all()
+        now = models.utcnow()
+        for job in jobs:
+            job.state = FAILED
+            job.finished_at = now
+            job.error = "interrupted: the conductor running this job stopped before it finished"
+        return [j.uuid for j in jobs]

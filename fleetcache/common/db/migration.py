@@ -1,0 +1,31 @@
+"""Schema migrations with alembic (``fleetcache-manage db sync``)."""
+
+from __future__ import annotations
+
+import os
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+
+from fleetcache.common.db.session import Database
+
+_SCRIPT_LOCATION = os.path.join(os.path.dirname(__file__), "alembic")
+
+
+def _config(db: Database) -> Config:
+    config = Config()
+    config.set_main_option("script_location", _SCRIPT_LOCATION)
+    config.attributes["engine"] = db.engine
+    return config
+
+
+def db_sync(db: Database, revision: str = "head") -> None:
+    """Upgrade the schema to ``revision``."""
+    command.upgrade(_config(db), revision)
+
+
+def db_version(db: Database) -> str | None:
+    """The revision the database is at, or ``None`` when it was never synced."""
+    with db.engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()

@@ -1,0 +1,156 @@
+"""SQLAlchemy models of the fleetcache database.
+
+Times are naive UTC. Aggregates keep Nova's shape: an integer id (what the Nova API shows) and
+a uuid, hosts by name, and the availability zone stored as the ``availability_zone`` metadata
+key.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class TimestampMixin:
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime.datetime | None] = mapped_column(
+        DateTime, nullable=True, onupdate=utcnow
+    )
+
+
+class Cell(TimestampMixin, Base):
+    """A cell: a group of computes that share one message broker (or vhost)."""
+
+    __tablename__ = "cells"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    transport_url: Mapped[str] = mapped_column(Text)
+
+
+class Service(TimestampMixin, Base):
+    """A running daemon (a compute agent, a conductor) and its last heartbeat."""
+
+    __tablename__ = "services"
+    __table_args__ = (UniqueConstraint("host", "binary", name="uniq_services0host0binary"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)
+    host: Mapped[str] = mapped_column(String(255), index=True)
+    binary: Mapped[str] = mapped_column(String(64))
+    topic: Mapped[str] = mapped_column(String(64))
+    cell_id: Mapped[int | None] = mapped_column(
+        ForeignKey("cells.id", ondelete="RESTRICT"), nullable=True
+    )
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    disabled_reason: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    forced_down: Mapped[bool] = mapped_column(Boolean, default=False)
+    last_seen_up: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
+    report_count: Mapped[int] = mapped_column(Integer, default=0)
+    capabilities: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    cell: Mapped[Cell | None] = relationship(lazy="joined")
+
+
+class Aggregate(TimestampMixin, Base):
+    """A host aggregate, as in Nova."""
+
+    __tablename__ = "aggregates"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+
+    hosts: Mapped[list[AggregateHost]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan", order_by="AggregateHost.id"
+    )
+    metadata_items: Mapped[list[AggregateMetadata]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan", order_by="AggregateMetadata.id"
+    )
+
+
+class AggregateHost(Base):
+    __tablename__ = "aggregate_hosts"
+    __table_args__ = (
+        UniqueConstraint("aggregate_id", "host", name="uniq_aggregate_hosts0aggregate_id0host"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    aggregate_id: Mapped[int] = mapped_column(ForeignKey("aggregates.id", ondelete="CASCADE"))
+    host: Mapped[str] = mapped_column(String(255), index=True)
+
+
+class AggregateMetadata(Base):
+    __tablename__ = "aggregate_metadata"
+    __table_args__ = (
+        UniqueConstraint("aggregate_id", "key", name="uniq_aggregate_metadata0aggregate_id0key"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    aggregate_id: Mapped[int] = mapped_column(ForeignKey("aggregates.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(255))
+    value: Mapped[str] = mapped_column(String(255))
+
+
+class CacheJob(TimestampMixin, Base):
+    """One request to pre-cache images on an aggregate, and where it stands."""
+
+    __tablename__ = "cache_jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)
+    aggregate_id: Mapped[int] = mapped_column(Integer, index=True)
+    aggregate_uuid: Mapped[str] = mapped_column(String(36))
+    image_ids: Mapped[list[str]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    conductor_host: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    total_hosts: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
+    finished_at: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    results: Mapped[list[CacheJobResult]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan", order_by="CacheJobResult.id"
+    )
+
+
+class CacheJobResult(Base):
+    """The outcome of one image on one host within a job."""
+
+    __tablename__ = "cache_job_results"
+    __table_args__ = (
+        UniqueConstraint(
+            "job_id", "host", "image_id", name="uniq_cache_job_results0job_id0host0image_id"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("cache_jobs.id", ondelete="CASCADE"))
+    host: Mapped[str] = mapped_column(String(255))
+    image_id: Mapped[str] = mapped_column(String(36))
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    bytes_downloaded: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

@@ -1,0 +1,157 @@
+"""The fleetcache exception tree.
+
+Every error fleetcache raises on purpose derives from :class:`FleetcacheException`, which
+formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``::
+
+    FleetcacheException
+    ├── Invalid (400)
+    │   ├── InvalidInput
+    │   ├── ImageNotAvailable
+    │   └── InvalidConfiguration
+    ├── Forbidden (403)
+    │   └── PolicyNotAuthorized
+    ├── NotFound (404)
+    │   ├── AggregateNotFound
+    │   ├── AggregateHostNotFound
+    │   ├── CellNotFound
+    │   ├── ComputeHostNotFound
+    │   ├── ImageNotFound
+    │   └── JobNotFound
+    ├── Conflict (409)
+    │   ├── AggregateNameExists
+    │   ├── AggregateHostExists
+    │   ├── AggregateNotEmpty
+    │   └── CellExists
+    └── ImageFetchError (a download failed; carries the reason)
+
+Exceptions that cross RPC must be built from JSON-serializable keyword arguments only: the
+RPC layer re-creates them on the other side from ``kwargs``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class FleetcacheException(Exception):
+    """Base of every fleetcache error.
+
+    :param message: overrides ``msg_fmt`` when given.
+    :param kwargs: values for ``msg_fmt``; must be JSON-serializable.
+    """
+
+    msg_fmt: ClassVar[str] = "An unknown error occurred."
+    code: ClassVar[int] = 500
+    #: Stable machine-readable code sent in API error bodies; never change or reuse one.
+    error_code: ClassVar[str] = "fleetcache.error"
+
+    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        if message is None:
+            try:
+                message = self.msg_fmt % kwargs
+            except (KeyError, TypeError):
+                message = self.msg_fmt
+        self.message = message
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Invalid(FleetcacheException):
+    msg_fmt = "Invalid request: %(reason)s"
+    code = 400
+    error_code = "fleetcache.invalid"
+
+
+class InvalidInput(Invalid):
+    msg_fmt = "Invalid input: %(reason)s"
+
+
+class ImageNotAvailable(Invalid):
+    msg_fmt = "Image %(image_id)s is not available: %(reason)s"
+    error_code = "fleetcache.image.not_available"
+
+
+class InvalidConfiguration(Invalid):
+    msg_fmt = "Invalid configuration: %(reason)s"
+    error_code = "fleetcache.config.invalid"
+
+
+class Forbidden(FleetcacheException):
+    msg_fmt = "Forbidden."
+    code = 403
+    error_code = "fleetcache.forbidden"
+
+
+class PolicyNotAuthorized(Forbidden):
+    msg_fmt = "Policy doesn't allow %(action)s to be performed."
+    error_code = "fleetcache.policy.not_authorized"
+
+
+class NotFound(FleetcacheException):
+    msg_fmt = "Resource could not be found."
+    code = 404
+    error_code = "fleetcache.not_found"
+
+
+class AggregateNotFound(NotFound):
+    msg_fmt = "Aggregate %(aggregate_id)s could not be found."
+    error_code = "fleetcache.aggregate.not_found"
+
+
+class AggregateHostNotFound(NotFound):
+    msg_fmt = "Cannot remove host %(host)s in aggregate %(aggregate_id)s"
+    error_code = "fleetcache.aggregate.host_not_found"
+
+
+class CellNotFound(NotFound):
+    msg_fmt = "Cell %(cell)s could not be found."
+    error_code = "fleetcache.cell.not_found"
+
+
+class ComputeHostNotFound(NotFound):
+    msg_fmt = "Compute host %(host)s could not be found."
+    error_code = "fleetcache.compute.not_found"
+
+
+class ImageNotFound(NotFound):
+    msg_fmt = "Image %(image_id)s could not be found."
+    error_code = "fleetcache.image.not_found"
+
+
+class JobNotFound(NotFound):
+    msg_fmt = "Job %(job_id)s could not be found."
+    error_code = "fleetcache.job.not_found"
+
+
+class Conflict(FleetcacheException):
+    msg_fmt = "Conflict: %(reason)s"
+    code = 409
+    error_code = "fleetcache.conflict"
+
+
+class AggregateNameExists(Conflict):
+    msg_fmt = "Aggregate %(name)s already exists."
+    error_code = "fleetcache.aggregate.name_exists"
+
+
+class AggregateHostExists(Conflict):
+    msg_fmt = "Aggregate %(aggregate_id)s already has host %(host)s."
+    error_code = "fleetcache.aggregate.host_exists"
+
+
+class AggregateNotEmpty(Conflict):
+    msg_fmt = "Aggregate %(aggregate_id)s still has hosts: %(hosts)s."
+    error_code = "fleetcache.aggregate.not_empty"
+
+
+class CellExists(Conflict):
+    msg_fmt = "Cell %(name)s already exists."
+    error_code = "fleetcache.cell.exists"
+
+
+class ImageFetchError(FleetcacheException):
+    msg_fmt = "Could not fetch image %(image_id)s: %(reason)s"
+    error_code = "fleetcache.image.fetch_failed"

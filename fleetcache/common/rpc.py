@@ -1,0 +1,129 @@
+"""RPC and notification plumbing on oslo.messaging.
+
+One transport per broker URL: the API-level ``[DEFAULT] transport_url`` and each cell's own
+``transport_url`` (a cell may have its own broker or vhost). Every message carries the
+:class:`~fleetcache.common.context.RequestContext` through :class:`ContextSerializer`, and
+fleetcache exceptions raised by a server are re-raised as the same class on the client.
+
+Use::
+
+    transport = rpc.get_transport(conf, cell_url)
+    client = rpc.get_client(transport, "compute", version_cap="1.0")
+    client.prepare(server="host1").call(ctxt, "cache_images", image_ids=[...])
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import oslo_messaging as messaging
+from oslo_config import cfg
+
+from fleetcache.common import context as fc_context
+
+#: Modules whose exceptions oslo.messaging may re-create on the client side.
+ALLOWED_EXMODS = ["fleetcache.common.exception"]
+
+_TRANSPORTS: dict[tuple[int, str | None, bool], messaging.Transport] = {}
+_LOCK = threading.Lock()
+
+
+def init(conf: cfg.ConfigOpts) -> None:
+    """Prepare ``conf`` for oslo.messaging.
+
+    NOTE: oslo.messaging 18.3 registers its tracing and metrics option groups only on the global
+    ``cfg.CONF``; with any other ``ConfigOpts`` every ``call`` raises ``NoSuchOptError``
+    (research/runtime-probe.md, P1). Registering them here keeps private configs (tests, the
+    demo) working.
+    """
+    from oslo_messaging._metrics import client as metrics_client
+    from oslo_messaging._tracing import client as tracing_client
+
+    for group, opts in (
+        ("oslo_messaging_tracing", tracing_client.oslo_messaging_tracing),
+        ("oslo_messaging_metrics", metrics_client.oslo_messaging_metrics),
+    ):
+        try:
+            conf.register_opts(opts, group=group)
+        except cfg.DuplicateOptError:
+            pass
+
+
+def get_transport(
+    conf: cfg.ConfigOpts, url: str | None = None, notification: bool = False
+) -> messaging.Transport:
+    """The shared transport for ``url`` (``None``: ``[DEFAULT] transport_url``)."""
+    key = (id(conf), url, notification)
+    with _LOCK:
+        transport = _TRANSPORTS.get(key)
+        if transport is None:
+            init(conf)
+            factory = (
+                messaging.get_notification_transport if notification
+                else messaging.get_rpc_transport
+            )
+            transport = factory(conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
+            _TRANSPORTS[key] = transport
+        return transport
+
+
+def cleanup() -> None:
+    """Close every transport this process opened (on shutdown, and between tests)."""
+    with _LOCK:
+        transports = list(_TRANSPORTS.values())
+        _TRANSPORTS.clear()
+    for transport in transports:
+        transport.cleanup()
+
+
+class ContextSerializer(messaging.Serializer):  # type: ignore[misc]
+    """Carries the request context across RPC; payloads are plain JSON types."""
+
+    def serialize_entity(self, ctxt: Any, entity: Any) -> Any:
+        return entity
+
+    def deserialize_entity(self, ctxt: Any, entity: Any) -> Any:
+        return entity
+
+    def serialize_context(self, ctxt: fc_context.RequestContext) -> dict[str, Any]:
+        return ctxt.to_dict()  # type: ignore[no-any-return]
+
+    def deserialize_context(self, ctxt: dict[str, Any]) -> fc_context.RequestContext:
+        return fc_context.RequestContext.from_dict(ctxt)
+
+
+def get_client(
+    transport: messaging.Transport, topic: str, version_cap: str | None = None
+) -> messaging.RPCClient:
+    """An RPC client for ``topic``; callers ``prepare()`` it per call."""
+    target = messaging.Target(topic=topic)
+    return messaging.get_rpc_client(
+        transport, target, version_cap=version_cap, serializer=ContextSerializer()
+    )
+
+
+def get_server(
+    transport: messaging.Transport, topic: str, server: str, endpoints: list[Any]
+) -> messaging.RPCServer:
+    """A threading RPC server for ``topic`` on ``server`` (the executor is left to its default:
+    passing ``executor=`` is deprecated, and threading is what it picks)."""
+    target = messaging.Target(topic=topic, server=server)
+    return messaging.get_rpc_server(
+        transport,
+        target,
+        endpoints,
+        serializer=ContextSerializer(),
+        access_policy=messaging.DefaultRPCAccessPolicy,
+    )
+
+
+def get_notifier(
+    conf: cfg.ConfigOpts, publisher_id: str, transport: messaging.Transport | None = None
+) -> messaging.Notifier:
+    """A notifier using ``[oslo_messaging_notifications]`` (driver, topics)."""
+    if transport is None:
+        transport = get_transport(conf, notification=True)
+    return messaging.Notifier(
+        transport, publisher_id=publisher_id, serializer=ContextSerializer()
+    )

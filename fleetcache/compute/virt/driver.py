@@ -1,0 +1,80 @@
+"""The virt driver contract and its loader.
+
+A driver is what a compute agent does on its host. The manager calls it and turns its errors
+into per-image states, so a driver may raise freely:
+
+* ``cache_image`` returns a :class:`CacheOutcome`; raising ``NotImplementedError`` means the
+  driver has no image cache (reported as ``unsupported``); any other exception is ``error``.
+* ``capabilities`` is declared, never guessed: traits derive from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from oslo_config import cfg
+from stevedore import ExtensionManager
+from stevedore import driver as stevedore_driver
+from stevedore.exception import NoMatches
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+
+DRIVER_NAMESPACE = "fleetcache.compute.drivers"
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheOutcome:
+    """What ``cache_image`` did: downloaded (``cached=True``) or found it (``cached=False``)."""
+
+    cached: bool
+    bytes_downloaded: int = 0
+
+
+class ComputeDriver:
+    """Base of every virt driver. Subclasses override what they support."""
+
+    #: Declared abilities of the driver; image-type traits derive from these.
+    capabilities: dict[str, Any] = {"has_imagecache": False}
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self.conf = conf
+
+    def init_host(self, host: str) -> None:
+        """Prepare the host (directories, checks); called once before serving RPC.
+
+        :raises InvalidConfiguration: when the host cannot run this driver as configured.
+        """
+
+    def get_capabilities(self) -> dict[str, Any]:
+        """What the compute reports to the conductor at registration and heartbeat."""
+        return dict(self.capabilities)
+
+    def cache_image(self, ctxt: RequestContext, image_id: str) -> CacheOutcome:
+        """Make sure ``image_id`` is in this host's image cache.
+
+        A hit renews the image's lease in the cache (touch) and returns ``cached=False``.
+
+        :raises NotImplementedError: when the driver has no image cache.
+        """
+        raise NotImplementedError("this virt driver does not cache images")
+
+
+def load_compute_driver(conf: cfg.ConfigOpts) -> ComputeDriver:
+    """Load ``[DEFAULT] compute_driver`` by entry point name.
+
+    :raises InvalidConfiguration: naming the known drivers when the name is unknown.
+    """
+    name = conf.compute_driver
+    try:
+        manager = stevedore_driver.DriverManager(
+            DRIVER_NAMESPACE, name, invoke_on_load=True, invoke_args=(conf,)
+        )
+    except NoMatches as exc:
+        known = sorted(ExtensionManager(DRIVER_NAMESPACE).names())
+        raise exception.InvalidConfiguration(
+            reason=f"[DEFAULT] compute_driver={name!r} is unknown; known drivers: {known}"
+        ) from exc
+    driver: ComputeDriver = manager.driver
+    return driver

@@ -1,0 +1,1 @@
+"""The conductor: the planner that validates, fans out to computes, and records jobs."""
