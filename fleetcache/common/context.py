@@ -11,12 +11,12 @@ from typing import Any
 from oslo_context import context
 
 
-class RequestContext(context.RequestContext):  # type: ignore[misc]
+class RequestContext(context.RequestContext):
     """Who asks, and under which request id."""
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> RequestContext:
-        return super().from_dict(values)  # type: ignore[no-any-return]
+    def from_dict(cls, values: dict[str, Any], **kwargs: Any) -> RequestContext:
+        return super().from_dict(values, **kwargs)
 
 
 def get_admin_context() -> RequestContext:

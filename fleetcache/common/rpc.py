@@ -87,7 +87,7 @@ class ContextSerializer(messaging.Serializer):  # type: ignore[misc]
         return entity
 
     def serialize_context(self, ctxt: fc_context.RequestContext) -> dict[str, Any]:
-        return ctxt.to_dict()  # type: ignore[no-any-return]
+        return ctxt.to_dict()
 
     def deserialize_context(self, ctxt: dict[str, Any]) -> fc_context.RequestContext:
         return fc_context.RequestContext.from_dict(ctxt)

@@ -6,7 +6,7 @@ from oslo_config import cfg
 
 api_group = cfg.OptGroup("api", title="REST API options")
 
-api_opts = [
+api_opts: list[cfg.Opt] = [
     cfg.StrOpt(
         "auth_strategy",
         default="keystone",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-compute_opts = [
+compute_opts: list[cfg.Opt] = [
     cfg.StrOpt(
         "compute_driver",
         default="disk",
@@ -20,7 +20,7 @@ Possible values:
 
 fake_driver_group = cfg.OptGroup("fake_driver", title="Fake virt driver options")
 
-fake_driver_opts = [
+fake_driver_opts: list[cfg.Opt] = [
     cfg.FloatOpt(
         "cache_delay",
         default=0.0,

@@ -6,7 +6,7 @@ from oslo_config import cfg
 
 conductor_group = cfg.OptGroup("conductor", title="Conductor options")
 
-conductor_opts = [
+conductor_opts: list[cfg.Opt] = [
     cfg.IntOpt(
         "cell_refresh_interval",
         default=60,

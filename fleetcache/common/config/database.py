@@ -6,7 +6,7 @@ from oslo_config import cfg
 
 database_group = cfg.OptGroup("database", title="Database options")
 
-database_opts = [
+database_opts: list[cfg.Opt] = [
     cfg.StrOpt(
         "connection",
         default="sqlite:///$state_path/fleetcache.sqlite",

@@ -6,7 +6,7 @@ import socket
 
 from oslo_config import cfg
 
-default_opts = [
+default_opts: list[cfg.Opt] = [
     cfg.HostDomainOpt(
         "host",
         default=socket.gethostname(),

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from keystoneauth1 import loading as ks_loading
-from oslo_config import cfg
+from oslo_config import cfg, types
 
 glance_group = cfg.OptGroup("glance", title="Image service (Glance) options")
 
-glance_opts = [
+glance_opts: list[cfg.Opt] = [
     cfg.ListOpt(
         "api_servers",
         default=[],
-        item_type=cfg.types.URI(schemes=["http", "https"]),
+        item_type=types.URI(schemes=["http", "https"]),
         help="""
 Glance API endpoints, e.g. ``http://127.0.0.1:9292``, tried in turn.
 

@@ -6,7 +6,7 @@ from oslo_config import cfg
 
 image_cache_group = cfg.OptGroup("image_cache", title="Image cache options")
 
-image_cache_opts = [
+image_cache_opts: list[cfg.Opt] = [
     cfg.IntOpt(
         "manager_interval",
         default=2400,

@@ -6,7 +6,7 @@ from oslo_config import cfg
 
 image_source_group = cfg.OptGroup("image_source", title="Image source options")
 
-image_source_opts = [
+image_source_opts: list[cfg.Opt] = [
     cfg.StrOpt(
         "backend",
         default="glance",

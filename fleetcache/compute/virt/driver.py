@@ -68,7 +68,7 @@ def load_compute_driver(conf: cfg.ConfigOpts) -> ComputeDriver:
     """
     name = conf.compute_driver
     try:
-        manager = stevedore_driver.DriverManager(
+        manager: stevedore_driver.DriverManager[ComputeDriver] = stevedore_driver.DriverManager(
             DRIVER_NAMESPACE, name, invoke_on_load=True, invoke_args=(conf,)
         )
     except NoMatches as exc:
@@ -76,5 +76,9 @@ def load_compute_driver(conf: cfg.ConfigOpts) -> ComputeDriver:
         raise exception.InvalidConfiguration(
             reason=f"[DEFAULT] compute_driver={name!r} is unknown; known drivers: {known}"
         ) from exc
-    driver: ComputeDriver = manager.driver
-    return driver
+    loaded = manager.driver
+    if not isinstance(loaded, ComputeDriver):
+        raise exception.InvalidConfiguration(
+            reason=f"[DEFAULT] compute_driver={name!r} is not a ComputeDriver"
+        )
+    return loaded

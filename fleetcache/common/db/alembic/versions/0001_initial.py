@@ -14,7 +14,7 @@ branch_labels = None
 depends_on = None
 
 
-def _timestamps() -> list[sa.Column]:
+def _timestamps() -> list[sa.Column[object]]:
     return [
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=True),
