@@ -168,6 +168,46 @@ def job_record_host(
             row.updated_at = now
 
 
+def job_record_hosts(
+    db: Database, job_uuid: str, results_by_host: Mapping[str, Mapping[str, ImageResult]]
+) -> None:
+    """Store (or replace) what several hosts reported, in one transaction.
+
+    Unlike :func:`job_record_host` it never loads the job's other results, so its cost follows
+    the batch, not the job: the conductor writes a 1,000-host job in a few batches.
+    """
+    if not results_by_host:
+        return
+    with db.transaction() as session:
+        job_id = session.scalars(
+            select(models.CacheJob.id).where(models.CacheJob.uuid == job_uuid)
+        ).first()
+        if job_id is None:
+            raise exception.JobNotFound(job_id=job_uuid)
+        rows = session.scalars(
+            select(models.CacheJobResult).where(
+                models.CacheJobResult.job_id == job_id,
+                models.CacheJobResult.host.in_(list(results_by_host)),
+            )
+        )
+        existing = {(r.host, r.image_id): r for r in rows}
+        now = models.utcnow()
+        for host, results in results_by_host.items():
+            for image_id, result in results.items():
+                if result["state"] not in RESULT_STATES:
+                    raise exception.InvalidInput(
+                        reason=f"unknown result state {result['state']!r}"
+                    )
+                row = existing.get((host, image_id))
+                if row is None:
+                    row = models.CacheJobResult(job_id=job_id, host=host, image_id=image_id)
+                    session.add(row)
+                row.state = result["state"]
+                row.reason = result["reason"]
+                row.bytes_downloaded = int(result["bytes_downloaded"])
+                row.updated_at = now
+
+
 def jobs_fail_interrupted(db: Database, conductor_host: str) -> list[str]:
     """Mark the unfinished jobs of a (re)starting conductor as failed; return their uuids."""
     with db.transaction() as session:
