@@ -30,6 +30,43 @@ Related options:
         default=["admin", "member", "reader"],
         help="Roles given to a request without ``X-Roles`` when ``auth_strategy = noauth``.",
     ),
+    cfg.HostAddressOpt(
+        "bind_host",
+        default="0.0.0.0",  # noqa: S104 - an API listens on every address unless told otherwise
+        help="Address ``fleetcache-api`` listens on (Nova: ``osapi_compute_listen``).",
+    ),
+    cfg.PortOpt(
+        "bind_port",
+        default=8774,
+        help="TCP port ``fleetcache-api`` listens on (Nova: ``osapi_compute_listen_port``).",
+    ),
+    cfg.IntOpt(
+        "workers",
+        default=1,
+        min=1,
+        help="""
+Worker processes of ``fleetcache-api`` (Nova: ``osapi_compute_workers``).
+
+Each worker serves ``threads`` requests at once (gunicorn ``gthread`` workers).
+
+Related options:
+* threads
+""",
+    ),
+    cfg.IntOpt(
+        "threads",
+        default=8,
+        min=1,
+        help="Request threads per ``fleetcache-api`` worker process.",
+    ),
+    cfg.IntOpt(
+        "graceful_timeout",
+        default=30,
+        min=0,
+        help="""
+Seconds ``fleetcache-api`` lets requests in flight finish after SIGTERM before it exits.
+""",
+    ),
     cfg.StrOpt(
         "public_endpoint",
         help="""
@@ -42,10 +79,26 @@ URL is used.
 ]
 
 
+#: Nova's availability zone defaults, shown by ``GET /os-services`` (``[DEFAULT]`` as in Nova).
+availability_zone_opts: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "internal_service_availability_zone",
+        default="internal",
+        help="Availability zone shown for services other than compute agents.",
+    ),
+    cfg.StrOpt(
+        "default_availability_zone",
+        default="nova",
+        help="Availability zone shown for compute hosts in no aggregate with a zone.",
+    ),
+]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_group(api_group)
     conf.register_opts(api_opts, group=api_group)
+    conf.register_opts(availability_zone_opts)
 
 
-def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
-    return [(api_group, api_opts)]
+def list_opts() -> list[tuple[cfg.OptGroup | None, list[cfg.Opt]]]:
+    return [(api_group, api_opts), (None, availability_zone_opts)]
