@@ -7,6 +7,7 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     ├── Invalid (400)
     │   ├── InvalidInput
     │   ├── ImageNotAvailable
+    │   ├── ImageFormatRejected
     │   └── InvalidConfiguration
     ├── Forbidden (403)
     │   └── PolicyNotAuthorized
@@ -72,6 +73,13 @@ class InvalidInput(Invalid):
 class ImageNotAvailable(Invalid):
     msg_fmt = "Image %(image_id)s is not available: %(reason)s"
     error_code = "fleetcache.image.not_available"
+
+
+class ImageFormatRejected(Invalid):
+    """An image's bytes failed format safety inspection; ``reason`` says precisely why."""
+
+    msg_fmt = "Image %(image_id)s was refused by format inspection: %(reason)s"
+    error_code = "fleetcache.image.format_rejected"
 
 
 class InvalidConfiguration(Invalid):

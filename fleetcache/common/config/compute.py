@@ -16,6 +16,30 @@ Possible values:
 * fake: does no real work; for tests and scale benchmarks (see ``[fake_driver]``).
 """,
     ),
+    cfg.BoolOpt(
+        "use_cow_images",
+        default=True,
+        help="""
+Whether ``[libvirt] images_type = default`` means qcow2 overlays (true) or flat copies (false).
+
+Related options:
+* [libvirt] images_type
+""",
+    ),
+    cfg.BoolOpt(
+        "force_raw_images",
+        default=True,
+        help="""
+Convert cached base images to raw.
+
+When true, an image in another format is converted to raw once, when it enters the image cache,
+unless ``[libvirt] images_type_mapping`` maps its format to a backend that holds that format
+as it is (``qcow2:qcow2``). When false, images are converted only for backends that need raw.
+
+Related options:
+* [libvirt] images_type, [libvirt] images_type_mapping
+""",
+    ),
 ]
 
 fake_driver_group = cfg.OptGroup("fake_driver", title="Fake virt driver options")

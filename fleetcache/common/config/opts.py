@@ -7,15 +7,28 @@ from typing import Any
 from fleetcache.common.config import (
     api,
     compute,
+    compute_group,
     conductor,
     database,
     default,
     glance,
     image_cache,
     image_source,
+    libvirt,
 )
 
-MODULES = (default, api, compute, conductor, database, glance, image_cache, image_source)
+MODULES = (
+    default,
+    api,
+    compute,
+    compute_group,
+    conductor,
+    database,
+    glance,
+    image_cache,
+    image_source,
+    libvirt,
+)
 
 
 def list_opts() -> list[tuple[Any, list[Any]]]:

@@ -1,0 +1,107 @@
+"""Options of the ``[libvirt]`` group: disk backends and limits on image inspection.
+
+Names, choices and defaults follow Nova's ``nova/conf/libvirt.py``; ``images_type_mapping`` is
+the option of the Nova spec "Libvirt runtime image type" (never merged upstream).
+"""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+libvirt_group = cfg.OptGroup("libvirt", title="Libvirt-style disk backend options")
+
+IMAGES_TYPES = ("raw", "flat", "qcow2", "lvm", "rbd", "ploop", "default")
+
+libvirt_opts: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "virt_type",
+        default="kvm",
+        choices=("kvm", "lxc", "qemu", "parallels"),
+        help="""
+Hypervisor the instance disks are built for.
+
+Only ``parallels`` can use ``ploop`` disks.
+
+Related options:
+* images_type, images_type_mapping: a ``ploop`` backend needs ``virt_type = parallels``.
+""",
+    ),
+    cfg.StrOpt(
+        "images_type",
+        default="default",
+        choices=IMAGES_TYPES,
+        help="""
+Disk backend of instances whose image format has no entry in ``images_type_mapping``.
+
+Possible values:
+* raw, flat: a sparse raw copy of the cached base image.
+* qcow2: a qcow2 overlay whose backing file is the cached base image.
+* lvm: a logical volume in ``images_volume_group``.
+* rbd: a Ceph RBD volume (not implemented yet: needs the rbd tools on the host).
+* ploop: a Parallels ploop disk (needs ``virt_type = parallels`` and the ploop tools).
+* default: qcow2 when ``[DEFAULT] use_cow_images`` is true, else flat.
+
+Related options:
+* images_type_mapping, [DEFAULT] use_cow_images, [DEFAULT] force_raw_images
+""",
+    ),
+    cfg.ListOpt(
+        "images_type_mapping",
+        default=[],
+        help="""
+Disk backend per source image format, as ``<disk_format>:<backend>`` entries.
+
+An image whose Glance ``disk_format`` has an entry uses that backend, and is used without
+conversion when the backend can hold that format (``qcow2:qcow2``, ``raw:lvm``). Formats
+without an entry use ``images_type``. Each source format may appear once; ``lvm``, ``rbd``,
+``flat`` and ``default`` are backends, not source formats.
+
+Possible values:
+* A list such as ``raw:lvm, ploop:ploop`` or ``raw:raw, qcow2:qcow2``; empty (the default)
+  means every image uses ``images_type``.
+
+Related options:
+* images_type
+""",
+    ),
+    cfg.StrOpt(
+        "images_volume_group",
+        help="""
+LVM volume group holding instance disks; required when a backend is ``lvm``.
+
+Related options:
+* images_type, images_type_mapping
+""",
+    ),
+    cfg.IntOpt(
+        "images_cpu_time_limit",
+        default=30,
+        min=1,
+        help="""
+CPU time limit, in seconds, of ``qemu-img info`` when it inspects an untrusted image.
+
+Related options:
+* images_address_space_limit
+""",
+    ),
+    cfg.IntOpt(
+        "images_address_space_limit",
+        default=2,
+        min=1,
+        help="""
+Address space limit, in GiB, of ``qemu-img info`` when it inspects an untrusted image.
+
+Related options:
+* images_cpu_time_limit
+""",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(libvirt_group)
+    conf.register_opts(libvirt_opts, group=libvirt_group)
+
+
+def list_opts() -> list[tuple[str | cfg.OptGroup | None, list[cfg.Opt]]]:
+    return [(libvirt_group, libvirt_opts)]
