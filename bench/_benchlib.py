@@ -1,0 +1,106 @@
+"""Small helpers shared by the benchmarks: the bench broker, process CPU, free ports, output.
+
+Every benchmark prints its headline as its last line, ``NAME: key=value ... ratio=R``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+BROKER_SCRIPT = REPO / "tools" / "rabbitmq-bench-node.sh"
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg: str) -> None:
+    """Progress on stderr, so stdout stays the report."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def headline(name: str, ratio: float, **values: object) -> str:
+    fields = " ".join(f"{k}={_fmt(v)}" for k, v in values.items())
+    return f"{name}: {fields} ratio={ratio:.3f}"
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far, all its threads, dead ones included."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait until 127.0.0.1:``port`` accepts connections (or ``proc`` dies)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def broker_start(vhosts: Sequence[str]) -> str:
+    """Start the private bench RabbitMQ node (port 5674) with ``vhosts``; return its base URL."""
+    out = subprocess.run(
+        [str(BROKER_SCRIPT), "start", *vhosts], check=True, capture_output=True, text=True
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def broker_stop() -> None:
+    subprocess.run([str(BROKER_SCRIPT), "stop"], check=True)
+
+
+def broker_fd_limit() -> str:
+    """The bench node's own account of its file-descriptor and socket limits."""
+    out = subprocess.run(
+        [str(BROKER_SCRIPT), "ctl", "status"], check=False, capture_output=True, text=True
+    ).stdout
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if "File Descriptors" in line:
+            return " ".join(x.strip() for x in lines[i + 1:i + 4] if x.strip())
+    return "unknown"
+
+
+def terminate(procs: Sequence[subprocess.Popen[bytes]], timeout: float = 10) -> None:
+    """SIGTERM each process (then SIGKILL the ones still alive after ``timeout``)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,80 @@
+"""One process hosting many fake compute agents (a shard of bench/fanout.py's fleet).
+
+Each agent is what ``fleetcache-compute`` serves on its host: a
+:class:`~fleetcache.compute.manager.ComputeManager` over the fake virt driver, listening on
+topic ``compute`` with the host name as its server, on its cell's transport. All agents of a
+shard are in one cell (one transport, shared by their RPC servers).
+
+NOTE: at most ~100 threaded RPC servers per process with a small executor pool: 1,000 in one
+CPython process collapse into a GIL/futex convoy (research/runtime-probe.md, P3). The shard
+never stops its servers gracefully (that costs ~1 s per server, P4): the broker drops their
+connections when the process exits, and their non-durable queues die with the bench broker.
+
+Protocol with the parent: prints ``READY <n>`` once every server listens, then exits when its
+stdin closes or on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+import oslo_messaging
+from oslo_config import cfg
+
+from fleetcache.common import config, rpc
+from fleetcache.compute.manager import ComputeManager
+from fleetcache.compute.virt import driver as virt_driver
+
+
+def _conf(args: argparse.Namespace) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    conf.register_opts(oslo_messaging.server._pool_opts)
+    conf([], project="fleetcache", default_config_files=[])
+    conf.set_override("compute_driver", "fake")
+    conf.set_override("executor_thread_pool_size", args.executor_pool)
+    rpc.init(conf)
+    return conf
+
+
+def _driver(conf: cfg.ConfigOpts, host: str, image_ids: list[str]) -> virt_driver.ComputeDriver:
+    """The fake driver of ``host``, with ``image_ids`` already in its cache."""
+    from fleetcache.compute.virt.fake import FakeDriver
+
+    driver = FakeDriver(conf)
+    driver.init_host(host)
+    for image_id in image_ids:
+        driver.seed_image(image_id)
+    return driver
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--transport-url", required=True)
+    parser.add_argument("--hosts", required=True, help="comma-separated host names")
+    parser.add_argument("--executor-pool", type=int, default=2)
+    parser.add_argument("--cached-image", action="append", default=[])
+    args = parser.parse_args()
+
+    conf = _conf(args)
+    transport = rpc.get_transport(conf, args.transport_url)
+    started = time.monotonic()
+    servers = []
+    for host in args.hosts.split(","):
+        manager = ComputeManager(conf, _driver(conf, host, args.cached_image))
+        server = rpc.get_server(transport, "compute", host, [manager])
+        server.start()
+        servers.append(server)
+    print(f"READY {len(servers)} {time.monotonic() - started:.2f}", flush=True)
+
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    sys.stdin.read()  # the parent closes our stdin (or dies) to stop us
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""The real fleetcache daemons of bench/fanout.py (``fleetcache-conductor``, ``fleetcache-api``)
+and a small client of the pre-cache API.
+
+Both daemons read one configuration file written here: the bench broker's API-level vhost, the
+run's database, ``noauth``, a local image directory holding the benchmark's image, and
+``precache_concurrency`` = the run's concurrency. Notifications stay on (``messagingv2``): they
+are part of what the job costs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+from _benchlib import BIN, cpu_seconds, free_port, log, terminate, wait_for_port
+
+MICROVERSION = "2.81"
+CONFIG = """\
+[DEFAULT]
+transport_url = {transport_url}
+service_down_time = 86400
+rpc_response_timeout = 60
+long_rpc_timeout = 1800
+debug = false
+
+[database]
+connection = {db_url}
+max_pool_size = {db_pool}
+
+[api]
+auth_strategy = noauth
+bind_host = 127.0.0.1
+bind_port = {api_port}
+
+[image_source]
+backend = local
+local_directory = {image_dir}
+
+[image_cache]
+precache_concurrency = {concurrency}
+
+[oslo_messaging_rabbit]
+rpc_conn_pool_size = {conn_pool}
+
+[oslo_messaging_notifications]
+driver = messagingv2
+"""
+
+
+def write_local_image(image_dir: Path, image_id: str) -> None:
+    """One small active image in the ``local`` image source's directory."""
+    from fleetcache.image import local
+
+    image_dir.mkdir(parents=True, exist_ok=True)
+    local.write_image(image_dir, image_id, b"fcbench image\n", disk_format="raw",
+                      name="fcbench")
+
+
+class Services:
+    """The conductor and API processes of one run."""
+
+    def __init__(self, workdir: Path, transport_url: str, db_url: str, concurrency: int,
+                 image_id: str) -> None:
+        self.workdir = workdir
+        self.api_port = free_port()
+        self.api_url = f"http://127.0.0.1:{self.api_port}"
+        self.config = workdir / "fleetcache.conf"
+        image_dir = workdir / "images"
+        write_local_image(image_dir, image_id)
+        self.config.write_text(CONFIG.format(
+            transport_url=transport_url, db_url=db_url, api_port=self.api_port,
+            image_dir=image_dir, concurrency=concurrency, conn_pool=max(30, concurrency + 4),
+            db_pool=max(10, min(concurrency, 40)),
+        ))
+        self.conductor: subprocess.Popen[bytes] | None = None
+        self.api: subprocess.Popen[bytes] | None = None
+
+    def _spawn(self, binary: str) -> subprocess.Popen[bytes]:
+        logfile = open(self.workdir / f"{binary}.log", "wb")  # noqa: SIM115
+        return subprocess.Popen(
+            [str(BIN / binary), "--config-file", str(self.config)],
+            stdout=logfile, stderr=subprocess.STDOUT,
+        )
+
+    def start(self) -> None:
+        self.conductor = self._spawn("fleetcache-conductor")
+        self.api = self._spawn("fleetcache-api")
+        wait_for_port(self.api_port, timeout=60, proc=self.api)
+        time.sleep(1.0)  # let the conductor's RPC servers come up
+        if self.conductor.poll() is not None:
+            raise RuntimeError(f"fleetcache-conductor exited: see {self.workdir}")
+        log(f"fleetcache-conductor pid {self.conductor.pid}, fleetcache-api pid {self.api.pid} "
+            f"on {self.api_url}")
+
+    def conductor_cpu(self) -> float:
+        assert self.conductor is not None
+        return cpu_seconds(self.conductor.pid)
+
+    def api_cpu(self) -> float:
+        assert self.api is not None
+        return cpu_seconds(self.api.pid)
+
+    def stop(self) -> None:
+        terminate([p for p in (self.api, self.conductor) if p is not None], timeout=20)
+
+
+class ApiClient:
+    """The two calls of the benchmark, as the ``openstack`` client makes them (noauth)."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base = base_url.rstrip("/")
+        self.session = requests.Session()
+        self.session.headers.update({
+            "OpenStack-API-Version": f"compute {MICROVERSION}",
+            "X-OpenStack-Nova-API-Version": MICROVERSION,
+            "X-User-Id": "fcbench", "X-Project-Id": "fcbench", "X-Roles": "admin",
+            "Content-Type": "application/json",
+        })
+
+    def cache_images(self, aggregate_id: int, image_ids: list[str]) -> str:
+        """POST the request. :returns: the job's URL (the ``Location`` header)."""
+        body = {"cache": [{"id": i} for i in image_ids]}
+        resp = self.session.post(f"{self.base}/v2.1/os-aggregates/{aggregate_id}/images",
+                                 data=json.dumps(body), timeout=60)
+        if resp.status_code != 202:
+            raise RuntimeError(f"POST images: {resp.status_code} {resp.text[:500]}")
+        location = resp.headers["Location"]
+        return location if location.startswith("http") else self.base + location
+
+    def get_job(self, url: str) -> dict[str, Any]:
+        resp = self.session.get(url, timeout=60)
+        resp.raise_for_status()
+        body = resp.json()
+        return body.get("job", body)  # type: ignore[no-any-return]
+
+    def wait_job(self, url: str, timeout: float, interval: float = 0.25) -> dict[str, Any]:
+        """Poll until the job is ``done`` or ``failed``.
+
+        NOTE: each GET serialises every host's result; polling faster would load the API (and
+        the CPUs the job runs on). The wall time reported comes from ``finished_at``, so the
+        interval costs no precision.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = self.get_job(url)
+            if job["state"] in ("done", "failed"):
+                return job
+            time.sleep(interval)
+        raise RuntimeError(f"job {url} not finished after {timeout} s")
+
+    @staticmethod
+    def counts(job: dict[str, Any]) -> dict[str, int]:
+        """Per-state counts of host/image results."""
+        counts: dict[str, int] = {}
+        for result in job.get("results") or job.get("hosts") or []:
+            counts[result["state"]] = counts.get(result["state"], 0) + 1
+        return counts

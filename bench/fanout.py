@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Fan-out overhead of aggregate image pre-caching (issue 3), against a bare RPC baseline.
+
+Builds a fleet of N fake computes in 2 cells on a private RabbitMQ node (tools/
+rabbitmq-bench-node.sh: port 5674, raised fd limit), spread over processes of at most
+``--servers-per-process`` agents, all of which already hold one image. Then, in one run,
+alternating for ``--rounds`` rounds after a warm-up:
+
+* job: ``POST /v2.1/os-aggregates/{id}/images`` to the real ``fleetcache-api`` process, which
+  asks the real ``fleetcache-conductor`` process, which calls every compute with
+  ``[image_cache] precache_concurrency = C``. Timed from just before the POST to the job's
+  ``finished_at`` (the conductor stamps it; same clock), confirmed by polling the job resource.
+* baseline: a bare oslo.messaging client calling ``cache_images(image_ids=[])`` once on every
+  host through each cell's transport with a futurist pool of C workers.
+
+Prints the medians side by side, the conductor's CPU per host, and last the headline
+``fanout: ... ratio=R`` with R = job wall / baseline wall.
+
+Run: ``.venv/bin/python bench/fanout.py --hosts 1000 --concurrency 64``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _baseline import Baseline  # noqa: E402
+from _benchlib import (  # noqa: E402
+    broker_fd_limit,
+    broker_start,
+    broker_stop,
+    headline,
+    log,
+    median,
+)
+from _fleet import Shards, plan_cells, setup_database  # noqa: E402
+from _services import ApiClient, Services  # noqa: E402
+
+IMAGE_ID = "1b5c4fd2-5a57-4c6e-9c6b-3f4b0c8a2f10"
+VHOST_PREFIX = "fcbench"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=int, default=100)
+    parser.add_argument("--concurrency", type=int, default=16,
+                        help="[image_cache] precache_concurrency, and the baseline's pool")
+    parser.add_argument("--cells", type=int, default=2)
+    parser.add_argument("--servers-per-process", type=int, default=100)
+    parser.add_argument("--executor-pool", type=int, default=2,
+                        help="executor_thread_pool_size of each fake compute's RPC server")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--database-url", default=None,
+                        help="default: a SQLite file in the run's temporary directory")
+    parser.add_argument("--keep-broker", action="store_true",
+                        help="leave the bench RabbitMQ node running afterwards")
+    parser.add_argument("--baseline-only", action="store_true",
+                        help="measure only the baseline (harness check)")
+    return parser.parse_args()
+
+
+@contextlib.contextmanager
+def broker(keep: bool, cells: int) -> Iterator[str]:
+    vhosts = [VHOST_PREFIX] + [f"{VHOST_PREFIX}_cell{i + 1}" for i in range(cells)]
+    url = broker_start(vhosts)
+    log(f"bench broker {url} ({broker_fd_limit()})")
+    try:
+        yield url
+    finally:
+        if not keep:
+            broker_stop()
+
+
+def finished_wall(job: dict[str, object], started_utc: datetime.datetime) -> float:
+    finished = datetime.datetime.fromisoformat(str(job["finished_at"]).rstrip("Z"))
+    return (finished.replace(tzinfo=None) - started_utc).total_seconds()
+
+
+def run_job(api: ApiClient, services: Services, aggregate_id: int, hosts: int) -> dict[str, float]:
+    """One pre-cache job through the API; its wall time and the conductor's CPU."""
+    cpu_before = services.conductor_cpu()
+    started_utc = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    started = time.monotonic()
+    location = api.cache_images(aggregate_id, [IMAGE_ID])
+    job = api.wait_job(location, timeout=600)
+    polled = time.monotonic() - started
+    cpu = services.conductor_cpu() - cpu_before
+    if job["state"] != "done":
+        raise RuntimeError(f"job ended {job['state']}: {job.get('error')}")
+    counts = api.counts(job)
+    if counts.get("existing") != hosts:
+        raise RuntimeError(f"expected {hosts} existing, got {counts}")
+    return {"wall": finished_wall(job, started_utc), "polled": polled, "cpu": cpu}
+
+
+def main() -> int:
+    args = parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="fcbench-fanout-"))
+    db_url = args.database_url or f"sqlite:///{tmp / 'fleetcache.sqlite'}"
+    log(f"fanout: {args.hosts} hosts, concurrency {args.concurrency}, {args.cells} cells, "
+        f"work dir {tmp}")
+    with broker(args.keep_broker, args.cells) as broker_url, contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, tmp, ignore_errors=True)
+        cells = plan_cells(args.hosts, args.cells, broker_url, VHOST_PREFIX)
+        aggregate_id = setup_database(db_url, cells, "fcbench")
+        shards = Shards(cells, args.servers_per_process, args.executor_pool, IMAGE_ID)
+        stack.callback(shards.stop)
+        shards.wait_ready(timeout=300)
+        baseline = Baseline(cells, args.concurrency)
+        stack.callback(baseline.cleanup)
+        log(f"baseline warm-up: {baseline.run():.2f} s")
+        services = None
+        if not args.baseline_only:
+            services = Services(tmp, broker_url + VHOST_PREFIX, db_url, args.concurrency,
+                                IMAGE_ID)
+            stack.callback(services.stop)
+            services.start()
+            api = ApiClient(services.api_url)
+            warm = run_job(api, services, aggregate_id, args.hosts)
+            log(f"job warm-up: {warm['wall']:.2f} s")
+        base_walls, job_walls, cpus = [], [], []
+        for rnd in range(args.rounds):
+            base_walls.append(baseline.run())
+            line = f"round {rnd + 1}: baseline {base_walls[-1]:.2f} s"
+            if services is not None:
+                res = run_job(api, services, aggregate_id, args.hosts)
+                job_walls.append(res["wall"])
+                cpus.append(res["cpu"])
+                line += f", job {res['wall']:.2f} s (polled {res['polled']:.2f} s, " \
+                        f"conductor CPU {res['cpu']:.2f} s)"
+            log(line)
+    base = median(base_walls)
+    print(f"hosts={args.hosts} cells={args.cells} concurrency={args.concurrency} "
+          f"processes={len(shards.procs)} rounds={args.rounds} db={db_url.split(':')[0]}")
+    print(f"baseline (bare oslo.messaging): {' '.join(f'{w:.2f}' for w in base_walls)} s; "
+          f"median {base:.2f} s = {args.hosts / base:.0f} calls/s")
+    if not job_walls:
+        print(headline("fanout", 1.0, hosts=args.hosts, concurrency=args.concurrency,
+                       baseline_s=base))
+        return 0
+    job = median(job_walls)
+    cpu_ms = median(cpus) / args.hosts * 1000
+    print(f"job (API -> conductor -> computes): {' '.join(f'{w:.2f}' for w in job_walls)} s; "
+          f"median {job:.2f} s = {args.hosts / job:.0f} hosts/s")
+    print(f"conductor CPU per host: {cpu_ms:.2f} ms (median of {len(cpus)} jobs)")
+    print(headline("fanout", job / base, hosts=args.hosts, concurrency=args.concurrency,
+                   job_s=job, baseline_s=base, conductor_cpu_ms_per_host=cpu_ms))
+    return 0
+
+
+if __name__ == "__main__":
+    # eventlet (pulled in by oslo.service) warns in every process; it is not used here.
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    warnings.simplefilter("ignore")
+    sys.exit(main())
