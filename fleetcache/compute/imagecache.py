@@ -1,0 +1,199 @@
+"""The compute's image cache: naming, single-flight fetch, touch on hit, listing.
+
+Layout, as Nova's::
+
+    <instances_path>/<[image_cache] subdirectory_name>/<sha1(image_id)>   a cached image
+    <instances_path>/<[image_cache] subdirectory_name>/.<sha1>.part-XXXX  a download under way
+    <instances_path>/locks/fleetcache-<sha1>                               its lock file
+
+Every operation on one image runs under that image's lock (oslo.concurrency: a thread lock
+plus an inter-process file lock), so two requests for an image on one host download it once,
+whatever process they come from, and the ageing pass (which takes the same lock and re-checks)
+never removes an image that was just reported as present. A download goes to a unique
+temporary name in the cache directory, is verified while it is written, fsynced and renamed:
+nothing partial is ever visible under the final name, and any failure removes the temporary
+file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+
+from oslo_concurrency import lockutils
+from oslo_config import cfg
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+from fleetcache.compute.virt.driver import CacheOutcome
+from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, download_verified
+
+LOG = logging.getLogger(__name__)
+
+LOCK_PREFIX = "fleetcache-"
+PART_MARK = ".part-"
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheEntry:
+    """One file of the cache directory, as the ageing pass and usage reports need it."""
+
+    name: str
+    path: str
+    size: int
+    disk_usage: int
+    mtime: float
+
+
+def cache_name(image_id: str) -> str:
+    """File name of ``image_id`` in the cache: the hex sha1 of the id (as Nova)."""
+    return hashlib.sha1(image_id.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def is_partial(name: str) -> bool:
+    """Whether a cache directory entry is a download under way (or left by a crash)."""
+    return name.startswith(".") and PART_MARK in name
+
+
+class ImageCache:
+    """The image cache of one compute, filled from ``source``."""
+
+    def __init__(self, conf: cfg.ConfigOpts, source: ImageSource) -> None:
+        self.conf = conf
+        self.source = source
+
+    @property
+    def base_dir(self) -> str:
+        instances_path: str = self.conf.instances_path
+        return os.path.join(instances_path, self.conf.image_cache.subdirectory_name)
+
+    @property
+    def lock_path(self) -> str:
+        instances_path: str = self.conf.instances_path
+        return os.path.join(instances_path, "locks")
+
+    def path_for(self, image_id: str) -> str:
+        return os.path.join(self.base_dir, cache_name(image_id))
+
+    def ensure_dirs(self) -> None:
+        os.makedirs(self.base_dir, exist_ok=True)
+        os.makedirs(self.lock_path, exist_ok=True)
+
+    @contextlib.contextmanager
+    def lock(self, image_id: str) -> Iterator[None]:
+        """Hold ``image_id``'s lock, against threads and other processes of this host."""
+        with lockutils.lock(cache_name(image_id), lock_file_prefix=LOCK_PREFIX,
+                            external=True, lock_path=self.lock_path):
+            yield
+
+    def touch(self, image_id: str) -> bool:
+        """Renew the image's lease (mtime); False when it is not cached.
+
+        :raises OSError: other than a missing file (e.g. EACCES), so that it is reported.
+        """
+        try:
+            os.utime(self.path_for(image_id))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def fetch(self, ctxt: RequestContext, image_id: str,
+              progress: ProgressCallback | None = None) -> CacheOutcome:
+        """Make sure ``image_id`` is cached: touch it if present, else download it.
+
+        :returns: ``cached=False`` for a hit (including one that another request filled
+            while this one waited for the lock), else ``cached=True`` and the bytes written.
+        :raises ImageNotFound, ImageNotAvailable: from the image source.
+        :raises ImageFetchError: the download or its verification failed, or the file could
+            not be written; nothing is left behind.
+        """
+        self.ensure_dirs()
+        with self.lock(image_id):
+            if self.touch(image_id):
+                return CacheOutcome(cached=False)
+            self._remove_partials(image_id)
+            started = time.monotonic()
+            meta = self.source.show(ctxt, image_id)
+            written = self._download(ctxt, meta, progress)
+        elapsed = time.monotonic() - started
+        LOG.info("Cached image %s (%d bytes) in %.2f s (%.1f MB/s)", image_id, written,
+                 elapsed, written / max(elapsed, 1e-6) / 1e6)
+        return CacheOutcome(cached=True, bytes_downloaded=written)
+
+    def list_entries(self) -> list[CacheEntry]:
+        """The cache's complete files (downloads under way are left out), sorted by name."""
+        entries = []
+        for entry in self._scan():
+            if entry.name.startswith("."):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                st = entry.stat()
+                entries.append(CacheEntry(entry.name, entry.path, st.st_size,
+                                          st.st_blocks * 512, st.st_mtime))
+        return sorted(entries, key=lambda e: e.name)
+
+    def partial_files(self, image_id: str | None = None) -> list[str]:
+        """Paths of downloads under way or left by a crash (of ``image_id`` only, if given)."""
+        prefix = f".{cache_name(image_id)}{PART_MARK}" if image_id else "."
+        return sorted(e.path for e in self._scan()
+                      if e.name.startswith(prefix) and is_partial(e.name))
+
+    def disk_usage(self) -> int:
+        """Bytes of disk the complete cached files take."""
+        return sum(e.disk_usage for e in self.list_entries())
+
+    def _scan(self) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(self.base_dir) as it:
+                return [e for e in it if e.is_file(follow_symlinks=False)]
+        except FileNotFoundError:
+            return []
+
+    def _remove_partials(self, image_id: str) -> None:
+        """Remove what a crashed download of ``image_id`` left (we hold its lock)."""
+        for path in self.partial_files(image_id):
+            LOG.warning("Removing partial download %s left by an earlier attempt", path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    def _download(self, ctxt: RequestContext, meta: ImageMeta,
+                  progress: ProgressCallback | None) -> int:
+        """Download ``meta`` to a temporary file, verify, fsync, rename into place."""
+        final = self.path_for(meta.id)
+        fd, tmp = tempfile.mkstemp(prefix=f".{cache_name(meta.id)}{PART_MARK}",
+                                   dir=self.base_dir)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                written = download_verified(self.source, ctxt, meta, f, progress)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)
+            os.rename(tmp, final)
+        except OSError as exc:
+            _unlink(tmp)
+            raise exception.ImageFetchError(
+                image_id=meta.id, reason=f"cannot write {tmp}: {exc}") from exc
+        except BaseException:
+            _unlink(tmp)
+            raise
+        _fsync_dir(self.base_dir)
+        return written
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

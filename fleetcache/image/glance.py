@@ -1,0 +1,211 @@
+"""The Glance v2 image source: ``show`` and a resumable, streaming ``download`` over HTTP.
+
+Requests go through a keystoneauth1 session built from the ``[glance]`` options (no
+``auth_type``: no service auth; the caller's token, if any, is passed through). Endpoints come
+from ``[glance] api_servers``, tried in turn, else from the Keystone catalog. A transient
+failure (connection error, 502/503/504, a body cut short) is retried on the next endpoint up to
+``[glance] num_retries`` times with a growing pause; a download resumes from the bytes already
+written with a ``Range`` request, so the caller's hash still covers the whole image.
+
+HTTP and keystoneauth errors are translated to the fleetcache exception tree in one place,
+:func:`_translated` and :func:`_check_status`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+from urllib.parse import quote
+
+import requests
+from keystoneauth1 import exceptions as ksa_exc
+from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import session as ksa_session
+from oslo_config import cfg
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+from fleetcache.image.source import ImageMeta, ImageSource, ProgressCallback, Writer
+
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_RETRY_STATUSES = frozenset({502, 503, 504})
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-\d+/(?:\d+|\*)")
+_VERSION_SUFFIX = re.compile(r"/v\d+(\.\d+)?/?$")
+
+
+class _Transient(Exception):
+    """A failure worth another attempt on the next endpoint."""
+
+
+@contextlib.contextmanager
+def _translated(image_id: str, url: str) -> Iterator[None]:
+    """Map requests and keystoneauth errors raised inside the block (the one place)."""
+    try:
+        yield
+    except (ksa_exc.ConnectionError, requests.ConnectionError, requests.Timeout,
+            requests.exceptions.ChunkedEncodingError) as exc:
+        raise _Transient(f"GET {url}: {exc}") from exc
+    except (ksa_exc.ClientException, requests.RequestException) as exc:
+        raise exception.ImageFetchError(image_id=image_id, reason=f"GET {url}: {exc}") from exc
+
+
+def _check_status(resp: requests.Response, image_id: str) -> None:
+    """Map an HTTP error status of the image service to a fleetcache exception."""
+    code = resp.status_code
+    if code < 300:
+        return
+    detail = f"HTTP {code} from GET {resp.url}"
+    if code == 404:
+        raise exception.ImageNotFound(image_id=image_id)
+    if code == 403:
+        raise exception.ImageNotAvailable(image_id=image_id, reason=f"forbidden ({detail})")
+    if code in _RETRY_STATUSES:
+        raise _Transient(detail)
+    body = next(resp.iter_content(300), b"").decode("utf-8", "replace").strip()
+    raise exception.ImageFetchError(image_id=image_id, reason=f"{detail}: {body}".rstrip(": "))
+
+
+def _load_session(conf: cfg.ConfigOpts) -> tuple[ksa_session.Session, bool]:
+    """The keystoneauth session of ``[glance]`` and whether it carries service auth."""
+    try:
+        auth = ks_loading.load_auth_from_conf_options(conf, "glance")
+        sess = ks_loading.load_session_from_conf_options(
+            conf, "glance", auth=auth, app_name="fleetcache")
+    except ksa_exc.ClientException as exc:
+        raise exception.InvalidConfiguration(reason=f"[glance] auth options: {exc}") from exc
+    return sess, auth is not None
+
+
+class GlanceImageSource(ImageSource):
+    """Images from the Glance v2 API."""
+
+    #: Seconds before the first retry; doubles per retry, capped by ``max_retry_delay``.
+    retry_delay = 1.0
+    max_retry_delay = 10.0
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        super().__init__(conf)
+        opts = conf.glance
+        self.session, self._service_auth = _load_session(conf)
+        self.api_servers = [_VERSION_SUFFIX.sub("", u).rstrip("/") for u in opts.api_servers]
+        if not self.api_servers and not self._service_auth:
+            raise exception.InvalidConfiguration(
+                reason="[glance] api_servers is empty and no [glance] auth_type is set to find "
+                "the image service in the Keystone catalog")
+        self.num_retries: int = opts.num_retries
+        self.chunk_size: int = opts.download_chunk_size
+        self.timeout: float = opts.request_timeout
+
+    def show(self, ctxt: RequestContext, image_id: str) -> ImageMeta:
+        def attempt(n: int) -> ImageMeta:
+            with self._get(ctxt, image_id, n, "") as resp, \
+                    _translated(image_id, resp.url):
+                body = resp.json()
+            return ImageMeta.from_dict(body)
+
+        return self.check_active(self._with_retries(image_id, attempt))
+
+    def download(
+        self,
+        ctxt: RequestContext,
+        image_id: str,
+        meta: ImageMeta,
+        writer: Writer,
+        progress: ProgressCallback | None = None,
+    ) -> int:
+        written = [0]
+
+        def attempt(n: int) -> int:
+            if written[0] and meta.size is not None and written[0] >= meta.size:
+                return written[0]  # the body was complete; only its end got lost
+            self._stream(ctxt, image_id, n, written, writer, progress)
+            return written[0]
+
+        return self._with_retries(image_id, attempt, written)
+
+    def _stream(self, ctxt: RequestContext, image_id: str, n: int, written: list[int],
+                writer: Writer, progress: ProgressCallback | None) -> None:
+        """One GET of the image data, from byte ``written[0]`` on, into ``writer``."""
+        offset = written[0]
+        headers = {"Range": f"bytes={offset}-"} if offset else {}
+        with self._get(ctxt, image_id, n, "/file", headers) as resp, \
+                _translated(image_id, resp.url):
+            skip = offset if offset and resp.status_code == 200 else 0
+            if resp.status_code == 206:
+                _check_content_range(resp, image_id, offset)
+            if resp.status_code == 204:
+                return
+            for chunk in resp.iter_content(self.chunk_size):
+                if skip:  # the server ignored Range: drop what we already have
+                    cut = min(skip, len(chunk))
+                    chunk, skip = chunk[cut:], skip - cut
+                    if not chunk:
+                        continue
+                writer.write(chunk)
+                written[0] += len(chunk)
+                if progress is not None:
+                    progress(written[0])
+
+    @contextlib.contextmanager
+    def _get(self, ctxt: RequestContext, image_id: str, n: int, suffix: str,
+             headers: dict[str, str] | None = None) -> Iterator[requests.Response]:
+        """GET ``/v2/images/<id><suffix>`` on the endpoint for attempt ``n``, streamed."""
+        url = f"{self._endpoint(n, image_id)}/v2/images/{quote(image_id, safe='')}{suffix}"
+        headers = dict(headers or {})
+        if not self._service_auth and ctxt.auth_token:
+            headers["X-Auth-Token"] = ctxt.auth_token
+        with _translated(image_id, url):
+            resp = self.session.request(
+                url, "GET", raise_exc=False, stream=True, headers=headers,
+                timeout=self.timeout, global_request_id=ctxt.global_id,
+                authenticated=self._service_auth)
+        try:
+            _check_status(resp, image_id)
+            yield resp
+        finally:
+            resp.close()
+
+    def _endpoint(self, n: int, image_id: str) -> str:
+        if self.api_servers:
+            return self.api_servers[n % len(self.api_servers)]
+        with _translated(image_id, "the Keystone catalog"):
+            url = self.session.get_endpoint(service_type="image",
+                                            interface=["internal", "public"])
+        if not url:
+            raise exception.InvalidConfiguration(
+                reason="no image service endpoint in the Keystone catalog")
+        return _VERSION_SUFFIX.sub("", str(url)).rstrip("/")
+
+    def _with_retries(self, image_id: str, attempt: Callable[[int], T],
+                      written: list[int] | None = None) -> T:
+        n = 0
+        while True:
+            try:
+                return attempt(n)
+            except _Transient as exc:
+                n += 1
+                got = f", {written[0]} bytes received" if written else ""
+                if n > self.num_retries:
+                    raise exception.ImageFetchError(
+                        image_id=image_id,
+                        reason=f"{exc} (gave up after {n} attempts{got})") from exc
+                delay = min(self.retry_delay * 2 ** (n - 1), self.max_retry_delay)
+                LOG.warning("Image %s: %s%s; retry %d of %d in %.1f s", image_id, exc, got,
+                            n, self.num_retries, delay)
+                time.sleep(delay)
+
+
+def _check_content_range(resp: requests.Response, image_id: str, offset: int) -> None:
+    match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+    if match is None or int(match.group(1)) != offset:
+        raise exception.ImageFetchError(
+            image_id=image_id,
+            reason=f"asked for bytes from {offset}, got Content-Range "
+            f"{resp.headers.get('Content-Range')!r}")
+
