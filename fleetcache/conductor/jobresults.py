@@ -1,0 +1,126 @@
+"""What a pre-cache job gathers: per-host results, their counts, and their storage.
+
+:class:`JobStats` counts outcomes as hosts finish (callers hold the job's lock).
+:class:`ResultWriter` stores results on its own thread: whatever arrived while the previous
+write ran goes into the next transaction, so a quiet job writes each host at once and a busy
+one (1,000 hosts) writes in a few batches, never one transaction per host.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import queue
+import threading
+from collections.abc import Mapping
+
+from fleetcache.common.db import jobs
+from fleetcache.common.db.jobs import ImageResult
+from fleetcache.common.db.session import Database
+
+LOG = logging.getLogger(__name__)
+
+#: States that mean the image is in the host's cache.
+CACHED_STATES = ("cached", "existing")
+
+#: A host and its results; ``None`` tells the writer to stop.
+_Item = tuple[str, dict[str, ImageResult]] | None
+
+
+@dataclasses.dataclass
+class JobStats:
+    """Counts of image-on-host outcomes, as Nova's summary; ``skipped_hosts`` counts hosts."""
+
+    cached: int = 0
+    existing: int = 0
+    error: int = 0
+    unsupported: int = 0
+    skipped_hosts: int = 0
+    hosts_done: int = 0
+    failed_images: collections.Counter[str] = dataclasses.field(
+        default_factory=collections.Counter
+    )
+
+    def add_host(self, results: Mapping[str, ImageResult]) -> None:
+        """Count one finished host."""
+        self.hosts_done += 1
+        states = [r["state"] for r in results.values()]
+        if states and all(s == "skipped" for s in states):
+            self.skipped_hosts += 1
+        for image_id, result in results.items():
+            state = result["state"]
+            if state == "cached":
+                self.cached += 1
+            elif state == "existing":
+                self.existing += 1
+            elif state == "unsupported":
+                self.unsupported += 1
+            elif state == "error":
+                self.error += 1
+                self.failed_images[image_id] += 1
+
+    def summary(self) -> str:
+        return (
+            f"{self.cached} cached, {self.existing} existing, {self.error} errors, "
+            f"{self.unsupported} unsupported, {self.skipped_hosts} skipped hosts"
+        )
+
+
+class ResultWriter:
+    """Stores per-host results of one job in batches, on a thread of its own.
+
+    :param max_batch: most hosts written in one transaction.
+    """
+
+    def __init__(self, db: Database, job_uuid: str, max_batch: int = 200) -> None:
+        self.db = db
+        self.job_uuid = job_uuid
+        self.max_batch = max_batch
+        self.error: str | None = None
+        self._queue: queue.Queue[_Item] = queue.Queue()
+        self._thread = threading.Thread(
+            target=self._run, name=f"precache-writer-{job_uuid[:8]}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, host: str, results: Mapping[str, ImageResult]) -> None:
+        self._queue.put((host, dict(results)))
+
+    def close(self) -> str | None:
+        """Write what is left and stop. :returns: the first write error, if any."""
+        self._queue.put(None)
+        self._thread.join()
+        return self.error
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            batch: dict[str, dict[str, ImageResult]] = {}
+            item = self._queue.get()
+            while True:
+                if item is None:
+                    stopping = True
+                    break
+                host, results = item
+                batch[host] = results
+                if len(batch) >= self.max_batch:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            self._write(batch)
+
+    def _write(self, batch: dict[str, dict[str, ImageResult]]) -> None:
+        if not batch:
+            return
+        try:
+            jobs.job_record_hosts(self.db, self.job_uuid, batch)
+        except Exception as exc:
+            LOG.exception("Could not store results of %d hosts of job %s",
+                          len(batch), self.job_uuid)
+            if self.error is None:
+                self.error = f"could not store results: {exc}"

@@ -1,0 +1,322 @@
+"""The image pre-cache job: have every compute of an aggregate cache a list of images.
+
+Nova's ``ComputeTaskManager.cache_images`` as a class, with what it lacks (nova-anchor.md §1):
+
+1. :meth:`Precacher.start` runs inside the conductor's ``cache_images`` RPC. It looks the
+   aggregate and each image up once (a missing image fails the request before any host is
+   asked), maps the hosts to cells in one query, creates the job (``queued``), starts it on a
+   thread of its own and returns it.
+2. :class:`PrecacheJob` marks the job ``running`` and sends ``aggregate.cache_images.start``.
+   Hosts that will not be asked are settled at once: no compute service is ``error``, a down
+   or disabled compute is ``skipped`` with that reason. Every other host is one long
+   ``cache_images`` call through its cell's transport, run on the process-wide pool of
+   ``[image_cache] precache_concurrency`` workers, so the limit holds across concurrent jobs.
+3. Every host ends in a state: an RPC failure or timeout is that host's ``error`` with the
+   reason. Each outcome is counted under the job's lock (which numbers the ``progress``
+   notification) and stored in batches by a :class:`~.jobresults.ResultWriter`.
+4. The job ends ``done`` (``failed`` when the job itself broke) with ``.end`` and one summary
+   log line, plus a warning per image that failed somewhere.
+
+Use::
+
+    precacher = Precacher(conf, db, host=conf.host, clients=cell_transports)
+    job = precacher.start(ctxt, aggregate_id, image_ids)   # returns at once
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from oslo_config import cfg
+
+from fleetcache.common import exception, rpc
+from fleetcache.common.context import RequestContext
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import jobs
+from fleetcache.common.db.api import AggregateDict, CellDict, ServiceDict
+from fleetcache.common.db.jobs import ImageResult, JobDict
+from fleetcache.common.db.session import Database
+from fleetcache.common.servicegroup import service_is_up
+from fleetcache.conductor import notifications
+from fleetcache.conductor.jobresults import CACHED_STATES, JobStats, ResultWriter
+from fleetcache.image import source as image_source
+
+LOG = logging.getLogger(__name__)
+
+COMPUTE_BINARY = "fleetcache-compute"
+_EXECUTORS: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+_EXECUTORS_LOCK = threading.Lock()
+
+
+def get_executor(size: int) -> concurrent.futures.ThreadPoolExecutor:
+    """The process-wide pool that calls computes, ``size`` workers (one per configured size).
+
+    NOTE: the standard library pool, not futurist's: futurist starts a new thread on every
+    submit until it is full, even when workers idle (runtime-probe.md §2b); this one reuses
+    idle workers. Jobs share it, so ``precache_concurrency`` bounds them all together.
+    """
+    with _EXECUTORS_LOCK:
+        executor = _EXECUTORS.get(size)
+        if executor is None:
+            executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=size, thread_name_prefix="precache"
+            )
+            _EXECUTORS[size] = executor
+        return executor
+
+
+def shutdown_executors() -> None:
+    """Drop queued host calls (their jobs are marked interrupted at the next start)."""
+    with _EXECUTORS_LOCK:
+        executors = list(_EXECUTORS.values())
+        _EXECUTORS.clear()
+    for executor in executors:
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+class ComputeClient(Protocol):
+    """What the job needs of a compute RPC client (``compute.rpcapi.ComputeAPI``)."""
+
+    def cache_images(
+        self, ctxt: RequestContext, host: str, image_ids: list[str]
+    ) -> dict[str, ImageResult]: ...
+
+
+class ComputeClients(Protocol):
+    """Compute clients per cell (``conductor.cells.CellTransports``)."""
+
+    def compute_api(self, cell: CellDict | None) -> ComputeClient: ...
+
+
+def _all(image_ids: list[str], state: str, reason: str | None) -> dict[str, ImageResult]:
+    return {i: ImageResult(state=state, reason=reason, bytes_downloaded=0) for i in image_ids}
+
+
+@dataclasses.dataclass(frozen=True)
+class HostPlan:
+    """One host of the aggregate and what the job will do with it."""
+
+    host: str
+    #: The host's compute service, ``None`` when it has none.
+    service: ServiceDict | None
+
+
+def _run_on_thread(func: Callable[[], None]) -> threading.Thread:
+    thread = threading.Thread(target=func, name="precache-job", daemon=True)
+    thread.start()
+    return thread
+
+
+class Precacher:
+    """Starts pre-cache jobs for one conductor.
+
+    :param host: the conductor's host name, stored on its jobs so that a restart marks the
+        ones it left unfinished.
+    :param clients: compute RPC clients per cell.
+    :param executor: the pool that calls computes; default the process-wide one.
+    :param job_runner: runs a job's coordinating function in the background (e.g. a bounded
+        pool's ``submit``); default a new thread per job.
+    """
+
+    def __init__(
+        self,
+        conf: cfg.ConfigOpts,
+        db: Database,
+        host: str,
+        clients: ComputeClients,
+        images: image_source.ImageSource | None = None,
+        notifier: notifications.CacheNotifier | None = None,
+        executor: concurrent.futures.Executor | None = None,
+        job_runner: Callable[[Callable[[], None]], Any] | None = None,
+    ) -> None:
+        self.conf = conf
+        self.db = db
+        self.host = host
+        self.clients = clients
+        self._images = images
+        self.job_runner = job_runner or _run_on_thread
+        self.notifier = notifier or notifications.CacheNotifier(
+            rpc.get_notifier(conf, publisher_id=f"fleetcache-conductor:{host}")
+        )
+        self.executor = executor or get_executor(conf.image_cache.precache_concurrency)
+
+    @property
+    def images(self) -> image_source.ImageSource:
+        if self._images is None:
+            self._images = image_source.load_image_source(self.conf)
+        return self._images
+
+    def start(self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]) -> JobDict:
+        """Validate the request, create its job and start it.
+
+        :returns: the job as created (``queued``).
+        :raises AggregateNotFound:
+        :raises ImageNotFound, ImageNotAvailable: before any host is asked; no job is created.
+        :raises InvalidInput: when ``image_ids`` is empty.
+        """
+        image_ids = list(dict.fromkeys(image_ids))
+        if not image_ids:
+            raise exception.InvalidInput(reason="no image to cache")
+        aggregate = db_api.aggregate_get(self.db, aggregate_id)
+        for image_id in image_ids:
+            self.images.show(ctxt, image_id)
+        services = db_api.aggregate_hosts_by_cell(self.db, aggregate["hosts"], COMPUTE_BINARY)
+        by_host = {s["host"]: s for group in services.values() for s in group}
+        job = jobs.job_create(
+            self.db, aggregate["id"], aggregate["uuid"], image_ids,
+            len(aggregate["hosts"]), self.host,
+        )
+        plans = [HostPlan(h, by_host.get(h)) for h in aggregate["hosts"]]
+        PrecacheJob(self, ctxt, aggregate, job, plans).launch()
+        return job
+
+
+class PrecacheJob:
+    """One running job: fans out, gathers, counts, notifies and stores."""
+
+    def __init__(
+        self,
+        precacher: Precacher,
+        ctxt: RequestContext,
+        aggregate: AggregateDict,
+        job: JobDict,
+        plans: list[HostPlan],
+    ) -> None:
+        self.precacher = precacher
+        self.ctxt = ctxt
+        self.aggregate = aggregate
+        self.uuid = job["uuid"]
+        self.image_ids = list(job["image_ids"])
+        self.plans = plans
+        self.stats = JobStats()
+        self.writer = ResultWriter(precacher.db, self.uuid)
+        self._lock = threading.Lock()
+        self._done_hosts: set[str] = set()
+
+    def launch(self) -> None:
+        """Run the job in the background; a job that cannot start is marked failed."""
+        try:
+            self.precacher.job_runner(self.run)
+        except RuntimeError as exc:
+            jobs.job_set_state(
+                self.precacher.db, self.uuid, jobs.FAILED, error=f"not started: {exc}"
+            )
+            raise
+
+    def run(self) -> None:
+        """The whole job; never raises (a broken job is ``failed`` with the reason)."""
+        self.ctxt.update_store()
+        started = time.monotonic()
+        payload = notifications.aggregate_payload(self.aggregate, self.uuid)
+        error: str | None = None
+        try:
+            jobs.job_set_state(self.precacher.db, self.uuid, jobs.RUNNING)
+            self.precacher.notifier.start(self.ctxt, payload)
+            self.writer.start()
+            try:
+                error = self._fan_out()
+            finally:
+                error = self.writer.close() or error
+        except Exception as exc:
+            LOG.exception("Image pre-cache job %s failed", self.uuid)
+            error = f"{type(exc).__name__}: {exc}"
+        self._finish(error, time.monotonic() - started)
+        self.precacher.notifier.end(self.ctxt, payload)
+
+    def _fan_out(self) -> str | None:
+        """Settle or submit every host, then wait for all. :returns: an error, if interrupted."""
+        futures = []
+        for plan in self.plans:
+            settled = self._settle(plan)
+            if settled is not None:
+                self._host_done(plan.host, settled)
+                continue
+            try:
+                futures.append(self.precacher.executor.submit(self._call_host, plan))
+            except RuntimeError:  # the pool was shut down: the conductor is stopping
+                break
+        concurrent.futures.wait(futures)
+        missing = [p.host for p in self.plans if p.host not in self._done_hosts]
+        if not missing:
+            return None
+        reason = "not contacted: the conductor stopped before this host's turn"
+        for host in missing:
+            self._host_done(host, _all(self.image_ids, "error", reason))
+        return "interrupted: the conductor stopped while the job ran"
+
+    def _settle(self, plan: HostPlan) -> dict[str, ImageResult] | None:
+        """The results of a host that will not be asked, or ``None`` to ask it."""
+        service = plan.service
+        if service is None:
+            return _all(self.image_ids, "error", "host has no compute service")
+        if not service_is_up(service, self.precacher.conf.service_down_time):
+            LOG.info("Skipping image pre-cache request to compute %s: it is down", plan.host)
+            return _all(self.image_ids, "skipped", "down")
+        if service["disabled"]:
+            LOG.info("Skipping image pre-cache request to compute %s: it is disabled",
+                     plan.host)
+            return _all(self.image_ids, "skipped", "disabled")
+        return None
+
+    def _call_host(self, plan: HostPlan) -> None:
+        """Worker: one compute's ``cache_images`` call; never raises."""
+        self.ctxt.update_store()
+        cell = plan.service["cell"] if plan.service is not None else None
+        try:
+            client = self.precacher.clients.compute_api(cell)
+            replies = client.cache_images(self.ctxt, plan.host, self.image_ids)
+            results = self._check_replies(replies)
+        except Exception as exc:
+            LOG.warning("Image pre-cache request to compute %s failed: %s: %s",
+                        plan.host, type(exc).__name__, exc)
+            results = _all(self.image_ids, "error", f"{type(exc).__name__}: {exc}")
+        self._host_done(plan.host, results)
+
+    def _check_replies(self, replies: Mapping[str, ImageResult]) -> dict[str, ImageResult]:
+        results = {}
+        for image_id in self.image_ids:
+            reply = replies.get(image_id) if isinstance(replies, Mapping) else None
+            if not isinstance(reply, Mapping) or reply.get("state") not in jobs.RESULT_STATES:
+                reply = ImageResult(state="error", bytes_downloaded=0,
+                                    reason=f"compute returned no valid result: {reply!r}")
+            results[image_id] = ImageResult(
+                state=reply["state"], reason=reply.get("reason"),
+                bytes_downloaded=int(reply.get("bytes_downloaded") or 0),
+            )
+        return results
+
+    def _host_done(self, host: str, results: dict[str, ImageResult]) -> None:
+        with self._lock:
+            if host in self._done_hosts:
+                return
+            self._done_hosts.add(host)
+            self.stats.add_host(results)
+            index = self.stats.hosts_done
+        self.writer.put(host, results)
+        self.precacher.notifier.progress(self.ctxt, notifications.AggregateCachePayload(
+            id=self.aggregate["id"], uuid=self.aggregate["uuid"], name=self.aggregate["name"],
+            host=host,
+            images_cached=[i for i, r in results.items() if r["state"] in CACHED_STATES],
+            images_failed=[i for i, r in results.items() if r["state"] not in CACHED_STATES],
+            index=index, total=len(self.plans), job_uuid=self.uuid,
+        ))
+
+    def _finish(self, error: str | None, elapsed: float) -> None:
+        state = jobs.FAILED if error else jobs.DONE
+        try:
+            jobs.job_set_state(self.precacher.db, self.uuid, state, error=error)
+        except Exception:
+            LOG.exception("Could not mark image pre-cache job %s %s", self.uuid, state)
+        LOG.info("Image pre-cache job %s on aggregate %s completed in %.2f s: %s",
+                 self.uuid, self.aggregate["id"], elapsed, self.stats.summary())
+        for image_id, count in sorted(self.stats.failed_images.items()):
+            LOG.warning("Image %s failed %i times in pre-cache job %s",
+                        image_id, count, self.uuid)
+        if error:
+            LOG.error("Image pre-cache job %s failed: %s", self.uuid, error)

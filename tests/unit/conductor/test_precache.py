@@ -1,0 +1,367 @@
+"""Unit tests of the pre-cache job (fleetcache.conductor.precache) with a fake compute client."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import oslo_messaging as messaging
+import pytest
+from oslo_config import cfg
+
+from fleetcache.common import config, exception
+from fleetcache.common.context import RequestContext, get_admin_context
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import jobs
+from fleetcache.common.db.migration import db_sync
+from fleetcache.common.db.session import Database
+from fleetcache.conductor import jobresults, notifications, precache
+from fleetcache.image.source import ImageMeta
+
+IMG_A = "a26887c6-c47b-4654-abb5-dfadf7d3f803"
+IMG_B = "4d8c3732-a248-40ed-bebc-539a6ffd25c0"
+IMG_MISSING = "00000000-0000-4000-8000-000000000000"
+
+
+class FakeImages:
+    def __init__(self, known: tuple[str, ...] = (IMG_A, IMG_B)) -> None:
+        self.known = known
+        self.shown: list[str] = []
+
+    def show(self, ctxt: Any, image_id: str) -> ImageMeta:
+        self.shown.append(image_id)
+        if image_id not in self.known:
+            raise exception.ImageNotFound(image_id=image_id)
+        return ImageMeta(id=image_id)
+
+
+class FakeComputes:
+    """Answers ``cache_images`` per host; records calls and the most calls in flight."""
+
+    def __init__(self, behaviour: dict[str, Callable[[list[str]], Any]] | None = None,
+                 delay: float = 0.0) -> None:
+        self.behaviour = behaviour or {}
+        self.delay = delay
+        self.calls: list[tuple[str, list[str]]] = []
+        self.cells: list[Any] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+
+    def compute_api(self, cell: Any) -> FakeComputes:
+        self.cells.append(cell["name"] if cell else None)
+        return self
+
+    def cache_images(self, ctxt: Any, host: str, image_ids: list[str]) -> Any:
+        with self._lock:
+            self.calls.append((host, list(image_ids)))
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            time.sleep(self.delay)
+            if host in self.behaviour:
+                return self.behaviour[host](image_ids)
+            return {i: {"state": "cached", "reason": None, "bytes_downloaded": 10}
+                    for i in image_ids}
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+class FakeNotifier:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+
+    def info(self, ctxt: Any, event_type: str, payload: dict[str, Any]) -> None:
+        with self._lock:
+            self.sent.append((event_type, payload))
+
+    def events(self, event_type: str) -> list[dict[str, Any]]:
+        return [p for e, p in self.sent if e == event_type]
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    conf([], project="fleetcache")
+    return conf
+
+
+@pytest.fixture
+def db(tmp_path: Any) -> Database:
+    database = Database(f"sqlite:///{tmp_path}/fleetcache.db")
+    db_sync(database)
+    return database
+
+
+def _ctxt() -> RequestContext:
+    return get_admin_context()
+
+
+def make_aggregate(db: Database, hosts: list[str], cells: int = 2) -> int:
+    cell_rows = [db_api.cell_create(db, f"cell{n}", f"fake://cell{n}") for n in range(1, cells + 1)]
+    agg = db_api.aggregate_create(db, "agg1")
+    for n, host in enumerate(hosts):
+        db_api.service_register(db, host, "fleetcache-compute", "compute",
+                                cell_rows[n % cells]["id"])
+        db_api.aggregate_add_host(db, agg["id"], host)
+    return agg["id"]
+
+
+def service_id(db: Database, host: str) -> int:
+    return db_api.service_get(db, host, "fleetcache-compute")["id"]
+
+
+def make_precacher(conf: cfg.ConfigOpts, db: Database, computes: FakeComputes,
+                   notifier: FakeNotifier | None = None, sync: bool = True,
+                   **kwargs: Any) -> precache.Precacher:
+    return precache.Precacher(
+        conf, db, "conductor1", clients=computes, images=FakeImages(),  # type: ignore[arg-type]
+        notifier=notifications.CacheNotifier(notifier),
+        job_runner=(lambda f: f()) if sync else None, **kwargs,
+    )
+
+
+def results_by_host(db: Database, job_uuid: str) -> dict[str, dict[str, tuple[str, str | None]]]:
+    out: dict[str, dict[str, tuple[str, str | None]]] = {}
+    for r in jobs.job_get(db, job_uuid)["results"]:
+        out.setdefault(r["host"], {})[r["image_id"]] = (r["state"], r["reason"])
+    return out
+
+
+def wait_done(db: Database, job_uuid: str, timeout: float = 10) -> jobs.JobDict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = jobs.job_get(db, job_uuid)
+        if job["state"] in (jobs.DONE, jobs.FAILED):
+            return job
+        time.sleep(0.02)
+    raise AssertionError(f"job {job_uuid} did not finish")
+
+
+def test_all_hosts_cached_results_persisted_and_notified(conf, db):
+    agg_id = make_aggregate(db, ["h1", "h2", "h3"])
+    computes, notifier = FakeComputes(), FakeNotifier()
+    job = make_precacher(conf, db, computes, notifier).start(_ctxt(), agg_id, [IMG_A, IMG_B])
+
+    assert job["state"] == jobs.QUEUED and job["total_hosts"] == 3
+    done = jobs.job_get(db, job["uuid"])
+    assert done["state"] == jobs.DONE and done["error"] is None
+    assert results_by_host(db, job["uuid"]) == {
+        h: {IMG_A: ("cached", None), IMG_B: ("cached", None)} for h in ("h1", "h2", "h3")
+    }
+    assert all(r["bytes_downloaded"] == 10 for r in done["results"])
+    assert sorted(computes.cells) == ["cell1", "cell1", "cell2"]
+    assert [e for e, _ in notifier.sent][0] == notifications.START
+    assert [e for e, _ in notifier.sent][-1] == notifications.END
+    progress = notifier.events(notifications.PROGRESS)
+    assert sorted(p["index"] for p in progress) == [1, 2, 3]
+    assert {p["total"] for p in progress} == {3}
+    assert progress[0]["images_cached"] == [IMG_A, IMG_B] and progress[0]["images_failed"] == []
+    assert progress[0]["job_uuid"] == job["uuid"] and progress[0]["name"] == "agg1"
+
+
+def test_images_looked_up_once_in_order_and_hosts_called_in_aggregate_order(conf, db):
+    agg_id = make_aggregate(db, ["h1", "h2", "h3"])
+    computes = FakeComputes()
+    precacher = make_precacher(conf, db, computes)
+    images = precacher.images
+    precacher.start(_ctxt(), agg_id, [IMG_B, IMG_A, IMG_B])
+
+    assert images.shown == [IMG_B, IMG_A]  # type: ignore[attr-defined]
+    assert computes.calls == [(h, [IMG_B, IMG_A]) for h in ("h1", "h2", "h3")]
+
+
+def test_missing_image_fails_before_any_host_and_leaves_no_job(conf, db):
+    agg_id = make_aggregate(db, ["h1", "h2"])
+    computes, notifier = FakeComputes(), FakeNotifier()
+    with pytest.raises(exception.ImageNotFound):
+        make_precacher(conf, db, computes, notifier).start(_ctxt(), agg_id, [IMG_A, IMG_MISSING])
+    assert computes.calls == []
+    assert jobs.job_list(db) == []
+    assert notifier.sent == []
+
+
+def test_unknown_aggregate_is_not_found(conf, db):
+    with pytest.raises(exception.AggregateNotFound):
+        make_precacher(conf, db, FakeComputes()).start(_ctxt(), 42, [IMG_A])
+    assert jobs.job_list(db) == []
+
+
+def test_down_and_disabled_hosts_are_skipped_with_why(conf, db):
+    agg_id = make_aggregate(db, ["up", "down", "off"])
+    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_api.service_update(db, service_id(db, "off"), disabled=True)
+    computes, notifier = FakeComputes(), FakeNotifier()
+    job = make_precacher(conf, db, computes, notifier).start(_ctxt(), agg_id, [IMG_A])
+
+    assert [h for h, _ in computes.calls] == ["up"]
+    assert results_by_host(db, job["uuid"]) == {
+        "up": {IMG_A: ("cached", None)},
+        "down": {IMG_A: ("skipped", "down")},
+        "off": {IMG_A: ("skipped", "disabled")},
+    }
+    progress = notifier.events(notifications.PROGRESS)
+    assert len(progress) == 3
+    skipped = [p for p in progress if p["host"] == "down"][0]
+    assert skipped["images_failed"] == [IMG_A] and skipped["images_cached"] == []
+
+
+def test_host_without_compute_service_is_error(conf, db):
+    agg_id = make_aggregate(db, ["h1", "gone"])
+    db_api.service_delete(db, service_id(db, "gone"))
+    computes = FakeComputes()
+    job = make_precacher(conf, db, computes).start(_ctxt(), agg_id, [IMG_A])
+
+    assert [h for h, _ in computes.calls] == ["h1"]
+    assert results_by_host(db, job["uuid"])["gone"] == {
+        IMG_A: ("error", "host has no compute service")
+    }
+    assert jobs.job_get(db, job["uuid"])["state"] == jobs.DONE
+
+
+def _raise(exc: Exception) -> Callable[[list[str]], Any]:
+    def fail(image_ids: list[str]) -> Any:
+        raise exc
+    return fail
+
+
+def test_rpc_timeout_and_failure_are_that_hosts_error(conf, db):
+    agg_id = make_aggregate(db, ["ok", "slow", "broken"])
+    computes, notifier = FakeComputes({
+        "slow": _raise(messaging.MessagingTimeout("Timed out waiting for a reply")),
+        "broken": _raise(RuntimeError("connection reset")),
+    }), FakeNotifier()
+    job = make_precacher(conf, db, computes, notifier).start(_ctxt(), agg_id, [IMG_A, IMG_B])
+
+    results = results_by_host(db, job["uuid"])
+    assert results["ok"][IMG_A] == ("cached", None)
+    assert results["slow"] == {
+        i: ("error", "MessagingTimeout: Timed out waiting for a reply") for i in (IMG_A, IMG_B)
+    }
+    assert results["broken"][IMG_B] == ("error", "RuntimeError: connection reset")
+    assert len(notifier.events(notifications.PROGRESS)) == 3
+    assert jobs.job_get(db, job["uuid"])["state"] == jobs.DONE
+
+
+def test_invalid_reply_is_error_for_the_images_it_lacks(conf, db):
+    agg_id = make_aggregate(db, ["h1"])
+    computes = FakeComputes({"h1": lambda ids: {IMG_A: {"state": "existing", "reason": None,
+                                                        "bytes_downloaded": 0}}})
+    job = make_precacher(conf, db, computes).start(_ctxt(), agg_id, [IMG_A, IMG_B])
+    results = results_by_host(db, job["uuid"])["h1"]
+    assert results[IMG_A] == ("existing", None)
+    assert results[IMG_B][0] == "error"
+    assert results[IMG_B][1].startswith("compute returned no valid result")
+
+
+def test_summary_line_and_warning_per_failed_image(conf, db, caplog):
+    agg_id = make_aggregate(db, ["cached", "mixed", "down", "dead"])
+    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    computes = FakeComputes({
+        "mixed": lambda ids: {IMG_A: {"state": "unsupported", "reason": "no cache",
+                                      "bytes_downloaded": 0},
+                              IMG_B: {"state": "existing", "reason": None,
+                                      "bytes_downloaded": 0}},
+        "dead": _raise(messaging.MessagingTimeout("gone")),
+    })
+    caplog.set_level(logging.INFO, logger="fleetcache.conductor.precache")
+    job = make_precacher(conf, db, computes).start(_ctxt(), agg_id, [IMG_A, IMG_B])
+
+    infos = [r.getMessage() for r in caplog.records if "completed in" in r.getMessage()]
+    assert len(infos) == 1
+    assert re.fullmatch(
+        rf"Image pre-cache job {job['uuid']} on aggregate {agg_id} completed in \d+\.\d\d s: "
+        r"2 cached, 1 existing, 2 errors, 1 unsupported, 1 skipped hosts",
+        infos[0],
+    )
+    warnings = sorted(r.getMessage() for r in caplog.records
+                      if r.levelno == logging.WARNING and "failed 1 times" in r.getMessage())
+    assert warnings == sorted(f"Image {i} failed 1 times in pre-cache job {job['uuid']}"
+                              for i in (IMG_A, IMG_B))
+
+
+def test_concurrency_limit_is_shared_by_concurrent_jobs(conf, db):
+    conf.set_override("precache_concurrency", 3, group="image_cache")
+    hosts = [f"h{n}" for n in range(8)]
+    agg_id = make_aggregate(db, hosts)
+    computes = FakeComputes(delay=0.1)
+    precacher = make_precacher(conf, db, computes, sync=False)
+    assert precacher.executor is precache.get_executor(3)
+
+    first = precacher.start(_ctxt(), agg_id, [IMG_A])
+    second = precacher.start(_ctxt(), agg_id, [IMG_B])
+    for job in (first, second):
+        assert wait_done(db, job["uuid"])["state"] == jobs.DONE
+    assert len(computes.calls) == 16
+    assert computes.max_in_flight == 3
+
+
+def test_progress_index_counts_every_host_once_under_concurrency(conf, db):
+    hosts = [f"h{n:02d}" for n in range(40)]
+    agg_id = make_aggregate(db, hosts)
+    db_api.service_update(db, service_id(db, "h07"), forced_down=True)
+    notifier = FakeNotifier()
+    precacher = make_precacher(conf, db, FakeComputes(delay=0.01), notifier,
+                               executor=concurrent.futures.ThreadPoolExecutor(16))
+    job = precacher.start(_ctxt(), agg_id, [IMG_A])
+
+    progress = notifier.events(notifications.PROGRESS)
+    assert sorted(p["index"] for p in progress) == list(range(1, 41))
+    assert sorted(p["host"] for p in progress) == hosts
+    assert {p["total"] for p in progress} == {40}
+    assert len(jobs.job_get(db, job["uuid"])["results"]) == 40
+
+
+def test_job_that_cannot_store_results_ends_failed_with_end_notification(conf, db, monkeypatch):
+    agg_id = make_aggregate(db, ["h1"])
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(jobs, "job_record_hosts", broken)
+    notifier = FakeNotifier()
+    job = make_precacher(conf, db, FakeComputes(), notifier).start(_ctxt(), agg_id, [IMG_A])
+
+    done = jobs.job_get(db, job["uuid"])
+    assert done["state"] == jobs.FAILED
+    assert done["error"] == "could not store results: disk full"
+    assert [e for e, _ in notifier.sent][-1] == notifications.END
+
+
+def test_stopped_pool_interrupts_the_job_and_settles_every_host(conf, db):
+    agg_id = make_aggregate(db, ["h1", "h2"])
+    executor = concurrent.futures.ThreadPoolExecutor(1)
+    executor.shutdown()
+    job = make_precacher(conf, db, FakeComputes(), executor=executor).start(
+        _ctxt(), agg_id, [IMG_A])
+
+    done = jobs.job_get(db, job["uuid"])
+    assert done["state"] == jobs.FAILED and done["error"].startswith("interrupted")
+    assert {r["host"]: r["state"] for r in done["results"]} == {"h1": "error", "h2": "error"}
+
+
+def test_result_writer_batches_what_arrives_meanwhile(db, monkeypatch):
+    job = jobs.job_create(db, 1, "agg-uuid", [IMG_A], 450, "conductor1")
+    batches: list[int] = []
+    real = jobs.job_record_hosts
+
+    def counting(db_: Database, uuid: str, results: Any) -> None:
+        batches.append(len(results))
+        real(db_, uuid, results)
+
+    monkeypatch.setattr(jobs, "job_record_hosts", counting)
+    writer = jobresults.ResultWriter(db, job["uuid"], max_batch=200)
+    for n in range(450):
+        writer.put(f"h{n}", {IMG_A: {"state": "cached", "reason": None, "bytes_downloaded": 1}})
+    writer.start()
+    assert writer.close() is None
+    assert batches == [200, 200, 50]
+    assert len(jobs.job_get(db, job["uuid"])["results"]) == 450
