@@ -7,6 +7,7 @@ import os
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from fleetcache.common.db.session import Database
 
@@ -29,3 +30,10 @@ def db_version(db: Database) -> str | None:
     """The revision the database is at, or ``None`` when it was never synced."""
     with db.engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+def head_revision() -> str | None:
+    """The newest revision this code knows (what ``db_sync`` upgrades to)."""
+    config = Config()
+    config.set_main_option("script_location", _SCRIPT_LOCATION)
+    return ScriptDirectory.from_config(config).get_current_head()

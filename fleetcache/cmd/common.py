@@ -1,0 +1,124 @@
+"""What every fleetcache command does first: options, configuration files, logging.
+
+A bad command line or configuration value ends the command with one line naming the option
+and exit status :data:`EXIT_CONFIG` (systemd units do not restart on it), never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import sqlalchemy
+from oslo_config import cfg
+from oslo_log import log
+from oslo_messaging import opts as messaging_opts
+
+import fleetcache
+from fleetcache.common import config
+from fleetcache.common.db import migration
+from fleetcache.common.db.session import Database
+
+#: Exit status of a command that cannot start because of its configuration.
+EXIT_CONFIG = 2
+
+
+def config_error(prog: str, message: str) -> NoReturn:
+    """Print ``prog: message`` on stderr and exit with :data:`EXIT_CONFIG`."""
+    print(f"{prog}: {message}", file=sys.stderr)
+    sys.exit(EXIT_CONFIG)
+
+
+def register_messaging_opts(conf: cfg.ConfigOpts) -> None:
+    """Register oslo.messaging's ``[DEFAULT]`` options (``transport_url``,
+    ``rpc_response_timeout``, ``executor_thread_pool_size`` ...) before parsing, so that a
+    daemon can give them its own defaults and bad values are caught at start-up."""
+    for group, opts in messaging_opts.list_opts():
+        if group in (None, "DEFAULT"):
+            conf.register_opts(opts)
+
+
+def parse_config(
+    argv: Sequence[str] | None,
+    prog: str,
+    conf: cfg.ConfigOpts | None = None,
+    defaults: dict[str, Any] | None = None,
+    cli_opts: Sequence[cfg.Opt] = (),
+) -> cfg.ConfigOpts:
+    """Register every option, parse ``argv`` and the configuration files, check every value,
+    and set up oslo.log. Exits with a one-line message on any configuration error.
+
+    :param argv: the arguments after the program name (``None``: ``sys.argv[1:]``).
+    :param conf: default the global ``cfg.CONF`` (oslo.privsep reads only that one).
+    :param defaults: ``[DEFAULT]`` option defaults of this daemon, overridable in the files.
+    """
+    conf = cfg.CONF if conf is None else conf
+    config.register_all(conf)
+    register_messaging_opts(conf)
+    log.register_options(conf)
+    if cli_opts:
+        conf.register_cli_opts(list(cli_opts))
+    for name, value in (defaults or {}).items():
+        conf.set_default(name, value)
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        conf(args, project="fleetcache", prog=prog, version=fleetcache.__version__)
+        check_values(conf)
+    except cfg.Error as exc:
+        config_error(prog, f"configuration error: {exc}")
+    log.setup(conf, "fleetcache", version=fleetcache.__version__)
+    return conf
+
+
+def check_values(conf: cfg.ConfigOpts) -> None:
+    """Read every registered option once, so that a bad value in a file fails now.
+
+    oslo.config converts values lazily, on first use; a typo would otherwise surface minutes
+    later, in a thread.
+
+    :raises cfg.Error: naming the first option whose value is invalid.
+    """
+    for name in list(conf):
+        _check(conf, None, name)
+        value = getattr(conf, name, None)
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            for opt_name in list(value):
+                _check(value, name, opt_name)
+
+
+def _check(namespace: Any, group: str | None, name: str) -> None:
+    try:
+        getattr(namespace, name)
+    except (cfg.ConfigFileValueError, ValueError) as exc:
+        reason = str(exc).rpartition(" is not valid: ")[2]
+        where = f"[{group or 'DEFAULT'}] {name}"
+        raise cfg.Error(f"invalid value for option {where}: {reason}") from exc
+
+
+def open_database(conf: cfg.ConfigOpts, prog: str) -> Database:
+    """Connect to ``[database] connection`` and check that its schema is current.
+
+    Exits with status 1 and one line saying what to do when the database cannot be reached
+    or was never synced.
+    """
+    db = Database.from_conf(conf)
+    try:
+        current = migration.db_version(db)
+        head = migration.head_revision()
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        db.dispose()
+        print(f"{prog}: cannot use the database {redact_db_url(db.url)}: "
+              f"{getattr(exc, 'orig', None) or exc}", file=sys.stderr)
+        sys.exit(1)
+    if current != head:
+        db.dispose()
+        print(f"{prog}: the database {redact_db_url(db.url)} is at schema revision {current}, "
+              f"not {head}; run 'fleetcache-manage db sync'", file=sys.stderr)
+        sys.exit(1)
+    return db
+
+
+def redact_db_url(url: str) -> str:
+    """The URL with its password hidden, for messages."""
+    return str(sqlalchemy.engine.make_url(url).render_as_string(hide_password=True))

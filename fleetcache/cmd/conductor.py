@@ -1,0 +1,81 @@
+"""``fleetcache-conductor``: the conductor daemon.
+
+Serves topic ``conductor`` on the default transport and on every cell's (new cells are picked
+up every ``[conductor] cell_refresh_interval``), registers itself as ``fleetcache-conductor``
+and heartbeats straight into the database, and on start fails the pre-cache jobs a previous
+conductor on this host left unfinished.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from oslo_config import cfg
+
+from fleetcache.cmd import common
+from fleetcache.common import exception, rpc
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import jobs
+from fleetcache.common.db.api import CellDict
+from fleetcache.common.db.session import Database
+from fleetcache.common.service import Service, ServiceReporter
+from fleetcache.conductor import rpcapi
+from fleetcache.conductor.cells import CellListeners
+from fleetcache.conductor.manager import ConductorManager, ConductorState
+
+LOG = logging.getLogger(__name__)
+
+BINARY = "fleetcache-conductor"
+#: Worker threads per RPC server (one server per cell transport). Every registration and
+#: heartbeat of a cell's computes lands here as a short database write; 32 keeps up with
+#: thousands of computes while bounding the threads (research/runtime-probe.md, P3).
+EXECUTOR_THREAD_POOL_SIZE = 32
+
+
+def build_service(conf: cfg.ConfigOpts, db: Database) -> tuple[Service, ConductorState]:
+    """Assemble the conductor: its RPC servers, cell refresh and self-reporting."""
+    interrupted = jobs.jobs_fail_interrupted(db, conf.host)
+    if interrupted:
+        LOG.warning("Marked %d pre-cache job(s) of a previous conductor on %s as failed "
+                    "(interrupted): %s", len(interrupted), conf.host, ", ".join(interrupted))
+    state = ConductorState(conf, db)
+    service = Service(BINARY)
+
+    def make_endpoint(cell: CellDict | None) -> ConductorManager:
+        return ConductorManager(conf, db, cell=cell, state=state)
+
+    listeners = CellListeners(state.cells, service, make_endpoint, topic=rpcapi.TOPIC)
+    listeners.refresh(strict=True)
+    interval = conf.conductor.cell_refresh_interval
+    service.add_periodic("cell-refresh", listeners.refresh, interval, initial_delay=interval)
+    reporter = ServiceReporter(
+        f"{BINARY} on {conf.host}",
+        register=lambda: db_api.service_register(db, conf.host, BINARY, rpcapi.TOPIC, None, {}),
+        heartbeat=lambda: db_api.service_heartbeat(db, conf.host, BINARY),
+        interval=conf.report_interval,
+        unknown=(exception.ComputeHostNotFound,),
+    )
+    service.add_periodic("report", reporter.run_once, conf.report_interval)
+    return service, state
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    conf = common.parse_config(
+        argv, BINARY, defaults={"executor_thread_pool_size": EXECUTOR_THREAD_POOL_SIZE}
+    )
+    db = common.open_database(conf, BINARY)
+    state: ConductorState | None = None
+    try:
+        service, state = build_service(conf, db)
+        return service.run()
+    finally:
+        if state is not None:
+            state.shutdown()
+        rpc.cleanup()
+        db.dispose()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""The conductor's RPC endpoint (topic ``conductor``): service registry and heartbeats.
+
+The conductor serves the same API on the default transport and on every cell's transport
+(:mod:`fleetcache.conductor.cells`). Each transport gets its own :class:`ConductorManager`
+that knows the cell it serves, so a compute that registers through its cell's broker is mapped
+to that cell: the broker a message came through *is* the compute's cell.
+
+State every endpoint shares (the database, the cell transports, one pool for background
+jobs) lives in one :class:`ConductorState`, built once per conductor process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import futurist
+import oslo_messaging as messaging
+from oslo_config import cfg
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db.session import Database
+from fleetcache.conductor import rpcapi
+from fleetcache.conductor.cells import CellTransports
+
+LOG = logging.getLogger(__name__)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _expected(*exceptions: type[Exception]) -> Callable[[_F], _F]:
+    """``messaging.expected_exceptions``, typed: these are the caller's errors, logged by the
+    server at debug level only."""
+    return cast(Callable[[_F], _F], messaging.expected_exceptions(*exceptions))
+
+
+#: Pre-cache jobs running at once in one conductor; each fans out to many hosts itself.
+MAX_CONCURRENT_JOBS = 4
+
+
+class ConductorState:
+    """What every :class:`ConductorManager` of one process shares.
+
+    :ivar cells: the transports of the default broker and every cell, and compute RPC clients
+        into them (``cells.compute_api(cell)``).
+    :ivar executor: a small pool for work that outlives the RPC call starting it (a pre-cache
+        job runs here after ``cache_images`` has returned the queued job).
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, db: Database) -> None:
+        self.conf = conf
+        self.db = db
+        self.cells = CellTransports(conf, db)
+        self._executor: futurist.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def executor(self) -> futurist.ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = futurist.ThreadPoolExecutor(max_workers=MAX_CONCURRENT_JOBS)
+            return self._executor
+
+    def shutdown(self, wait: bool = False) -> None:
+        """Stop accepting background work; running jobs are failed as ``interrupted`` by the
+        next conductor start on this host if the process dies before they end."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=wait)
+
+
+class ConductorManager:
+    """Serves the conductor RPC API for one transport.
+
+    :param cell: the cell whose transport this endpoint listens on; ``None`` for the default
+        transport when that is no cell's.
+    :param state: shared by every endpoint of the process; built from ``conf`` and ``db``
+        when not given (unit tests).
+    """
+
+    RPC_API_VERSION = rpcapi.RPC_API_VERSION
+    target = messaging.Target(version=RPC_API_VERSION)
+
+    def __init__(
+        self,
+        conf: cfg.ConfigOpts,
+        db: Database,
+        cell: db_api.CellDict | None = None,
+        state: ConductorState | None = None,
+    ) -> None:
+        self.conf = conf
+        self.db = db
+        self.cell = cell
+        self.state = state if state is not None else ConductorState(conf, db)
+
+    @property
+    def cell_name(self) -> str:
+        return self.cell["name"] if self.cell is not None else "(no cell)"
+
+    @_expected(exception.Invalid)
+    def register_service(
+        self,
+        ctxt: RequestContext,
+        host: str,
+        binary: str,
+        topic: str,
+        capabilities: dict[str, Any],
+    ) -> db_api.ServiceDict:
+        """Create or refresh a service record, mapped to the cell this endpoint serves.
+
+        :returns: the service record.
+        :raises InvalidInput: when ``host`` or ``binary`` is empty.
+        """
+        if not host or not binary:
+            raise exception.InvalidInput(reason="register_service needs a host and a binary")
+        cell_id = self.cell["id"] if self.cell is not None else None
+        service = db_api.service_register(
+            self.db, host, binary, topic, cell_id, capabilities=capabilities
+        )
+        LOG.info("Registered %s on %s in cell %s", binary, host, self.cell_name)
+        return service
+
+    @_expected(exception.ComputeHostNotFound)
+    def service_heartbeat(
+        self,
+        ctxt: RequestContext,
+        host: str,
+        binary: str,
+        capabilities: dict[str, Any] | None = None,
+    ) -> None:
+        """Record that a service is alive (and what it can do, when given).
+
+        :raises ComputeHostNotFound: when the service never registered or was deleted; the
+            service then registers again.
+        """
+        db_api.service_heartbeat(self.db, host, binary, capabilities=capabilities)
+
+    # -- pre-cache --------------------------------------------------------------------------
+    # NOTE: ``cache_images(self, ctxt, aggregate_id, image_ids) -> JobDict`` belongs here
+    # (rpcapi 1.0). It is added with fleetcache/conductor/precache.py: a thin method that
+    # validates, creates the job and hands it to ``precache`` on ``self.state.executor``,
+    # reaching computes through ``self.state.cells.compute_api(cell)``.
