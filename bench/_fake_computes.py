@@ -47,8 +47,7 @@ def _driver(conf: cfg.ConfigOpts, host: str, image_ids: list[str]) -> virt_drive
 
     driver = FakeDriver(conf)
     driver.init_host(host)
-    for image_id in image_ids:
-        driver.seed_image(image_id)
+    driver.cached_images.update(image_ids)
     return driver
 
 

@@ -55,9 +55,9 @@ def write_local_image(image_dir: Path, image_id: str) -> None:
     """One small active image in the ``local`` image source's directory."""
     from fleetcache.image import local
 
-    image_dir.mkdir(parents=True, exist_ok=True)
-    local.write_image(image_dir, image_id, b"fcbench image\n", disk_format="raw",
-                      name="fcbench")
+    data = image_dir.parent / "image-data"
+    data.write_bytes(b"fcbench image\n")
+    local.add_image(str(image_dir), str(data), image_id=image_id, name="fcbench")
 
 
 class Services:

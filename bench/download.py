@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Download throughput of one compute caching a large image from the real Glance (issue 3).
+
+Uploads a ``--size-mib`` image of random bytes to Glance (the local stack's, by default
+http://127.0.0.1:19292: ``tools/stack.sh up``), then, for ``--rounds`` rounds, on the same image
+and the same disk, one after the other:
+
+* ``curl -o FILE``: no verification, the transport's limit;
+* ``curl | tee FILE | sha512sum``: one-pass verification, the honest limit with verification on
+  (the digest is checked against Glance's ``os_hash_value``);
+* fleetcache: the disk driver's ``cache_image`` in this process (Glance HTTP source, sha512
+  multihash and size verified while streaming, fsync, rename into ``_base``).
+
+Prints the median throughputs (MB = 10^6 bytes) and last the headline ``download: ...
+ratio=R``, R = fleetcache's throughput over the verifying baseline. Every file it wrote (the
+copies, the upload's source) is removed, and the Glance image deleted, at the end.
+
+Run: ``.venv/bin/python bench/download.py [--size-mib 1024]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _benchlib import headline, log, median  # noqa: E402
+
+CHUNK = 4 * 1024 * 1024
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--glance-url", default="http://127.0.0.1:19292")
+    parser.add_argument("--workdir", default="/var/tmp",
+                        help="where the copies are written (one disk for all three)")
+    return parser.parse_args()
+
+
+@contextlib.contextmanager
+def glance_image(glance: str, size: int, workdir: Path) -> Iterator[dict[str, object]]:
+    """A new active Glance image of ``size`` random bytes; deleted afterwards."""
+    try:
+        requests.get(glance, timeout=5)
+    except requests.ConnectionError:
+        sys.exit(f"no Glance at {glance}: start the local stack first (tools/stack.sh up)")
+    resp = requests.post(f"{glance}/v2/images", timeout=30, json={
+        "name": "fcbench-download", "disk_format": "raw", "container_format": "bare"})
+    resp.raise_for_status()
+    image_id = resp.json()["id"]
+    try:
+        source = workdir / "upload-source"
+        with open(source, "wb") as f:
+            for _ in range(0, size, CHUNK):
+                f.write(os.urandom(min(CHUNK, size - f.tell())))
+        started = time.monotonic()
+        subprocess.run(
+            ["curl", "-sSf", "-X", "PUT", "-H", "Content-Type: application/octet-stream",
+             "-T", str(source), f"{glance}/v2/images/{image_id}/file"], check=True)
+        source.unlink()
+        log(f"uploaded {size} bytes to Glance image {image_id} in "
+            f"{time.monotonic() - started:.1f} s")
+        image = requests.get(f"{glance}/v2/images/{image_id}", timeout=30).json()
+        if image["status"] != "active" or image["size"] != size:
+            raise RuntimeError(f"upload did not make an active image: {image}")
+        yield image
+    finally:
+        requests.delete(f"{glance}/v2/images/{image_id}", timeout=60)
+
+
+def curl_plain(url: str, dest: Path) -> None:
+    subprocess.run(["curl", "-sSf", "-o", str(dest), url], check=True)
+
+
+def curl_verify(url: str, dest: Path, expected: str, fsync: bool = False) -> None:
+    script = 'curl -sSf "$1" | tee "$2" | sha512sum' + (' && sync "$2"' if fsync else "")
+    out = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", script, "-", url, str(dest)],
+        check=True, capture_output=True, text=True).stdout
+    if out.split()[0] != expected:
+        raise RuntimeError("curl | tee | sha512sum: digest differs from Glance's os_hash_value")
+
+
+class Fleetcache:
+    """The compute side, in process: the disk driver's ``cache_image`` from Glance."""
+
+    def __init__(self, glance: str, instances_path: Path) -> None:
+        from oslo_config import cfg
+
+        from fleetcache.common import config, context
+        from fleetcache.compute.virt import disk
+
+        conf = cfg.ConfigOpts()
+        config.register_all(conf)
+        conf([], project="fleetcache", default_config_files=[])
+        conf.set_override("instances_path", str(instances_path))
+        conf.set_override("backend", "glance", group="image_source")
+        conf.set_override("api_servers", [glance], group="glance")
+        self.driver = disk.DiskDriver(conf)
+        self.driver.init_host("fcbench")
+        self.ctxt = context.get_admin_context()
+
+    def fetch(self, image_id: str) -> Path:
+        outcome = self.driver.cache_image(self.ctxt, image_id)
+        if not outcome.cached:
+            raise RuntimeError("fleetcache found the image already cached")
+        return Path(self.driver.image_cache.path_for(image_id))
+
+
+def timed(func: Callable[[], object]) -> tuple[float, float]:
+    """Wall and this process's CPU (with its children's) seconds of ``func()``."""
+    def cpu() -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    cpu0, started = cpu(), time.monotonic()
+    func()
+    return time.monotonic() - started, cpu() - cpu0
+
+
+def main() -> int:
+    args = parse_args()
+    size = args.size_mib * 1024 * 1024
+    work = Path(tempfile.mkdtemp(prefix="fcbench-download-", dir=args.workdir))
+    walls: dict[str, list[float]] = {
+        "curl -o": [], "curl|tee|sha512sum": [], "...+sync FILE": [], "fleetcache": []}
+    cpus: dict[str, list[float]] = {k: [] for k in walls}
+    try:
+        with glance_image(args.glance_url, size, work) as image:
+            image_id, expected = str(image["id"]), str(image["os_hash_value"])
+            url = f"{args.glance_url}/v2/images/{image_id}/file"
+            fleetcache = Fleetcache(args.glance_url, work / "instances")
+            curl_plain(url, work / "warm")  # warm Glance's page cache and worker
+            (work / "warm").unlink()
+            for rnd in range(args.rounds):
+                runs: dict[str, Callable[[], object]] = {
+                    "curl -o": lambda: curl_plain(url, work / "plain"),
+                    "curl|tee|sha512sum": lambda: curl_verify(url, work / "tee", expected),
+                    "...+sync FILE": lambda: curl_verify(url, work / "teesync", expected, True),
+                    "fleetcache": lambda: fleetcache.fetch(image_id),
+                }
+                # Rotate the order so that no variant always follows another's write-back.
+                names = list(runs)[rnd % len(runs):] + list(runs)[:rnd % len(runs)]
+                for name in names:
+                    run = runs[name]
+                    wall, cpu = timed(run)
+                    walls[name].append(wall)
+                    cpus[name].append(cpu)
+                for path in (work / "plain", work / "tee", work / "teesync",
+                             Path(fleetcache.driver.image_cache.path_for(image_id))):
+                    if path.stat().st_size != size:
+                        raise RuntimeError(f"{path} has {path.stat().st_size} bytes")
+                    path.unlink()
+                log(f"round {rnd + 1}: " + ", ".join(
+                    f"{k} {size / walls[k][-1] / 1e6:.0f} MB/s" for k in walls))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    mbps = {k: size / median(v) / 1e6 for k, v in walls.items()}
+    print(f"image {size} bytes, {args.rounds} rounds, Glance {args.glance_url}, disk "
+          f"{args.workdir}")
+    for name in walls:
+        print(f"{name:>20}: {mbps[name]:7.0f} MB/s  (median {median(walls[name]):.2f} s; "
+              f"client CPU {median(cpus[name]):.2f} s)")
+    print(headline("download", mbps["fleetcache"] / mbps["curl|tee|sha512sum"],
+                   size_mib=args.size_mib, curl_mbps=round(mbps["curl -o"]),
+                   verify_mbps=round(mbps["curl|tee|sha512sum"]),
+                   verify_fsync_mbps=round(mbps["...+sync FILE"]),
+                   fleetcache_mbps=round(mbps["fleetcache"])))
+    return 0
+
+
+if __name__ == "__main__":
+    warnings.simplefilter("ignore")
+    hashlib.sha512()  # fail early if this Python lacks it
+    sys.exit(main())
