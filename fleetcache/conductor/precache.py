@@ -144,7 +144,15 @@ class Precacher:
         self.notifier = notifier or notifications.CacheNotifier(
             rpc.get_notifier(conf, publisher_id=f"fleetcache-conductor:{host}")
         )
-        self.executor = executor or get_executor(conf.image_cache.precache_concurrency)
+        self._executor = executor
+
+    @property
+    def executor(self) -> concurrent.futures.Executor:
+        """The injected pool, else the process-wide one (looked up each time: it is rebuilt
+        after :func:`shutdown_executors`)."""
+        if self._executor is not None:
+            return self._executor
+        return get_executor(self.conf.image_cache.precache_concurrency)
 
     @property
     def images(self) -> image_source.ImageSource:
@@ -232,13 +240,14 @@ class PrecacheJob:
     def _fan_out(self) -> str | None:
         """Settle or submit every host, then wait for all. :returns: an error, if interrupted."""
         futures = []
+        executor = self.precacher.executor
         for plan in self.plans:
             settled = self._settle(plan)
             if settled is not None:
                 self._host_done(plan.host, settled)
                 continue
             try:
-                futures.append(self.precacher.executor.submit(self._call_host, plan))
+                futures.append(executor.submit(self._call_host, plan))
             except RuntimeError:  # the pool was shut down: the conductor is stopping
                 break
         concurrent.futures.wait(futures)
