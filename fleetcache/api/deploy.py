@@ -1,0 +1,39 @@
+"""Assembles the API's middleware pipeline around the router, in one readable function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oslo_config import cfg
+
+from fleetcache.api import fault, handler, microversion, middleware, policy
+from fleetcache.api.state import ApiState, CacheImagesAPI
+from fleetcache.common.db.session import Database
+
+
+def deploy(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None) -> Any:
+    """The WSGI application for ``conf``, outermost middleware first::
+
+        request id -> request log -> fault wrapper -> [keystone auth_token] -> context
+        -> microversion -> router -> handler
+
+    ``[api] auth_strategy = noauth`` drops ``auth_token`` and gives a request without
+    ``X-Roles`` the roles of ``[api] noauth_default_roles`` (labs and tests only).
+    ``conductor_api`` replaces the conductor RPC client (fast tests only).
+    """
+    state = ApiState(conf, Database.from_conf(conf), policy.get_enforcer(conf), conductor_api)
+    noauth = conf.api.auth_strategy == "noauth"
+
+    application: Any = handler.Router()
+    application = microversion.MicroversionMiddleware(application)
+    application = middleware.ContextMiddleware(
+        application, state, default_roles=list(conf.api.noauth_default_roles) if noauth else None
+    )
+    if not noauth:
+        application = middleware.KeystoneAuth(
+            application, {"oslo_config_config": conf}, public_paths=handler.PUBLIC_PATHS
+        )
+    application = fault.FaultWrapper(application)
+    application = middleware.RequestLog(application)
+    application = middleware.ComputeRequestId(application)
+    return application

@@ -1,0 +1,94 @@
+"""The route table of the API and the router that dispatches on it.
+
+``ROUTE_DECLARATIONS`` maps each path to ``{method: handler}``; a path that matches with an
+unlisted method is a 405 with ``Allow``, a path that does not match is a 404. Trailing slashes
+are ignored. Handlers take a ``webob.Request`` and return a ``webob.Response``; the errors they
+raise become Nova fault bodies here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import routes
+import webob
+import webob.exc
+
+from fleetcache.api import fault, middleware
+from fleetcache.api.handlers import aggregate_images, aggregates, openapi, services, versions
+from fleetcache.common import exception
+
+Handler = Callable[[webob.Request], webob.Response]
+
+PREFIX = "/v2.1"
+AGGREGATE = PREFIX + "/os-aggregates/{aggregate_id}"
+
+ROUTE_DECLARATIONS: dict[str, dict[str, Handler]] = {
+    "/": {"GET": versions.list_versions},
+    PREFIX: {"GET": versions.get_version},
+    "/openapi.json": {"GET": openapi.get_openapi},
+    PREFIX + "/os-aggregates": {
+        "GET": aggregates.list_aggregates,
+        "POST": aggregates.create_aggregate,
+    },
+    AGGREGATE: {
+        "GET": aggregates.get_aggregate,
+        "PUT": aggregates.update_aggregate,
+        "DELETE": aggregates.delete_aggregate,
+    },
+    AGGREGATE + "/action": {"POST": aggregates.post_aggregate_action},
+    AGGREGATE + "/images": {"POST": aggregate_images.cache_aggregate_images},
+    AGGREGATE + "/images/jobs": {"GET": aggregate_images.list_aggregate_image_jobs},
+    AGGREGATE + "/images/jobs/{job_id}": {"GET": aggregate_images.get_aggregate_image_job},
+    PREFIX + "/os-services": {"GET": services.list_services},
+}
+
+#: Served without authentication: version discovery and the OpenAPI document.
+PUBLIC_PATHS = frozenset({"/", PREFIX, "/openapi.json"})
+
+
+def make_map(declarations: dict[str, dict[str, Handler]]) -> routes.Mapper:
+    mapper = routes.Mapper()
+    for path in declarations:
+        # Routes turns extra values into strings: keep only the key of the declaration.
+        mapper.connect(path, route_key=path)
+    return mapper
+
+
+class Router:
+    """Dispatches a request to the handler its path and method declare."""
+
+    def __init__(self, declarations: dict[str, dict[str, Handler]] | None = None) -> None:
+        self.declarations = declarations or ROUTE_DECLARATIONS
+        self.mapper = make_map(self.declarations)
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        req = webob.Request(environ)
+        try:
+            response = self._dispatch(req)
+        except exception.FleetcacheException as exc:
+            response = fault.fault_response(exc.code, exc.message, exc.error_code)
+        except webob.exc.HTTPException as exc:
+            response = fault.from_http_error(exc)
+        result: Iterable[bytes] = response(environ, start_response)
+        return result
+
+    def _dispatch(self, req: webob.Request) -> webob.Response:
+        match = self.mapper.match(middleware.normalize_path(req.path_info))
+        if match is None:
+            raise webob.exc.HTTPNotFound(explanation="The resource could not be found.")
+        targets = self.declarations[match.pop("route_key")]
+        handler = targets.get(req.method)
+        if handler is None and req.method == "HEAD":
+            handler = targets.get("GET")
+        if handler is None:
+            error = webob.exc.HTTPMethodNotAllowed(
+                explanation=f"The method {req.method} is not allowed for this resource."
+            )
+            error.headers["Allow"] = ", ".join(sorted(targets))
+            raise error
+        req.urlvars = match
+        return handler(req)

@@ -1,0 +1,133 @@
+"""``/os-aggregates/{id}/images``: pre-cache images on an aggregate's hosts, and follow the job.
+
+``POST`` is Nova's (microversion 2.81): validate, ask the conductor to queue a job, answer 202
+with an empty body. Beyond Nova, the answer's ``Location`` names the job, and
+``GET .../images/jobs[/{job_id}]`` shows jobs with their per-host, per-image results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import oslo_messaging as messaging
+import webob
+from oslo_log import log as logging
+
+from fleetcache.api import fault, microversion, policy, util, validation
+from fleetcache.api.handlers import aggregates
+from fleetcache.api.policies import aggregate_images as policies
+from fleetcache.api.schemas import aggregate_images as schemas
+from fleetcache.common import exception
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import jobs as db_jobs
+
+LOG = logging.getLogger(__name__)
+
+
+def job_path(aggregate_id: int, job_uuid: str) -> str:
+    return f"/v2.1/os-aggregates/{aggregate_id}/images/jobs/{job_uuid}"
+
+
+@microversion.version_handler("2.81")
+def cache_aggregate_images(req: webob.Request) -> webob.Response:
+    """Pre-cache images on every host of an aggregate (202, ``Location``: the job)."""
+    state = util.get_state(req)
+    context = util.get_context(req)
+    policy.authorize(state.enforcer, context, policies.IMAGES, target={})
+    ident = aggregates.aggregate_id(req)
+    body = validation.extract_body(req, schemas.CACHE_V2_81)
+    image_ids = [item["id"] for item in body["cache"]]
+    if len(set(image_ids)) != len(image_ids):
+        raise exception.InvalidInput("Duplicate images in request")
+    db_api.aggregate_get(state.db, ident)  # 404 before the conductor is asked
+    try:
+        job = state.conductor_api.cache_images(context, ident, image_ids)
+    except exception.AggregateNotFound:
+        raise
+    except exception.FleetcacheException as exc:
+        # As Nova: whatever the conductor refuses (missing or unusable image) is a 400.
+        return fault.fault_response(400, exc.message, exc.error_code)
+    except messaging.MessagingTimeout:
+        LOG.error("The conductor did not answer cache_images for aggregate %s", ident)
+        return fault.fault_response(503, "The conductor did not answer in time; retry later.")
+    location = util.base_url(req) + job_path(ident, job["uuid"])
+    LOG.info("Pre-cache job %s queued for aggregate %s: %s", job["uuid"], ident, image_ids)
+    return util.empty_response(202, headers={"Location": location})
+
+
+def _counts(results: list[db_jobs.JobResultDict]) -> dict[str, int]:
+    counts = dict.fromkeys(db_jobs.RESULT_STATES, 0)
+    for result in results:
+        counts[result["state"]] = counts.get(result["state"], 0) + 1
+    return counts
+
+
+def _hosts(results: list[db_jobs.JobResultDict]) -> list[dict[str, Any]]:
+    by_host: dict[str, dict[str, Any]] = {}
+    for result in sorted(results, key=lambda r: (r["host"], r["image_id"])):
+        entry = by_host.setdefault(
+            result["host"], {"host": result["host"], "bytes_downloaded": 0, "images": []}
+        )
+        entry["bytes_downloaded"] += result["bytes_downloaded"]
+        entry["images"].append(
+            {
+                "image_id": result["image_id"],
+                "state": result["state"],
+                "reason": result["reason"],
+                "bytes_downloaded": result["bytes_downloaded"],
+                "updated_at": util.format_time(result["updated_at"]),
+            }
+        )
+    return list(by_host.values())
+
+
+def format_job(req: webob.Request, job: db_jobs.JobDict, detail: bool) -> dict[str, Any]:
+    """A job as the API shows it; ``detail`` adds the per-host results."""
+    results = job["results"]
+    body: dict[str, Any] = {
+        "id": job["uuid"],
+        "aggregate_id": job["aggregate_id"],
+        "aggregate_uuid": job["aggregate_uuid"],
+        "image_ids": list(job["image_ids"]),
+        "state": job["state"],
+        "error": job["error"],
+        "total_hosts": job["total_hosts"],
+        "hosts_reported": len({r["host"] for r in results}),
+        "counts": _counts(results),
+        "bytes_downloaded": sum(r["bytes_downloaded"] for r in results),
+        "created_at": util.format_time(job["created_at"]),
+        "started_at": util.format_time(job["started_at"]),
+        "finished_at": util.format_time(job["finished_at"]),
+        "links": [
+            {"rel": "self", "href": util.base_url(req) + job_path(job["aggregate_id"], job["uuid"])}
+        ],
+    }
+    if detail:
+        body["hosts"] = _hosts(results)
+    return body
+
+
+@microversion.version_handler("2.81")
+def list_aggregate_image_jobs(req: webob.Request) -> webob.Response:
+    """List the pre-cache jobs of an aggregate, newest first, without per-host results."""
+    state = util.get_state(req)
+    policy.authorize(state.enforcer, util.get_context(req), policies.JOBS)
+    ident = aggregates.aggregate_id(req)
+    jobs = db_jobs.job_list(state.db, aggregate_id=ident)
+    if not jobs:
+        db_api.aggregate_get(state.db, ident)  # an unknown aggregate without jobs is a 404
+    jobs.sort(key=lambda j: j["id"], reverse=True)
+    return util.json_response({"jobs": [format_job(req, j, detail=False) for j in jobs]})
+
+
+@microversion.version_handler("2.81")
+def get_aggregate_image_job(req: webob.Request) -> webob.Response:
+    """Show one pre-cache job with its state, counts and per-host, per-image results."""
+    state = util.get_state(req)
+    policy.authorize(state.enforcer, util.get_context(req), policies.JOBS)
+    ident = aggregates.aggregate_id(req)
+    job_uuid = req.urlvars["job_id"]
+    job = db_jobs.job_get(state.db, job_uuid)
+    if job["aggregate_id"] != ident:
+        raise exception.JobNotFound(job_id=job_uuid)
+    return util.json_response({"job": format_job(req, job, detail=True)})

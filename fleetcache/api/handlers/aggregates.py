@@ -1,0 +1,139 @@
+"""``/os-aggregates``: host aggregates, shaped as Nova's (nova/api/openstack/compute/aggregates.py).
+
+Differences from Nova, all friendlier to the clients: a non-integer id is 404 rather than 400
+(novaclient gives up on a 400), ``GET /os-aggregates/{uuid}`` also works (so look-ups by uuid
+do), and create returns ``hosts`` and ``metadata`` as every other call does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import webob
+from oslo_utils import uuidutils
+
+from fleetcache.api import fault, microversion, policy, util, validation
+from fleetcache.api.policies import aggregates as policies
+from fleetcache.api.schemas import aggregates as schemas
+from fleetcache.common import exception
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db.api import AggregateDict
+
+UUID_VERSION = microversion.Version(2, 41)
+
+
+def _authorize(req: webob.Request, action: str) -> None:
+    state = util.get_state(req)
+    policy.authorize(state.enforcer, util.get_context(req), policies.POLICY_ROOT % action)
+
+
+def format_aggregate(req: webob.Request, aggregate: AggregateDict) -> dict[str, Any]:
+    """One aggregate as Nova shows it; ``uuid`` only from microversion 2.41."""
+    body: dict[str, Any] = {
+        "id": aggregate["id"],
+        "name": aggregate["name"],
+        "availability_zone": aggregate["availability_zone"],
+        "hosts": list(aggregate["hosts"]),
+        "metadata": dict(aggregate["metadata"]),
+        "created_at": util.format_time(aggregate["created_at"]),
+        "updated_at": util.format_time(aggregate["updated_at"]),
+        "deleted_at": None,
+        "deleted": False,
+    }
+    if microversion.request_version(req).matches(UUID_VERSION):
+        body["uuid"] = aggregate["uuid"]
+    return body
+
+
+def _one(req: webob.Request, aggregate: AggregateDict) -> webob.Response:
+    return util.json_response({"aggregate": format_aggregate(req, aggregate)})
+
+
+def aggregate_id(req: webob.Request) -> int:
+    """The integer id in the URL. :raises AggregateNotFound: for anything else (404)."""
+    raw = req.urlvars["aggregate_id"]
+    number = util.int_id(raw)
+    if number is None:
+        raise exception.AggregateNotFound(aggregate_id=raw)
+    return number
+
+
+def list_aggregates(req: webob.Request) -> webob.Response:
+    """List all aggregates."""
+    _authorize(req, "index")
+    aggregates = db_api.aggregate_list(util.get_state(req).db)
+    return util.json_response({"aggregates": [format_aggregate(req, a) for a in aggregates]})
+
+
+def create_aggregate(req: webob.Request) -> webob.Response:
+    """Create an aggregate, optionally in an availability zone (200, as Nova)."""
+    _authorize(req, "create")
+    body = validation.extract_body(req, schemas.CREATE)["aggregate"]
+    aggregate = db_api.aggregate_create(
+        util.get_state(req).db, body["name"], body.get("availability_zone")
+    )
+    return _one(req, aggregate)
+
+
+def get_aggregate(req: webob.Request) -> webob.Response:
+    """Show an aggregate, by integer id or by uuid."""
+    _authorize(req, "show")
+    db = util.get_state(req).db
+    raw = req.urlvars["aggregate_id"]
+    if uuidutils.is_uuid_like(raw):
+        return _one(req, db_api.aggregate_get_by_uuid(db, raw))
+    return _one(req, db_api.aggregate_get(db, aggregate_id(req)))
+
+
+def update_aggregate(req: webob.Request) -> webob.Response:
+    """Rename an aggregate or change its availability zone."""
+    _authorize(req, "update")
+    ident = aggregate_id(req)
+    body = validation.extract_body(req, schemas.UPDATE)["aggregate"]
+    aggregate = db_api.aggregate_update(
+        util.get_state(req).db,
+        ident,
+        name=body.get("name"),
+        availability_zone=body.get("availability_zone"),
+    )
+    return _one(req, aggregate)
+
+
+def delete_aggregate(req: webob.Request) -> webob.Response:
+    """Delete an aggregate without hosts (200, empty body, as Nova)."""
+    _authorize(req, "delete")
+    try:
+        db_api.aggregate_delete(util.get_state(req).db, aggregate_id(req))
+    except exception.AggregateNotEmpty as exc:
+        # Nova answers 400 (InvalidAggregateAction) here, not 409; keep the stable error code.
+        return fault.fault_response(400, exc.message, exc.error_code)
+    return util.empty_response(200)
+
+
+def _action_name(body: Any) -> str:
+    if not isinstance(body, dict) or len(body) != 1:
+        raise exception.InvalidInput(
+            "The action body must hold exactly one of: " + ", ".join(schemas.ACTIONS)
+        )
+    name = next(iter(body))
+    if name not in schemas.ACTIONS:
+        raise exception.InvalidInput(f"There is no such action: {name}")
+    return str(name)
+
+
+def post_aggregate_action(req: webob.Request) -> webob.Response:
+    """Run ``add_host``, ``remove_host`` or ``set_metadata`` on an aggregate."""
+    body = util.read_json(req)
+    action = _action_name(body)
+    _authorize(req, action)
+    ident = aggregate_id(req)
+    validation.validate(body, schemas.ACTIONS[action])
+    db = util.get_state(req).db
+    args = body[action]
+    if action == "add_host":
+        aggregate = db_api.aggregate_add_host(db, ident, args["host"])
+    elif action == "remove_host":
+        aggregate = db_api.aggregate_remove_host(db, ident, args["host"])
+    else:
+        aggregate = db_api.aggregate_set_metadata(db, ident, args["metadata"])
+    return _one(req, aggregate)

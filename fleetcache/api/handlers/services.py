@@ -1,0 +1,70 @@
+"""``GET /os-services``: the services that registered, with state, status and zone (as Nova).
+
+A service is ``up`` while its last heartbeat is younger than ``[DEFAULT] service_down_time``.
+A compute agent's zone is the availability zone of its aggregates (joined with ``,`` when it
+is in several), else ``default_availability_zone``; other services are in
+``internal_service_availability_zone``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import webob
+
+from fleetcache.api import microversion, policy, util
+from fleetcache.api.policies import services as policies
+from fleetcache.common import servicegroup
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db.api import ServiceDict
+
+COMPUTE_BINARY = "fleetcache-compute"
+FORCED_DOWN_VERSION = microversion.Version(2, 11)
+UUID_ID_VERSION = microversion.Version(2, 53)
+
+
+def _host_zones(req: webob.Request) -> dict[str, str]:
+    zones: dict[str, set[str]] = {}
+    for aggregate in db_api.aggregate_list(util.get_state(req).db):
+        zone = aggregate["availability_zone"]
+        if zone:
+            for host in aggregate["hosts"]:
+                zones.setdefault(host, set()).add(zone)
+    return {host: ",".join(sorted(names)) for host, names in zones.items()}
+
+
+def _format_service(
+    req: webob.Request, service: ServiceDict, zones: dict[str, str]
+) -> dict[str, Any]:
+    conf = util.get_state(req).conf
+    version = microversion.request_version(req)
+    if service["binary"] == COMPUTE_BINARY:
+        zone = zones.get(service["host"], conf.default_availability_zone)
+    else:
+        zone = conf.internal_service_availability_zone
+    is_up = servicegroup.service_is_up(service, conf.service_down_time)
+    body: dict[str, Any] = {
+        "id": service["uuid"] if version.matches(UUID_ID_VERSION) else service["id"],
+        "binary": service["binary"],
+        "host": service["host"],
+        "zone": zone,
+        "status": "disabled" if service["disabled"] else "enabled",
+        "state": "up" if is_up else "down",
+        "updated_at": util.format_time(service["last_seen_up"] or service["updated_at"]),
+        "disabled_reason": service["disabled_reason"],
+    }
+    if version.matches(FORCED_DOWN_VERSION):
+        body["forced_down"] = service["forced_down"]
+    return body
+
+
+def list_services(req: webob.Request) -> webob.Response:
+    """List services, optionally only those on ``host`` or of ``binary``."""
+    policy.authorize(util.get_state(req).enforcer, util.get_context(req), policies.LIST)
+    host = req.GET.get("host")
+    binary = req.GET.get("binary")
+    services = db_api.service_list(
+        util.get_state(req).db, binary=binary, hosts=[host] if host else None
+    )
+    zones = _host_zones(req)
+    return util.json_response({"services": [_format_service(req, s, zones) for s in services]})

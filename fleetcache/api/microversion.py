@@ -1,0 +1,150 @@
+"""Compute API microversions: the canonical list, header parsing and version dispatch.
+
+A request names its version in ``OpenStack-API-Version: compute 2.81`` or in the legacy
+``X-OpenStack-Nova-API-Version: 2.81``; without either it is 2.1, and ``latest`` is the maximum.
+A version out of range is refused with 406, as Nova does.
+
+Every minor version between the minimum and the maximum is accepted, as in Nova: those not
+listed in :data:`VERSIONS` behave like the nearest listed version below them. The user-facing
+history is ``rest_api_version_history.md`` beside this module.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import webob
+import webob.exc
+
+from fleetcache.api import fault, util
+
+SERVICE_TYPE = "compute"
+HEADER = "OpenStack-API-Version"
+LEGACY_HEADER = "X-OpenStack-Nova-API-Version"
+#: Where the middleware leaves the request's version in the WSGI environ.
+ENVIRON_KEY = "fleetcache.microversion"
+
+#: The versions where the API changed, oldest first; the first is the minimum, the last the
+#: maximum. Add a line (and a section in rest_api_version_history.md) for every change.
+VERSIONS = [
+    "2.1",  # The base: os-aggregates CRUD and actions, os-services list.
+    "2.11",  # os-services: each service shows "forced_down".
+    "2.41",  # os-aggregates: each aggregate shows its "uuid".
+    "2.53",  # os-services: a service's "id" is its uuid.
+    "2.81",  # POST /os-aggregates/{id}/images pre-caches images; the images/jobs resource.
+]
+
+_VERSION_RE = re.compile(r"^([1-9]\d*)\.([1-9]\d*|0)$")
+
+
+class Version(NamedTuple):
+    """A microversion; tuples compare the way versions do."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    def matches(
+        self, min_version: Version | None = None, max_version: Version | None = None
+    ) -> bool:
+        """True when ``min_version <= self <= max_version`` (a missing bound is open)."""
+        if min_version is not None and self < min_version:
+            return False
+        return max_version is None or self <= max_version
+
+
+def parse_version_string(text: str) -> Version:
+    """:raises webob.exc.HTTPBadRequest: when ``text`` is not ``MajorNum.MinorNum``."""
+    match = _VERSION_RE.match(text.strip())
+    if match is None:
+        raise webob.exc.HTTPBadRequest(
+            explanation=f"API Version String {text} is of invalid format. "
+            "Must be of format MajorNum.MinorNum."
+        )
+    return Version(int(match.group(1)), int(match.group(2)))
+
+
+MIN_VERSION = parse_version_string(VERSIONS[0])
+MAX_VERSION = parse_version_string(VERSIONS[-1])
+
+
+def _requested(headers: Any) -> str | None:
+    # Several services may share the header: "compute 2.81, placement 1.39".
+    for item in (headers.get(HEADER) or "").split(","):
+        parts = item.strip().split()
+        if len(parts) == 2 and parts[0].lower() == SERVICE_TYPE:
+            return str(parts[1])
+    legacy = headers.get(LEGACY_HEADER)
+    return str(legacy) if legacy else None
+
+
+def extract_version(headers: Any) -> Version:
+    """The version a request asks for.
+
+    :raises webob.exc.HTTPBadRequest: for a malformed version string.
+    :raises webob.exc.HTTPNotAcceptable: for a version outside ``[MIN_VERSION, MAX_VERSION]``.
+    """
+    text = _requested(headers)
+    if text is None:
+        return MIN_VERSION
+    if text.strip().lower() == "latest":
+        return MAX_VERSION
+    version = parse_version_string(text)
+    if not version.matches(MIN_VERSION, MAX_VERSION):
+        raise webob.exc.HTTPNotAcceptable(
+            explanation=f"Version {version} is not supported by the API. "
+            f"Minimum is {MIN_VERSION} and maximum is {MAX_VERSION}."
+        )
+    return version
+
+
+def request_version(req: webob.Request) -> Version:
+    """The version the microversion middleware stored for ``req`` (2.1 when none did)."""
+    version: Version = req.environ.get(ENVIRON_KEY, MIN_VERSION)
+    return version
+
+
+class MicroversionMiddleware(util.Middleware):
+    """Parses the request's version and echoes it in the response, as Nova does."""
+
+    def process(self, req: webob.Request) -> webob.Response:
+        try:
+            req.environ[ENVIRON_KEY] = extract_version(req.headers)
+        except webob.exc.HTTPException as exc:
+            return fault.from_http_error(exc)
+        response = self.forward(req)
+        version = str(req.environ[ENVIRON_KEY])
+        response.headers[HEADER] = f"{SERVICE_TYPE} {version}"
+        response.headers[LEGACY_HEADER] = version
+        response.headers.add("Vary", f"{HEADER}, {LEGACY_HEADER}")
+        return response
+
+
+Handler = Callable[[webob.Request], webob.Response]
+
+
+def version_handler(min_ver: str, max_ver: str | None = None) -> Callable[[Handler], Handler]:
+    """Serve the decorated handler only at versions in ``[min_ver, max_ver]``.
+
+    Outside that range the route answers 404, as a route that does not exist (Nova's
+    behaviour for ``POST /os-aggregates/{id}/images`` below 2.81).
+    """
+    low = parse_version_string(min_ver)
+    high = parse_version_string(max_ver) if max_ver else None
+
+    def decorator(func: Handler) -> Handler:
+        @functools.wraps(func)
+        def wrapper(req: webob.Request) -> webob.Response:
+            if not request_version(req).matches(low, high):
+                raise webob.exc.HTTPNotFound(explanation="The resource could not be found.")
+            return func(req)
+
+        wrapper.min_version = low  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorator

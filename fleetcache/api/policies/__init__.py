@@ -1,0 +1,24 @@
+"""Default policies, one module per REST resource; ``list_rules`` feeds oslo.policy's tools.
+
+Entry point ``oslo.policy.policies``: ``fleetcache = fleetcache.api.policies:list_rules``.
+Every default is admin-only (``context_is_admin``, i.e. ``role:admin``).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from oslo_policy import policy
+
+from fleetcache.api.policies import aggregate_images, aggregates, base, services
+
+
+def list_rules() -> list[policy.RuleDefault]:
+    return list(
+        itertools.chain(
+            base.list_rules(),
+            aggregates.list_rules(),
+            aggregate_images.list_rules(),
+            services.list_rules(),
+        )
+    )

@@ -1,0 +1,1 @@
+"""JSON Schemas of request bodies, one module per REST resource (Nova's where Nova has one)."""

@@ -1,0 +1,51 @@
+"""What every handler shares: configuration, database, policy enforcer, conductor client."""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+from oslo_config import cfg
+from oslo_policy import policy
+
+from fleetcache.common.context import RequestContext
+from fleetcache.common.db.jobs import JobDict
+from fleetcache.common.db.session import Database
+
+
+class CacheImagesAPI(Protocol):
+    """The part of ``fleetcache.conductor.rpcapi.ConductorAPI`` the API calls."""
+
+    def cache_images(
+        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]
+    ) -> JobDict: ...
+
+
+class ApiState:
+    """Built once per application by :func:`fleetcache.api.deploy.deploy`.
+
+    The conductor client is created on first use, so an API without a reachable message bus
+    still serves everything but pre-caching.
+    """
+
+    def __init__(
+        self,
+        conf: cfg.ConfigOpts,
+        db: Database,
+        enforcer: policy.Enforcer,
+        conductor_api: CacheImagesAPI | None = None,
+    ) -> None:
+        self.conf = conf
+        self.db = db
+        self.enforcer = enforcer
+        self._conductor_api = conductor_api
+        self._lock = threading.Lock()
+
+    @property
+    def conductor_api(self) -> CacheImagesAPI:
+        with self._lock:
+            if self._conductor_api is None:
+                from fleetcache.conductor import rpcapi  # the RPC client only (import rule)
+
+                self._conductor_api = rpcapi.ConductorAPI(self.conf)
+            return self._conductor_api

@@ -1,0 +1,43 @@
+"""JSON Schema validation of request bodies, with Nova's error messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import webob
+from oslo_utils import uuidutils
+
+from fleetcache.api import util
+from fleetcache.common import exception
+
+FORMAT_CHECKER = jsonschema.FormatChecker()
+
+
+@FORMAT_CHECKER.checks("uuid")
+def _is_uuid(value: object) -> bool:
+    return not isinstance(value, str) or uuidutils.is_uuid_like(value)
+
+
+def validate(body: Any, schema: dict[str, Any]) -> None:
+    """:raises InvalidInput: (400) naming the first field that does not match ``schema``."""
+    validator = jsonschema.Draft4Validator(schema, format_checker=FORMAT_CHECKER)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(body))
+    if error is None:
+        return
+    path = "/".join(str(p) for p in error.path)
+    if path:
+        message = (
+            f"Invalid input for field/attribute {path}. Value: {error.instance!r}. "
+            f"{error.message}"
+        )
+    else:
+        message = f"Invalid input: {error.message}"
+    raise exception.InvalidInput(message)
+
+
+def extract_body(req: webob.Request, schema: dict[str, Any]) -> Any:
+    """The request's JSON body, validated against ``schema``."""
+    body = util.read_json(req)
+    validate(body, schema)
+    return body
