@@ -1,0 +1,473 @@
+#!/usr/bin/env bash
+# The real local stack: Glance 33, the fleetcache API, a conductor and three computes.
+#
+#   tools/stack.sh up        start everything (stopping a previous stack first), write .stack/env
+#   tools/stack.sh down      stop exactly what `up` started (pid files), TERM then KILL
+#   tools/stack.sh status    what runs, what answers
+#   tools/stack.sh stop NAME [--kill]   stop one daemon (e.g. compute2; --kill = SIGKILL now)
+#   tools/stack.sh start NAME           start it again with the same command and config
+#
+# Pieces (all on 127.0.0.1, state under .stack/ in the checkout, or $FLEETCACHE_STACK_DIR):
+# - glance:    Glance 33.0.0 in its own venv (.stack/glance-venv, tools/glance/requirements.txt,
+#              rebuilt only when that file changes) under gunicorn on :19292; SQLite, file store
+#              with 4 MiB chunks, no Keystone (paste "default" flavor; tools/glance/).
+# - api:       fleetcache-api (gunicorn) on :18774, [api] auth_strategy = noauth.
+# - conductor: one fleetcache-conductor; DEFAULT transport_url vhost fleetcache.
+# - compute1, compute2 (cell1, vhost fleetcache_cell1) and compute3 (cell2, fleetcache_cell2):
+#              fleetcache-compute, disk driver, each with its own config and instances_path.
+# Two sample images (a real qcow2 and a raw, a few MiB each) are uploaded to Glance.
+#
+# Every daemon runs in its own session (setsid), so stopping its process group stops its
+# children too and nothing else. `up` fails naming the piece that did not come up, with the tail
+# of its log, and stops what it had started.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STACK=${FLEETCACHE_STACK_DIR:-$ROOT/.stack}
+VENV_BIN=${FLEETCACHE_VENV:-$ROOT/.venv}/bin
+GLANCE_PYTHON=${GLANCE_PYTHON:-python3}
+GLANCE_VENV=$STACK/glance-venv
+GLANCE_REQS=$ROOT/tools/glance/requirements.txt
+GLANCE_DIR=$STACK/glance
+ETC=$STACK/etc
+LOG=$STACK/log
+RUN=$STACK/run
+CONF=$ETC/fleetcache.conf
+GLANCE_PORT=19292
+API_PORT=18774
+GLANCE_URL=http://127.0.0.1:$GLANCE_PORT
+API_URL=http://127.0.0.1:$API_PORT
+RABBIT=rabbit://guest:guest@127.0.0.1:5672
+CELLS=(cell1 cell2)
+COMPUTES=(compute1:cell1 compute2:cell1 compute3:cell2)   # host:cell
+WAIT=${STACK_WAIT:-90}                 # seconds each piece may take to come up
+STOP_TIMEOUT=${STACK_STOP_TIMEOUT:-15}  # seconds between TERM and KILL
+# Short heartbeats so tests see a killed compute go down quickly.
+REPORT_INTERVAL=2
+SERVICE_DOWN_TIME=10
+
+log() { echo "stack: $*"; }
+
+# -- processes ------------------------------------------------------------------------------
+
+proc_start_time() {  # pid -> kernel start time (ticks), to tell our pid from a reused one
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    # shellcheck disable=SC2086
+    set -- $stat
+    echo "${20}"
+}
+
+group_alive() { kill -0 -- "-$1" 2>/dev/null; }
+
+# Is the daemon NAME (its process group) still running? Echoes its pid when it is.
+daemon_pid() {
+    local pidfile=$RUN/$1.pid pid started now
+    [[ -f $pidfile ]] || return 1
+    read -r pid started <"$pidfile"
+    if now=$(proc_start_time "$pid"); then
+        [[ $now == "$started" ]] || return 1   # the pid was reused by someone else
+    fi
+    group_alive "$pid" || return 1
+    echo "$pid"
+}
+
+start_daemon() {  # name cmd... ; runs cmd in its own session, output to $LOG/name.log
+    local name=$1 pid
+    shift
+    printf '%q ' "$@" >"$RUN/$name.cmd"
+    setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
+    pid=$!
+    echo "$pid $(proc_start_time "$pid" || echo 0)" >"$RUN/$name.pid"
+}
+
+restart_daemon() {  # name: start again with the command recorded by start_daemon
+    local name=$1 cmd
+    [[ -f $RUN/$name.cmd ]] || { echo "stack: no recorded command for $name" >&2; return 1; }
+    if daemon_pid "$name" >/dev/null; then
+        echo "stack: $name is already running" >&2
+        return 1
+    fi
+    eval "cmd=($(<"$RUN/$name.cmd"))"
+    start_daemon "$name" "${cmd[@]}"
+    log "started $name (pid $(cut -d' ' -f1 "$RUN/$name.pid"))"
+}
+
+stop_daemons() {  # [--kill] names... ; TERM all, wait, then KILL what is left
+    local sig=TERM name pid deadline left=()
+    if [[ ${1:-} == --kill ]]; then sig=KILL; shift; fi
+    local -A pids=()
+    for name in "$@"; do
+        if pid=$(daemon_pid "$name"); then
+            pids[$name]=$pid
+            kill -"$sig" -- "-$pid" 2>/dev/null || true
+        fi
+    done
+    deadline=$((SECONDS + STOP_TIMEOUT))
+    while ((${#pids[@]})); do
+        for name in "${!pids[@]}"; do
+            group_alive "${pids[$name]}" || unset "pids[$name]"
+        done
+        ((${#pids[@]})) || break
+        if ((SECONDS >= deadline)); then
+            for name in "${!pids[@]}"; do
+                log "$name did not stop within ${STOP_TIMEOUT}s: SIGKILL"
+                kill -KILL -- "-${pids[$name]}" 2>/dev/null || true
+                left+=("$name")
+            done
+            break
+        fi
+        sleep 0.2
+    done
+    for name in "$@"; do rm -f "$RUN/$name.pid"; done
+}
+
+all_daemons() {  # names that have a pid file, API first so it stops taking requests first
+    local name f
+    for name in api conductor "${COMPUTES[@]%%:*}" glance; do
+        [[ -f $RUN/$name.pid ]] && echo "$name"
+    done
+    for f in "$RUN"/*.pid; do   # anything else a test may have started through this script
+        [[ -e $f ]] || continue
+        name=$(basename "$f" .pid)
+        [[ " api conductor ${COMPUTES[*]%%:*} glance " == *" $name "* ]] || echo "$name"
+    done
+}
+
+# -- failure reporting ----------------------------------------------------------------------
+
+fail() {  # name message: report with the tail of name's logs, stop everything, exit 1
+    local name=$1 f
+    shift
+    echo "stack: FAILED: $name: $*" >&2
+    for f in "$LOG/$name.log" "$LOG/$name-"*.log; do
+        [[ -s $f ]] || continue
+        echo "----- last lines of $f -----" >&2
+        tail -n 40 "$f" >&2
+    done
+    echo "stack: stopping what was started" >&2
+    cmd_down >&2 || true
+    exit 1
+}
+
+http_code() {  # url -> HTTP status, 000 when nothing answers
+    curl -s -o /dev/null -m 5 -w '%{http_code}' "$1" || true
+}
+
+wait_http() {  # name url codes... ; until url answers with one of codes
+    local name=$1 url=$2 code deadline=$((SECONDS + WAIT))
+    shift 2
+    while :; do
+        code=$(http_code "$url")
+        [[ " $* " == *" $code "* ]] && return 0
+        daemon_pid "$name" >/dev/null || fail "$name" "exited before $url answered"
+        ((SECONDS < deadline)) || fail "$name" "$url not answering after ${WAIT}s (last HTTP $code)"
+        sleep 0.3
+    done
+}
+
+# -- Glance ---------------------------------------------------------------------------------
+
+glance_venv_hash() {
+    { cat "$GLANCE_REQS"; "$GLANCE_PYTHON" -VV; } | sha256sum | cut -d' ' -f1
+}
+
+ensure_glance_venv() {  # reuse .stack/glance-venv while the requirements hash matches
+    local want have=""
+    want=$(glance_venv_hash)
+    [[ -f $GLANCE_VENV/.requirements.sha256 ]] && have=$(<"$GLANCE_VENV/.requirements.sha256")
+    if [[ $want == "$have" && -x $GLANCE_VENV/bin/gunicorn ]]; then
+        return 0
+    fi
+    log "building the Glance venv (pinned glance 33.0.0; about a minute)"
+    rm -rf "$GLANCE_VENV"
+    "$GLANCE_PYTHON" -m venv "$GLANCE_VENV"
+    # NOTE: runs in the background during `up`: report failure by status, not through fail().
+    "$GLANCE_VENV/bin/pip" install -q -r "$GLANCE_REQS" >"$LOG/glance-venv.log" 2>&1 || return 1
+    echo "$want" >"$GLANCE_VENV/.requirements.sha256"
+}
+
+write_glance_config() {
+    mkdir -p "$GLANCE_DIR"/{etc,images,staging,tasks,cache,locks}
+    local f
+    for f in glance-api.conf glance-api-paste.ini; do
+        sed -e "s#@GLANCE_DIR@#$GLANCE_DIR#g" -e "s#@LOG_DIR@#$LOG#g" \
+            "$ROOT/tools/glance/$f.in" >"$GLANCE_DIR/etc/$f"
+    done
+    cp "$ROOT/tools/glance/policy.yaml" "$GLANCE_DIR/etc/policy.yaml"
+}
+
+start_glance() {
+    "$GLANCE_VENV/bin/glance-manage" --config-file "$GLANCE_DIR/etc/glance-api.conf" db_sync \
+        >"$LOG/glance-manage.log" 2>&1 || fail glance-manage "glance-manage db_sync failed"
+    start_daemon glance env OS_GLANCE_CONFIG_DIR="$GLANCE_DIR/etc" \
+        "$GLANCE_VENV/bin/gunicorn" --bind "127.0.0.1:$GLANCE_PORT" --workers 1 --threads 4 \
+        --timeout 600 --graceful-timeout 5 glance.wsgi.api:application
+}
+
+json_field() {  # field: read a JSON object on stdin, print one top-level field
+    "$VENV_BIN/python" -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
+}
+
+make_sample_images() {  # -> $STACK/samples/sample.qcow2, sample.raw (random content)
+    local dir=$STACK/samples
+    mkdir -p "$dir"
+    head -c $((4 * 1024 * 1024)) /dev/urandom >"$dir/qcow2-source.raw"
+    qemu-img convert -q -f raw -O qcow2 "$dir/qcow2-source.raw" "$dir/sample.qcow2"
+    rm -f "$dir/qcow2-source.raw"
+    head -c $((3 * 1024 * 1024)) /dev/urandom >"$dir/sample.raw"
+}
+
+upload_image() {  # name disk_format file -> image id
+    local name=$1 fmt=$2 file=$3 body id status
+    body=$(curl -sf -m 30 -X POST -H 'Content-Type: application/json' \
+        -d "{\"name\": \"$name\", \"disk_format\": \"$fmt\", \"container_format\": \"bare\",
+             \"visibility\": \"public\"}" "$GLANCE_URL/v2/images") \
+        || fail glance "cannot create image $name"
+    id=$(json_field id <<<"$body")
+    curl -sf -m 120 -X PUT -H 'Content-Type: application/octet-stream' -T "$file" \
+        "$GLANCE_URL/v2/images/$id/file" || fail glance "upload of $name ($id) failed"
+    status=$(curl -sf -m 30 "$GLANCE_URL/v2/images/$id" | json_field status)
+    [[ $status == active ]] || fail glance "image $name ($id) is $status after upload"
+    echo "$id"
+}
+
+# -- fleetcache -----------------------------------------------------------------------------
+
+cell_url() { echo "$RABBIT/fleetcache_$1"; }
+
+write_common_options() {  # [DEFAULT] lines every fleetcache daemon shares
+    cat <<EOF
+debug = true
+use_stderr = true
+report_interval = $REPORT_INTERVAL
+service_down_time = $SERVICE_DOWN_TIME
+EOF
+}
+
+write_fleetcache_config() {  # the API's and the conductor's config
+    mkdir -p "$STACK/state"
+    cat >"$CONF" <<EOF
+# fleetcache API and conductor of the local stack (written by tools/stack.sh up).
+[DEFAULT]
+$(write_common_options)
+state_path = $STACK/state
+transport_url = $RABBIT/fleetcache
+
+[database]
+connection = sqlite:///$STACK/fleetcache.sqlite
+
+[api]
+auth_strategy = noauth
+bind_host = 127.0.0.1
+bind_port = $API_PORT
+workers = 1
+threads = 4
+graceful_timeout = 5
+
+[glance]
+api_servers = $GLANCE_URL
+
+[image_source]
+backend = glance
+
+[oslo_concurrency]
+lock_path = $STACK/state/locks
+EOF
+}
+
+write_compute_config() {  # host cell
+    local host=$1 cell=$2 base=$STACK/$1
+    mkdir -p "$base/instances" "$base/locks"
+    cat >"$ETC/$host.conf" <<EOF
+# fleetcache-compute $host in $cell of the local stack (written by tools/stack.sh up).
+[DEFAULT]
+$(write_common_options)
+host = $host
+state_path = $base
+instances_path = $base/instances
+compute_driver = disk
+transport_url = $(cell_url "$cell")
+
+[glance]
+api_servers = $GLANCE_URL
+
+[image_source]
+backend = glance
+
+[oslo_concurrency]
+lock_path = $base/locks
+EOF
+}
+
+manage() {  # fleetcache-manage on the stack's config, output to its log
+    echo "+ fleetcache-manage $*" >>"$LOG/manage.log"
+    "$VENV_BIN/fleetcache-manage" --config-file "$CONF" "$@" >>"$LOG/manage.log" 2>&1
+}
+
+setup_database() {
+    manage db sync || fail manage "fleetcache-manage db sync failed"
+    local cell
+    for cell in "${CELLS[@]}"; do
+        manage cell create --name "$cell" --transport-url "$(cell_url "$cell")" \
+            || fail manage "fleetcache-manage cell create $cell failed"
+    done
+}
+
+start_fleetcache() {
+    local entry host
+    start_daemon conductor "$VENV_BIN/fleetcache-conductor" --config-file "$CONF"
+    for entry in "${COMPUTES[@]}"; do
+        host=${entry%%:*}
+        start_daemon "$host" "$VENV_BIN/fleetcache-compute" --config-file "$ETC/$host.conf"
+    done
+    start_daemon api "$VENV_BIN/fleetcache-api" --config-file "$CONF"
+}
+
+computes_up() {  # prints the computes not yet up according to `fleetcache-manage service list`
+    local listing
+    listing=$("$VENV_BIN/fleetcache-manage" --config-file "$CONF" service list 2>/dev/null) || true
+    "$VENV_BIN/python" -c '
+import sys
+want = set(sys.argv[1:])
+for line in sys.stdin:
+    cells = [c.strip().lower() for c in line.replace("|", " ").split()]
+    if "fleetcache-compute" in cells and "up" in cells:
+        want -= set(cells)
+print(" ".join(sorted(want)))
+' "${COMPUTES[@]%%:*}" <<<"$listing"
+}
+
+wait_computes() {
+    local missing deadline=$((SECONDS + WAIT)) name
+    while :; do
+        missing=$(computes_up)
+        [[ -z $missing ]] && return 0
+        for name in conductor $missing; do
+            daemon_pid "$name" >/dev/null || fail "$name" "exited before every compute was up"
+        done
+        ((SECONDS < deadline)) \
+            || fail "${missing%% *}" "not up in fleetcache-manage service list after ${WAIT}s"
+        sleep 0.5
+    done
+}
+
+write_env() {  # image ids...
+    local computes=() entry host
+    for entry in "${COMPUTES[@]}"; do
+        host=${entry%%:*}
+        computes+=("$host:$STACK/$host/instances")
+    done
+    cat >"$STACK/env" <<EOF
+export OS_AUTH_TYPE=none
+export OS_ENDPOINT=$API_URL/v2.1
+export OS_IMAGE_ENDPOINT_OVERRIDE=$GLANCE_URL
+export FLEETCACHE_CONF=$CONF
+export FLEETCACHE_COMPUTES="${computes[*]}"
+export FLEETCACHE_SAMPLE_IMAGES="$*"
+export FLEETCACHE_STACK_DIR=$STACK
+EOF
+}
+
+# -- commands -------------------------------------------------------------------------------
+
+check_prerequisites() {
+    local port tool vhosts vh
+    for tool in curl qemu-img setsid "$VENV_BIN/fleetcache-api"; do
+        command -v "$tool" >/dev/null \
+            || fail prerequisites "$tool missing (run make venv / tools/install-debian-deps.sh)"
+    done
+    for port in $GLANCE_PORT $API_PORT; do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            fail prerequisites "port $port is already taken by another process"
+        fi
+    done
+    vhosts=$(rabbitmqctl -q list_vhosts name 2>&1) \
+        || fail prerequisites "RabbitMQ does not answer: $vhosts"
+    for vh in fleetcache "${CELLS[@]/#/fleetcache_}"; do
+        grep -qxF "$vh" <<<"$vhosts" \
+            || fail prerequisites "RabbitMQ vhost $vh missing (run tools/test-services.sh)"
+    done
+}
+
+reset_state() {  # everything of a previous stack except the cached Glance venv
+    local entry
+    for entry in "$STACK"/* "$STACK"/.[!.]*; do
+        [[ -e $entry && $entry != "$GLANCE_VENV" ]] && rm -rf "$entry"
+    done
+    mkdir -p "$ETC" "$LOG" "$RUN"
+}
+
+cmd_up() {
+    local t0=$SECONDS venv_pid qcow2 raw entry
+    mkdir -p "$STACK" "$RUN"
+    [[ -n $(all_daemons) ]] && cmd_down
+    reset_state
+    check_prerequisites
+    ensure_glance_venv &   # the slow part (cold: about a minute); the rest runs meanwhile
+    venv_pid=$!
+    make_sample_images
+    write_glance_config
+    write_fleetcache_config
+    for entry in "${COMPUTES[@]}"; do write_compute_config "${entry%%:*}" "${entry#*:}"; done
+    setup_database
+    start_fleetcache
+    wait "$venv_pid" || fail glance-venv "pip install -r $GLANCE_REQS failed"
+    start_glance
+    wait_http glance "$GLANCE_URL/" 300
+    qcow2=$(upload_image fleetcache-sample-qcow2 qcow2 "$STACK/samples/sample.qcow2")
+    raw=$(upload_image fleetcache-sample-raw raw "$STACK/samples/sample.raw")
+    wait_http api "$API_URL/" 200
+    wait_computes
+    write_env "$qcow2" "$raw"
+    log "up in $((SECONDS - t0))s: Glance $GLANCE_URL, API $API_URL/v2.1," \
+        "computes ${COMPUTES[*]}; source $STACK/env"
+}
+
+cmd_down() {
+    [[ -d $RUN ]] || return 0
+    local names
+    mapfile -t names < <(all_daemons)
+    ((${#names[@]})) || return 0
+    stop_daemons "${names[@]}"
+    rm -f "$STACK/env"
+    log "stopped ${names[*]}"
+}
+
+cmd_status() {
+    local name pid rc=0
+    for name in $(all_daemons); do
+        if pid=$(daemon_pid "$name"); then
+            echo "$name: running (pid $pid)"
+        else
+            echo "$name: NOT running (log: $LOG/$name.log)"
+            rc=1
+        fi
+    done
+    [[ -f $RUN/glance.pid ]] || { echo "stack: not up"; return 1; }
+    echo "glance $GLANCE_URL/: HTTP $(http_code "$GLANCE_URL/")"
+    echo "api $API_URL/: HTTP $(http_code "$API_URL/")"
+    "$VENV_BIN/fleetcache-manage" --config-file "$CONF" service list || rc=1
+    return "$rc"
+}
+
+main() {
+    case ${1:-} in
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    start) restart_daemon "${2:?usage: stack.sh start NAME}" ;;
+    stop)
+        [[ -f $RUN/${2:?usage: stack.sh stop NAME [--kill]}.pid ]] \
+            || { echo "stack: $2 was not started by this stack" >&2; exit 1; }
+        if [[ ${3:-} == --kill ]]; then stop_daemons --kill "$2"; else stop_daemons "$2"; fi
+        ;;
+    *)
+        sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+        exit 2
+        ;;
+    esac
+}
+
+main "$@"
