@@ -57,6 +57,7 @@ def parse_config(
     config.register_all(conf)
     register_messaging_opts(conf)
     log.register_options(conf)
+    log.set_defaults(default_log_levels=log.get_default_log_levels() + ["alembic=WARN"])
     if cli_opts:
         conf.register_cli_opts(list(cli_opts))
     for name, value in (defaults or {}).items():
@@ -96,16 +97,16 @@ def _check(namespace: Any, group: str | None, name: str) -> None:
         raise cfg.Error(f"invalid value for option {where}: {reason}") from exc
 
 
-def open_database(conf: cfg.ConfigOpts, prog: str) -> Database:
+def open_database(conf: cfg.ConfigOpts, prog: str, check_schema: bool = True) -> Database:
     """Connect to ``[database] connection`` and check that its schema is current.
 
     Exits with status 1 and one line saying what to do when the database cannot be reached
-    or was never synced.
+    or (with ``check_schema``) is not at the newest schema revision.
     """
     db = Database.from_conf(conf)
     try:
         current = migration.db_version(db)
-        head = migration.head_revision()
+        head = migration.head_revision() if check_schema else current
     except sqlalchemy.exc.SQLAlchemyError as exc:
         db.dispose()
         print(f"{prog}: cannot use the database {redact_db_url(db.url)}: "
