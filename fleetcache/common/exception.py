@@ -23,7 +23,8 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── AggregateHostExists
     │   ├── AggregateNotEmpty
     │   └── CellExists
-    └── ImageFetchError (a download failed; carries the reason)
+    ├── ImageFetchError (a download failed; carries the reason)
+    └── QemuImgError (a qemu-img conversion or disk creation failed)
 
 Exceptions that cross RPC must be built from JSON-serializable keyword arguments only: the
 RPC layer re-creates them on the other side from ``kwargs``.
@@ -163,3 +164,8 @@ class CellExists(Conflict):
 class ImageFetchError(FleetcacheException):
     msg_fmt = "Could not fetch image %(image_id)s: %(reason)s"
     error_code = "fleetcache.image.fetch_failed"
+
+
+class QemuImgError(FleetcacheException):
+    msg_fmt = "qemu-img %(action)s failed: %(reason)s"
+    error_code = "fleetcache.qemu_img.failed"

@@ -35,9 +35,14 @@ def _absolute(path: str) -> str:
     return path
 
 
-def _run(action: str, cmd: list[str], limits: processutils.ProcessLimits | None = None) -> str:
+def _run(
+    action: str,
+    cmd: list[str],
+    limits: processutils.ProcessLimits | None = None,
+    ok_codes: tuple[int, ...] = (0,),
+) -> str:
     try:
-        out, _err = processutils.execute(*cmd, prlimit=limits)
+        out, _err = processutils.execute(*cmd, prlimit=limits, check_exit_code=list(ok_codes))
     except processutils.ProcessExecutionError as exc:
         detail = (exc.stderr or exc.stdout or "").strip().splitlines()
         reason = detail[-1] if detail else f"exit code {exc.exit_code}"
@@ -47,23 +52,42 @@ def _run(action: str, cmd: list[str], limits: processutils.ProcessLimits | None 
     return str(out)
 
 
+def _json(action: str, out: str) -> dict[str, Any]:
+    try:
+        data = json.loads(out)
+    except ValueError as exc:
+        raise exception.QemuImgError(action=action, reason="output is not JSON") from exc
+    if not isinstance(data, dict):
+        raise exception.QemuImgError(action=action, reason="output is not a JSON object")
+    return data
+
+
+def _limits(cpu_time_s: int, address_space_gib: int) -> processutils.ProcessLimits:
+    return processutils.ProcessLimits(
+        cpu_time=cpu_time_s, address_space=address_space_gib * units.Gi
+    )
+
+
 def info(path: str, fmt: str, *, cpu_time_s: int, address_space_gib: int) -> dict[str, Any]:
     """``qemu-img info --output=json -f <fmt> <path>`` under resource limits.
 
     :raises QemuImgError: when qemu-img fails, hits a limit or prints something that is not JSON.
     """
-    limits = processutils.ProcessLimits(
-        cpu_time=cpu_time_s, address_space=address_space_gib * units.Gi
-    )
     cmd = [QEMU_IMG, "info", "--output=json", "-f", driver_name(fmt), _absolute(path)]
-    out = _run("info", cmd, limits)
-    try:
-        data = json.loads(out)
-    except ValueError as exc:
-        raise exception.QemuImgError(action="info", reason="output is not JSON") from exc
-    if not isinstance(data, dict):
-        raise exception.QemuImgError(action="info", reason="output is not a JSON object")
-    return data
+    return _json("info", _run("info", cmd, _limits(cpu_time_s, address_space_gib)))
+
+
+def check(path: str, fmt: str, *, cpu_time_s: int, address_space_gib: int) -> dict[str, Any]:
+    """``qemu-img check --output=json -f <fmt> <path>`` under resource limits.
+
+    Exit codes 2 (corruptions) and 3 (leaked clusters) still return the report, which then
+    carries ``corruptions`` / ``leaks`` counts.
+
+    :raises QemuImgError: when the check itself could not run.
+    """
+    cmd = [QEMU_IMG, "check", "--output=json", "-f", driver_name(fmt), _absolute(path)]
+    out = _run("check", cmd, _limits(cpu_time_s, address_space_gib), ok_codes=(0, 2, 3))
+    return _json("check", out)
 
 
 def convert(src: str, src_fmt: str, dst: str, dst_fmt: str = "raw") -> None:
