@@ -34,6 +34,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# eventlet (pulled in by oslo.service) warns in every process; nothing here uses it.
+os.environ.setdefault("PYTHONWARNINGS", "ignore")
+warnings.simplefilter("ignore")
 
 from _baseline import Baseline  # noqa: E402
 from _benchlib import (  # noqa: E402
@@ -45,7 +48,7 @@ from _benchlib import (  # noqa: E402
     median,
 )
 from _fleet import Shards, plan_cells, setup_database  # noqa: E402
-from _services import ApiClient, Services  # noqa: E402
+from _services import ApiClient, RpcClient, Services  # noqa: E402
 
 IMAGE_ID = "1b5c4fd2-5a57-4c6e-9c6b-3f4b0c8a2f10"
 VHOST_PREFIX = "fcbench"
@@ -65,6 +68,11 @@ def parse_args() -> argparse.Namespace:
                         help="default: a SQLite file in the run's temporary directory")
     parser.add_argument("--keep-broker", action="store_true",
                         help="leave the bench RabbitMQ node running afterwards")
+    parser.add_argument("--entry", choices=("api", "rpc"), default="api",
+                        help="send the request to the API (the real path) or straight to the "
+                        "conductor over RPC (to tell the API's share apart)")
+    parser.add_argument("--keep-workdir", action="store_true",
+                        help="keep the run's directory (daemon logs, config, SQLite file)")
     parser.add_argument("--baseline-only", action="store_true",
                         help="measure only the baseline (harness check)")
     return parser.parse_args()
@@ -87,7 +95,8 @@ def finished_wall(job: dict[str, object], started_utc: datetime.datetime) -> flo
     return (finished.replace(tzinfo=None) - started_utc).total_seconds()
 
 
-def run_job(api: ApiClient, services: Services, aggregate_id: int, hosts: int) -> dict[str, float]:
+def run_job(api: ApiClient | RpcClient, services: Services, aggregate_id: int,
+            hosts: int) -> dict[str, float]:
     """One pre-cache job through the API; its wall time and the conductor's CPU."""
     cpu_before = services.conductor_cpu()
     started_utc = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
@@ -111,7 +120,8 @@ def main() -> int:
     log(f"fanout: {args.hosts} hosts, concurrency {args.concurrency}, {args.cells} cells, "
         f"work dir {tmp}")
     with broker(args.keep_broker, args.cells) as broker_url, contextlib.ExitStack() as stack:
-        stack.callback(shutil.rmtree, tmp, ignore_errors=True)
+        if not args.keep_workdir:
+            stack.callback(shutil.rmtree, tmp, ignore_errors=True)
         cells = plan_cells(args.hosts, args.cells, broker_url, VHOST_PREFIX)
         aggregate_id = setup_database(db_url, cells, "fcbench")
         shards = Shards(cells, args.servers_per_process, args.executor_pool, IMAGE_ID)
@@ -125,8 +135,10 @@ def main() -> int:
             services = Services(tmp, broker_url + VHOST_PREFIX, db_url, args.concurrency,
                                 IMAGE_ID)
             stack.callback(services.stop)
-            services.start()
-            api = ApiClient(services.api_url)
+            services.start(api=args.entry == "api")
+            api: ApiClient | RpcClient = (
+                ApiClient(services.api_url) if args.entry == "api"
+                else RpcClient(broker_url + VHOST_PREFIX, db_url))
             warm = run_job(api, services, aggregate_id, args.hosts)
             log(f"job warm-up: {warm['wall']:.2f} s")
         base_walls, job_walls, cpus = [], [], []
@@ -151,7 +163,8 @@ def main() -> int:
         return 0
     job = median(job_walls)
     cpu_ms = median(cpus) / args.hosts * 1000
-    print(f"job (API -> conductor -> computes): {' '.join(f'{w:.2f}' for w in job_walls)} s; "
+    path = "API -> conductor" if args.entry == "api" else "RPC -> conductor"
+    print(f"job ({path} -> computes): {' '.join(f'{w:.2f}' for w in job_walls)} s; "
           f"median {job:.2f} s = {args.hosts / job:.0f} hosts/s")
     print(f"conductor CPU per host: {cpu_ms:.2f} ms (median of {len(cpus)} jobs)")
     print(headline("fanout", job / base, hosts=args.hosts, concurrency=args.concurrency,
@@ -160,7 +173,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    # eventlet (pulled in by oslo.service) warns in every process; it is not used here.
-    os.environ.setdefault("PYTHONWARNINGS", "ignore")
-    warnings.simplefilter("ignore")
     sys.exit(main())
