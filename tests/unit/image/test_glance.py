@@ -1,0 +1,175 @@
+"""Unit tests of the Glance HTTP image source against a local fake Glance over real HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+from fleetcache.image.glance import GlanceImageSource
+from fleetcache.image.source import ImageMeta
+from tests.unit.image.fakeglance import FakeGlance
+from tests.unit.image.fixtures import make_conf
+
+CTXT = RequestContext(request_id="req-test")
+DATA = os.urandom(3 * 1024 * 1024 + 17)
+
+
+@pytest.fixture
+def glance() -> Iterator[FakeGlance]:
+    with FakeGlance() as server:
+        yield server
+
+
+def _source(*urls: str, retries: int = 3, chunk: int = 64 * 1024) -> GlanceImageSource:
+    conf = make_conf(glance__api_servers=list(urls), glance__num_retries=retries,
+                     glance__download_chunk_size=chunk, glance__request_timeout=5.0)
+    source = GlanceImageSource(conf)
+    source.retry_delay = 0.01
+    return source
+
+
+def _dead_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def _download(source: GlanceImageSource, meta: ImageMeta) -> bytes:
+    out = io.BytesIO()
+    assert source.download(CTXT, meta.id, meta, out) == len(out.getvalue())
+    return out.getvalue()
+
+
+def test_show_returns_glance_fields_and_properties(glance: FakeGlance) -> None:
+    body = glance.add(DATA, os_distro="ubuntu", trove="true")
+    meta = _source(glance.url).show(CTXT, body["id"])
+    assert (meta.id, meta.status, meta.size, meta.os_hash_value) == (
+        body["id"], "active", len(DATA), hashlib.sha512(DATA).hexdigest())
+    assert meta.properties == {"os_distro": "ubuntu", "trove": "true"}
+
+
+def test_show_sends_request_id_and_caller_token(glance: FakeGlance) -> None:
+    body = glance.add(b"x")
+    ctxt = RequestContext(auth_token="tok-123", request_id="req-abc")
+    _source(glance.url).show(ctxt, body["id"])
+    headers = glance.requests[-1][1]
+    assert headers["x-auth-token"] == "tok-123"
+    assert headers["x-openstack-request-id"] == "req-abc"
+
+
+def test_show_missing_image_is_not_found(glance: FakeGlance) -> None:
+    with pytest.raises(exception.ImageNotFound):
+        _source(glance.url).show(CTXT, "no-such-image")
+
+
+def test_show_forbidden_is_not_available(glance: FakeGlance) -> None:
+    glance.statuses = [403]
+    with pytest.raises(exception.ImageNotAvailable, match="forbidden"):
+        _source(glance.url).show(CTXT, "img")
+
+
+def test_show_queued_image_is_not_available(glance: FakeGlance) -> None:
+    body = glance.add(b"", status="queued")
+    with pytest.raises(exception.ImageNotAvailable, match="'queued'"):
+        _source(glance.url).show(CTXT, body["id"])
+
+
+def test_server_error_is_fetch_error_without_retry(glance: FakeGlance) -> None:
+    glance.statuses = [500]
+    with pytest.raises(exception.ImageFetchError, match="HTTP 500"):
+        _source(glance.url).show(CTXT, "img")
+    assert len(glance.requests) == 1
+
+
+def test_503_is_retried(glance: FakeGlance) -> None:
+    body = glance.add(b"abc")
+    glance.statuses = [503, 503]
+    assert _source(glance.url).show(CTXT, body["id"]).id == body["id"]
+    assert len(glance.requests) == 3
+
+
+def test_retries_exhausted_is_fetch_error(glance: FakeGlance) -> None:
+    glance.statuses = [503] * 5
+    with pytest.raises(exception.ImageFetchError, match="gave up after 3 attempts"):
+        _source(glance.url, retries=2).show(CTXT, "img")
+
+
+def test_endpoints_are_tried_in_turn(glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    source = _source(_dead_url(), glance.url + "/v2/")
+    meta = source.show(CTXT, body["id"])
+    assert _download(source, meta) == DATA
+
+
+def test_unreachable_service_is_fetch_error() -> None:
+    with pytest.raises(exception.ImageFetchError, match="gave up after 2 attempts"):
+        _source(_dead_url(), retries=1).show(CTXT, "img")
+
+
+def test_download_streams_in_configured_chunks(glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    source = _source(glance.url, chunk=1024 * 1024)
+    sizes: list[int] = []
+
+    class Recorder(io.BytesIO):
+        def write(self, data: bytes, /) -> int:  # type: ignore[override]
+            sizes.append(len(data))
+            return super().write(data)
+
+    out = Recorder()
+    seen: list[int] = []
+    source.download(CTXT, body["id"], ImageMeta.from_dict(body), out, seen.append)
+    assert out.getvalue() == DATA
+    assert max(sizes) == 1024 * 1024 and seen[-1] == len(DATA)
+
+
+def test_download_resumes_with_range_after_a_cut(glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    glance.cuts = [1_000_000, 500_000]
+    assert _download(_source(glance.url, chunk=65536), ImageMeta.from_dict(body)) == DATA
+    ranges = [h.get("range") for h in glance.file_gets(body["id"])]
+    # Whole chunks received before each cut are kept: 15 x 64 KiB, then 7 more.
+    assert ranges == [None, f"bytes={15 * 65536}-", f"bytes={22 * 65536}-"]
+
+
+def test_download_resumes_when_server_ignores_range(glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    glance.cuts = [777_777]
+    glance.ignore_range = True
+    assert _download(_source(glance.url), ImageMeta.from_dict(body)) == DATA
+
+
+def test_download_gives_up_after_num_retries_cuts(glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    glance.cuts = [200_000, 200_000, 200_000]
+    with pytest.raises(exception.ImageFetchError, match="3 attempts, 589824 bytes received"):
+        _download(_source(glance.url, retries=2), ImageMeta.from_dict(body))
+
+
+def test_download_missing_image_is_not_found(glance: FakeGlance) -> None:
+    with pytest.raises(exception.ImageNotFound):
+        _download(_source(glance.url), ImageMeta(id="gone"))
+
+
+def test_writer_errors_are_not_retried(glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+
+    class Full(io.BytesIO):
+        def write(self, data: bytes, /) -> int:  # type: ignore[override]
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        _source(glance.url).download(CTXT, body["id"], ImageMeta.from_dict(body), Full())
+    assert len(glance.file_gets(body["id"])) == 1
+
+
+def test_no_endpoint_and_no_auth_is_invalid_configuration() -> None:
+    with pytest.raises(exception.InvalidConfiguration, match="api_servers is empty"):
+        GlanceImageSource(make_conf())

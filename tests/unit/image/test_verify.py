@@ -1,0 +1,128 @@
+"""Unit tests of one-pass image verification (fleetcache.image.verify)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+
+import pytest
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+from fleetcache.image import verify
+from fleetcache.image.source import ImageMeta, ImageSource, ProgressCallback, Writer
+
+DATA = b"fleetcache" * 100_000
+
+
+def _meta(data: bytes = DATA, **fields: object) -> ImageMeta:
+    values: dict[str, object] = {
+        "id": "img", "size": len(data), "checksum": hashlib.md5(data).hexdigest(),
+        "os_hash_algo": "sha512", "os_hash_value": hashlib.sha512(data).hexdigest(),
+    }
+    values.update(fields)
+    return ImageMeta(**values)  # type: ignore[arg-type]
+
+
+class ChunkSource(ImageSource):
+    """Serves fixed bytes in small chunks; remembers the writing threads."""
+
+    def __init__(self, data: bytes, fail_after: int | None = None) -> None:
+        self.data, self.fail_after = data, fail_after
+
+    def download(self, ctxt: RequestContext, image_id: str, meta: ImageMeta, writer: Writer,
+                 progress: ProgressCallback | None = None) -> int:
+        for i in range(0, len(self.data), 65536):
+            if self.fail_after is not None and i >= self.fail_after:
+                raise exception.ImageFetchError(image_id=image_id, reason="connection lost")
+            writer.write(self.data[i:i + 65536])
+        return len(self.data)
+
+
+def test_multihash_is_preferred_over_checksum() -> None:
+    assert verify.expected_hash(_meta()) == ("sha512", hashlib.sha512(DATA).hexdigest())
+
+
+def test_checksum_is_the_fallback() -> None:
+    meta = _meta(os_hash_algo=None, os_hash_value=None)
+    assert verify.expected_hash(meta) == ("md5", hashlib.md5(DATA).hexdigest())
+
+
+def test_unknown_algorithm_falls_back_to_checksum_or_fails() -> None:
+    assert verify.expected_hash(_meta(os_hash_algo="nohash9"))[0] == "md5"  # type: ignore[index]
+    with pytest.raises(exception.ImageFetchError, match="'nohash9' is not available"):
+        verify.expected_hash(_meta(os_hash_algo="nohash9", checksum=None))
+
+
+def test_no_hash_at_all_checks_size_only() -> None:
+    verifier = verify.ImageVerifier(_meta(os_hash_algo=None, os_hash_value=None, checksum=None))
+    verifier.update(DATA)
+    verifier.verify()
+    assert verifier.hexdigest() is None
+
+
+def test_size_mismatch_names_both_sizes() -> None:
+    verifier = verify.ImageVerifier(_meta())
+    verifier.update(DATA[:-1])
+    with pytest.raises(exception.ImageFetchError,
+                       match=f"size mismatch: got {len(DATA) - 1} bytes, expected {len(DATA)}"):
+        verifier.verify()
+
+
+def test_hash_mismatch_names_algorithm_and_digests() -> None:
+    corrupt = DATA[:10] + b"X" + DATA[11:]
+    verifier = verify.ImageVerifier(_meta())
+    verifier.update(corrupt)
+    with pytest.raises(exception.ImageFetchError, match="sha512 mismatch: got [0-9a-f]{128}, "):
+        verifier.verify()
+
+
+def test_md5_mismatch_is_detected() -> None:
+    verifier = verify.ImageVerifier(_meta(os_hash_algo=None, os_hash_value=None,
+                                          checksum="0" * 32))
+    verifier.update(DATA)
+    with pytest.raises(exception.ImageFetchError, match="md5 mismatch"):
+        verifier.verify()
+
+
+def test_download_verified_writes_and_verifies_in_one_pass() -> None:
+    out = io.BytesIO()
+    assert verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), out) == len(DATA)
+    assert out.getvalue() == DATA
+
+
+def test_download_verified_fails_on_corrupt_bytes() -> None:
+    corrupt = DATA[:-1] + b"?"
+    with pytest.raises(exception.ImageFetchError, match="sha512 mismatch"):
+        verify.download_verified(ChunkSource(corrupt), RequestContext(), _meta(), io.BytesIO())
+
+
+def test_writer_hashes_and_writes_beside_the_reader() -> None:
+    writers: set[str] = set()
+
+    class Sink(io.BytesIO):
+        def write(self, data: bytes, /) -> int:  # type: ignore[override]
+            writers.add(threading.current_thread().name)
+            return super().write(data)
+
+    verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), Sink())
+    assert writers == {"image-writer"}
+
+
+def test_sink_error_stops_the_download() -> None:
+    class Full(io.BytesIO):
+        def write(self, data: bytes, /) -> int:  # type: ignore[override]
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        verify.download_verified(ChunkSource(DATA * 20), RequestContext(), _meta(DATA * 20),
+                                 Full())
+
+
+def test_source_error_propagates_and_stops_the_writer() -> None:
+    before = threading.active_count()
+    with pytest.raises(exception.ImageFetchError, match="connection lost"):
+        verify.download_verified(ChunkSource(DATA, fail_after=200_000), RequestContext(),
+                                 _meta(), io.BytesIO())
+    assert threading.active_count() == before
