@@ -129,7 +129,7 @@ def main() -> int:
         shards.wait_ready(timeout=300)
         baseline = Baseline(cells, args.concurrency)
         stack.callback(baseline.cleanup)
-        log(f"baseline warm-up: {baseline.run():.2f} s")
+        log(f"baseline warm-up: {baseline.run()[0]:.2f} s")
         services = None
         if not args.baseline_only:
             services = Services(tmp, broker_url + VHOST_PREFIX, db_url, args.concurrency,
@@ -141,9 +141,11 @@ def main() -> int:
                 else RpcClient(broker_url + VHOST_PREFIX, db_url))
             warm = run_job(api, services, aggregate_id, args.hosts)
             log(f"job warm-up: {warm['wall']:.2f} s")
-        base_walls, job_walls, cpus = [], [], []
+        base_walls, base_cpus, job_walls, cpus = [], [], [], []
         for rnd in range(args.rounds):
-            base_walls.append(baseline.run())
+            wall, cpu = baseline.run()
+            base_walls.append(wall)
+            base_cpus.append(cpu)
             line = f"round {rnd + 1}: baseline {base_walls[-1]:.2f} s"
             if services is not None:
                 res = run_job(api, services, aggregate_id, args.hosts)
@@ -156,7 +158,8 @@ def main() -> int:
     print(f"hosts={args.hosts} cells={args.cells} concurrency={args.concurrency} "
           f"processes={len(shards.procs)} rounds={args.rounds} db={db_url.split(':')[0]}")
     print(f"baseline (bare oslo.messaging): {' '.join(f'{w:.2f}' for w in base_walls)} s; "
-          f"median {base:.2f} s = {args.hosts / base:.0f} calls/s")
+          f"median {base:.2f} s = {args.hosts / base:.0f} calls/s; client CPU per host "
+          f"{median(base_cpus) / args.hosts * 1000:.2f} ms")
     if not job_walls:
         print(headline("fanout", 1.0, hosts=args.hosts, concurrency=args.concurrency,
                        baseline_s=base))
