@@ -1,0 +1,135 @@
+"""How the CLI shows a pre-cache job: a live progress bar, a per-host table, a summary.
+
+Every function takes the job as the API returns it (``GET .../images/jobs/{id}``): ``state``,
+``total_hosts``, ``hosts_reported``, ``counts`` and, per host, ``images`` with ``state``,
+``reason`` and ``bytes_downloaded``.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, TextIO
+
+import prettytable
+
+#: Per-image states that make a job's outcome a failure for the exit status.
+FAILED_STATES = ("error",)
+_STATES = ("cached", "existing", "error", "unsupported", "skipped")
+
+
+class ProgressBar:
+    """``[#########.........]  12/40 hosts  running`` on ``stream``, redrawn in place on a
+    terminal, one line per change otherwise."""
+
+    def __init__(self, stream: TextIO, width: int = 30) -> None:
+        self.stream = stream
+        self.width = width
+        self.tty = stream.isatty()
+        self._last: str | None = None
+
+    def update(self, job: dict[str, Any]) -> None:
+        total = int(job.get("total_hosts") or 0)
+        done = int(job.get("hosts_reported") or 0)
+        filled = self.width if total == 0 else self.width * done // total
+        counts = job.get("counts") or {}
+        detail = ", ".join(f"{counts.get(s, 0)} {s}" for s in _STATES if counts.get(s))
+        line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} hosts  "
+                f"{job['state']}" + (f"  ({detail})" if detail else ""))
+        if line == self._last:
+            return
+        self._last = line
+        if self.tty:
+            self.stream.write("\r\033[K" + line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self._last is not None:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _cell(image: dict[str, Any] | None) -> str:
+    if image is None:
+        return "-"
+    state = str(image["state"])
+    if state == "skipped" and image.get("reason"):
+        return f"skipped ({image['reason']})"
+    if state == "error":
+        return "error *"
+    return state
+
+
+def job_table(job: dict[str, Any], image_names: dict[str, str] | None = None) -> str:
+    """One row per host, one column per image, plus the bytes each host downloaded; the
+    reasons of errors follow the table, marked ``*``."""
+    names = image_names or {}
+    image_ids = list(job["image_ids"])
+    table = prettytable.PrettyTable()
+    table.field_names = ["Host", *[names.get(i, i) for i in image_ids], "Downloaded"]
+    table.align = "l"
+    table.align["Downloaded"] = "r"
+    errors = []
+    for host in job.get("hosts") or []:
+        by_image = {i["image_id"]: i for i in host["images"]}
+        table.add_row([host["host"], *[_cell(by_image.get(i)) for i in image_ids],
+                       human_bytes(int(host.get("bytes_downloaded") or 0))])
+        for image_id in image_ids:
+            image = by_image.get(image_id)
+            if image is not None and image["state"] in FAILED_STATES:
+                errors.append(f"* {host['host']}, {names.get(image_id, image_id)}: "
+                              f"{image.get('reason') or 'no reason given'}")
+    return "\n".join([table.get_string(), *errors])
+
+
+def job_summary(job: dict[str, Any]) -> str:
+    """``Job J on aggregate A: done in 1.2 s, 3 hosts: 4 cached, ... ; 12.0 MiB downloaded``."""
+    counts = job.get("counts") or {}
+    parts = ", ".join(f"{counts.get(s, 0)} {s}" for s in _STATES)
+    elapsed = _elapsed(job.get("started_at"), job.get("finished_at"))
+    took = f" in {elapsed:.1f} s" if elapsed is not None else ""
+    line = (f"Job {job['id']} on aggregate {job['aggregate_id']}: {job['state']}{took}, "
+            f"{job.get('total_hosts', 0)} hosts: {parts}; "
+            f"{human_bytes(int(job.get('bytes_downloaded') or 0))} downloaded")
+    if job.get("error"):
+        line += f"\nJob error: {job['error']}"
+    return line
+
+
+def job_failed(job: dict[str, Any]) -> bool:
+    """Whether the job broke or any image failed on any host (skipped hosts do not count)."""
+    counts = job.get("counts") or {}
+    return job["state"] != "done" or any(counts.get(s, 0) for s in FAILED_STATES)
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> str:
+    table = prettytable.PrettyTable()
+    table.field_names = ["Job", "State", "Images", "Hosts", "Errors", "Created"]
+    table.align = "l"
+    for job in jobs:
+        counts = job.get("counts") or {}
+        table.add_row([job["id"], job["state"], len(job["image_ids"]),
+                       f"{job.get('hosts_reported', 0)}/{job.get('total_hosts', 0)}",
+                       counts.get("error", 0), job.get("created_at") or ""])
+    return table.get_string()
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def _elapsed(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    try:
+        a = datetime.datetime.fromisoformat(start.replace("Z", "+00:00"))
+        b = datetime.datetime.fromisoformat(end.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (b - a).total_seconds()
