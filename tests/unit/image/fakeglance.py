@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -27,6 +28,7 @@ class FakeGlance:
         self.statuses: list[int] = []  # served (one each) before anything else
         self.cuts: list[int] = []  # per /file GET: bytes sent before the connection is cut
         self.ignore_range = False
+        self.file_delay = 0.0  # seconds to wait before sending a /file body
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
@@ -88,6 +90,7 @@ def _handler(glance: FakeGlance) -> type[BaseHTTPRequestHandler]:
             body = memoryview(data)[start:]
             with glance.lock:
                 cut = glance.cuts.pop(0) if glance.cuts else None
+            time.sleep(glance.file_delay)
             self.send_response(206 if start else 200)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(len(body)))

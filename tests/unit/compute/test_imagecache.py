@@ -1,0 +1,223 @@
+"""Unit tests of the compute image cache (fleetcache.compute.imagecache)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import io
+import os
+import pathlib
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+from fleetcache.compute.imagecache import ImageCache, cache_name, is_partial
+from fleetcache.compute.virt.driver import CacheOutcome
+from fleetcache.image.local import LocalImageSource, add_image
+from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
+from tests.unit.image.fakeglance import FakeGlance
+from tests.unit.image.fixtures import make_conf
+
+CTXT = RequestContext()
+DATA = os.urandom(2 * 1024 * 1024 + 5)
+
+
+class CountingSource(LocalImageSource):
+    """The local source, counting downloads; can be held mid-download or fail."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.downloads = 0
+        self.gate: threading.Event | None = None
+        self.error: BaseException | None = None
+
+    def download(self, ctxt: RequestContext, image_id: str, meta: ImageMeta, writer: Writer,
+                 progress: ProgressCallback | None = None) -> int:
+        self.downloads += 1
+        if self.gate is not None:  # the temporary file exists by now
+            assert self.gate.wait(10)
+        if self.error is not None:
+            raise self.error
+        return super().download(ctxt, image_id, meta, writer, progress)
+
+
+@pytest.fixture
+def images(tmp_path: pathlib.Path) -> pathlib.Path:
+    return tmp_path / "images"
+
+
+@pytest.fixture
+def cache(tmp_path: pathlib.Path, images: pathlib.Path) -> ImageCache:
+    conf = make_conf(instances_path=str(tmp_path / "instances"),
+                     image_source__local_directory=str(images))
+    return ImageCache(conf, CountingSource(conf))
+
+
+def _add(images: pathlib.Path, data: bytes = DATA, **kw: object) -> ImageMeta:
+    return add_image(str(images), io.BytesIO(data), **kw)  # type: ignore[arg-type]
+
+
+def _source(cache: ImageCache) -> CountingSource:
+    assert isinstance(cache.source, CountingSource)
+    return cache.source
+
+
+def test_paths_follow_nova(cache: ImageCache, tmp_path: pathlib.Path) -> None:
+    image_id = "a26887c6-c47b-4654-abb5-dfadf7d3f803"
+    sha1 = hashlib.sha1(image_id.encode()).hexdigest()
+    assert cache_name(image_id) == sha1
+    assert cache.path_for(image_id) == str(tmp_path / "instances" / "_base" / sha1)
+    assert cache.lock_path == str(tmp_path / "instances" / "locks")
+    cache.conf.set_override("subdirectory_name", "_base_10.0.0.1", group="image_cache")
+    assert cache.base_dir == str(tmp_path / "instances" / "_base_10.0.0.1")
+
+
+def test_miss_downloads_verifies_and_publishes(cache: ImageCache,
+                                               images: pathlib.Path) -> None:
+    meta = _add(images)
+    assert cache.fetch(CTXT, meta.id) == CacheOutcome(cached=True, bytes_downloaded=len(DATA))
+    path = pathlib.Path(cache.path_for(meta.id))
+    assert path.read_bytes() == DATA
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert cache.partial_files() == []
+    lock_file = pathlib.Path(cache.lock_path) / f"fleetcache-{cache_name(meta.id)}"
+    assert lock_file.exists()
+
+
+def test_hit_touches_and_does_not_download(cache: ImageCache, images: pathlib.Path) -> None:
+    meta = _add(images)
+    cache.fetch(CTXT, meta.id)
+    path = cache.path_for(meta.id)
+    os.utime(path, (1_000_000, 1_000_000))
+    assert cache.fetch(CTXT, meta.id) == CacheOutcome(cached=False)
+    assert os.stat(path).st_mtime > 1_000_000
+    assert _source(cache).downloads == 1
+
+
+def test_corrupt_download_leaves_nothing(cache: ImageCache, images: pathlib.Path) -> None:
+    meta = _add(images)
+    (images / meta.id).write_bytes(DATA[:-1] + b"!")  # bytes no longer match the hashes
+    with pytest.raises(exception.ImageFetchError, match="sha512 mismatch"):
+        cache.fetch(CTXT, meta.id)
+    assert os.listdir(cache.base_dir) == []
+
+
+def test_failed_transfer_leaves_nothing(cache: ImageCache, images: pathlib.Path) -> None:
+    meta = _add(images)
+    _source(cache).error = exception.ImageFetchError(image_id=meta.id, reason="cut")
+    with pytest.raises(exception.ImageFetchError, match="cut"):
+        cache.fetch(CTXT, meta.id)
+    assert os.listdir(cache.base_dir) == []
+
+
+def test_write_error_is_a_fetch_error_and_leaves_nothing(cache: ImageCache,
+                                                         images: pathlib.Path) -> None:
+    meta = _add(images)
+    _source(cache).error = OSError(28, "No space left on device")
+    with pytest.raises(exception.ImageFetchError, match="cannot write .*No space left"):
+        cache.fetch(CTXT, meta.id)
+    assert os.listdir(cache.base_dir) == []
+
+
+def test_missing_image_is_not_found_and_leaves_nothing(cache: ImageCache) -> None:
+    with pytest.raises(exception.ImageNotFound):
+        cache.fetch(CTXT, "00000000-0000-4000-8000-000000000000")
+    assert os.listdir(cache.base_dir) == []
+
+
+def test_leftover_of_a_crash_is_removed_and_never_listed(cache: ImageCache,
+                                                         images: pathlib.Path) -> None:
+    meta = _add(images)
+    cache.ensure_dirs()
+    leftover = pathlib.Path(cache.base_dir) / f".{cache_name(meta.id)}.part-crash1"
+    leftover.write_bytes(b"half")
+    assert is_partial(leftover.name)
+    assert cache.list_entries() == [] and cache.partial_files(meta.id) == [str(leftover)]
+    cache.fetch(CTXT, meta.id)
+    assert not leftover.exists()
+    assert [e.name for e in cache.list_entries()] == [cache_name(meta.id)]
+
+
+def test_partial_file_is_hidden_while_downloading(cache: ImageCache,
+                                                  images: pathlib.Path) -> None:
+    meta = _add(images)
+    source = _source(cache)
+    source.gate = threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        future = pool.submit(cache.fetch, CTXT, meta.id)
+        _wait_for_partial(pathlib.Path(cache.base_dir))
+        assert not future.done()
+        assert not os.path.exists(cache.path_for(meta.id))
+        assert cache.list_entries() == []
+        source.gate.set()
+        assert future.result().cached
+
+
+def test_concurrent_threads_download_once(cache: ImageCache, images: pathlib.Path) -> None:
+    meta = _add(images)
+    source = _source(cache)
+    source.gate = threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(cache.fetch, CTXT, meta.id) for _ in range(4)]
+        _wait_for_partial(pathlib.Path(cache.base_dir))
+        source.gate.set()
+        outcomes = [f.result() for f in futures]
+    assert source.downloads == 1
+    assert sorted(o.cached for o in outcomes) == [False, False, False, True]
+    assert pathlib.Path(cache.path_for(meta.id)).read_bytes() == DATA
+
+
+def test_list_entries_and_disk_usage(cache: ImageCache, images: pathlib.Path) -> None:
+    metas = [_add(images, DATA[: 1000 * (i + 1)]) for i in range(2)]
+    for meta in metas:
+        cache.fetch(CTXT, meta.id)
+    entries = cache.list_entries()
+    assert sorted(e.name for e in entries) == sorted(cache_name(m.id) for m in metas)
+    assert sorted(e.size for e in entries) == [1000, 2000]
+    assert cache.disk_usage() == sum(e.disk_usage for e in entries) > 0
+
+
+_FETCH_IN_A_PROCESS = """
+import sys
+from fleetcache.common.context import RequestContext
+from fleetcache.compute.imagecache import ImageCache
+from fleetcache.image.glance import GlanceImageSource
+from tests.unit.image.fixtures import make_conf
+conf = make_conf(instances_path=sys.argv[1], glance__api_servers=[sys.argv[2]])
+print(ImageCache(conf, GlanceImageSource(conf)).fetch(RequestContext(), sys.argv[3]).cached)
+"""
+
+
+def _wait_for_partial(cache_dir: pathlib.Path) -> None:
+    deadline = time.monotonic() + 30
+    while not (cache_dir.is_dir() and any(is_partial(p.name) for p in cache_dir.iterdir())):
+        assert time.monotonic() < deadline, "no download started"
+        time.sleep(0.005)
+
+
+def test_concurrent_processes_download_once(tmp_path: pathlib.Path) -> None:
+    """A second process asking while the first downloads waits for it, then finds the file."""
+    with FakeGlance() as glance:
+        body = glance.add(DATA)
+        glance.file_delay = 1.0
+
+        def start() -> subprocess.Popen[str]:
+            return subprocess.Popen(
+                [sys.executable, "-c", _FETCH_IN_A_PROCESS, str(tmp_path / "inst"), glance.url,
+                 body["id"]], stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
+
+        first = start()
+        _wait_for_partial(tmp_path / "inst" / "_base")
+        second = start()
+        results = [p.communicate(timeout=60)[0].strip() for p in (first, second)]
+        assert [p.returncode for p in (first, second)] == [0, 0]
+        assert results == ["True", "False"]
+        assert len(glance.file_gets(body["id"])) == 1
+    cached = tmp_path / "inst" / "_base" / cache_name(body["id"])
+    assert cached.read_bytes() == DATA
