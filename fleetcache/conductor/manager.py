@@ -23,8 +23,9 @@ from oslo_config import cfg
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
+from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
-from fleetcache.conductor import rpcapi
+from fleetcache.conductor import precache, rpcapi
 from fleetcache.conductor.cells import CellTransports
 
 LOG = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class ConductorState:
         self.db = db
         self.cells = CellTransports(conf, db)
         self._executor: futurist.ThreadPoolExecutor | None = None
+        self._precacher: precache.Precacher | None = None
         self._lock = threading.Lock()
 
     @property
@@ -65,6 +67,17 @@ class ConductorState:
                 self._executor = futurist.ThreadPoolExecutor(max_workers=MAX_CONCURRENT_JOBS)
             return self._executor
 
+    @property
+    def precacher(self) -> precache.Precacher:
+        """Starts pre-cache jobs; each job's coordinator runs on :attr:`executor`."""
+        with self._lock:
+            if self._precacher is None:
+                self._precacher = precache.Precacher(
+                    self.conf, self.db, self.conf.host, clients=self.cells,
+                    job_runner=lambda run: self.executor.submit(run),
+                )
+            return self._precacher
+
     def shutdown(self, wait: bool = False) -> None:
         """Stop accepting background work; running jobs are failed as ``interrupted`` by the
         next conductor start on this host if the process dies before they end."""
@@ -72,6 +85,7 @@ class ConductorState:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=wait)
+        precache.shutdown_executors()
 
 
 class ConductorManager:
@@ -141,7 +155,19 @@ class ConductorManager:
         db_api.service_heartbeat(self.db, host, binary, capabilities=capabilities)
 
     # -- pre-cache --------------------------------------------------------------------------
-    # NOTE: ``cache_images(self, ctxt, aggregate_id, image_ids) -> JobDict`` belongs here
-    # (rpcapi 1.0). It is added with fleetcache/conductor/precache.py: a thin method that
-    # validates, creates the job and hands it to ``precache`` on ``self.state.executor``,
-    # reaching computes through ``self.state.cells.compute_api(cell)``.
+
+    @_expected(exception.Invalid, exception.NotFound, exception.ImageFetchError)
+    def cache_images(
+        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]
+    ) -> JobDict:
+        """Validate the images, create a pre-cache job on the aggregate and start it.
+
+        :returns: the job, ``queued``; it runs on after this call returns
+            (:mod:`fleetcache.conductor.precache`).
+        :raises InvalidInput: when no image is given.
+        :raises AggregateNotFound:
+        :raises ImageNotFound, ImageNotAvailable, ImageFetchError: before any host is asked.
+        """
+        if not image_ids:
+            raise exception.InvalidInput(reason="cache_images needs at least one image")
+        return self.state.precacher.start(ctxt, int(aggregate_id), list(image_ids))
