@@ -1,0 +1,152 @@
+"""The disk backends: what each can hold, which host tools it needs, how it builds a disk.
+
+Every backend writes one instance disk, ``<instances_path>/<uuid>/disk``, from a cached base
+image that already passed format inspection. ``qcow2`` (an overlay whose backing file is the
+base) and ``raw``/``flat`` (a sparse copy) run here; ``lvm``, ``rbd`` and ``ploop`` are declared
+(names, formats, tools, config rules) and raise ``NotImplementedError`` when asked for a disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from collections.abc import Callable
+from typing import ClassVar
+
+from oslo_concurrency import processutils
+from oslo_config import cfg
+
+from fleetcache.common import exception
+from fleetcache.image import qemu
+
+Which = Callable[[str], str | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceDisk:
+    """A disk a backend created: which backend, where, in which format."""
+
+    backend: str
+    path: str
+    format: str
+
+
+class ImageBackend:
+    """Base of the disk backends (Nova's ``nova.virt.libvirt.imagebackend.Image``)."""
+
+    name: ClassVar[str] = ""
+    #: Base image formats the backend uses as they are; others are converted to raw first.
+    native_formats: ClassVar[frozenset[str]] = frozenset({"raw"})
+    #: Host commands the backend needs (checked at start-up).
+    required_tools: ClassVar[tuple[str, ...]] = ("qemu-img",)
+    #: Whether :meth:`create_disk` works in this release.
+    implemented: ClassVar[bool] = True
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self.conf = conf
+
+    def missing_tools(self, which: Which = shutil.which) -> list[str]:
+        return [tool for tool in self.required_tools if which(tool) is None]
+
+    def config_errors(self) -> list[tuple[str, str]]:
+        """``(option, message)`` for each option this backend needs and lacks."""
+        return []
+
+    def create_disk(self, base: str, base_format: str, disk: str, size: int | None) -> str:
+        """Create ``disk`` from ``base``; returns the disk's format.
+
+        :param size: bytes; ``None`` keeps the base's virtual size.
+        :raises InvalidInput: when ``size`` is smaller than the base's virtual size.
+        """
+        raise NotImplementedError(f"the {self.name} disk backend is not implemented yet")
+
+    def _check_size(self, base: str, base_format: str, size: int | None) -> int:
+        info = qemu.info(
+            base,
+            base_format,
+            cpu_time_s=self.conf.libvirt.images_cpu_time_limit,
+            address_space_gib=self.conf.libvirt.images_address_space_limit,
+        )
+        virtual_size = int(info["virtual-size"])
+        if size is not None and size < virtual_size:
+            raise exception.InvalidInput(
+                reason=f"disk size {size} is smaller than the image's virtual size {virtual_size}"
+            )
+        return virtual_size
+
+
+class Qcow2Backend(ImageBackend):
+    name = "qcow2"
+    native_formats = frozenset({"raw", "qcow2"})
+
+    def create_disk(self, base: str, base_format: str, disk: str, size: int | None) -> str:
+        virtual_size = self._check_size(base, base_format, size)
+        qemu.create_overlay(base, base_format, disk, size if size != virtual_size else None)
+        return "qcow2"
+
+
+class FlatBackend(ImageBackend):
+    """``raw`` and ``flat``: the same sparse raw copy (Nova's ``Flat``)."""
+
+    name = "flat"
+    required_tools = ("qemu-img", "cp")
+
+    def create_disk(self, base: str, base_format: str, disk: str, size: int | None) -> str:
+        virtual_size = self._check_size(base, base_format, size)
+        if base_format == "raw":
+            processutils.execute("cp", "--sparse=always", "--", base, disk)
+        else:
+            qemu.convert(base, base_format, disk, "raw")
+        if size is not None and size > virtual_size:
+            os.truncate(disk, size)
+        return "raw"
+
+
+class RawBackend(FlatBackend):
+    name = "raw"
+
+
+class LvmBackend(ImageBackend):
+    name = "lvm"
+    required_tools = ("qemu-img", "lvcreate", "lvremove", "lvs", "vgs")
+    implemented = False
+
+    def config_errors(self) -> list[tuple[str, str]]:
+        if not self.conf.libvirt.images_volume_group:
+            return [("[libvirt] images_volume_group", "must be set when a backend is lvm")]
+        return []
+
+
+class RbdBackend(ImageBackend):
+    name = "rbd"
+    required_tools = ("qemu-img", "rbd")
+    implemented = False
+
+
+class PloopBackend(ImageBackend):
+    name = "ploop"
+    native_formats = frozenset({"raw", "ploop"})
+    required_tools = ("qemu-img", "ploop")
+    implemented = False
+
+    def config_errors(self) -> list[tuple[str, str]]:
+        if self.conf.libvirt.virt_type != "parallels":
+            return [("[libvirt] virt_type", "must be parallels when a backend is ploop")]
+        return []
+
+
+BACKEND_CLASSES: dict[str, type[ImageBackend]] = {
+    cls.name: cls
+    for cls in (Qcow2Backend, FlatBackend, RawBackend, LvmBackend, RbdBackend, PloopBackend)
+}
+
+
+def get_backend(name: str, conf: cfg.ConfigOpts) -> ImageBackend:
+    """The backend called ``name`` (``raw``, ``flat``, ``qcow2``, ``lvm``, ``rbd``, ``ploop``)."""
+    try:
+        return BACKEND_CLASSES[name](conf)
+    except KeyError:
+        raise exception.InvalidConfiguration(
+            reason=f"unknown disk backend {name!r} (known: {', '.join(BACKEND_CLASSES)})"
+        ) from None

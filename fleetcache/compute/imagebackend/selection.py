@@ -1,0 +1,109 @@
+"""Which backend an image gets, whether its base must be converted, and what the node supports.
+
+The rules (the table ``tests/unit/compute/test_imagebackend.py`` spells out):
+
+* backend: the ``[libvirt] images_type_mapping`` entry for the image's ``disk_format``, else
+  ``[libvirt] images_type``, where ``default`` is ``qcow2`` if ``[DEFAULT] use_cow_images``
+  else ``flat`` (as Nova);
+* the content format is the ``disk_format`` as qemu reads it (``iso``, ``ami``, ``aki``,
+  ``ari`` are raw);
+* the cached base keeps the content format when it is raw, or when a mapping entry names a
+  backend that holds that format as it is (``qcow2:qcow2``: the seed's "use the supplied image
+  without converting", even with ``force_raw_images``); otherwise it is converted to raw once,
+  with ``qemu-img convert``, when the backend cannot hold the format (``qcow2`` on ``flat``,
+  ``lvm``, ``rbd``; ``vmdk`` anywhere) or ``[DEFAULT] force_raw_images`` is set (as Nova's
+  ``fetch_to_raw``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from oslo_config import cfg
+
+from fleetcache.compute.imagebackend import backends, mapping
+from fleetcache.image import format_safety
+
+#: Formats whose bytes qemu reads as raw.
+_RAW_CONTENT = ("raw", "iso", "ami", "aki", "ari")
+#: Every image type a compute may report (os-traits ``COMPUTE_IMAGE_TYPE_*``).
+IMAGE_TYPES = ("aki", "ami", "ari", "iso", "qcow2", "raw", "vdi", "vhd", "vhdx", "vmdk", "ploop")
+
+
+@dataclasses.dataclass(frozen=True)
+class DiskPlan:
+    """How one image becomes instance disks on this host.
+
+    :ivar backend: the backend's name (``qcow2``, ``raw``, ``flat``, ``lvm``, ``rbd``, ``ploop``).
+    :ivar mapped: whether ``images_type_mapping`` chose it (else ``images_type`` did).
+    :ivar source_format: the image's content format.
+    :ivar base_format: the format of the cached base image.
+    """
+
+    disk_format: str
+    backend: str
+    mapped: bool
+    source_format: str
+    base_format: str
+
+    @property
+    def convert(self) -> bool:
+        """Whether the base is produced with ``qemu-img convert``."""
+        return self.base_format != self.source_format
+
+
+def content_format(disk_format: str) -> str:
+    return "raw" if disk_format in _RAW_CONTENT else disk_format
+
+
+def default_backend(conf: cfg.ConfigOpts) -> str:
+    """``[libvirt] images_type`` with ``default`` resolved as Nova does."""
+    images_type = str(conf.libvirt.images_type)
+    if images_type == "default":
+        return "qcow2" if conf.use_cow_images else "flat"
+    return images_type
+
+
+def choose(conf: cfg.ConfigOpts, disk_format: str) -> DiskPlan:
+    """The plan for an image of Glance ``disk_format``.
+
+    :raises InvalidConfiguration: when ``images_type_mapping`` is invalid.
+    """
+    entries = mapping.parse_images_type_mapping(conf.libvirt.images_type_mapping)
+    mapped = disk_format in entries
+    backend = entries[disk_format] if mapped else default_backend(conf)
+    source = content_format(disk_format)
+    native = backends.BACKEND_CLASSES[backend].native_formats
+    if source == "raw" or (mapped and source in native):
+        base = source
+    elif source not in native or conf.force_raw_images:
+        base = "raw"
+    else:
+        base = source
+    return DiskPlan(disk_format, backend, mapped, source, base)
+
+
+def supported_image_types(conf: cfg.ConfigOpts) -> set[str]:
+    """Image types (Glance ``disk_format``) this node can turn into instance disks.
+
+    Derived per format from the same plan the disks use. A type is supported when its images
+    can pass format inspection (``ploop`` cannot: there is no inspector for it; ``vmdk`` not
+    with an empty ``[compute] vmdk_allowed_types``), the backend chosen for it can create disks
+    in this release, and it is not in ``[compute] image_type_exclude_list``.
+
+    Nova's libvirt rule (qcow2 unless ``images_type`` is rbd/lvm without force_raw_images)
+    exists because Nova does not convert for those backends then; here the plan converts
+    whenever the backend needs it, so that rule reduces to "the chosen backend works".
+    """
+    excluded = set(conf.compute.image_type_exclude_list)
+    supported = set()
+    for image_type in IMAGE_TYPES:
+        if image_type in excluded or image_type not in format_safety.INSPECTABLE_FORMATS:
+            continue
+        if image_type == "vmdk" and not conf.compute.vmdk_allowed_types:
+            continue
+        plan = choose(conf, image_type)
+        backend = backends.BACKEND_CLASSES[plan.backend]
+        if backend.implemented and plan.base_format in backend.native_formats:
+            supported.add(image_type)
+    return supported
