@@ -1,0 +1,79 @@
+"""The compute's ``cache_images`` over RPC (``fake://``) with the disk driver and a local
+image source: states, bytes, files in ``_base``, touch on a repeat, errors per image.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from oslo_config import cfg
+
+from fleetcache.common import rpc
+from fleetcache.common.context import RequestContext
+from fleetcache.compute import rpcapi
+from fleetcache.compute.imagecache import cache_name
+from fleetcache.compute.manager import ComputeManager
+from fleetcache.compute.virt.driver import load_compute_driver
+from fleetcache.image.local import add_image
+from tests.unit.image.fixtures import make_conf
+
+
+@pytest.fixture
+def conf(tmp_path: pathlib.Path) -> cfg.ConfigOpts:
+    conf = make_conf(host=f"compute-{uuid.uuid4().hex[:8]}",
+                     instances_path=str(tmp_path / "instances"), compute_driver="disk",
+                     image_source__backend="local",
+                     image_source__local_directory=str(tmp_path / "images"))
+    rpc.init(conf)
+    return conf
+
+
+@pytest.fixture
+def compute(conf: cfg.ConfigOpts) -> Iterator[rpcapi.ComputeAPI]:
+    driver = load_compute_driver(conf)
+    driver.init_host(conf.host)
+    transport = rpc.get_transport(conf, "fake:///")
+    server = rpc.get_server(transport, rpcapi.TOPIC, conf.host, [ComputeManager(conf, driver)])
+    server.start()
+    try:
+        yield rpcapi.ComputeAPI(conf, transport)
+    finally:
+        server.stop()
+        server.wait()
+
+
+def test_cache_images_over_rpc(conf: cfg.ConfigOpts, compute: rpcapi.ComputeAPI) -> None:
+    images = conf.image_source.local_directory
+    raw = add_image(images, io.BytesIO(os.urandom(1024 * 1024)), disk_format="raw")
+    small = add_image(images, io.BytesIO(b"q" * 1000), disk_format="qcow2")
+    missing = str(uuid.uuid4())
+    ctxt = RequestContext(request_id="req-func")
+
+    first = compute.cache_images(ctxt, conf.host, [raw.id, missing, small.id])
+    assert list(first) == [raw.id, missing, small.id]
+    assert first[raw.id] == {"state": "cached", "reason": None, "bytes_downloaded": 1024 * 1024}
+    assert first[small.id]["state"] == "cached"
+    assert first[missing]["state"] == "error"
+    assert f"Image {missing} could not be found" in str(first[missing]["reason"])
+
+    base = pathlib.Path(conf.instances_path) / "_base"
+    assert sorted(p.name for p in base.iterdir()) == sorted(
+        [cache_name(raw.id), cache_name(small.id)])
+    os.utime(base / cache_name(raw.id), (1_000_000, 1_000_000))
+
+    second = compute.cache_images(ctxt, conf.host, [raw.id])
+    assert second == {raw.id: {"state": "existing", "reason": None, "bytes_downloaded": 0}}
+    assert (base / cache_name(raw.id)).stat().st_mtime > 1_000_000
+
+
+def test_unsupported_driver_reports_unsupported(conf: cfg.ConfigOpts) -> None:
+    conf.set_override("compute_driver", "fake")
+    conf.set_override("unsupported", True, group="fake_driver")
+    manager = ComputeManager(conf, load_compute_driver(conf))
+    result = manager.cache_images(RequestContext(), ["img"])
+    assert result["img"]["state"] == "unsupported"
