@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-_URL_PASSWORD = re.compile(r"(//[^:/@]+:)[^@/]*@")
+_URL_PASSWORD = re.compile(r"((?://|,)[^:/@,]+:)[^@/]*@")
 
 
 def redact_url(url: str | None) -> str:

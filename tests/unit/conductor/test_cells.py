@@ -1,0 +1,136 @@
+"""Tests of fleetcache.conductor.cells: which transports a conductor serves, and for whom."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+from oslo_config import cfg
+from oslo_messaging._drivers import impl_fake
+
+from fleetcache.cmd.common import register_messaging_opts
+from fleetcache.common import config, rpc
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import migration
+from fleetcache.common.db.api import CellDict
+from fleetcache.common.db.session import Database
+from fleetcache.common.service import Service
+from fleetcache.compute.rpcapi import ComputeAPI
+from fleetcache.conductor.cells import CellListeners, CellTransports, redact_url
+from fleetcache.conductor.manager import ConductorManager
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    register_messaging_opts(conf)
+    conf([], project="fleetcache", default_config_files=[])
+    conf.set_override("transport_url", "fake:///")
+    return conf
+
+
+@pytest.fixture
+def db(tmp_path: pathlib.Path) -> Iterator[Database]:
+    database = Database(f"sqlite:///{tmp_path}/cells.sqlite")
+    migration.db_sync(database)
+    yield database
+    database.dispose()
+    rpc.cleanup()
+    impl_fake.FakeExchangeManager.cleanup()
+
+
+def test_redact_url_hides_the_password_only() -> None:
+    assert redact_url("rabbit://guest:s3cr#t@h:5672/v") == "rabbit://guest:***@h:5672/v"
+    assert redact_url("rabbit://a:1@h1,b:2@h2/v") == "rabbit://a:***@h1,b:***@h2/v"
+    assert redact_url("fake:///") == "fake:///"
+    assert redact_url(None) == "[DEFAULT] transport_url"
+
+
+def test_routes_default_transport_is_no_cell_and_cells_are_their_own(
+    conf: cfg.ConfigOpts, db: Database
+) -> None:
+    c1 = db_api.cell_create(db, "cell1", "fake:///cell1")
+    routes = CellTransports(conf, db).routes()
+    assert routes == {"fake:///": None, "fake:///cell1": c1}
+
+
+def test_routes_default_transport_that_is_a_cells_maps_to_it(
+    conf: cfg.ConfigOpts, db: Database
+) -> None:
+    c1 = db_api.cell_create(db, "cell1", "fake:///")
+    assert CellTransports(conf, db).routes() == {"fake:///": c1}
+
+
+def test_routes_cells_sharing_a_url_map_to_the_first(conf: cfg.ConfigOpts, db: Database) -> None:
+    c1 = db_api.cell_create(db, "cell1", "fake:///shared")
+    db_api.cell_create(db, "cell2", "fake:///shared")
+    assert CellTransports(conf, db).routes() == {"fake:///": None, "fake:///shared": c1}
+
+
+def test_compute_api_is_one_client_per_transport(conf: cfg.ConfigOpts, db: Database) -> None:
+    c1 = db_api.cell_create(db, "cell1", "fake:///cell1")
+    transports = CellTransports(conf, db)
+    api = transports.compute_api(c1)
+    assert isinstance(api, ComputeAPI)
+    assert transports.compute_api(c1) is api
+    assert transports.compute_api(None) is not api
+
+
+def _listeners(conf: cfg.ConfigOpts, db: Database, service: Service) -> CellListeners:
+    def make(cell: CellDict | None) -> ConductorManager:
+        return ConductorManager(conf, db, cell=cell)
+
+    return CellListeners(CellTransports(conf, db), service, make)
+
+
+def _served_cells(listeners: CellListeners) -> dict[str | None, str | None]:
+    return {
+        url: (endpoint.cell["name"] if endpoint.cell else None)
+        for url, (_key, endpoint) in listeners._served.items()
+    }
+
+
+def test_listeners_follow_the_cells_table(conf: cfg.ConfigOpts, db: Database) -> None:
+    service = Service("test", stop_timeout=5)
+    listeners = _listeners(conf, db, service)
+    listeners.refresh(strict=True)
+    service.start()
+    try:
+        assert _served_cells(listeners) == {"fake:///": None}
+        assert len(service.servers) == 1
+
+        db_api.cell_create(db, "cell1", "fake:///cell1")
+        listeners.refresh()
+        assert _served_cells(listeners) == {"fake:///": None, "fake:///cell1": "cell1"}
+        assert len(service.servers) == 2
+
+        db_api.cell_update(db, "cell1", name="renamed")
+        listeners.refresh()
+        assert _served_cells(listeners)["fake:///cell1"] == "renamed"
+        assert len(service.servers) == 2
+
+        db_api.cell_delete(db, "renamed")
+        listeners.refresh()
+        assert _served_cells(listeners) == {"fake:///": None}
+        assert len(service.servers) == 1
+    finally:
+        service.stop()
+
+
+def test_listeners_survive_a_bad_cell_url(conf: cfg.ConfigOpts, db: Database) -> None:
+    service = Service("test", stop_timeout=5)
+    listeners = _listeners(conf, db, service)
+    db_api.cell_create(db, "broken", "nosuchdriver://x/")
+    listeners.refresh(strict=True)  # only the default transport is fatal
+    assert _served_cells(listeners) == {"fake:///": None}
+
+
+def test_listeners_strict_refresh_raises_when_the_default_fails(
+    conf: cfg.ConfigOpts, db: Database
+) -> None:
+    conf.set_override("transport_url", "nosuchdriver://x/")
+    listeners = _listeners(conf, db, Service("test"))
+    with pytest.raises(Exception, match="nosuchdriver"):
+        listeners.refresh(strict=True)

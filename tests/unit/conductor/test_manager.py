@@ -1,0 +1,127 @@
+"""Tests of fleetcache.conductor.manager: registration and heartbeats, mapped to cells."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import pathlib
+from collections.abc import Iterator
+
+import oslo_messaging as messaging
+import pytest
+from oslo_config import cfg
+
+from fleetcache.common import config, exception
+from fleetcache.common.context import get_admin_context
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import migration
+from fleetcache.common.db.session import Database
+from fleetcache.conductor import rpcapi
+from fleetcache.conductor.manager import ConductorManager, ConductorState
+
+CTXT = get_admin_context()
+
+
+@contextlib.contextmanager
+def raises_expected(exc_type: type[Exception]) -> Iterator[None]:
+    """The endpoint declares the error expected: oslo.messaging's decorator wraps it in
+    ``ExpectedException`` (unwrapped by the RPC dispatcher, which then logs no traceback)."""
+    with pytest.raises(messaging.ExpectedException) as caught:
+        yield
+    assert isinstance(caught.value.exc_info[1], exc_type)
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    conf([], project="fleetcache", default_config_files=[])
+    return conf
+
+
+@pytest.fixture
+def db(tmp_path: pathlib.Path) -> Iterator[Database]:
+    database = Database(f"sqlite:///{tmp_path}/conductor.sqlite")
+    migration.db_sync(database)
+    yield database
+    database.dispose()
+
+
+def test_rpc_versions_in_sync() -> None:
+    assert ConductorManager.target.version == rpcapi.RPC_API_VERSION
+    assert ConductorManager.RPC_API_VERSION == rpcapi.RPC_API_VERSION
+
+
+def test_every_client_method_has_a_server_method() -> None:
+    client = {n for n, _ in inspect.getmembers(rpcapi.ConductorAPI, inspect.isfunction)
+              if not n.startswith("_")}
+    server = {n for n, _ in inspect.getmembers(ConductorManager, inspect.isfunction)}
+    # NOTE: cache_images arrives with fleetcache/conductor/precache.py (issue 3).
+    assert client - server <= {"cache_images"}
+
+
+def test_register_through_the_default_transport_maps_to_no_cell(
+    conf: cfg.ConfigOpts, db: Database
+) -> None:
+    manager = ConductorManager(conf, db)
+    service = manager.register_service(CTXT, "c1", "fleetcache-compute", "compute",
+                                       {"has_imagecache": True})
+    assert service["cell"] is None
+    assert service["capabilities"] == {"has_imagecache": True}
+    assert service["last_seen_up"] is not None
+
+
+def test_register_through_a_cell_transport_maps_to_that_cell(
+    conf: cfg.ConfigOpts, db: Database
+) -> None:
+    cell1 = db_api.cell_create(db, "cell1", "rabbit://guest:guest@127.0.0.1:5672/c1")
+    cell2 = db_api.cell_create(db, "cell2", "rabbit://guest:guest@127.0.0.1:5672/c2")
+    state = ConductorState(conf, db)
+    by_cell = {c["name"]: ConductorManager(conf, db, cell=c, state=state) for c in (cell1, cell2)}
+    by_cell["cell1"].register_service(CTXT, "c1", "fleetcache-compute", "compute", {})
+    by_cell["cell2"].register_service(CTXT, "c2", "fleetcache-compute", "compute", {})
+    cells = {s["host"]: s["cell"]["name"] for s in db_api.service_list(db) if s["cell"]}
+    assert cells == {"c1": "cell1", "c2": "cell2"}
+
+
+def test_registering_again_moves_a_service_to_the_new_cell(
+    conf: cfg.ConfigOpts, db: Database
+) -> None:
+    cell1 = db_api.cell_create(db, "cell1", "rabbit://h/c1")
+    ConductorManager(conf, db).register_service(CTXT, "c1", "fleetcache-compute", "compute", {})
+    ConductorManager(conf, db, cell=cell1).register_service(
+        CTXT, "c1", "fleetcache-compute", "compute", {})
+    [service] = db_api.service_list(db)
+    assert service["cell"] is not None and service["cell"]["name"] == "cell1"
+
+
+def test_register_refuses_an_empty_host(conf: cfg.ConfigOpts, db: Database) -> None:
+    with raises_expected(exception.InvalidInput):
+        ConductorManager(conf, db).register_service(CTXT, "", "fleetcache-compute", "compute", {})
+
+
+def test_heartbeat_updates_last_seen_and_capabilities(conf: cfg.ConfigOpts, db: Database) -> None:
+    manager = ConductorManager(conf, db)
+    first = manager.register_service(CTXT, "c1", "fleetcache-compute", "compute", {"a": 1})
+    manager.service_heartbeat(CTXT, "c1", "fleetcache-compute")
+    after = db_api.service_get(db, "c1", "fleetcache-compute")
+    assert after["report_count"] == first["report_count"] + 1
+    assert after["last_seen_up"] is not None and first["last_seen_up"] is not None
+    assert after["last_seen_up"] >= first["last_seen_up"]
+    assert after["capabilities"] == {"a": 1}  # None keeps them
+    manager.service_heartbeat(CTXT, "c1", "fleetcache-compute", capabilities={"a": 2})
+    assert db_api.service_get(db, "c1", "fleetcache-compute")["capabilities"] == {"a": 2}
+
+
+def test_heartbeat_of_an_unknown_service_says_so(conf: cfg.ConfigOpts, db: Database) -> None:
+    with raises_expected(exception.ComputeHostNotFound):
+        ConductorManager(conf, db).service_heartbeat(CTXT, "ghost", "fleetcache-compute")
+
+
+def test_state_executor_is_shared_and_shut_down(conf: cfg.ConfigOpts, db: Database) -> None:
+    state = ConductorState(conf, db)
+    a = ConductorManager(conf, db, state=state)
+    b = ConductorManager(conf, db, cell=None, state=state)
+    assert a.state.executor is b.state.executor
+    assert a.state.executor.submit(lambda: 42).result(timeout=5) == 42
+    state.shutdown(wait=True)
