@@ -10,6 +10,7 @@ from typing import Any
 
 import webob
 from keystonemiddleware import auth_token
+from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_middleware import request_id
 
@@ -29,6 +30,13 @@ class ComputeRequestId(request_id.RequestId):
     """
 
     compat_headers = ["X-Compute-Request-Id"]
+
+
+def register_keystone_opts(conf: cfg.ConfigOpts) -> None:
+    """Register ``[keystone_authtoken]`` from keystonemiddleware's own option list, so that
+    its values can be read and overridden before the middleware is built."""
+    for group, opts in auth_token.list_opts():
+        conf.register_opts(opts, group=group)
 
 
 class KeystoneAuth(auth_token.AuthProtocol):  # type: ignore[misc]

@@ -16,7 +16,7 @@ from typing import Any
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from fleetcache.api import deploy
+from fleetcache.api import deploy, middleware
 from fleetcache.api.state import CacheImagesAPI
 from fleetcache.common import config
 
@@ -27,6 +27,7 @@ DEFAULT_CONFIG_FILE = "/etc/fleetcache/fleetcache.conf"
 def init_application(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None) -> Any:
     """The API application for an already parsed ``conf``."""
     config.register_all(conf)
+    middleware.register_keystone_opts(conf)
     return deploy.deploy(conf, conductor_api)
 
 
@@ -41,6 +42,7 @@ def load_conf(files: list[str]) -> cfg.ConfigOpts:
     """A parsed configuration from ``files``, with oslo.log set up from it."""
     conf = cfg.ConfigOpts()
     config.register_all(conf)
+    middleware.register_keystone_opts(conf)
     logging.register_options(conf)
     conf([], project="fleetcache", default_config_files=files)
     logging.setup(conf, "fleetcache")

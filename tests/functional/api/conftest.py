@@ -1,0 +1,53 @@
+"""The real API application over SQLite in ``tmp_path``, in noauth mode, driven by WebTest."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+import webtest
+from oslo_config import cfg
+
+from fleetcache.api import wsgi
+from fleetcache.common import config
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import migration
+from fleetcache.common.db.session import Database
+from tests.functional.api.helpers import StubConductorAPI
+
+
+@pytest.fixture
+def conf(tmp_path: pathlib.Path) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    conf([], project="fleetcache", default_config_files=[])
+    conf.set_override("connection", f"sqlite:///{tmp_path}/api.sqlite", group="database")
+    conf.set_override("auth_strategy", "noauth", group="api")
+    return conf
+
+
+@pytest.fixture
+def db(conf: cfg.ConfigOpts) -> Iterator[Database]:
+    database = Database.from_conf(conf)
+    migration.db_sync(database)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def conductor(db: Database) -> StubConductorAPI:
+    return StubConductorAPI(db)
+
+
+@pytest.fixture
+def app(conf: cfg.ConfigOpts, db: Database, conductor: StubConductorAPI) -> webtest.TestApp:
+    return webtest.TestApp(wsgi.init_application(conf, conductor_api=conductor))
+
+
+@pytest.fixture
+def computes(db: Database) -> list[str]:
+    hosts = ["c1", "c2", "c3"]
+    for host in hosts:
+        db_api.service_register(db, host, "fleetcache-compute", "compute", None)
+    return hosts

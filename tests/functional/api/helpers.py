@@ -1,0 +1,56 @@
+"""Helpers of the API functional tests: headers, the conductor stand-in, fault checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import webtest
+
+from fleetcache.common.context import RequestContext
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import jobs as db_jobs
+from fleetcache.common.db.session import Database
+
+LATEST = {"OpenStack-API-Version": "compute 2.81"}
+MEMBER = {"X-Roles": "member", "X-User-Id": "u1", "X-Project-Id": "p1"}
+
+
+class StubConductorAPI:
+    """Stands in for ConductorAPI in these fast tests: queues a job row, or raises ``error``."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.calls: list[tuple[int, list[str]]] = []
+        self.error: Exception | None = None
+
+    def cache_images(
+        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]
+    ) -> db_jobs.JobDict:
+        assert isinstance(ctxt, RequestContext)
+        self.calls.append((aggregate_id, list(image_ids)))
+        if self.error is not None:
+            raise self.error
+        aggregate = db_api.aggregate_get(self.db, aggregate_id)
+        return db_jobs.job_create(
+            self.db, aggregate_id, aggregate["uuid"], image_ids, len(aggregate["hosts"]), "cond1"
+        )
+
+
+def create_aggregate(app: webtest.TestApp, name: str = "agg1", **extra: Any) -> dict[str, Any]:
+    body = {"aggregate": {"name": name, **extra}}
+    aggregate: dict[str, Any] = app.post_json("/v2.1/os-aggregates", body, headers=LATEST).json[
+        "aggregate"
+    ]
+    return aggregate
+
+
+def fault(response: webtest.TestResponse, key: str, code: int) -> str:
+    """Assert Nova's fault format and return the message."""
+    assert response.status_int == code
+    assert response.content_type == "application/json"
+    assert list(response.json) == [key]
+    assert response.json[key]["code"] == code
+    message: str = response.json[key]["message"]
+    assert message
+    return message
+
