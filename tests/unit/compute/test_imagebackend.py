@@ -1,0 +1,340 @@
+"""fleetcache.compute.imagebackend: the mapping parser (seed 001), the backend-choice table,
+supported image types, and the qcow2 and raw/flat backends run for real with qemu-img."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import uuid
+
+import pytest
+from oslo_config import cfg
+
+from fleetcache.common import config, exception
+from fleetcache.compute import imagebackend
+from fleetcache.compute.imagebackend import mapping
+from fleetcache.image import format_safety
+from tests import hostile_images as corpus
+
+
+@pytest.fixture
+def conf(tmp_path: pathlib.Path) -> cfg.ConfigOpts:
+    c = cfg.ConfigOpts()
+    config.register_all(c)
+    c([])
+    c.set_override("instances_path", str(tmp_path / "instances"))
+    return c
+
+
+# --- seed 001: images_type_mapping ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("images_type", "values", "expected"),
+    [
+        ("default", ["raw:lvm", "ploop:ploop"], {"raw": "lvm", "ploop": "ploop"}),
+        ("lvm", ["qcow2:qcow2"], {"qcow2": "qcow2"}),
+        ("qcow2", ["raw:raw", "ploop:ploop"], {"raw": "raw", "ploop": "ploop"}),
+        ("default", ["raw:raw", "qcow2:qcow2"], {"raw": "raw", "qcow2": "qcow2"}),
+        ("default", [], {}),
+    ],
+)
+def test_seed_correct_examples(
+    conf: cfg.ConfigOpts, images_type: str, values: list[str], expected: dict[str, str]
+) -> None:
+    conf.set_override("images_type", images_type, group="libvirt")
+    conf.set_override("images_type_mapping", values, group="libvirt")
+    assert mapping.parse_images_type_mapping(conf.libvirt.images_type_mapping) == expected
+
+
+def test_seed_correct_example_read_from_a_config_file(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "compute.conf"
+    path.write_text(
+        "[libvirt]\nimages_type = default\nimages_type_mapping = raw:lvm, ploop:ploop\n"
+    )
+    c = cfg.ConfigOpts()
+    config.register_all(c)
+    c(["--config-file", str(path)])
+    assert mapping.parse_images_type_mapping(c.libvirt.images_type_mapping) == {
+        "raw": "lvm",
+        "ploop": "ploop",
+    }
+
+
+@pytest.mark.parametrize(
+    ("values", "rule", "detail"),
+    [
+        (["qcow2:raw", "qcow2:qcow2"], "ambiguous source", "ambiguous conversion rule for source"),
+        (["raw:rbd", "raw:lvm"], "ambiguous source", "'raw:rbd' and 'raw:lvm'"),
+        (["lvm:rbd", "rbd:rbd"], "lvm/rbd as a source", "cannot be specified as a source"),
+        (["vhdz:raw"], "unknown source format", "unknown source format 'vhdz'"),
+        (["flat:qcow2"], "lvm/rbd as a source", "flat is a disk backend"),
+        (["raw:zfs"], "unknown backend", "unknown backend 'zfs'"),
+        (["raw:default"], "unknown backend", "unknown backend 'default'"),
+        (["raw"], "malformed entry", "'raw' is not of the form"),
+        (["raw:lvm:x"], "malformed entry", "is not of the form"),
+        ([":raw"], "malformed entry", "is not of the form"),
+    ],
+)
+def test_incorrect_mappings_name_option_and_rule(values: list[str], rule: str, detail: str) -> None:
+    with pytest.raises(exception.InvalidConfiguration) as caught:
+        mapping.parse_images_type_mapping(values)
+    message = str(caught.value)
+    assert "[libvirt] images_type_mapping" in message
+    assert f"(rule: {rule})" in message
+    assert detail in message
+
+
+def test_seed_invalid_source_reports_both_entries() -> None:
+    with pytest.raises(exception.InvalidConfiguration) as caught:
+        mapping.parse_images_type_mapping(["lvm:rbd", "rbd:rbd"])
+    assert "'lvm:rbd'" in str(caught.value) and "'rbd:rbd'" in str(caught.value)
+
+
+def test_repeated_identical_entry_and_spacing_are_accepted() -> None:
+    assert mapping.parse_images_type_mapping([" QCOW2 : qcow2", "qcow2:qcow2", ""]) == {
+        "qcow2": "qcow2"
+    }
+
+
+# --- backend choice: mapping x disk_format x force_raw_images ---------------------------------
+
+# (images_type, mapping, disk_format, force_raw_images) -> (backend, base_format)
+CHOICE_TABLE = [
+    # no mapping, images_type=default -> qcow2 (use_cow_images): Nova's behaviour
+    ("default", [], "raw", True, "qcow2", "raw"),
+    ("default", [], "raw", False, "qcow2", "raw"),
+    ("default", [], "qcow2", True, "qcow2", "raw"),
+    ("default", [], "qcow2", False, "qcow2", "qcow2"),
+    ("default", [], "vmdk", True, "qcow2", "raw"),
+    ("default", [], "vmdk", False, "qcow2", "raw"),
+    ("default", [], "iso", False, "qcow2", "raw"),
+    ("default", [], "ami", True, "qcow2", "raw"),
+    # qcow2:qcow2 keeps the supplied qcow2 even with force_raw_images (seed 001)
+    ("default", ["qcow2:qcow2"], "qcow2", True, "qcow2", "qcow2"),
+    ("default", ["qcow2:qcow2"], "qcow2", False, "qcow2", "qcow2"),
+    ("default", ["qcow2:qcow2"], "raw", True, "qcow2", "raw"),
+    ("raw", ["qcow2:qcow2"], "raw", True, "raw", "raw"),
+    ("raw", ["qcow2:qcow2"], "vdi", False, "raw", "raw"),
+    # a mapping to a backend that cannot hold the format still converts
+    ("default", ["qcow2:raw"], "qcow2", False, "raw", "raw"),
+    ("default", ["qcow2:flat"], "qcow2", True, "flat", "raw"),
+    ("default", ["vmdk:qcow2"], "vmdk", False, "qcow2", "raw"),
+    ("default", ["qcow2:lvm"], "qcow2", False, "lvm", "raw"),
+    ("default", ["qcow2:ploop"], "qcow2", False, "ploop", "raw"),
+    # raw:lvm, ploop:ploop (seed example 1)
+    ("default", ["raw:lvm", "ploop:ploop"], "raw", True, "lvm", "raw"),
+    ("default", ["raw:lvm", "ploop:ploop"], "ploop", True, "ploop", "ploop"),
+    ("default", ["raw:lvm", "ploop:ploop"], "qcow2", False, "qcow2", "qcow2"),
+    ("default", ["raw:lvm", "ploop:ploop"], "qcow2", True, "qcow2", "raw"),
+    # images_type=lvm, qcow2:qcow2 (seed example 2)
+    ("lvm", ["qcow2:qcow2"], "qcow2", True, "qcow2", "qcow2"),
+    ("lvm", ["qcow2:qcow2"], "raw", True, "lvm", "raw"),
+    ("lvm", ["qcow2:qcow2"], "vmdk", False, "lvm", "raw"),
+    # unmapped formats on backends that need raw are converted whatever force_raw_images says
+    ("flat", [], "qcow2", False, "flat", "raw"),
+    ("raw", [], "qcow2", False, "raw", "raw"),
+    ("rbd", [], "qcow2", True, "rbd", "raw"),
+    ("rbd", [], "qcow2", False, "rbd", "raw"),
+    ("ploop", [], "qcow2", False, "ploop", "raw"),
+    ("ploop", [], "ploop", False, "ploop", "ploop"),
+    ("ploop", [], "ploop", True, "ploop", "raw"),
+    ("qcow2", [], "vhd", False, "qcow2", "raw"),
+]
+
+
+@pytest.mark.parametrize(
+    ("images_type", "values", "disk_format", "force_raw", "backend", "base_format"),
+    CHOICE_TABLE,
+    ids=[f"{r[0]}-{','.join(r[1]) or 'nomap'}-{r[2]}-force{r[3]}" for r in CHOICE_TABLE],
+)
+def test_backend_choice_table(
+    conf: cfg.ConfigOpts,
+    images_type: str,
+    values: list[str],
+    disk_format: str,
+    force_raw: bool,
+    backend: str,
+    base_format: str,
+) -> None:
+    conf.set_override("images_type", images_type, group="libvirt")
+    conf.set_override("images_type_mapping", values, group="libvirt")
+    conf.set_override("force_raw_images", force_raw)
+    plan = imagebackend.choose(conf, disk_format)
+    assert (plan.backend, plan.base_format) == (backend, base_format)
+    assert plan.mapped == (disk_format in mapping.parse_images_type_mapping(values))
+    assert plan.convert == (base_format != plan.source_format)
+
+
+@pytest.mark.parametrize(("use_cow", "backend"), [(True, "qcow2"), (False, "flat")])
+def test_default_images_type_follows_use_cow_images(
+    conf: cfg.ConfigOpts, use_cow: bool, backend: str
+) -> None:
+    conf.set_override("use_cow_images", use_cow)
+    assert imagebackend.choose(conf, "raw").backend == backend
+
+
+def test_choice_refuses_an_invalid_mapping(conf: cfg.ConfigOpts) -> None:
+    conf.set_override("images_type_mapping", ["qcow2:raw", "qcow2:qcow2"], group="libvirt")
+    with pytest.raises(exception.InvalidConfiguration, match="images_type_mapping"):
+        imagebackend.choose(conf, "qcow2")
+
+
+# --- supported image types --------------------------------------------------------------------
+
+ALL_BUT_PLOOP = {"aki", "ami", "ari", "iso", "qcow2", "raw", "vdi", "vhd", "vhdx", "vmdk"}
+
+
+@pytest.mark.parametrize(
+    ("images_type", "values", "overrides", "expected"),
+    [
+        ("default", [], {}, ALL_BUT_PLOOP),
+        ("flat", [], {}, ALL_BUT_PLOOP),
+        ("default", [], {"vmdk_allowed_types": []}, ALL_BUT_PLOOP - {"vmdk"}),
+        (
+            "default",
+            [],
+            {"image_type_exclude_list": ["qcow2", "iso"]},
+            ALL_BUT_PLOOP - {"qcow2", "iso"},
+        ),
+        # formats whose backend cannot create disks yet are not reported
+        ("default", ["raw:lvm", "ploop:ploop"], {}, ALL_BUT_PLOOP - {"raw"}),
+        ("lvm", ["qcow2:qcow2"], {}, {"qcow2"}),
+        ("rbd", ["qcow2:qcow2", "raw:raw"], {}, {"qcow2", "raw"}),
+        ("rbd", [], {}, set()),
+        ("ploop", ["ploop:ploop"], {}, set()),
+    ],
+)
+def test_supported_image_types(
+    conf: cfg.ConfigOpts,
+    images_type: str,
+    values: list[str],
+    overrides: dict[str, list[str]],
+    expected: set[str],
+) -> None:
+    conf.set_override("images_type", images_type, group="libvirt")
+    conf.set_override("images_type_mapping", values, group="libvirt")
+    for name, value in overrides.items():
+        conf.set_override(name, value, group="compute")
+    assert imagebackend.supported_image_types(conf) == expected
+
+
+# --- real disks -------------------------------------------------------------------------------
+
+
+def _backing_chain(disk: str) -> list[dict[str, object]]:
+    chain = json.loads(corpus.qemu_img("info", "--backing-chain", "--output=json", disk))
+    assert isinstance(chain, list)
+    return chain
+
+
+def _cache(conf: cfg.ConfigOpts, tmp_path: pathlib.Path, image: pathlib.Path, disk_format: str):
+    """The cache path in miniature: inspect, plan, prepare the base in ``_base``."""
+    inspected = format_safety.inspect_image(str(image), disk_format, conf)
+    plan = imagebackend.choose(conf, disk_format)
+    assert plan.source_format == inspected.format
+    base_dir = tmp_path / "instances" / "_base"
+    base_dir.mkdir(parents=True, exist_ok=True)
+    base = str(base_dir / "image-1")
+    imagebackend.prepare_base(plan, str(image), base)
+    return plan, base
+
+
+@pytest.mark.parametrize(
+    ("values", "force_raw", "base_format"),
+    [([], True, "raw"), ([], False, "qcow2"), (["qcow2:qcow2"], True, "qcow2")],
+)
+def test_qcow2_overlay_references_the_cached_base(
+    conf: cfg.ConfigOpts,
+    tmp_path: pathlib.Path,
+    values: list[str],
+    force_raw: bool,
+    base_format: str,
+) -> None:
+    conf.set_override("images_type_mapping", values, group="libvirt")
+    conf.set_override("force_raw_images", force_raw)
+    plan, base = _cache(conf, tmp_path, corpus.qcow2_with_data(tmp_path), "qcow2")
+    assert plan.base_format == base_format
+    instance = str(uuid.uuid4())
+    disk = imagebackend.create_instance_disk(conf, plan, instance, base, size=8 << 20)
+    assert (disk.backend, disk.format) == ("qcow2", "qcow2")
+    assert disk.path == os.path.join(tmp_path, "instances", instance, "disk")
+    chain = _backing_chain(disk.path)
+    assert [(layer["filename"], layer["format"]) for layer in chain] == [
+        (disk.path, "qcow2"),
+        (base, base_format),
+    ]
+    assert chain[0]["backing-filename-format"] == base_format
+    assert chain[0]["virtual-size"] == 8 << 20
+    assert os.path.getsize(disk.path) < 1 << 20  # an overlay, not a copy
+    converted = tmp_path / "check.raw"
+    corpus.qemu_img("convert", "-f", "qcow2", "-O", "raw", disk.path, str(converted))
+    assert converted.read_bytes()[:10] == b"FLEETCACHE"
+
+
+@pytest.mark.parametrize("images_type", ["raw", "flat"])
+@pytest.mark.parametrize("force_raw", [True, False])
+def test_flat_disk_is_a_sparse_raw_copy(
+    conf: cfg.ConfigOpts, tmp_path: pathlib.Path, images_type: str, force_raw: bool
+) -> None:
+    conf.set_override("images_type", images_type, group="libvirt")
+    conf.set_override("force_raw_images", force_raw)
+    plan, base = _cache(conf, tmp_path, corpus.qcow2_with_data(tmp_path), "qcow2")
+    assert (plan.backend, plan.base_format, plan.convert) == (images_type, "raw", True)
+    assert (
+        json.loads(corpus.qemu_img("info", "--output=json", "-f", "raw", base))["format"] == "raw"
+    )
+    disk = imagebackend.create_instance_disk(conf, plan, str(uuid.uuid4()), base, size=16 << 20)
+    assert (disk.backend, disk.format) == (images_type, "raw")
+    assert os.path.getsize(disk.path) == 16 << 20
+    assert os.stat(disk.path).st_blocks * 512 < 1 << 20  # sparse
+    with open(disk.path, "rb") as f:
+        assert f.read(10) == b"FLEETCACHE"
+    assert "backing-filename" not in json.loads(
+        corpus.qemu_img("info", "--output=json", "-f", "raw", disk.path)
+    )
+
+
+def test_unconverted_raw_base_is_renamed(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> None:
+    image = corpus.raw(tmp_path)
+    plan, base = _cache(conf, tmp_path, image, "raw")
+    assert not plan.convert and not image.exists() and os.path.exists(base)
+
+
+def test_disk_smaller_than_image_is_refused(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> None:
+    plan, base = _cache(conf, tmp_path, corpus.qcow2_with_data(tmp_path), "qcow2")
+    instance = str(uuid.uuid4())
+    with pytest.raises(exception.InvalidInput, match="smaller than the image's virtual size"):
+        imagebackend.create_instance_disk(conf, plan, instance, base, size=1 << 20)
+    assert os.listdir(imagebackend.instance_dir(conf, instance)) == []  # no partial disk
+
+
+def test_second_disk_for_an_instance_is_a_conflict(
+    conf: cfg.ConfigOpts, tmp_path: pathlib.Path
+) -> None:
+    plan, base = _cache(conf, tmp_path, corpus.raw(tmp_path), "raw")
+    instance = str(uuid.uuid4())
+    imagebackend.create_instance_disk(conf, plan, instance, base)
+    with pytest.raises(exception.Conflict):
+        imagebackend.create_instance_disk(conf, plan, instance, base)
+    assert imagebackend.delete_instance_disk(conf, instance) is True
+    assert imagebackend.delete_instance_disk(conf, instance) is False
+    assert os.path.exists(base)
+
+
+@pytest.mark.parametrize("bad", ["../../etc", "not-a-uuid", ""])
+def test_instance_uuid_must_be_a_uuid(conf: cfg.ConfigOpts, bad: str) -> None:
+    with pytest.raises(exception.InvalidInput):
+        imagebackend.instance_dir(conf, bad)
+
+
+@pytest.mark.parametrize("images_type", ["lvm", "rbd", "ploop"])
+def test_declared_backends_do_not_create_disks_yet(
+    conf: cfg.ConfigOpts, tmp_path: pathlib.Path, images_type: str
+) -> None:
+    conf.set_override("images_type", images_type, group="libvirt")
+    plan = imagebackend.choose(conf, "raw")
+    base = corpus.raw(tmp_path)
+    with pytest.raises(NotImplementedError, match=f"{images_type} disk backend"):
+        imagebackend.create_instance_disk(conf, plan, str(uuid.uuid4()), str(base))
