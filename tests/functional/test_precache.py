@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -206,3 +207,33 @@ def test_failing_image_and_dead_compute_are_errors_with_reasons(stack):
     assert {s for s, _ in states[dead].values()} == {"error"}
     assert all(r.startswith("MessagingTimeout") for _, r in states[dead].values())
     assert job["state"] == "done" and job["hosts_reported"] == 2
+
+
+def test_cli_cache_images_wait_then_jobs_show_and_list(stack, capsys):
+    from fleetcache.cmd import client
+    from fleetcache.cmd.demo import serve_api
+
+    hosts = [stack.start_compute("cli1"), stack.start_compute("cli2")]
+    stack.aggregate(hosts)
+    with serve_api(stack.conf) as endpoint:
+        args = ["--os-endpoint", endpoint]
+        assert client.main([*args, "cache-images", "agg", *stack.images, "--wait"]) == 0
+        out, err = capsys.readouterr()
+        assert "2/2 hosts  done" in err
+        for host in hosts:
+            assert re.search(rf"^\| {host} +\| cached +\| cached +\| +0 B \|$", out, re.M)
+        job_id = re.search(r"^Job (\S+) on aggregate \d+: done in", out, re.M).group(1)
+        assert "4 cached, 0 existing, 0 error, 0 unsupported, 0 skipped" in out
+
+        assert client.main([*args, "jobs", "show", job_id]) == 0
+        shown, _ = capsys.readouterr()
+        assert f"Job {job_id} on aggregate" in shown and hosts[0] in shown
+
+        assert client.main([*args, "jobs", "list", "agg"]) == 0
+        listed, _ = capsys.readouterr()
+        assert re.search(rf"^\| {job_id} \| done +\| 2 +\| 2/2 +\| 0 ", listed, re.M)
+
+        assert client.main([*args, "cache-images", "agg", str(uuid.uuid4())]) == 1
+        _, err = capsys.readouterr()
+        assert "HTTP 400" in err and "could not be found" in err
+        assert client.main([*args, "jobs", "list", "no-such-aggregate"]) == 1
