@@ -284,6 +284,8 @@ def inspect_image(
     """
     check_declared_format(image_id, disk_format)
     if stream is not None:
+        if stream.disk_format != disk_format:
+            raise ValueError(f"stream inspected {stream.disk_format}, not {disk_format}")
         inspector = stream.finish()
     else:
         inspector = _detect_from_file(path, image_id, disk_format)
