@@ -1,0 +1,189 @@
+"""Download the stack's sample images from the real Glance into a fresh image cache.
+
+Checks byte identity and hashes against what Glance itself reports (``os_hash_value``,
+``checksum``, ``size``), a hit that touches and does not download again, resuming a download
+with a real ``Range`` request, and that two processes asking for one image at once fetch it
+from Glance once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+import requests
+
+from fleetcache.common.context import RequestContext
+from fleetcache.compute.imagecache import ImageCache, cache_name
+from fleetcache.image.glance import GlanceImageSource
+from fleetcache.image.source import ImageMeta
+from tests.unit.image.fixtures import make_conf
+
+pytestmark = pytest.mark.integration
+CTXT = RequestContext(request_id="req-integration")
+
+
+def _image_ids(stack: Any) -> list[str]:
+    ids = [i if isinstance(i, str) else i["id"] for i in stack.sample_images]
+    assert len(ids) >= 2, "the stack should hold a qcow2 and a raw sample image"
+    return ids
+
+
+def _glance_body(stack: Any, image_id: str) -> dict[str, Any]:
+    resp = requests.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+    resp.raise_for_status()
+    body: dict[str, Any] = resp.json()
+    return body
+
+
+def _cache(stack: Any, instances: pathlib.Path) -> ImageCache:
+    conf = make_conf(instances_path=str(instances), glance__api_servers=[stack.glance_url])
+    return ImageCache(conf, GlanceImageSource(conf))
+
+
+def test_sample_images_download_byte_identical(stack: Any, tmp_path: pathlib.Path) -> None:
+    cache = _cache(stack, tmp_path / "instances")
+    formats = set()
+    for image_id in _image_ids(stack):
+        body = _glance_body(stack, image_id)
+        formats.add(body["disk_format"])
+        outcome = cache.fetch(CTXT, image_id)
+        assert outcome.cached and outcome.bytes_downloaded == body["size"]
+        data = pathlib.Path(cache.path_for(image_id)).read_bytes()
+        assert body["os_hash_algo"] == "sha512"
+        assert hashlib.sha512(data).hexdigest() == body["os_hash_value"]
+        assert hashlib.md5(data).hexdigest() == body["checksum"]
+        direct = requests.get(f"{stack.glance_url}/v2/images/{image_id}/file", timeout=60)
+        assert data == direct.content
+    assert {"qcow2", "raw"} <= formats
+    assert cache.partial_files() == []
+
+
+def test_hit_touches_without_downloading(stack: Any, tmp_path: pathlib.Path) -> None:
+    cache = _cache(stack, tmp_path / "instances")
+    image_id = _image_ids(stack)[0]
+    cache.fetch(CTXT, image_id)
+    os.utime(cache.path_for(image_id), (1_000_000, 1_000_000))
+    downloads: list[str] = []
+    real_download = cache.source.download
+
+    def counting(*args: Any, **kwargs: Any) -> int:
+        downloads.append(args[1])
+        return real_download(*args, **kwargs)
+
+    cache.source.download = counting  # type: ignore[method-assign]
+    assert not cache.fetch(CTXT, image_id).cached
+    assert downloads == []
+    assert os.stat(cache.path_for(image_id)).st_mtime > 1_000_000
+
+
+def test_show_reports_glance_metadata(stack: Any) -> None:
+    image_id = _image_ids(stack)[0]
+    source = GlanceImageSource(make_conf(glance__api_servers=[stack.glance_url]))
+    meta = source.show(CTXT, image_id)
+    assert meta == ImageMeta.from_dict(_glance_body(stack, image_id))
+    assert meta.status == "active" and meta.size
+
+
+def test_resume_uses_real_range_requests(stack: Any) -> None:
+    """A transfer cut after the first chunk resumes from there with Glance's 206."""
+    image_id = _image_ids(stack)[0]
+    conf = make_conf(glance__api_servers=[stack.glance_url],
+                     glance__download_chunk_size=256 * 1024)
+    source = GlanceImageSource(conf)
+    source.retry_delay = 0.01
+    meta = source.show(CTXT, image_id)
+    statuses: list[int] = []
+    real_request = source.session.request
+
+    def cut_first_body(*args: Any, **kwargs: Any) -> requests.Response:
+        resp = real_request(*args, **kwargs)
+        statuses.append(resp.status_code)
+        if len(statuses) == 1:
+            chunks = resp.iter_content(256 * 1024)
+
+            def broken(_: int) -> Any:
+                yield next(chunks)
+                raise requests.exceptions.ChunkedEncodingError("cut by the test")
+
+            resp.iter_content = broken  # type: ignore[method-assign]
+        return resp
+
+    source.session.request = cut_first_body  # type: ignore[method-assign]
+    out = io.BytesIO()
+    assert source.download(CTXT, image_id, meta, out) == meta.size
+    assert statuses == [200, 206]
+    assert hashlib.sha512(out.getvalue()).hexdigest() == meta.os_hash_value
+
+
+_FETCH = """
+import sys, time
+from fleetcache.common.context import RequestContext
+from fleetcache.compute.imagecache import ImageCache
+from fleetcache.image.glance import GlanceImageSource
+from tests.unit.image.fixtures import make_conf
+conf = make_conf(instances_path=sys.argv[1], glance__api_servers=[sys.argv[2]],
+                 glance__download_chunk_size=65536)
+source = GlanceImageSource(conf)
+calls = []
+real = source.download
+
+class Slow:  # the first chunk is written, then the download dawdles
+    def __init__(self, writer):
+        self.writer = writer
+    def write(self, data):
+        self.writer.write(data)
+        time.sleep(float(sys.argv[4]))
+        self.write = self.writer.write
+
+def download(ctxt, image_id, meta, writer, progress=None):
+    calls.append(1)
+    return real(ctxt, image_id, meta, Slow(writer), progress)
+
+source.download = download
+outcome = ImageCache(conf, source).fetch(RequestContext(), sys.argv[3])
+print(outcome.cached, len(calls))
+"""
+
+
+def test_two_processes_fetch_an_image_from_glance_once(stack: Any,
+                                                       tmp_path: pathlib.Path) -> None:
+    """The second process asks while the first is mid-download: it waits, then finds it."""
+    image_id = _image_ids(stack)[-1]
+    log = getattr(stack, "glance_access_log", None)
+    before = _file_gets(log, image_id)
+    base = tmp_path / "inst" / "_base"
+
+    def start(delay: float) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-c", _FETCH, str(tmp_path / "inst"),
+                                 stack.glance_url, image_id, str(delay)],
+                                stdout=subprocess.PIPE, text=True)
+
+    first = start(2.0)
+    deadline = time.monotonic() + 60
+    while not (base.is_dir() and any(p.name.startswith(".") for p in base.iterdir())):
+        assert time.monotonic() < deadline and first.poll() is None, "first never downloaded"
+        time.sleep(0.01)
+    second = start(0.0)
+    outputs = [p.communicate(timeout=120)[0].strip() for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0]
+    assert outputs == ["True 1", "False 0"]
+    if log is not None:
+        assert _file_gets(log, image_id) - before == 1
+    data = (base / cache_name(image_id)).read_bytes()
+    assert hashlib.sha512(data).hexdigest() == _glance_body(stack, image_id)["os_hash_value"]
+
+
+def _file_gets(log: str | None, image_id: str) -> int:
+    if log is None or not os.path.exists(log):
+        return 0
+    needle = f"GET /v2/images/{image_id}/file"
+    with open(log, encoding="utf-8", errors="replace") as f:
+        return sum(needle in line for line in f)
