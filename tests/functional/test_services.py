@@ -1,0 +1,175 @@
+"""The conductor and compute daemons in one process on ``fake://`` and SQLite.
+
+A compute registers through the conductor, heartbeats, shows up as up, and goes down after
+``service_down_time`` once it stops heartbeating; the daemons are assembled exactly as
+``fleetcache-conductor`` and ``fleetcache-compute`` assemble them.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from oslo_config import cfg
+from oslo_messaging._drivers import impl_fake
+
+from fleetcache.cmd import compute as compute_cmd
+from fleetcache.cmd import conductor as conductor_cmd
+from fleetcache.cmd.common import register_messaging_opts
+from fleetcache.common import config, rpc, servicegroup
+from fleetcache.common.context import get_admin_context
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import migration
+from fleetcache.common.db.api import ServiceDict
+from fleetcache.common.db.session import Database
+from fleetcache.common.service import Service
+from fleetcache.compute.rpcapi import ComputeAPI
+
+REPORT_INTERVAL = 1
+SERVICE_DOWN_TIME = 3
+COMPUTE = "fleetcache-compute"
+
+
+def make_conf(tmp_path: pathlib.Path, host: str, **overrides: object) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    register_messaging_opts(conf)
+    conf([], project="fleetcache", default_config_files=[])
+    values = {
+        "host": host,
+        "transport_url": "fake:///",
+        "report_interval": REPORT_INTERVAL,
+        "service_down_time": SERVICE_DOWN_TIME,
+        "rpc_response_timeout": 2,
+        "state_path": str(tmp_path),
+        "compute_driver": "fake",
+        **overrides,
+    }
+    for name, value in values.items():
+        conf.set_override(name, value)
+    conf.set_override("connection", f"sqlite:///{tmp_path}/services.sqlite", group="database")
+    return conf
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
+    """Poll until ``predicate`` holds; :returns: the seconds it took."""
+    began = time.monotonic()
+    while not predicate():
+        if time.monotonic() - began > timeout:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.1)
+    return time.monotonic() - began
+
+
+class Cloud:
+    """A database, a conductor, and computes started on demand; everything stopped at the end."""
+
+    def __init__(self, tmp_path: pathlib.Path) -> None:
+        self.tmp_path = tmp_path
+        self.conf = make_conf(tmp_path, "conductor-1")
+        self.db = Database.from_conf(self.conf)
+        migration.db_sync(self.db)
+        self.services: list[Service] = []
+
+    def start_conductor(self) -> Service:
+        service, _state = conductor_cmd.build_service(self.conf, self.db)
+        return self._start(service)
+
+    def start_compute(self, host: str) -> Service:
+        return self._start(compute_cmd.build_service(make_conf(self.tmp_path, host)))
+
+    def _start(self, service: Service) -> Service:
+        service.start()
+        self.services.append(service)
+        return service
+
+    def service(self, host: str, binary: str = COMPUTE) -> ServiceDict | None:
+        found = [s for s in db_api.service_list(self.db, binary=binary) if s["host"] == host]
+        return found[0] if found else None
+
+    def is_up(self, host: str, binary: str = COMPUTE) -> bool:
+        svc = self.service(host, binary)
+        return svc is not None and servicegroup.service_is_up(svc, SERVICE_DOWN_TIME)
+
+    def close(self) -> None:
+        for service in reversed(self.services):
+            service.stop()
+        rpc.cleanup()
+        impl_fake.FakeExchangeManager.cleanup()
+        self.db.dispose()
+
+
+@pytest.fixture
+def cloud(tmp_path: pathlib.Path) -> Iterator[Cloud]:
+    cloud = Cloud(tmp_path)
+    yield cloud
+    cloud.close()
+
+
+def test_compute_registers_through_the_conductor_and_heartbeats(cloud: Cloud) -> None:
+    cloud.start_conductor()
+    cloud.start_compute("compute-1")
+    wait_for(lambda: cloud.is_up("compute-1"), 10, "compute-1 registered and up")
+    svc = cloud.service("compute-1")
+    assert svc is not None
+    assert svc["cell"] is None  # the default transport is no cell's
+    assert svc["topic"] == "compute"
+    assert svc["capabilities"]["has_imagecache"] is True  # the fake driver's
+    count = svc["report_count"]
+    wait_for(lambda: (cloud.service("compute-1") or svc)["report_count"] >= count + 2, 5,
+             "two more heartbeats")
+
+
+def test_conductor_registers_itself_and_heartbeats_to_the_database(cloud: Cloud) -> None:
+    cloud.start_conductor()
+    wait_for(lambda: cloud.is_up("conductor-1", "fleetcache-conductor"), 5, "conductor up")
+    svc = cloud.service("conductor-1", "fleetcache-conductor")
+    assert svc is not None and svc["topic"] == "conductor"
+    count = svc["report_count"]
+    wait_for(lambda: (cloud.service("conductor-1", "fleetcache-conductor") or svc)[
+        "report_count"] > count, 5, "a conductor heartbeat")
+
+
+def test_compute_that_stops_heartbeating_is_down_after_service_down_time(cloud: Cloud) -> None:
+    cloud.start_conductor()
+    compute = cloud.start_compute("compute-1")
+    wait_for(lambda: cloud.is_up("compute-1"), 10, "compute-1 up")
+    compute.stop()
+    took = wait_for(lambda: not cloud.is_up("compute-1"), SERVICE_DOWN_TIME + 3,
+                    "compute-1 down")
+    assert took >= SERVICE_DOWN_TIME - REPORT_INTERVAL - 0.5  # not before its time
+
+
+def test_compute_started_before_the_conductor_registers_once_it_answers(cloud: Cloud) -> None:
+    cloud.start_compute("compute-1")
+    time.sleep(1)
+    assert cloud.service("compute-1") is None
+    cloud.start_conductor()
+    wait_for(lambda: cloud.is_up("compute-1"), 15, "compute-1 registered after retrying")
+
+
+def test_compute_registers_again_when_its_record_is_deleted(cloud: Cloud) -> None:
+    cloud.start_conductor()
+    cloud.start_compute("compute-1")
+    wait_for(lambda: cloud.service("compute-1") is not None, 10, "compute-1 registered")
+    svc = cloud.service("compute-1")
+    assert svc is not None
+    db_api.service_delete(cloud.db, svc["id"])
+    wait_for(lambda: cloud.service("compute-1") is not None, 5, "compute-1 registered again")
+    again = cloud.service("compute-1")
+    assert again is not None and again["uuid"] != svc["uuid"]
+
+
+def test_compute_serves_rpc_on_its_host_name(cloud: Cloud) -> None:
+    cloud.start_conductor()
+    cloud.start_compute("compute-1")
+    cloud.start_compute("compute-2")
+    wait_for(lambda: cloud.is_up("compute-1") and cloud.is_up("compute-2"), 10, "computes up")
+    api = ComputeAPI(cloud.conf, rpc.get_transport(cloud.conf))
+    ctxt = get_admin_context()
+    first = api.cache_images(ctxt, "compute-1", ["img-a"])
+    assert first["img-a"]["state"] == "cached"
+    assert api.cache_images(ctxt, "compute-1", ["img-a"])["img-a"]["state"] == "existing"
+    assert api.cache_images(ctxt, "compute-2", ["img-a"])["img-a"]["state"] == "cached"

@@ -1,0 +1,77 @@
+"""Tests of fleetcache.cmd.common: configuration errors end a command cleanly."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from oslo_config import cfg
+
+from fleetcache.cmd import common
+
+
+def _parse(tmp_path: pathlib.Path, text: str) -> cfg.ConfigOpts:
+    path = tmp_path / "fleetcache.conf"
+    path.write_text(text)
+    return common.parse_config(["--config-file", str(path)], "fleetcache-test", cfg.ConfigOpts())
+
+
+def test_bad_value_names_the_option_and_exits_2(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        _parse(tmp_path, "[DEFAULT]\nreport_interval = often\n")
+    assert exit_.value.code == common.EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "[DEFAULT] report_interval" in err
+    assert "Traceback" not in err
+
+
+def test_out_of_range_value_in_a_group_names_group_and_option(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        _parse(tmp_path, "[conductor]\ncell_refresh_interval = 1\n")
+    err = capsys.readouterr().err
+    assert "[conductor] cell_refresh_interval" in err
+    assert "greater than or equal to 5" in err
+
+
+def test_missing_config_file_exits_2(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        common.parse_config(["--config-file", str(tmp_path / "nope.conf")], "x", cfg.ConfigOpts())
+    assert exit_.value.code == common.EXIT_CONFIG
+    assert "nope.conf" in capsys.readouterr().err
+
+
+def test_good_file_parses_and_daemon_defaults_apply(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "fleetcache.conf"
+    path.write_text("[DEFAULT]\nhost = node7\n")
+    conf = common.parse_config(["--config-file", str(path)], "x", cfg.ConfigOpts(),
+                               defaults={"executor_thread_pool_size": 8})
+    assert conf.host == "node7"
+    assert conf.executor_thread_pool_size == 8
+
+
+def test_daemon_default_can_be_overridden_in_the_file(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "fleetcache.conf"
+    path.write_text("[DEFAULT]\nexecutor_thread_pool_size = 3\n")
+    conf = common.parse_config(["--config-file", str(path)], "x", cfg.ConfigOpts(),
+                               defaults={"executor_thread_pool_size": 8})
+    assert conf.executor_thread_pool_size == 3
+
+
+def test_open_database_refuses_an_unsynced_schema(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = _parse(tmp_path, f"[database]\nconnection = sqlite:///{tmp_path}/x.sqlite\n")
+    with pytest.raises(SystemExit) as exit_:
+        common.open_database(conf, "fleetcache-conductor")
+    assert exit_.value.code == 1
+    assert "fleetcache-manage db sync" in capsys.readouterr().err
+
+
+def test_redact_db_url() -> None:
+    assert common.redact_db_url("mysql+pymysql://root:pw@h/db") == "mysql+pymysql://root:***@h/db"
