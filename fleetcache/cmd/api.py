@@ -31,7 +31,8 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
 
     def load_config(self) -> None:
         for key, value in gunicorn_options(self.conf).items():
-            self.cfg.set(key, value)
+            if key in self.cfg.settings:  # settings newer than the installed gunicorn are skipped
+                self.cfg.set(key, value)
 
     def load(self) -> Any:
         return wsgi.init_application(self.conf)
@@ -53,6 +54,9 @@ def gunicorn_options(conf: cfg.ConfigOpts) -> dict[str, Any]:
         "errorlog": "-",
         "loglevel": "debug" if conf.debug else "info",
         "preload_app": False,
+        # gunicorn >= 25 opens a control socket at one fixed path per user: two APIs on a
+        # host would fight over it, and nothing of fleetcache uses it.
+        "control_socket_disable": True,
     }
 
 

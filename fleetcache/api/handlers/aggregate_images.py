@@ -17,6 +17,7 @@ from fleetcache.api import fault, microversion, policy, util, validation
 from fleetcache.api.handlers import aggregates
 from fleetcache.api.policies import aggregate_images as policies
 from fleetcache.api.schemas import aggregate_images as schemas
+from fleetcache.api.state import ApiState
 from fleetcache.common import exception
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs as db_jobs
@@ -112,12 +113,23 @@ def list_aggregate_image_jobs(req: webob.Request) -> webob.Response:
     """List the pre-cache jobs of an aggregate, newest first, without per-host results."""
     state = util.get_state(req)
     policy.authorize(state.enforcer, util.get_context(req), policies.JOBS)
-    ident = aggregates.aggregate_id(req)
-    jobs = db_jobs.job_list(state.db, aggregate_id=ident)
-    if not jobs:
-        db_api.aggregate_get(state.db, ident)  # an unknown aggregate without jobs is a 404
+    aggregate = db_api.aggregate_get(state.db, aggregates.aggregate_id(req))
+    jobs = [
+        job
+        for job in db_jobs.job_list(state.db, aggregate_id=aggregate["id"])
+        # An id can come back after a delete (SQLite reuses them): the uuid tells them apart.
+        if job["aggregate_uuid"] == aggregate["uuid"]
+    ]
     jobs.sort(key=lambda j: j["id"], reverse=True)
     return util.json_response({"jobs": [format_job(req, j, detail=False) for j in jobs]})
+
+
+def _aggregate_uuid(state: ApiState, ident: int) -> str | None:
+    """The uuid of aggregate ``ident``; ``None`` once it is deleted (its jobs stay readable)."""
+    try:
+        return db_api.aggregate_get(state.db, ident)["uuid"]
+    except exception.AggregateNotFound:
+        return None
 
 
 @microversion.version_handler("2.81")
@@ -128,6 +140,7 @@ def get_aggregate_image_job(req: webob.Request) -> webob.Response:
     ident = aggregates.aggregate_id(req)
     job_uuid = req.urlvars["job_id"]
     job = db_jobs.job_get(state.db, job_uuid)
-    if job["aggregate_id"] != ident:
+    current = _aggregate_uuid(state, ident)
+    if job["aggregate_id"] != ident or current not in (None, job["aggregate_uuid"]):
         raise exception.JobNotFound(job_id=job_uuid)
     return util.json_response({"job": format_job(req, job, detail=True)})

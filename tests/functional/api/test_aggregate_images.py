@@ -6,6 +6,7 @@ import pytest
 import webtest
 
 from fleetcache.common import exception
+from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs as db_jobs
 from fleetcache.common.db.session import Database
 from tests.functional.api.helpers import (
@@ -132,7 +133,8 @@ def test_conductor_aggregate_not_found_is_404(
 
 
 def _job_with_results(db: Database) -> db_jobs.JobDict:
-    job = db_jobs.job_create(db, 1, "agg-uuid", [IMG1, IMG2], 3, "cond1")
+    uuid = db_api.aggregate_get(db, 1)["uuid"]
+    job = db_jobs.job_create(db, 1, uuid, [IMG1, IMG2], 3, "cond1")
     db_jobs.job_set_state(db, job["uuid"], db_jobs.RUNNING)
 
     def result(state: str, reason: str | None = None, size: int = 0) -> db_jobs.ImageResult:
@@ -208,3 +210,23 @@ def test_job_errors(app: webtest.TestApp, aggregate: dict[str, object], db: Data
     assert "fleetcache:aggregates:images:jobs" in fault(response, "forbidden", 403)
     response = app.get(JOBS, headers={**LATEST, **MEMBER}, expect_errors=True)
     fault(response, "forbidden", 403)
+
+
+def test_jobs_of_a_deleted_aggregate(
+    app: webtest.TestApp, aggregate: dict[str, object], db: Database
+) -> None:
+    job = _job_with_results(db)
+    for host in ("c1", "c2", "c3"):
+        app.post_json("/v2.1/os-aggregates/1/action", {"remove_host": {"host": host}})
+    app.delete("/v2.1/os-aggregates/1")
+    # Still readable through its Location, while the list of the gone aggregate is a 404.
+    assert app.get(f"{JOBS}/{job['uuid']}", headers=LATEST).json["job"]["state"] == "done"
+    fault(app.get(JOBS, headers=LATEST, expect_errors=True), "itemNotFound", 404)
+    # A new aggregate that gets the same id (SQLite reuses ids) does not inherit the job.
+    with db.transaction() as session:
+        from fleetcache.common.db import models
+
+        session.add(models.Aggregate(id=1, uuid="new-uuid", name="reborn"))
+    assert app.get(JOBS, headers=LATEST).json == {"jobs": []}
+    fault(app.get(f"{JOBS}/{job['uuid']}", headers=LATEST, expect_errors=True),
+          "itemNotFound", 404)
