@@ -100,7 +100,7 @@ def _all(image_ids: list[str], state: str, reason: str | None) -> dict[str, Imag
 
 @dataclasses.dataclass(frozen=True)
 class HostPlan:
-    """One host of the aggregate and what the job will do with it."""
+    """One host of the aggregate, with its compute service as looked up in bulk."""
 
     host: str
     #: The host's compute service, ``None`` when it has none.
