@@ -272,6 +272,11 @@ api_servers = $GLANCE_URL
 [image_source]
 backend = glance
 
+# aggregate.cache_images.* notifications on the default transport (integration tests read them)
+[oslo_messaging_notifications]
+driver = messaging
+topics = notifications
+
 [oslo_concurrency]
 lock_path = $STACK/state/locks
 EOF
@@ -318,6 +323,9 @@ setup_database() {
 start_fleetcache() {
     local entry host
     start_daemon conductor "$VENV_BIN/fleetcache-conductor" --config-file "$CONF"
+    # NOTE: a compute's registration sent before the conductor listens on its cell's broker
+    # is lost and waits out rpc_response_timeout; the conductor registers itself once it does.
+    wait_services fleetcache-conductor "*:*"
     for entry in "${COMPUTES[@]}"; do
         host=${entry%%:*}
         start_daemon "$host" "$VENV_BIN/fleetcache-compute" --config-file "$ETC/$host.conf"
@@ -325,30 +333,38 @@ start_fleetcache() {
     start_daemon api "$VENV_BIN/fleetcache-api" --config-file "$CONF"
 }
 
-computes_up() {  # prints the computes not yet up according to `fleetcache-manage service list`
+services_not_up() {  # binary host:cell... -> those not up in `fleetcache-manage service list`
     local listing
     listing=$("$VENV_BIN/fleetcache-manage" --config-file "$CONF" service list 2>/dev/null) || true
     "$VENV_BIN/python" -c '
 import sys
-want = set(sys.argv[1:])
-for line in sys.stdin:
-    cells = [c.strip().lower() for c in line.replace("|", " ").split()]
-    if "fleetcache-compute" in cells and "up" in cells:
-        want -= set(cells)
+binary, want = sys.argv[1], dict(arg.split(":") for arg in sys.argv[2:])
+for line in sys.stdin:  # | Host | Binary | Cell | State | Status | ...
+    fields = [f.strip() for f in line.strip().strip("|").split("|")]
+    if len(fields) >= 4 and fields[1] == binary and fields[3] == "up":
+        host = fields[0] if fields[0] in want else "*"
+        if want.get(host) in (fields[2], "*"):
+            del want[host]
 print(" ".join(sorted(want)))
-' "${COMPUTES[@]%%:*}" <<<"$listing"
+' "$@" <<<"$listing"
 }
 
-wait_computes() {
-    local missing deadline=$((SECONDS + WAIT)) name
+wait_services() {  # binary host:cell... ; until each is up (host "*" = any host, cell "*" = any)
+    local binary=$1 missing deadline=$((SECONDS + WAIT)) name names
+    shift
     while :; do
-        missing=$(computes_up)
+        missing=$(services_not_up "$binary" "$@")
         [[ -z $missing ]] && return 0
-        for name in conductor $missing; do
-            daemon_pid "$name" >/dev/null || fail "$name" "exited before every compute was up"
+        read -ra names <<<"$missing"
+        for name in conductor "${names[@]}"; do
+            [[ $name == "*" ]] && continue
+            daemon_pid "$name" >/dev/null || fail "$name" "exited before it was up"
         done
-        ((SECONDS < deadline)) \
-            || fail "${missing%% *}" "not up in fleetcache-manage service list after ${WAIT}s"
+        if ((SECONDS >= deadline)); then
+            name=${missing%% *}
+            [[ $name == "*" ]] && name=conductor
+            fail "$name" "$binary not up in fleetcache-manage service list after ${WAIT}s"
+        fi
         sleep 0.5
     done
 }
@@ -419,7 +435,7 @@ cmd_up() {
     qcow2=$(upload_image fleetcache-sample-qcow2 qcow2 "$STACK/samples/sample.qcow2")
     raw=$(upload_image fleetcache-sample-raw raw "$STACK/samples/sample.raw")
     wait_http api "$API_URL/" 200
-    wait_computes
+    wait_services fleetcache-compute "${COMPUTES[@]}"
     write_env "$qcow2" "$raw"
     log "up in $((SECONDS - t0))s: Glance $GLANCE_URL, API $API_URL/v2.1," \
         "computes ${COMPUTES[*]}; source $STACK/env"

@@ -1,0 +1,294 @@
+"""Fixtures of the integration tests: the real local stack of ``tools/stack.sh``.
+
+The stack (real Glance 33, ``fleetcache-api`` under gunicorn, a conductor and three computes in
+two cells on the machine's RabbitMQ) is started outside pytest, by ``tools/run-integration.sh``
+or by hand::
+
+    tools/stack.sh up && .venv/bin/pytest -m integration tests/integration; tools/stack.sh down
+
+The ``stack`` fixture reads ``.stack/env`` (or ``$FLEETCACHE_STACK_DIR/env``) and fails loudly
+when the stack is not up. Use it like::
+
+    def test_x(stack):
+        agg = stack.openstack_json("aggregate", "create", "a1")
+        assert db_api.aggregate_get(stack.db, agg["id"])["name"] == "a1"
+        with stack.compute_stopped("compute2"):
+            stack.wait_service_state("compute2", up=False)
+
+Every test in this directory is marked ``integration``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from oslo_config import cfg
+
+from fleetcache.common import servicegroup
+from fleetcache.common.config import database as database_opts
+from fleetcache.common.config import default as default_opts
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db.session import Database
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(os.environ.get("FLEETCACHE_VENV", ROOT / ".venv")) / "bin"
+STACK_SH = ROOT / "tools" / "stack.sh"
+COMPUTE_BINARY = "fleetcache-compute"
+CLI_TIMEOUT = 120
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """The ``export NAME=value`` lines of ``.stack/env`` as a dict."""
+    env: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        words = shlex.split(line, comments=True)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            name, _, value = words[1].partition("=")
+            env[name] = value
+    return env
+
+
+class Stack:
+    """The running local stack, as ``tools/stack.sh up`` described it in ``.stack/env``.
+
+    :ivar env: the stack's variables (``OS_*``, ``FLEETCACHE_*``) only.
+    :ivar computes: compute host name -> its ``instances_path``.
+    :ivar sample_images: the Glance ids of the sample images (qcow2 first, then raw).
+    :ivar conf_file: the API's and conductor's configuration file.
+    :ivar api_url: the compute API endpoint (``.../v2.1``), as ``OS_ENDPOINT``.
+    :ivar glance_url: the Glance root URL, as ``OS_IMAGE_ENDPOINT_OVERRIDE``.
+    """
+
+    def __init__(self, directory: Path, env: dict[str, str]) -> None:
+        self.dir = directory
+        self.env = env
+        self.conf_file = Path(env["FLEETCACHE_CONF"])
+        self.api_url = env["OS_ENDPOINT"].rstrip("/")
+        self.glance_url = env["OS_IMAGE_ENDPOINT_OVERRIDE"].rstrip("/")
+        self.computes = {
+            host: Path(path)
+            for host, _, path in (p.partition(":") for p in env["FLEETCACHE_COMPUTES"].split())
+        }
+        self.sample_images = env["FLEETCACHE_SAMPLE_IMAGES"].split()
+        self.conf = _load_conf(self.conf_file)
+        self._db: Database | None = None
+
+    # -- configuration and database ----------------------------------------------------------
+
+    @property
+    def service_down_time(self) -> int:
+        return int(self.conf.service_down_time)
+
+    @property
+    def report_interval(self) -> int:
+        return int(self.conf.report_interval)
+
+    def compute_conf_file(self, host: str) -> Path:
+        return self.dir / "etc" / f"{host}.conf"
+
+    @property
+    def db(self) -> Database:
+        """The stack's database (the one the API and conductor use)."""
+        if self._db is None:
+            self._db = Database(self.conf.database.connection)
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.dispose()
+            self._db = None
+
+    # -- clients ------------------------------------------------------------------------------
+
+    def process_env(self) -> dict[str, str]:
+        """``os.environ`` with the stack's variables, for a client subprocess."""
+        return {**os.environ, **self.env}
+
+    def run_openstack(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run the real ``openstack`` client of the venv against the stack.
+
+        :raises AssertionError: when ``check`` and the command exits non-zero (with its output).
+        """
+        cmd = [str(VENV_BIN / "openstack"), *args]
+        proc = subprocess.run(cmd, env=self.process_env(), capture_output=True, text=True,
+                              timeout=CLI_TIMEOUT, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"{shlex.join(['openstack', *args])} exited {proc.returncode}\n"
+                f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
+        return proc
+
+    def openstack_json(self, *args: str) -> Any:
+        """``run_openstack(*args, "-f", "json")`` and the parsed output."""
+        return json.loads(self.run_openstack(*args, "-f", "json").stdout)
+
+    def api_request(self, method: str, path: str, *, roles: str | None = "admin",
+                    microversion: str | None = None, **kwargs: Any) -> requests.Response:
+        """A raw HTTP request to the API (``path`` relative to ``api_url``).
+
+        ``roles`` becomes ``X-Roles`` (the API runs ``auth_strategy = noauth``); None sends no
+        identity headers at all.
+        """
+        headers = dict(kwargs.pop("headers", {}))
+        if roles is not None:
+            headers.update({"X-Roles": roles, "X-User-Id": "it-user", "X-Project-Id": "it-project"})
+        if microversion is not None:
+            headers["OpenStack-API-Version"] = f"compute {microversion}"
+        return requests.request(method, f"{self.api_url}/{path.lstrip('/')}", headers=headers,
+                                timeout=30, **kwargs)
+
+    def purge_aggregate(self, aggregate_id: int) -> None:
+        """Remove every host of an aggregate, then delete it (through the API); idempotent."""
+        resp = self.api_request("GET", f"os-aggregates/{aggregate_id}")
+        if resp.status_code == 404:
+            return
+        resp.raise_for_status()
+        for host in resp.json()["aggregate"]["hosts"]:
+            self.api_request("POST", f"os-aggregates/{aggregate_id}/action",
+                             json={"remove_host": {"host": host}}).raise_for_status()
+        self.api_request("DELETE", f"os-aggregates/{aggregate_id}").raise_for_status()
+
+    # -- daemons ------------------------------------------------------------------------------
+
+    def stop_service(self, name: str, kill: bool = False) -> None:
+        """Stop one daemon of the stack (``compute2``, ``conductor``...); ``kill``: SIGKILL."""
+        self._stack_sh("stop", name, *(["--kill"] if kill else []))
+
+    def start_service(self, name: str) -> None:
+        """Start a stopped daemon again with the command and config ``up`` gave it."""
+        self._stack_sh("start", name)
+
+    def service(self, host: str, binary: str = COMPUTE_BINARY) -> db_api.ServiceDict:
+        return db_api.service_get(self.db, host, binary)
+
+    def service_is_up(self, host: str, binary: str = COMPUTE_BINARY) -> bool:
+        return servicegroup.service_is_up(self.service(host, binary), self.service_down_time)
+
+    def wait_service_state(self, host: str, up: bool, binary: str = COMPUTE_BINARY,
+                           timeout: float | None = None) -> float:
+        """Wait until ``host`` is reported up (or down). :returns: the seconds it took."""
+        limit = timeout if timeout is not None else self.service_down_time * 2 + 10
+        start = time.monotonic()
+        while self.service_is_up(host, binary) != up:
+            if time.monotonic() - start > limit:
+                raise AssertionError(f"{binary} on {host} not {'up' if up else 'down'} "
+                                     f"after {limit}s: {self.service(host, binary)}")
+            time.sleep(0.5)
+        return time.monotonic() - start
+
+    @contextlib.contextmanager
+    def compute_stopped(self, host: str, kill: bool = True) -> Iterator[None]:
+        """Stop compute ``host`` for the block, then start it and wait until it is up again."""
+        self.stop_service(host, kill=kill)
+        try:
+            yield
+        finally:
+            self.start_service(host)
+            self.wait_service_state(host, up=True)
+
+    def _stack_sh(self, *args: str) -> None:
+        proc = subprocess.run([str(STACK_SH), *args], capture_output=True, text=True,
+                              env={**os.environ, "FLEETCACHE_STACK_DIR": str(self.dir)},
+                              timeout=60, check=False)
+        if proc.returncode != 0:
+            raise AssertionError(f"tools/stack.sh {' '.join(args)} failed: "
+                                 f"{proc.stdout}{proc.stderr}")
+
+
+def _load_conf(path: Path) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    default_opts.register_opts(conf)
+    database_opts.register_opts(conf)
+    conf(args=[], project="fleetcache", default_config_files=[str(path)])
+    return conf
+
+
+def _answers(url: str) -> bool:
+    try:
+        requests.get(url, timeout=5)
+    except requests.RequestException:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Stack]:
+    """The running local stack; fails (never skips) when it is not up."""
+    directory = Path(os.environ.get("FLEETCACHE_STACK_DIR", ROOT / ".stack"))
+    env_file = directory / "env"
+    if not env_file.is_file():
+        pytest.fail(f"the local stack is not up: {env_file} is missing. Start it with "
+                    "tools/stack.sh up, or run tools/run-integration.sh", pytrace=False)
+    result = Stack(directory, read_env_file(env_file))
+    for name, url in (("Glance", result.glance_url + "/"), ("API", result.api_url + "/")):
+        if not _answers(url):
+            pytest.fail(f"the local stack is not up: {name} at {url} does not answer "
+                        f"(see {directory}/log, or tools/stack.sh status)", pytrace=False)
+    yield result
+    result.close()
+
+
+class AggregateFactory:
+    """Creates aggregates through the API and purges them when the test ends."""
+
+    def __init__(self, stack: Stack, prefix: str) -> None:
+        self.stack = stack
+        self.prefix = prefix
+        self.created: list[int] = []
+
+    def __call__(self, hosts: tuple[str, ...] = (), zone: str | None = None,
+                 metadata: dict[str, str] | None = None) -> dict[str, Any]:
+        """:returns: the aggregate as the API shows it after adding the hosts."""
+        body: dict[str, Any] = {"name": f"{self.prefix}-{len(self.created)}"}
+        if zone is not None:
+            body["availability_zone"] = zone
+        resp = self.stack.api_request("POST", "os-aggregates", json={"aggregate": body})
+        resp.raise_for_status()
+        agg: dict[str, Any] = resp.json()["aggregate"]
+        self.created.append(agg["id"])
+        actions: list[dict[str, Any]] = [{"add_host": {"host": h}} for h in hosts]
+        if metadata:
+            actions.append({"set_metadata": {"metadata": metadata}})
+        for action in actions:
+            resp = self.stack.api_request("POST", f"os-aggregates/{agg['id']}/action",
+                                          json=action)
+            resp.raise_for_status()
+            agg = resp.json()["aggregate"]
+        return agg
+
+    def purge(self) -> None:
+        for aggregate_id in reversed(self.created):
+            self.stack.purge_aggregate(aggregate_id)
+
+
+@pytest.fixture
+def make_aggregate(stack: Stack, aggregate_name: str) -> Iterator[AggregateFactory]:
+    """``make_aggregate(hosts=("compute1",))`` -> a new aggregate, deleted after the test."""
+    factory = AggregateFactory(stack, aggregate_name)
+    yield factory
+    factory.purge()
+
+
+@pytest.fixture
+def aggregate_name(request: pytest.FixtureRequest) -> str:
+    """A unique aggregate name for one test (``it-<test>-<time>``)."""
+    stamp = datetime.datetime.now().strftime("%H%M%S%f")
+    return f"it-{request.node.name[:40]}-{stamp}"
