@@ -230,3 +230,12 @@ def test_jobs_of_a_deleted_aggregate(
     assert app.get(JOBS, headers=LATEST).json == {"jobs": []}
     fault(app.get(f"{JOBS}/{job['uuid']}", headers=LATEST, expect_errors=True),
           "itemNotFound", 404)
+
+
+def test_conductor_timeout_is_503(
+    app: webtest.TestApp, aggregate: dict[str, object], conductor: StubConductorAPI
+) -> None:
+    import oslo_messaging
+
+    conductor.error = oslo_messaging.MessagingTimeout("no reply")
+    fault(_cache(app, {"cache": [{"id": IMG1}]}, expect_errors=True), "serviceUnavailable", 503)
