@@ -26,9 +26,11 @@ Streaming use (the download path, no second read of the file)::
     inspected = inspect_image(tmp_path, disk_format, conf, image_id=image_id, stream=inspection)
     # only now move tmp_path into _base (or convert it, see fleetcache.compute.imagebackend)
 
-``feed`` stops looking at the data as soon as the format is decided, so its cost after the
-first megabyte or so is one attribute check per chunk; a resumed download must feed the whole
-file again (or a fresh ``inspect_image`` without ``stream`` reads just the headers).
+``feed`` stops looking at the data once the format is decided (after 64-256 KiB for most
+images; VMDKs with a footer are watched to the end), so after that a chunk costs one attribute
+check. It must see every byte once, in file order: keep the same ``StreamInspection`` across a
+``Range`` resume, or, if that is not possible, call ``inspect_image`` without ``stream`` (it
+reads just the headers). Check the multihash first: a corrupted download is no image at all.
 """
 
 from __future__ import annotations
@@ -42,13 +44,24 @@ from oslo_utils.imageutils import format_inspector as fi
 
 from fleetcache.common import exception
 from fleetcache.image import qemu
+from fleetcache.image.format_stream import (
+    AMI_FORMATS,
+    INSPECTABLE_FORMATS,
+    StreamInspection,
+    check_declared_format,
+    detect_from_file,
+    reject,
+)
 
 LOG = logging.getLogger(__name__)
 
-AMI_FORMATS = ("ami", "aki", "ari")
-#: Glance disk formats that can be inspected (``ploop`` has no inspector and is refused).
-INSPECTABLE_FORMATS = ("raw", "qcow2", "vmdk", "vdi", "vhd", "vhdx", "iso", *AMI_FORMATS)
-_READ_CHUNK = 64 * 1024
+__all__ = [
+    "AMI_FORMATS",
+    "INSPECTABLE_FORMATS",
+    "InspectedImage",
+    "StreamInspection",
+    "inspect_image",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,123 +84,6 @@ class InspectedImage:
     vmdk_create_type: str | None = None
 
 
-def _reject(image_id: str | None, reason: str) -> exception.ImageFormatRejected:
-    return exception.ImageFormatRejected(image_id=image_id or "(unknown)", reason=reason)
-
-
-def check_declared_format(image_id: str | None, disk_format: str) -> None:
-    """Refuse, before any byte is read, a ``disk_format`` that cannot be inspected."""
-    if disk_format not in INSPECTABLE_FORMATS:
-        raise _reject(
-            image_id,
-            f"disk_format {disk_format!r} cannot be inspected safely "
-            f"(inspectable formats: {', '.join(INSPECTABLE_FORMATS)})",
-        )
-
-
-class _ChunkFeed:
-    """A pretend file whose ``read`` returns the chunk the downloader just wrote."""
-
-    def __init__(self) -> None:
-        self.pending = b""
-
-    def read(self, size: int = -1) -> bytes:
-        chunk, self.pending = self.pending, b""
-        return chunk
-
-
-class StreamInspection:
-    """Format detection fed chunk by chunk while the image is written (an ``InspectWrapper``).
-
-    :raises ImageFormatRejected: from the constructor for an uninspectable ``disk_format``, and
-        from :meth:`feed` as soon as the content cannot be ``disk_format``.
-    """
-
-    def __init__(self, image_id: str | None, disk_format: str, abort_early: bool = True) -> None:
-        check_declared_format(image_id, disk_format)
-        self.image_id = image_id
-        self.disk_format = disk_format
-        self.bytes_seen = 0
-        self._feed = _ChunkFeed()
-        expected = disk_format if abort_early and disk_format in fi.ALL_FORMATS else None
-        self._wrapper = fi.InspectWrapper(self._feed, expected_format=expected)  # type: ignore[arg-type]
-        self._decided = False
-        self._finished = False
-
-    @property
-    def decided(self) -> bool:
-        """True once no further bytes can change the verdict (the rest need not be fed)."""
-        return self._decided
-
-    def feed(self, chunk: bytes) -> None:
-        """Show the inspector the next chunk of the image, in file order."""
-        if self._finished:
-            raise RuntimeError("StreamInspection.feed() after finish()")
-        if self._decided or not chunk:
-            return
-        self.bytes_seen += len(chunk)
-        self._feed.pending = chunk
-        try:
-            self._wrapper.read(len(chunk))
-        except fi.ImageFormatError as exc:
-            raise _reject(
-                self.image_id, f"content does not match disk_format {self.disk_format}: {exc}"
-            ) from exc
-        self._decided = self._wrapper.formats is not None
-
-    def finish(self) -> fi.FileInspector:
-        """Mark the end of the stream and return the single detected format's inspector.
-
-        :raises ImageFormatRejected: for a polyglot (several formats at once, other than
-            iso + gpt).
-        """
-        if not self._finished:
-            self._finished = True
-            self._wrapper.close()
-        try:
-            detected = self._wrapper.format
-        except fi.ImageFormatError as exc:
-            names = sorted(str(i) for i in self._wrapper.formats or [])
-            if names == ["gpt", "iso"]:
-                return self._iso_with_gpt()
-            raise _reject(
-                self.image_id,
-                f"content matches several formats at once ({', '.join(names)}): "
-                "a polyglot image is refused",
-            ) from exc
-        if detected is None:  # pragma: no cover - cannot happen after close()
-            raise _reject(self.image_id, "format could not be determined")
-        return detected
-
-    def _iso_with_gpt(self) -> fi.FileInspector:
-        """A bootable ISO may carry an MBR/GPT in front: Nova treats it as iso.
-
-        Unlike Nova, the MBR part must pass its own safety check too, so a polyglot cannot
-        hide a malformed partition table behind the ISO's null check.
-        """
-        found = {str(i): i for i in self._wrapper.formats or []}
-        try:
-            found["gpt"].safety_check()
-        except (fi.SafetyCheckFailed, fi.ImageFormatError) as exc:
-            detail = "; ".join(f"{k}: {v}" for k, v in getattr(exc, "failures", {}).items())
-            raise _reject(
-                self.image_id,
-                f"iso+gpt polyglot whose MBR/GPT part fails the safety check ({detail or exc})",
-            ) from exc
-        return found["iso"]
-
-
-def _detect_from_file(path: str, image_id: str | None, disk_format: str) -> fi.FileInspector:
-    inspection = StreamInspection(image_id, disk_format, abort_early=False)
-    with open(path, "rb") as f:
-        while not inspection.decided:
-            chunk = f.read(_READ_CHUNK)
-            if not chunk:
-                break
-            inspection.feed(chunk)
-    return inspection.finish()
-
-
 def _check_inspector(
     inspector: fi.FileInspector, disk_format: str, conf: cfg.ConfigOpts, image_id: str | None
 ) -> str | None:
@@ -200,7 +96,7 @@ def _check_inspector(
         hint = ""
         if detected == "raw" and disk_format in fi.ALL_FORMATS:
             hint = f" (no complete {disk_format} header: not {disk_format}, or truncated)"
-        raise _reject(
+        raise reject(
             image_id, f"content is {detected}{hint} but Glance disk_format is {disk_format}"
         )
     create_type = None
@@ -211,18 +107,18 @@ def _check_inspector(
         inspector.safety_check()
     except fi.SafetyCheckFailed as exc:
         failures = "; ".join(f"{name}: {err}" for name, err in sorted(exc.failures.items()))
-        raise _reject(image_id, f"{detected} image fails the safety check ({failures})") from exc
+        raise reject(image_id, f"{detected} image fails the safety check ({failures})") from exc
     except fi.ImageFormatError as exc:
-        raise _reject(image_id, f"{detected} image cannot be safety checked: {exc}") from exc
+        raise reject(image_id, f"{detected} image cannot be safety checked: {exc}") from exc
     return create_type
 
 
 def _check_vmdk_type(create_type: str, conf: cfg.ConfigOpts, image_id: str | None) -> None:
     allowed = list(conf.compute.vmdk_allowed_types)
     if not allowed:
-        raise _reject(image_id, "VMDK images are refused: [compute] vmdk_allowed_types is empty")
+        raise reject(image_id, "VMDK images are refused: [compute] vmdk_allowed_types is empty")
     if create_type.lower() not in {t.lower() for t in allowed}:
-        raise _reject(
+        raise reject(
             image_id,
             f"VMDK create-type {create_type} is not in [compute] vmdk_allowed_types "
             f"({', '.join(allowed)})",
@@ -235,15 +131,15 @@ def _check_qemu_info(
     """Rule 5: what qemu-img says must agree with the inspector and carry no external file."""
     reported = data.get("format")
     if reported != qemu.driver_name(qemu_format):
-        raise _reject(
+        raise reject(
             image_id, f"qemu-img reads it as {reported} but the inspector found {qemu_format}"
         )
     backing = data.get("backing-filename") or data.get("full-backing-filename")
     if backing:
-        raise _reject(image_id, f"qemu-img reports a backing file: {backing}")
+        raise reject(image_id, f"qemu-img reports a backing file: {backing}")
     specific = (data.get("format-specific") or {}).get("data") or {}
     if specific.get("data-file"):
-        raise _reject(image_id, f"qemu-img reports a data-file: {specific['data-file']}")
+        raise reject(image_id, f"qemu-img reports a data-file: {specific['data-file']}")
     if qemu_format == "vmdk":
         _check_vmdk_type(str(specific.get("create-type", "unknown")), conf, image_id)
 
@@ -258,9 +154,9 @@ def _check_qcow2_consistency(path: str, conf: cfg.ConfigOpts, image_id: str | No
             address_space_gib=conf.libvirt.images_address_space_limit,
         )
     except exception.QemuImgError as exc:
-        raise _reject(image_id, f"qemu-img check -f qcow2 refused it: {exc}") from exc
+        raise reject(image_id, f"qemu-img check -f qcow2 refused it: {exc}") from exc
     if report.get("corruptions") or report.get("check-errors"):
-        raise _reject(
+        raise reject(
             image_id,
             f"qcow2 image is corrupt or truncated (qemu-img check: "
             f"{report.get('corruptions', 0)} corruptions, "
@@ -288,7 +184,7 @@ def inspect_image(
             raise ValueError(f"stream inspected {stream.disk_format}, not {disk_format}")
         inspector = stream.finish()
     else:
-        inspector = _detect_from_file(path, image_id, disk_format)
+        inspector = detect_from_file(path, image_id, disk_format)
     create_type = _check_inspector(inspector, disk_format, conf, image_id)
     detected = str(inspector)
     qemu_format = "raw" if detected in ("raw", "gpt", "iso") else detected
@@ -300,7 +196,7 @@ def inspect_image(
             address_space_gib=conf.libvirt.images_address_space_limit,
         )
     except exception.QemuImgError as exc:
-        raise _reject(image_id, f"qemu-img info -f {qemu_format} refused it: {exc}") from exc
+        raise reject(image_id, f"qemu-img info -f {qemu_format} refused it: {exc}") from exc
     _check_qemu_info(data, qemu_format, conf, image_id)
     if qemu_format == "qcow2":
         _check_qcow2_consistency(path, conf, image_id)

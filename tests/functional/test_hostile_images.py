@@ -15,7 +15,7 @@ from oslo_concurrency import processutils
 from oslo_config import cfg
 
 from fleetcache.common import config, exception
-from fleetcache.image import format_safety, qemu
+from fleetcache.image import format_safety, format_stream, qemu
 from tests import hostile_images as corpus
 
 Builder = Callable[[pathlib.Path], pathlib.Path]
@@ -124,7 +124,7 @@ class Witness:
             self.commands.append(cmd)
             return real_execute(*cmd, **kwargs)
 
-        monkeypatch.setattr(format_safety, "open", spy_open, raising=False)
+        monkeypatch.setattr(format_stream, "open", spy_open, raising=False)
         monkeypatch.setattr(qemu.processutils, "execute", spy_execute)
 
 
