@@ -1,0 +1,219 @@
+"""Pre-caching on the real local stack: the unmodified ``openstack aggregate cache image``, real
+Glance, three computes in two cells on RabbitMQ, one of them stopped.
+
+What the job resource says is checked against the computes' ``_base`` directories, against
+Glance's own hashes, and against the ``aggregate.cache_images.*`` notifications read from
+RabbitMQ.
+"""
+
+from __future__ import annotations
+
+import configparser
+import hashlib
+import os
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import oslo_messaging as messaging
+import pytest
+import requests
+from oslo_config import cfg
+
+from fleetcache.common import rpc
+from fleetcache.common.db import jobs
+from fleetcache.compute.imagecache import PART_MARK, cache_name
+
+pytestmark = pytest.mark.integration
+
+HOSTS = ("compute1", "compute2", "compute3")
+LIVE = ("compute1", "compute2")
+STOPPED = "compute3"
+MV = "2.81"
+
+
+class Notifications:
+    """Reads topic ``notifications`` on the conductor's broker (draining the shared queue)."""
+
+    def __init__(self, transport_url: str) -> None:
+        self.seen: list[tuple[str, str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        conf = cfg.ConfigOpts()
+        conf([], project="fleetcache-it", default_config_files=[], default_config_dirs=[])
+        transport = rpc.get_transport(conf, transport_url, notification=True)
+        self.listener = messaging.get_notification_listener(
+            transport, [messaging.Target(topic="notifications")], [self])
+
+    def info(self, ctxt: Any, publisher_id: str, event_type: str, payload: Any,
+             metadata: Any) -> None:
+        with self._lock:
+            self.seen.append((publisher_id, event_type, payload))
+
+    def for_job(self, job_id: str, count: int, timeout: float = 20) -> list[tuple[str, dict]]:
+        deadline = time.monotonic() + timeout
+        mine: list[tuple[str, dict[str, Any]]] = []
+        while time.monotonic() < deadline:
+            with self._lock:
+                mine = [(e, p) for _, e, p in self.seen
+                        if isinstance(p, dict) and p.get("job_uuid") == job_id]
+            if len(mine) >= count:
+                return mine
+            time.sleep(0.1)
+        raise AssertionError(f"{len(mine)} notifications for job {job_id} on RabbitMQ, "
+                             f"wanted {count}: is [oslo_messaging_notifications] driver set?")
+
+
+@pytest.fixture
+def notifications(stack: Any) -> Any:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(stack.conf_file)
+    listener = Notifications(parser["DEFAULT"]["transport_url"])
+    listener.listener.start()
+    yield listener
+    listener.listener.stop()
+    listener.listener.wait()
+
+
+def _glance_sha512(stack: Any, image_id: str) -> str:
+    resp = requests.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+    resp.raise_for_status()
+    body = resp.json()
+    assert body["os_hash_algo"] == "sha512"
+    return str(body["os_hash_value"])
+
+
+def _cached(stack: Any, host: str, image_id: str) -> Path:
+    return Path(stack.computes[host]) / "_base" / cache_name(image_id)
+
+
+def _sha512(path: Path) -> str:
+    digest = hashlib.sha512()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _jobs(stack: Any, agg_id: int) -> list[dict[str, Any]]:
+    resp = stack.api_request("GET", f"os-aggregates/{agg_id}/images/jobs", microversion=MV)
+    resp.raise_for_status()
+    return list(resp.json()["jobs"])
+
+
+def _wait_new_job(stack: Any, agg_id: int, known: set[str], timeout: float = 120) -> dict:
+    """The one job of the aggregate not in ``known``, once it is done or failed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = [j for j in _jobs(stack, agg_id) if j["id"] not in known]
+        if new and new[0]["state"] in ("done", "failed"):
+            assert len(new) == 1, new
+            resp = stack.api_request("GET", f"os-aggregates/{agg_id}/images/jobs/{new[0]['id']}",
+                                     microversion=MV)
+            resp.raise_for_status()
+            return dict(resp.json()["job"])
+        time.sleep(0.5)
+    raise AssertionError(f"no finished new job on aggregate {agg_id} after {timeout}s")
+
+
+def _states(job: dict[str, Any]) -> dict[str, dict[str, tuple[str, str | None]]]:
+    return {h["host"]: {i["image_id"]: (i["state"], i["reason"]) for i in h["images"]}
+            for h in job["hosts"]}
+
+
+def _check_disks_agree(stack: Any, job: dict[str, Any]) -> None:
+    """Every image the job calls cached or existing is in that host's ``_base``, complete."""
+    for host, images in _states(job).items():
+        base = Path(stack.computes[host]) / "_base"
+        if base.is_dir():
+            assert [n for n in os.listdir(base) if PART_MARK in n] == [], host
+        for image_id, (state, _reason) in images.items():
+            present = _cached(stack, host, image_id).is_file()
+            assert present == (state in ("cached", "existing")), (host, image_id, state)
+
+
+def test_openstack_cache_image_fills_live_computes_skips_stopped_and_renews(
+        stack, make_aggregate, notifications):
+    images = list(stack.sample_images)
+    agg = make_aggregate(hosts=HOSTS)
+    for host in HOSTS:  # start from empty caches so the first request must download
+        for image_id in images:
+            _cached(stack, host, image_id).unlink(missing_ok=True)
+
+    with stack.compute_stopped(STOPPED):
+        stack.wait_service_state(STOPPED, up=False)
+        proc = stack.run_openstack("aggregate", "cache", "image", agg["name"], *images)
+        assert proc.returncode == 0
+        job = _wait_new_job(stack, agg["id"], set())
+
+        assert job["state"] == "done" and job["total_hosts"] == 3
+        states = _states(job)
+        for host in LIVE:
+            assert states[host] == {i: ("cached", None) for i in images}
+        assert states[STOPPED] == {i: ("skipped", "down") for i in images}
+        by_host = {h["host"]: h for h in job["hosts"]}
+        for image_id in images:
+            expected = _glance_sha512(stack, image_id)
+            for host in LIVE:
+                assert _sha512(_cached(stack, host, image_id)) == expected  # byte-identical
+            assert not _cached(stack, STOPPED, image_id).exists()
+        for host in LIVE:
+            sizes = sum(_cached(stack, host, i).stat().st_size for i in images)
+            assert by_host[host]["bytes_downloaded"] == sizes
+        _check_disks_agree(stack, job)
+
+        events = notifications.for_job(job["id"], 2 + len(HOSTS))
+        assert events[0][0] == "aggregate.cache_images.start"
+        assert events[-1][0] == "aggregate.cache_images.end"
+        progress = {p["host"]: p for e, p in events if e == "aggregate.cache_images.progress"}
+        assert sorted(p["index"] for p in progress.values()) == [1, 2, 3]
+        assert {p["total"] for p in progress.values()} == {3}
+        for host in LIVE:
+            assert sorted(progress[host]["images_cached"]) == sorted(images)
+        assert sorted(progress[STOPPED]["images_failed"]) == sorted(images)
+
+        old = time.time() - 3600
+        for host in LIVE:
+            for image_id in images:
+                os.utime(_cached(stack, host, image_id), (old, old))
+        stack.run_openstack("aggregate", "cache", "image", agg["name"], *images)
+        again = _wait_new_job(stack, agg["id"], {job["id"]})
+
+    states = _states(again)
+    for host in LIVE:
+        assert states[host] == {i: ("existing", None) for i in images}
+        for image_id in images:
+            assert _cached(stack, host, image_id).stat().st_mtime > old + 3000  # lease renewed
+    assert states[STOPPED] == {i: ("skipped", "down") for i in images}
+    assert again["counts"]["existing"] == 2 * len(images)
+    assert again["bytes_downloaded"] == 0
+    _check_disks_agree(stack, again)
+
+
+def test_missing_image_is_400_and_leaves_no_job(stack, make_aggregate):
+    agg = make_aggregate(hosts=LIVE)
+    body = {"cache": [{"id": stack.sample_images[0]}, {"id": str(uuid.uuid4())}]}
+    resp = stack.api_request("POST", f"os-aggregates/{agg['id']}/images", microversion=MV,
+                             json=body)
+    assert resp.status_code == 400, resp.text
+    assert "could not be found" in resp.text
+    assert _jobs(stack, agg["id"]) == []
+    assert jobs.job_list(stack.db, aggregate_id=agg["id"]) == []
+
+
+def test_fleetcache_cli_waits_and_prints_the_table(stack, make_aggregate):
+    agg = make_aggregate(hosts=LIVE)
+    cli = Path(os.environ.get("FLEETCACHE_VENV", Path(__file__).parents[2] / ".venv"))
+    proc = subprocess.run(
+        [str(cli / "bin" / "fleetcache"), "cache-images", agg["name"], *stack.sample_images,
+         "--wait", "--timeout", "120"],
+        env=stack.process_env(), capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2/2 hosts  done" in proc.stderr
+    for host in LIVE:
+        row = [line for line in proc.stdout.splitlines() if line.startswith(f"| {host} ")]
+        assert len(row) == 1
+        assert {c.strip() for c in row[0].split("|")[2:-2]} <= {"cached", "existing"}, row[0]
+    assert f"on aggregate {agg['id']}: done in" in proc.stdout
