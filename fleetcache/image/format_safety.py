@@ -20,9 +20,9 @@ Streaming use (the download path, no second read of the file)::
 
     inspection = StreamInspection(image_id, disk_format)   # refuses unknown formats at once
     with open(tmp_path, "wb") as f:
+        sink = InspectingWriter(f, inspection)   # or call inspection.feed(chunk) yourself
         for chunk in response.iter_content(CHUNK):
-            f.write(chunk)
-            inspection.feed(chunk)    # may raise ImageFormatRejected: abort, delete tmp file
+            sink.write(chunk)   # may raise ImageFormatRejected: abort, delete tmp file
     inspected = inspect_image(tmp_path, disk_format, conf, image_id=image_id, stream=inspection)
     # only now move tmp_path into _base (or convert it, see fleetcache.compute.imagebackend)
 
@@ -47,6 +47,7 @@ from fleetcache.image import qemu
 from fleetcache.image.format_stream import (
     AMI_FORMATS,
     INSPECTABLE_FORMATS,
+    InspectingWriter,
     StreamInspection,
     check_declared_format,
     detect_from_file,
@@ -59,6 +60,7 @@ __all__ = [
     "AMI_FORMATS",
     "INSPECTABLE_FORMATS",
     "InspectedImage",
+    "InspectingWriter",
     "StreamInspection",
     "inspect_image",
 ]

@@ -36,14 +36,16 @@ def instance_dir(conf: cfg.ConfigOpts, instance_uuid: str) -> str:
 def prepare_base(plan: DiskPlan, downloaded: str, base: str) -> None:
     """Move an inspected download to ``base``, converting it to raw when the plan says so.
 
-    ``downloaded`` is consumed (renamed or removed). A failed conversion leaves no ``base``.
+    ``downloaded`` is consumed (renamed or removed). The conversion is written next to it, as
+    ``<downloaded>.converted`` (so a hidden ``.<sha1>.part-XXXX`` download name stays a
+    partial file for the image cache), then renamed: a failed conversion leaves no ``base``.
 
     :raises QemuImgError: when the conversion fails.
     """
     if not plan.convert:
         os.replace(downloaded, base)
         return
-    staged = f"{base}.converted"
+    staged = f"{downloaded}.converted"
     try:
         qemu.convert(downloaded, plan.source_format, staged, plan.base_format)
         os.replace(staged, base)

@@ -365,3 +365,13 @@ def test_every_reported_type_reaches_a_disk(
     converted = tmp_path / "check.raw"
     corpus.qemu_img("convert", "-f", "qcow2", "-O", "raw", disk.path, str(converted))
     assert converted.read_bytes()[: len(expected)] == expected
+
+
+def test_failed_conversion_leaves_no_base(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> None:
+    plan = imagebackend.choose(conf, "vmdk")
+    downloaded = tmp_path / ".abc.part-1"
+    downloaded.write_bytes(b"KDMV" + b"\x00" * 1020)  # not a VMDK qemu-img can read
+    base = tmp_path / "abc"
+    with pytest.raises(exception.QemuImgError, match="qemu-img convert failed"):
+        imagebackend.prepare_base(plan, str(downloaded), str(base))
+    assert os.listdir(tmp_path) == []  # no base, no staged conversion, download consumed
