@@ -1,0 +1,136 @@
+"""Unit tests of the ``fleetcache`` CLI: its API client (on a fake session) and its rendering."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+import requests
+
+from fleetcache.cmd import _render, client
+from fleetcache.cmd._api_client import ApiClient, ApiError, versioned_endpoint
+
+IMG = "a26887c6-c47b-4654-abb5-dfadf7d3f803"
+
+
+def _response(status: int, body: Any = None, headers: dict[str, str] | None = None) -> Any:
+    resp = requests.Response()
+    resp.status_code = status
+    resp._content = b"" if body is None else json.dumps(body).encode()
+    resp.headers.update(headers or {})
+    return resp
+
+
+class FakeSession(requests.Session):
+    def __init__(self, answers: dict[tuple[str, str], Any]) -> None:
+        super().__init__()
+        self.answers = answers
+        self.sent: list[tuple[str, str, Any, dict[str, str]]] = []
+
+    def request(self, method: str, url: str, json: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        self.sent.append((method, url, json, dict(self.headers)))
+        return self.answers[(method, url)]
+
+
+def _job(state: str = "done", **counts: int) -> dict[str, Any]:
+    return {
+        "id": "job-1", "aggregate_id": 7, "image_ids": [IMG], "state": state, "error": None,
+        "total_hosts": 3, "hosts_reported": 3, "bytes_downloaded": 2048,
+        "counts": {"cached": 0, "existing": 0, "error": 0, "unsupported": 0, "skipped": 0,
+                   **counts},
+        "started_at": "2026-11-21T04:00:00.000000", "finished_at": "2026-11-21T04:00:01.500000",
+        "hosts": [
+            {"host": "c1", "bytes_downloaded": 2048,
+             "images": [{"image_id": IMG, "state": "cached", "reason": None}]},
+            {"host": "c2", "bytes_downloaded": 0,
+             "images": [{"image_id": IMG, "state": "error", "reason": "MessagingTimeout: x"}]},
+            {"host": "c3", "bytes_downloaded": 0,
+             "images": [{"image_id": IMG, "state": "skipped", "reason": "down"}]},
+        ],
+    }
+
+
+def test_versioned_endpoint():
+    assert versioned_endpoint("http://h:1") == "http://h:1/v2.1"
+    assert versioned_endpoint("http://h:1/v2.1/") == "http://h:1/v2.1"
+
+
+def test_cache_images_posts_at_2_81_and_returns_the_location():
+    session = FakeSession({
+        ("POST", "http://h/v2.1/os-aggregates/7/images"):
+            _response(202, headers={"Location": "http://h/v2.1/os-aggregates/7/images/jobs/j"}),
+    })
+    api = ApiClient("http://h", token="tok", session=session)
+    assert api.cache_images(7, [IMG]) == "http://h/v2.1/os-aggregates/7/images/jobs/j"
+    method, url, body, headers = session.sent[0]
+    assert body == {"cache": [{"id": IMG}]}
+    assert headers["OpenStack-API-Version"] == "compute 2.81"
+    assert headers["X-Auth-Token"] == "tok"
+
+
+def test_api_errors_carry_novas_message():
+    session = FakeSession({("POST", "http://h/v2.1/os-aggregates/7/images"): _response(
+        400, {"badRequest": {"code": 400, "message": "Image x could not be found."}})})
+    with pytest.raises(ApiError) as err:
+        ApiClient("http://h", session=session).cache_images(7, [IMG])
+    assert str(err.value) == "HTTP 400: Image x could not be found."
+
+
+def test_find_aggregate_by_id_uuid_or_name():
+    aggs = {"aggregates": [{"id": 1, "uuid": "u-1", "name": "2"}, {"id": 2, "uuid": "u-2",
+                                                                  "name": "edge"}]}
+    session = FakeSession({("GET", "http://h/v2.1/os-aggregates"): _response(200, aggs)})
+    api = ApiClient("http://h", session=session)
+    assert api.find_aggregate("2")["id"] == 2  # an id wins over a name
+    assert api.find_aggregate("edge")["id"] == 2
+    assert api.find_aggregate("u-1")["id"] == 1
+    with pytest.raises(ApiError, match="HTTP 404"):
+        api.find_aggregate("nope")
+
+
+def test_table_marks_errors_and_lists_their_reasons():
+    text = _render.job_table(_job(cached=1, error=1, skipped=1), {IMG: "cirros"})
+    assert "| c1   | cached         |    2.0 KiB |" in text
+    assert "| c2   | error *        |" in text
+    assert "| c3   | skipped (down) |" in text
+    assert text.splitlines()[-1] == "* c2, cirros: MessagingTimeout: x"
+
+
+def test_summary_and_failure():
+    job = _job(cached=1, error=1, skipped=1)
+    assert _render.job_summary(job) == (
+        "Job job-1 on aggregate 7: done in 1.5 s, 3 hosts: 1 cached, 0 existing, 1 error, "
+        "0 unsupported, 1 skipped; 2.0 KiB downloaded")
+    assert _render.job_failed(job)
+    assert not _render.job_failed(_job(cached=2, skipped=1))
+    assert _render.job_failed(_job(state="failed"))
+
+
+def test_progress_bar_writes_a_line_per_change_off_a_terminal():
+    stream = io.StringIO()
+    bar = _render.ProgressBar(stream, width=10)
+    job = _job("running", cached=1)
+    job["hosts_reported"] = 1
+    bar.update(job)
+    bar.update(job)
+    job["hosts_reported"] = 3
+    bar.update(job)
+    assert stream.getvalue().splitlines() == [
+        "[###.......] 1/3 hosts  running  (1 cached)",
+        "[##########] 3/3 hosts  running  (1 cached)",
+    ]
+
+
+def test_main_without_endpoint_fails_with_a_message(monkeypatch, capsys):
+    for name in ("OS_ENDPOINT", "OS_TOKEN", "OS_AUTH_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert client.main(["jobs", "list", "agg"]) == 1
+    assert "no API endpoint" in capsys.readouterr().err
+
+
+def test_main_usage_error_exits_2():
+    with pytest.raises(SystemExit) as exit_info:
+        client.main(["cache-images", "agg"])
+    assert exit_info.value.code == 2
