@@ -21,7 +21,12 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+#: NOTE: MySQL/MariaDB ``DATETIME`` drops fractions of a second unless told otherwise; keep
+#: microseconds everywhere so that heartbeats and a record read back compare as written.
+PreciseDateTime = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
 
 def utcnow() -> datetime.datetime:
@@ -33,9 +38,9 @@ class Base(DeclarativeBase):
 
 
 class TimestampMixin:
-    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    created_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)
     updated_at: Mapped[datetime.datetime | None] = mapped_column(
-        DateTime, nullable=True, onupdate=utcnow
+        PreciseDateTime, nullable=True, onupdate=utcnow
     )
 
 
@@ -67,7 +72,7 @@ class Service(TimestampMixin, Base):
     disabled: Mapped[bool] = mapped_column(Boolean, default=False)
     disabled_reason: Mapped[str | None] = mapped_column(String(255), nullable=True)
     forced_down: Mapped[bool] = mapped_column(Boolean, default=False)
-    last_seen_up: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
+    last_seen_up: Mapped[datetime.datetime | None] = mapped_column(PreciseDateTime, nullable=True)
     report_count: Mapped[int] = mapped_column(Integer, default=0)
     capabilities: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
@@ -127,8 +132,8 @@ class CacheJob(TimestampMixin, Base):
     state: Mapped[str] = mapped_column(String(16), index=True)
     conductor_host: Mapped[str | None] = mapped_column(String(255), nullable=True)
     total_hosts: Mapped[int] = mapped_column(Integer, default=0)
-    started_at: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
-    finished_at: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
+    started_at: Mapped[datetime.datetime | None] = mapped_column(PreciseDateTime, nullable=True)
+    finished_at: Mapped[datetime.datetime | None] = mapped_column(PreciseDateTime, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     results: Mapped[list[CacheJobResult]] = relationship(
@@ -153,4 +158,4 @@ class CacheJobResult(Base):
     state: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     bytes_downloaded: Mapped[int] = mapped_column(BigInteger, default=0)
-    updated_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)

@@ -7,6 +7,10 @@ Create Date: 2026-11-21
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import mysql
+
+# Microsecond timestamps on MySQL/MariaDB too (their DATETIME drops fractions by default).
+DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
 revision = "0001"
 down_revision = None
@@ -16,8 +20,8 @@ depends_on = None
 
 def _timestamps() -> list[sa.Column[object]]:
     return [
-        sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.Column("updated_at", sa.DateTime(), nullable=True),
+        sa.Column("created_at", DATETIME, nullable=False),
+        sa.Column("updated_at", DATETIME, nullable=True),
     ]
 
 
@@ -43,7 +47,7 @@ def upgrade() -> None:
         sa.Column("disabled", sa.Boolean(), nullable=False),
         sa.Column("disabled_reason", sa.String(255), nullable=True),
         sa.Column("forced_down", sa.Boolean(), nullable=False),
-        sa.Column("last_seen_up", sa.DateTime(), nullable=True),
+        sa.Column("last_seen_up", DATETIME, nullable=True),
         sa.Column("report_count", sa.Integer(), nullable=False),
         sa.Column("capabilities", sa.JSON(), nullable=False),
         *_timestamps(),
@@ -91,8 +95,8 @@ def upgrade() -> None:
         sa.Column("state", sa.String(16), nullable=False, index=True),
         sa.Column("conductor_host", sa.String(255), nullable=True),
         sa.Column("total_hosts", sa.Integer(), nullable=False),
-        sa.Column("started_at", sa.DateTime(), nullable=True),
-        sa.Column("finished_at", sa.DateTime(), nullable=True),
+        sa.Column("started_at", DATETIME, nullable=True),
+        sa.Column("finished_at", DATETIME, nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         *_timestamps(),
     )
@@ -108,7 +112,7 @@ def upgrade() -> None:
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("reason", sa.Text(), nullable=True),
         sa.Column("bytes_downloaded", sa.BigInteger(), nullable=False),
-        sa.Column("updated_at", sa.DateTime(), nullable=False),
+        sa.Column("updated_at", DATETIME, nullable=False),
         sa.UniqueConstraint(
             "job_id", "host", "image_id", name="uniq_cache_job_results0job_id0host0image_id"
         ),

@@ -1,0 +1,87 @@
+"""Pre-cache jobs and their per-host, per-image results, on every backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetcache.common import exception
+from fleetcache.common.db import jobs
+from fleetcache.common.db.jobs import ImageResult
+from fleetcache.common.db.session import Database
+
+pytestmark = pytest.mark.db
+AGG_UUID = "8a1c6d1e-1111-4222-8333-944444444444"
+
+
+def _job(db: Database, aggregate_id: int = 1, host: str | None = "cond-1") -> jobs.JobDict:
+    return jobs.job_create(db, aggregate_id, AGG_UUID, ["img-a", "img-b"], 2, host)
+
+
+def _result(state: str, reason: str | None = None, size: int = 0) -> ImageResult:
+    return ImageResult(state=state, reason=reason, bytes_downloaded=size)
+
+
+def test_create_is_queued(db: Database) -> None:
+    job = _job(db)
+    assert job["state"] == jobs.QUEUED
+    assert job["image_ids"] == ["img-a", "img-b"]
+    assert job["total_hosts"] == 2 and job["results"] == []
+    assert job["started_at"] is None and job["finished_at"] is None
+    assert jobs.job_get(db, job["uuid"]) == job
+
+
+def test_states_stamp_times(db: Database) -> None:
+    job = _job(db)
+    jobs.job_set_state(db, job["uuid"], jobs.RUNNING)
+    running = jobs.job_get(db, job["uuid"])
+    assert running["state"] == jobs.RUNNING and running["started_at"] is not None
+    jobs.job_set_state(db, job["uuid"], jobs.FAILED, error="boom")
+    failed = jobs.job_get(db, job["uuid"])
+    assert failed["finished_at"] is not None and failed["error"] == "boom"
+    with pytest.raises(exception.InvalidInput):
+        jobs.job_set_state(db, job["uuid"], "exploded")
+
+
+def test_record_host_results_and_replace_them(db: Database) -> None:
+    job = _job(db)
+    jobs.job_record_host(db, job["uuid"], "c1", {
+        "img-a": _result("cached", size=1024), "img-b": _result("error", "disk full")})
+    jobs.job_record_host(db, job["uuid"], "c2", {"img-a": _result("existing")})
+    jobs.job_record_host(db, job["uuid"], "c1", {"img-b": _result("cached", size=2048)})
+    results = {(r["host"], r["image_id"]): r for r in jobs.job_get(db, job["uuid"])["results"]}
+    assert len(results) == 3
+    assert results[("c1", "img-a")]["bytes_downloaded"] == 1024
+    assert results[("c1", "img-b")]["state"] == "cached"
+    assert results[("c1", "img-b")]["bytes_downloaded"] == 2048
+    assert results[("c2", "img-a")]["state"] == "existing"
+    with pytest.raises(exception.InvalidInput):
+        jobs.job_record_host(db, job["uuid"], "c3", {"img-a": _result("weird")})
+
+
+def test_list_by_aggregate(db: Database) -> None:
+    a, b = _job(db, aggregate_id=1), _job(db, aggregate_id=2)
+    assert [j["uuid"] for j in jobs.job_list(db)] == [a["uuid"], b["uuid"]]
+    assert [j["uuid"] for j in jobs.job_list(db, aggregate_id=2)] == [b["uuid"]]
+
+
+def test_not_found(db: Database) -> None:
+    with pytest.raises(exception.JobNotFound):
+        jobs.job_get(db, "no-such-job")
+    with pytest.raises(exception.JobNotFound):
+        jobs.job_set_state(db, "no-such-job", jobs.DONE)
+
+
+def test_fail_interrupted_only_touches_that_conductors_unfinished_jobs(db: Database) -> None:
+    queued, running, done = _job(db), _job(db), _job(db)
+    other = _job(db, host="cond-2")
+    jobs.job_set_state(db, running["uuid"], jobs.RUNNING)
+    jobs.job_set_state(db, done["uuid"], jobs.DONE)
+    failed = jobs.jobs_fail_interrupted(db, "cond-1")
+    assert sorted(failed) == sorted([queued["uuid"], running["uuid"]])
+    for uuid in failed:
+        job = jobs.job_get(db, uuid)
+        assert job["state"] == jobs.FAILED and "interrupted" in (job["error"] or "")
+        assert job["finished_at"] is not None
+    assert jobs.job_get(db, done["uuid"])["state"] == jobs.DONE
+    assert jobs.job_get(db, other["uuid"])["state"] == jobs.QUEUED
+    assert jobs.jobs_fail_interrupted(db, "cond-1") == []
