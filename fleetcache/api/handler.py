@@ -16,7 +16,14 @@ import webob
 import webob.exc
 
 from fleetcache.api import fault, middleware
-from fleetcache.api.handlers import aggregate_images, aggregates, openapi, services, versions
+from fleetcache.api.handlers import (
+    aggregate_images,
+    aggregates,
+    images,
+    openapi,
+    services,
+    versions,
+)
 from fleetcache.common import exception
 
 Handler = Callable[[webob.Request], webob.Response]
@@ -42,6 +49,10 @@ ROUTE_DECLARATIONS: dict[str, dict[str, Handler]] = {
     AGGREGATE + "/images/jobs": {"GET": aggregate_images.list_aggregate_image_jobs},
     AGGREGATE + "/images/jobs/{job_id}": {"GET": aggregate_images.get_aggregate_image_job},
     PREFIX + "/os-services": {"GET": services.list_services},
+    # Image look-ups for clients without an image endpoint (osc-wire.md §2): not Nova's.
+    PREFIX + "/images": {"GET": images.list_images},
+    PREFIX + "/images/{image_id}": {"GET": images.get_image},
+    PREFIX + "/v2/images": {"GET": images.list_images},
 }
 
 #: Served without authentication: version discovery and the OpenAPI document.

@@ -60,6 +60,15 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", AGG + "/images/jobs/{job_id}"): (
         "200", _json(_wrapped("job", _ref("JobDetail")), "The job and its per-host results"),
     ),
+    ("GET", handler.PREFIX + "/images/{image_id}"): (
+        "200", _json(_wrapped("image", {"type": "object"}), "A Glance v2 image body"),
+    ),
+    ("GET", handler.PREFIX + "/images"): (
+        "200", _json(_wrapped("images", {"type": "array"}), "Images found by id"),
+    ),
+    ("GET", handler.PREFIX + "/v2/images"): (
+        "200", _json(_wrapped("images", {"type": "array"}), "Images found by id"),
+    ),
     ("GET", handler.PREFIX + "/os-services"): (
         "200", _json(_wrapped("services", {"type": "array", "items": _ref("Service")}), "All"),
     ),

@@ -11,6 +11,8 @@ from oslo_policy import policy
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
+from fleetcache.image import source
+from fleetcache.image.source import ImageSource
 
 
 class CacheImagesAPI(Protocol):
@@ -24,8 +26,8 @@ class CacheImagesAPI(Protocol):
 class ApiState:
     """Built once per application by :func:`fleetcache.api.deploy.deploy`.
 
-    The conductor client is created on first use, so an API without a reachable message bus
-    still serves everything but pre-caching.
+    The conductor client and the image source are created on first use, so an API without a
+    reachable message bus still serves everything but pre-caching.
     """
 
     def __init__(
@@ -39,7 +41,16 @@ class ApiState:
         self.db = db
         self.enforcer = enforcer
         self._conductor_api = conductor_api
+        self._image_source: ImageSource | None = None
         self._lock = threading.Lock()
+
+    @property
+    def image_source(self) -> ImageSource:
+        """``[image_source] backend``, loaded on first use (image look-ups only)."""
+        with self._lock:
+            if self._image_source is None:
+                self._image_source = source.load_image_source(self.conf)
+            return self._image_source
 
     @property
     def conductor_api(self) -> CacheImagesAPI:

@@ -10,7 +10,7 @@ import itertools
 
 from oslo_policy import policy
 
-from fleetcache.api.policies import aggregate_images, aggregates, base, services
+from fleetcache.api.policies import aggregate_images, aggregates, base, images, services
 
 
 def list_rules() -> list[policy.RuleDefault]:
@@ -19,6 +19,7 @@ def list_rules() -> list[policy.RuleDefault]:
             base.list_rules(),
             aggregates.list_rules(),
             aggregate_images.list_rules(),
+            images.list_rules(),
             services.list_rules(),
         )
     )
