@@ -46,7 +46,11 @@ STOP_TIMEOUT=${STACK_STOP_TIMEOUT:-15}  # seconds between TERM and KILL
 REPORT_INTERVAL=2
 SERVICE_DOWN_TIME=10
 
+T0=$SECONDS
+GLANCE_START_PID=
+
 log() { echo "stack: $*"; }
+phase() { log "[$((SECONDS - T0))s] $*"; }
 
 # -- processes ------------------------------------------------------------------------------
 
@@ -146,6 +150,10 @@ fail() {  # name message: report with the tail of name's logs, stop everything, 
         echo "----- last lines of $f -----" >&2
         tail -n 40 "$f" >&2
     done
+    if [[ -n $GLANCE_START_PID ]]; then
+        echo "stack: waiting for Glance's start (a venv build stays cached)" >&2
+        wait "$GLANCE_START_PID" || true
+    fi
     echo "stack: stopping what was started" >&2
     cmd_down >&2 || true
     exit 1
@@ -183,7 +191,6 @@ ensure_glance_venv() {  # reuse .stack/glance-venv while the requirements hash m
     log "building the Glance venv (pinned glance 33.0.0; about a minute)"
     rm -rf "$GLANCE_VENV"
     "$GLANCE_PYTHON" -m venv "$GLANCE_VENV"
-    # NOTE: runs in the background during `up`: report failure by status, not through fail().
     "$GLANCE_VENV/bin/pip" install -q -r "$GLANCE_REQS" >"$LOG/glance-venv.log" 2>&1 || return 1
     echo "$want" >"$GLANCE_VENV/.requirements.sha256"
 }
@@ -198,12 +205,25 @@ write_glance_config() {
     cp "$ROOT/tools/glance/policy.yaml" "$GLANCE_DIR/etc/policy.yaml"
 }
 
-start_glance() {
+start_glance() {  # in the background during `up`: report failure by status, not through fail()
+    ensure_glance_venv || return 10
     "$GLANCE_VENV/bin/glance-manage" --config-file "$GLANCE_DIR/etc/glance-api.conf" db_sync \
-        >"$LOG/glance-manage.log" 2>&1 || fail glance-manage "glance-manage db_sync failed"
+        >"$LOG/glance-manage.log" 2>&1 || return 11
     start_daemon glance env OS_GLANCE_CONFIG_DIR="$GLANCE_DIR/etc" \
         "$GLANCE_VENV/bin/gunicorn" --bind "127.0.0.1:$GLANCE_PORT" --workers 1 --threads 4 \
         --timeout 600 --graceful-timeout 5 glance.wsgi.api:application
+}
+
+wait_glance_started() {
+    local status=0
+    wait "$GLANCE_START_PID" || status=$?
+    GLANCE_START_PID=
+    case $status in
+    0) ;;
+    10) fail glance-venv "pip install -r $GLANCE_REQS failed" ;;
+    11) fail glance-manage "glance-manage db_sync failed" ;;
+    *) fail glance "could not start (status $status)" ;;
+    esac
 }
 
 json_field() {  # field: read a JSON object on stdin, print one top-level field
@@ -416,28 +436,31 @@ reset_state() {  # everything of a previous stack except the cached Glance venv
 }
 
 cmd_up() {
-    local t0=$SECONDS venv_pid qcow2 raw entry
+    local qcow2 raw entry
+    T0=$SECONDS
     mkdir -p "$STACK" "$RUN"
     [[ -n $(all_daemons) ]] && cmd_down
     reset_state
     check_prerequisites
-    ensure_glance_venv &   # the slow part (cold: about a minute); the rest runs meanwhile
-    venv_pid=$!
-    make_sample_images
     write_glance_config
+    # Glance (with its venv: about a minute when not cached) starts while fleetcache does.
+    start_glance &
+    GLANCE_START_PID=$!
+    make_sample_images
     write_fleetcache_config
     for entry in "${COMPUTES[@]}"; do write_compute_config "${entry%%:*}" "${entry#*:}"; done
     setup_database
     start_fleetcache
-    wait "$venv_pid" || fail glance-venv "pip install -r $GLANCE_REQS failed"
-    start_glance
+    phase "conductor up; computes and API starting"
+    wait_glance_started
     wait_http glance "$GLANCE_URL/" 300
     qcow2=$(upload_image fleetcache-sample-qcow2 qcow2 "$STACK/samples/sample.qcow2")
     raw=$(upload_image fleetcache-sample-raw raw "$STACK/samples/sample.raw")
+    phase "Glance up, sample images $qcow2 (qcow2) $raw (raw) active"
     wait_http api "$API_URL/" 200
     wait_services fleetcache-compute "${COMPUTES[@]}"
     write_env "$qcow2" "$raw"
-    log "up in $((SECONDS - t0))s: Glance $GLANCE_URL, API $API_URL/v2.1," \
+    log "up in $((SECONDS - T0))s: Glance $GLANCE_URL, API $API_URL/v2.1," \
         "computes ${COMPUTES[*]}; source $STACK/env"
 }
 
