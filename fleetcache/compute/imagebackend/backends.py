@@ -95,7 +95,12 @@ class FlatBackend(ImageBackend):
     def create_disk(self, base: str, base_format: str, disk: str, size: int | None) -> str:
         virtual_size = self._check_size(base, base_format, size)
         if base_format == "raw":
-            processutils.execute("cp", "--sparse=always", "--", base, disk)
+            try:
+                processutils.execute("cp", "--sparse=always", "--", base, disk)
+            except (processutils.ProcessExecutionError, OSError) as exc:
+                raise exception.FleetcacheException(
+                    f"sparse copy of {base} to {disk} failed: {exc}"
+                ) from exc
         else:
             qemu.convert(base, base_format, disk, "raw")
         if size is not None and size > virtual_size:
