@@ -83,6 +83,8 @@ class Aggregate(TimestampMixin, Base):
     """A host aggregate, as in Nova."""
 
     __tablename__ = "aggregates"
+    # Nova shows the integer id; on SQLite a deleted aggregate's id must not come back.
+    __table_args__ = {"sqlite_autoincrement": True}
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     uuid: Mapped[str] = mapped_column(String(36), unique=True)

@@ -59,6 +59,7 @@ def upgrade() -> None:
         sa.Column("uuid", sa.String(36), nullable=False, unique=True),
         sa.Column("name", sa.String(255), nullable=False, unique=True),
         *_timestamps(),
+        sqlite_autoincrement=True,
     )
     op.create_table(
         "aggregate_hosts",
