@@ -13,6 +13,9 @@ never removes an image that was just reported as present. A download goes to a u
 temporary name in the cache directory, is verified while it is written, fsynced and renamed:
 nothing partial is ever visible under the final name, and any failure removes the temporary
 file.
+
+Checks beyond size and hash (format safety, signatures) plug in as :class:`DownloadCheck`
+factories: each sees the bytes as they stream and may refuse the file before it is published.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
 
 from oslo_concurrency import lockutils
 from oslo_config import cfg
@@ -38,6 +42,20 @@ LOG = logging.getLogger(__name__)
 
 LOCK_PREFIX = "fleetcache-"
 PART_MARK = ".part-"
+
+
+class DownloadCheck(Protocol):
+    """Looks at one download while it streams; may refuse it before it is published."""
+
+    def feed(self, chunk: bytes) -> None:
+        """Every byte once, in order (in the writer thread); raise to abort the download."""
+
+    def finish(self, path: str) -> None:
+        """The complete, hash-verified file, before its rename; raise to refuse it."""
+
+
+#: Builds the check of one download from the image's metadata.
+CheckFactory = Callable[[ImageMeta], DownloadCheck]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,9 +82,11 @@ def is_partial(name: str) -> bool:
 class ImageCache:
     """The image cache of one compute, filled from ``source``."""
 
-    def __init__(self, conf: cfg.ConfigOpts, source: ImageSource) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, source: ImageSource,
+                 checks: Sequence[CheckFactory] = ()) -> None:
         self.conf = conf
         self.source = source
+        self.checks = list(checks)
 
     @property
     def base_dir(self) -> str:
@@ -168,11 +188,15 @@ class ImageCache:
         final = self.path_for(meta.id)
         fd, tmp = tempfile.mkstemp(prefix=f".{cache_name(meta.id)}{PART_MARK}",
                                    dir=self.base_dir)
+        checks = [make(meta) for make in self.checks]
         try:
             with os.fdopen(fd, "wb") as f:
-                written = download_verified(self.source, ctxt, meta, f, progress)
+                written = download_verified(self.source, ctxt, meta, f, progress,
+                                            [c.feed for c in checks])
                 f.flush()
                 os.fsync(f.fileno())
+            for check in checks:
+                check.finish(tmp)
             os.chmod(tmp, 0o644)
             os.rename(tmp, final)
         except OSError as exc:

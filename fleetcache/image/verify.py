@@ -14,6 +14,7 @@ import hashlib
 import logging
 import queue
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
 from fleetcache.common import exception
@@ -99,9 +100,11 @@ class VerifyingWriter:
     """
 
     def __init__(self, sink: BinaryIO, verifier: ImageVerifier,
+                 observers: Sequence[Callable[[bytes], None]] = (),
                  depth: int = PIPELINE_DEPTH) -> None:
         self.sink = sink
         self.verifier = verifier
+        self.observers = tuple(observers)
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="image-writer", daemon=True)
@@ -140,6 +143,8 @@ class VerifyingWriter:
                 continue  # drain, so that the reader never blocks on a full queue
             try:
                 self.verifier.update(chunk)
+                for observe in self.observers:
+                    observe(chunk)
                 self.sink.write(chunk)
             except BaseException as exc:  # handed to the reader thread
                 self._error = exc
@@ -151,16 +156,19 @@ def download_verified(
     meta: ImageMeta,
     sink: BinaryIO,
     progress: ProgressCallback | None = None,
+    observers: Sequence[Callable[[bytes], None]] = (),
 ) -> int:
     """Stream image ``meta`` from ``source`` into ``sink``, verifying it in the same pass.
 
-    ``sink`` is not flushed or synced: that is the caller's (it knows what the file is for).
+    Each ``observer`` (e.g. a format inspector's ``feed``) sees every byte once, in order, in
+    the writer thread; an error it raises aborts the download. ``sink`` is not flushed or
+    synced: that is the caller's (it knows what the file is for).
 
     :returns: bytes written.
     :raises ImageFetchError: on a size or hash mismatch, or when the transfer failed.
     :raises OSError: when writing ``sink`` failed.
     """
-    writer = VerifyingWriter(sink, ImageVerifier(meta))
+    writer = VerifyingWriter(sink, ImageVerifier(meta), observers)
     try:
         source.download(ctxt, meta.id, meta, writer, progress)
     except BaseException:

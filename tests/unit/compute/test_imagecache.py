@@ -221,3 +221,51 @@ def test_concurrent_processes_download_once(tmp_path: pathlib.Path) -> None:
         assert len(glance.file_gets(body["id"])) == 1
     cached = tmp_path / "inst" / "_base" / cache_name(body["id"])
     assert cached.read_bytes() == DATA
+
+
+class RecordingCheck:
+    def __init__(self, meta: ImageMeta, refuse_in: str | None = None) -> None:
+        self.meta, self.refuse_in = meta, refuse_in
+        self.fed = bytearray()
+        self.finished: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> None:
+        if self.refuse_in == "feed" and len(self.fed) > 0:
+            raise exception.ImageFormatRejected(image_id=self.meta.id, reason="bad header")
+        self.fed += chunk
+
+    def finish(self, path: str) -> None:
+        self.finished.append(pathlib.Path(path).read_bytes())
+        if self.refuse_in == "finish":
+            raise exception.ImageFormatRejected(image_id=self.meta.id, reason="backing file")
+
+
+def _checked_cache(cache: ImageCache, refuse_in: str | None) -> list[RecordingCheck]:
+    made: list[RecordingCheck] = []
+
+    def factory(meta: ImageMeta) -> RecordingCheck:
+        made.append(RecordingCheck(meta, refuse_in))
+        return made[-1]
+
+    cache.checks = [factory]
+    cache.source.chunk_size = 65536  # type: ignore[attr-defined]
+    return made
+
+
+def test_checks_see_every_byte_and_the_verified_file(cache: ImageCache,
+                                                     images: pathlib.Path) -> None:
+    meta = _add(images)
+    made = _checked_cache(cache, None)
+    assert cache.fetch(CTXT, meta.id).cached
+    assert [bytes(c.fed) for c in made] == [DATA]
+    assert made[0].finished == [DATA]
+
+
+@pytest.mark.parametrize("refuse_in", ["feed", "finish"])
+def test_a_refusing_check_leaves_nothing(cache: ImageCache, images: pathlib.Path,
+                                         refuse_in: str) -> None:
+    meta = _add(images)
+    _checked_cache(cache, refuse_in)
+    with pytest.raises(exception.ImageFormatRejected):
+        cache.fetch(CTXT, meta.id)
+    assert os.listdir(cache.base_dir) == []

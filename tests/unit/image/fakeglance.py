@@ -21,6 +21,13 @@ from typing import Any
 _ROUTE = re.compile(r"^/v2/images/([^/]+)(/file)?$")
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hangs up mid-body (the tests do that on purpose)
+
+
 class FakeGlance:
     def __init__(self) -> None:
         self.images: dict[str, tuple[dict[str, Any], bytes]] = {}
@@ -30,8 +37,7 @@ class FakeGlance:
         self.ignore_range = False
         self.file_delay = 0.0  # seconds to wait before sending a /file body
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), _handler(self))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
