@@ -1,0 +1,181 @@
+"""Real ``fleetcache-conductor`` and ``fleetcache-compute`` processes for integration tests.
+
+A :class:`Deployment` writes one configuration file per daemon in a temporary directory,
+syncs a SQLite database with ``fleetcache-manage``, starts daemons as real processes (their
+output in ``<name>.log`` beside the config) and answers "is this service up" from the
+database the conductor writes. A daemon that exits while it should run fails the test with its
+log, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from fleetcache.common import servicegroup
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db.api import ServiceDict
+from fleetcache.common.db.session import Database
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(os.environ.get("FLEETCACHE_VENV", ROOT / ".venv")) / "bin"
+COMPUTE = "fleetcache-compute"
+CONDUCTOR = "fleetcache-conductor"
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str,
+             check: Callable[[], None] | None = None) -> float:
+    """Poll ``predicate`` (and ``check``, which raises on trouble); :returns: seconds taken."""
+    began = time.monotonic()
+    while True:
+        if check is not None:
+            check()
+        if predicate():
+            return time.monotonic() - began
+        if time.monotonic() - began > timeout:
+            raise AssertionError(f"{what}: not within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+class Daemon:
+    """One daemon process with its own config file and log."""
+
+    def __init__(self, name: str, binary: str, conf_file: Path) -> None:
+        self.name = name
+        self.binary = binary
+        self.conf_file = conf_file
+        self.log_file = conf_file.with_suffix(".log")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def start(self) -> None:
+        self._log = open(self.log_file, "ab")  # noqa: SIM115 - closed in wait()
+        self.proc = subprocess.Popen(
+            [str(VENV_BIN / self.binary), "--config-file", str(self.conf_file)],
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def log(self, lines: int = 60) -> str:
+        text = self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def assert_running(self) -> None:
+        if self.proc is None:
+            raise AssertionError(f"{self.name} was never started")
+        code = self.proc.poll()
+        if code is not None:
+            raise AssertionError(f"{self.name} ({self.binary}) exited with status {code}; "
+                                 f"last lines of {self.log_file}:\n{self.log()}")
+
+    def signal(self, signum: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the process to end; :returns: its exit status."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+
+    def terminate(self, timeout: float = 30) -> int:
+        """SIGTERM and wait. :returns: the exit status (SIGKILL after ``timeout``: -9)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.signal(signal.SIGTERM)
+        try:
+            return self.wait(timeout)
+        except subprocess.TimeoutExpired as exc:
+            self.signal(signal.SIGKILL)
+            self.wait(10)
+            raise AssertionError(
+                f"{self.name} ignored SIGTERM for {timeout} s:\n{self.log()}") from exc
+
+
+class Deployment:
+    """A conductor and computes sharing one transport URL and one SQLite database."""
+
+    def __init__(self, workdir: Path, transport_url: str, report_interval: int = 1,
+                 service_down_time: int = 5, extra: str = "") -> None:
+        self.workdir = workdir
+        self.transport_url = transport_url
+        self.report_interval = report_interval
+        self.service_down_time = service_down_time
+        self.extra = extra
+        self.db_url = f"sqlite:///{workdir}/fleetcache.sqlite"
+        self.daemons: list[Daemon] = []
+        self.conductor_conf = self._write_conf("conductor", "fctest-conductor")
+        self.manage("db", "sync")
+        self.db = Database(self.db_url)
+
+    def _write_conf(self, name: str, host: str, database: bool = True) -> Path:
+        path = self.workdir / f"{name}.conf"
+        lines = [
+            "[DEFAULT]",
+            f"host = {host}",
+            f"transport_url = {self.transport_url}",
+            f"state_path = {self.workdir}",
+            f"report_interval = {self.report_interval}",
+            f"service_down_time = {self.service_down_time}",
+            "rpc_response_timeout = 5",
+            "compute_driver = fake",
+            "debug = true",
+            "[conductor]",
+            "cell_refresh_interval = 5",
+        ]
+        if database:  # a compute holds no database credentials
+            lines += ["[database]", f"connection = {self.db_url}"]
+        path.write_text("\n".join(lines) + "\n" + self.extra)
+        return path
+
+    def manage(self, *args: str) -> str:
+        result = subprocess.run(
+            [str(VENV_BIN / "fleetcache-manage"), "--config-file", str(self.conductor_conf),
+             *args], capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise AssertionError(f"fleetcache-manage {' '.join(args)} failed "
+                                 f"({result.returncode}):\n{result.stdout}{result.stderr}")
+        return result.stdout
+
+    def start_conductor(self) -> Daemon:
+        return self._start(Daemon("conductor", CONDUCTOR, self.conductor_conf))
+
+    def start_compute(self, host: str) -> Daemon:
+        conf = self.workdir / f"{host}.conf"
+        if not conf.exists():
+            conf = self._write_conf(host, host, database=False)
+        return self._start(Daemon(host, COMPUTE, conf))
+
+    def _start(self, daemon: Daemon) -> Daemon:
+        daemon.start()
+        self.daemons.append(daemon)
+        return daemon
+
+    def service(self, host: str, binary: str = COMPUTE) -> ServiceDict | None:
+        found = db_api.service_list(self.db, binary=binary, hosts=[host])
+        return found[0] if found else None
+
+    def is_up(self, host: str, binary: str = COMPUTE) -> bool:
+        svc = self.service(host, binary)
+        return svc is not None and servicegroup.service_is_up(svc, self.service_down_time)
+
+    def check_running(self) -> None:
+        for daemon in self.daemons:
+            if daemon.proc is not None and daemon.proc.returncode is None:
+                daemon.assert_running()
+
+    def close(self) -> None:
+        """Stop whatever still runs (SIGKILL if it must) and close the database."""
+        for daemon in reversed(self.daemons):
+            if daemon.proc is not None and daemon.proc.poll() is None:
+                daemon.signal(signal.SIGKILL)
+                daemon.wait(10)
+        self.db.dispose()
