@@ -15,11 +15,11 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, BinaryIO
+from typing import Any
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.image.source import ImageMeta, ImageSource, ProgressCallback
+from fleetcache.image.source import ImageMeta, ImageSource, ProgressCallback, Writer
 
 LOG = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class VerifyingWriter:
     by the next ``write`` or by :meth:`close`. Chunks must not be changed after ``write``.
     """
 
-    def __init__(self, sink: BinaryIO, verifier: ImageVerifier,
+    def __init__(self, sink: Writer, verifier: ImageVerifier,
                  observers: Sequence[Callable[[bytes], None]] = (),
                  depth: int = PIPELINE_DEPTH) -> None:
         self.sink = sink
@@ -154,7 +154,7 @@ def download_verified(
     source: ImageSource,
     ctxt: RequestContext,
     meta: ImageMeta,
-    sink: BinaryIO,
+    sink: Writer,
     progress: ProgressCallback | None = None,
     observers: Sequence[Callable[[bytes], None]] = (),
 ) -> int:

@@ -17,6 +17,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.compute import imagecache
 from fleetcache.compute.imagecache import ImageCache, cache_name, is_partial
 from fleetcache.compute.virt.driver import CacheOutcome
 from fleetcache.image.local import LocalImageSource, add_image
@@ -269,3 +270,18 @@ def test_a_refusing_check_leaves_nothing(cache: ImageCache, images: pathlib.Path
     with pytest.raises(exception.ImageFormatRejected):
         cache.fetch(CTXT, meta.id)
     assert os.listdir(cache.base_dir) == []
+
+
+def test_writeback_starts_while_downloading(cache: ImageCache, images: pathlib.Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    meta = _add(images)
+    advised: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(imagecache, "WRITEBACK_STEP", 512 * 1024)
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, adv: advised.append((off, n, adv)))
+    cache.source.chunk_size = 256 * 1024  # type: ignore[attr-defined]
+    cache.fetch(CTXT, meta.id)
+    assert [(off, n) for off, n, _ in advised] == [(0, 512 * 1024), (512 * 1024, 512 * 1024),
+                                                   (1024 * 1024, 512 * 1024),
+                                                   (1536 * 1024, 512 * 1024)]
+    assert {adv for *_, adv in advised} == {os.POSIX_FADV_DONTNEED}
+    assert pathlib.Path(cache.path_for(meta.id)).read_bytes() == DATA
