@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+import oslo_messaging as messaging
 import sqlalchemy
 from oslo_config import cfg
 from oslo_log import log
@@ -22,6 +23,8 @@ from fleetcache.common.db.session import Database
 
 #: Exit status of a command that cannot start because of its configuration.
 EXIT_CONFIG = 2
+#: What oslo.messaging raises for a ``transport_url`` it cannot use (bad syntax, no driver).
+TRANSPORT_URL_ERRORS = (messaging.InvalidTransportURL, messaging.DriverLoadFailure)
 
 
 def config_error(prog: str, message: str) -> NoReturn:

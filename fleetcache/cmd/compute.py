@@ -84,14 +84,17 @@ def _warn_database_settings(conf: cfg.ConfigOpts) -> None:
                     "remove it so this host holds no database credentials", location.detail)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) -> int:
     conf = common.parse_config(
-        argv, BINARY, defaults={"executor_thread_pool_size": EXECUTOR_THREAD_POOL_SIZE}
+        argv, BINARY, conf=conf,
+        defaults={"executor_thread_pool_size": EXECUTOR_THREAD_POOL_SIZE},
     )
     try:
         service = build_service(conf)
     except exception.InvalidConfiguration as exc:
         common.config_error(BINARY, str(exc))
+    except common.TRANSPORT_URL_ERRORS as exc:
+        common.config_error(BINARY, f"invalid value for option [DEFAULT] transport_url: {exc}")
     try:
         return service.run()
     finally:

@@ -61,14 +61,19 @@ def build_service(conf: cfg.ConfigOpts, db: Database) -> tuple[Service, Conducto
     return service, state
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) -> int:
     conf = common.parse_config(
-        argv, BINARY, defaults={"executor_thread_pool_size": EXECUTOR_THREAD_POOL_SIZE}
+        argv, BINARY, conf=conf,
+        defaults={"executor_thread_pool_size": EXECUTOR_THREAD_POOL_SIZE},
     )
     db = common.open_database(conf, BINARY)
     state: ConductorState | None = None
     try:
-        service, state = build_service(conf, db)
+        try:
+            service, state = build_service(conf, db)
+        except common.TRANSPORT_URL_ERRORS as exc:
+            common.config_error(
+                BINARY, f"invalid value for option [DEFAULT] transport_url: {exc}")
         return service.run()
     finally:
         if state is not None:

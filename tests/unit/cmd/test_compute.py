@@ -1,0 +1,105 @@
+"""Tests of ``fleetcache-compute`` start-up and its reporter."""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+from typing import Any
+
+import pytest
+from oslo_config import cfg
+
+from fleetcache.cmd import compute as compute_cmd
+from fleetcache.cmd.common import EXIT_CONFIG, register_messaging_opts
+from fleetcache.common import config, exception
+from fleetcache.common.context import RequestContext
+from fleetcache.compute.virt.fake import FakeDriver
+
+
+def _conf_file(tmp_path: pathlib.Path, text: str) -> pathlib.Path:
+    path = tmp_path / "compute.conf"
+    path.write_text(f"[DEFAULT]\nhost = c1\nstate_path = {tmp_path}\n{text}")
+    return path
+
+
+def _load(path: pathlib.Path) -> cfg.ConfigOpts:
+    """Options from ``path`` without parse_config's logging set-up (which would take over the
+    root logger from pytest's caplog)."""
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    register_messaging_opts(conf)
+    conf(["--config-file", str(path)], project="fleetcache", default_config_files=[])
+    return conf
+
+
+def _main(tmp_path: pathlib.Path, text: str) -> int:
+    path = _conf_file(tmp_path, text)
+    try:
+        return compute_cmd.main(["--config-file", str(path)], cfg.ConfigOpts())
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+def test_unknown_driver_exits_2_listing_known_drivers(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _main(tmp_path, "compute_driver = nosuch\n") == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "compute_driver" in err and "'fake'" in err and "Traceback" not in err
+
+
+def test_unusable_transport_url_exits_2_naming_the_option(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _main(tmp_path, "compute_driver = fake\ntransport_url = nosuch://h/\n") == EXIT_CONFIG
+    assert "[DEFAULT] transport_url" in capsys.readouterr().err
+
+
+def test_database_settings_on_a_compute_are_warned_about(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _conf_file(tmp_path, "[database]\nconnection = mysql+pymysql://root:pw@db/x\n")
+    conf = _load(path)
+    with caplog.at_level(logging.WARNING):
+        compute_cmd._warn_database_settings(conf)
+    assert "holds no database credentials" in caplog.text
+    caplog.clear()
+    conf = _load(_conf_file(tmp_path, ""))
+    with caplog.at_level(logging.WARNING):
+        compute_cmd._warn_database_settings(conf)
+    assert caplog.text == ""
+
+
+class StubConductor:
+    """Stands in for ConductorAPI; forgets the service on request."""
+
+    def __init__(self) -> None:
+        self.registered: list[dict[str, Any]] = []
+        self.heartbeats = 0
+        self.forget = False
+
+    def register_service(self, ctxt: RequestContext, host: str, binary: str, topic: str,
+                         capabilities: dict[str, Any]) -> dict[str, Any]:
+        self.registered.append(dict(host=host, binary=binary, topic=topic, caps=capabilities))
+        return {"host": host, "cell": {"name": "cell1"}}
+
+    def service_heartbeat(self, ctxt: RequestContext, host: str, binary: str,
+                          capabilities: dict[str, Any] | None = None) -> None:
+        if self.forget:
+            self.forget = False
+            raise exception.ComputeHostNotFound(host=host)
+        self.heartbeats += 1
+
+
+def test_reporter_registers_capabilities_heartbeats_and_reregisters(tmp_path: pathlib.Path) -> None:
+    conf = _load(_conf_file(tmp_path, "report_interval = 7\n"))
+    conductor = StubConductor()
+    reporter = compute_cmd.make_reporter(conf, conductor, FakeDriver(conf))  # type: ignore[arg-type]
+    assert reporter.run_once() == 7
+    assert conductor.registered == [dict(host="c1", binary="fleetcache-compute",
+                                         topic="compute", caps=FakeDriver.capabilities)]
+    reporter.run_once()
+    assert conductor.heartbeats == 1
+    conductor.forget = True
+    reporter.run_once()
+    assert len(conductor.registered) == 2

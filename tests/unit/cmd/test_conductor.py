@@ -1,0 +1,60 @@
+"""Tests of ``fleetcache-conductor`` assembly."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+from oslo_config import cfg
+from oslo_messaging._drivers import impl_fake
+
+from fleetcache.cmd import conductor as conductor_cmd
+from fleetcache.cmd.common import register_messaging_opts
+from fleetcache.common import config, rpc
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import jobs, migration
+from fleetcache.common.db.session import Database
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    register_messaging_opts(conf)
+    conf([], project="fleetcache", default_config_files=[])
+    conf.set_override("transport_url", "fake:///")
+    conf.set_override("host", "cond-1")
+    return conf
+
+
+@pytest.fixture
+def db(tmp_path: pathlib.Path) -> Iterator[Database]:
+    database = Database(f"sqlite:///{tmp_path}/c.sqlite")
+    migration.db_sync(database)
+    yield database
+    database.dispose()
+    rpc.cleanup()
+    impl_fake.FakeExchangeManager.cleanup()
+
+
+def test_start_fails_the_jobs_a_previous_conductor_here_left(
+    conf: cfg.ConfigOpts, db: Database
+) -> None:
+    mine = jobs.job_create(db, 1, "agg-uuid", ["img"], 1, "cond-1")
+    other = jobs.job_create(db, 1, "agg-uuid", ["img"], 1, "cond-2")
+    service, state = conductor_cmd.build_service(conf, db)
+    assert jobs.job_get(db, mine["uuid"])["state"] == jobs.FAILED
+    assert jobs.job_get(db, other["uuid"])["state"] == jobs.QUEUED
+    state.shutdown()
+
+
+def test_serves_the_default_transport_and_each_cell(conf: cfg.ConfigOpts, db: Database) -> None:
+    db_api.cell_create(db, "cell1", "fake:///cell1")
+    service, state = conductor_cmd.build_service(conf, db)
+    service.start()
+    try:
+        assert len(service.servers) == 2
+    finally:
+        service.stop()
+        state.shutdown()
