@@ -28,7 +28,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from oslo_concurrency import lockutils
 from oslo_config import cfg
@@ -108,11 +108,17 @@ class ImageCache:
         os.makedirs(self.lock_path, exist_ok=True)
 
     @contextlib.contextmanager
-    def lock(self, image_id: str) -> Iterator[None]:
-        """Hold ``image_id``'s lock, against threads and other processes of this host."""
-        with lockutils.lock(cache_name(image_id), lock_file_prefix=LOCK_PREFIX,
-                            external=True, lock_path=self.lock_path):
+    def lock(self, image_id: str, blocking: bool = True) -> Iterator[None]:
+        """Hold ``image_id``'s lock, against threads and other processes of this host.
+
+        :raises AcquireLockFailedException: when not ``blocking`` and someone holds it.
+        """
+        with self._lock_name(cache_name(image_id), blocking):
             yield
+
+    def _lock_name(self, name: str, blocking: bool) -> contextlib.AbstractContextManager[Any]:
+        return lockutils.lock(name, lock_file_prefix=LOCK_PREFIX, external=True,
+                              lock_path=self.lock_path, blocking=blocking)
 
     def touch(self, image_id: str) -> bool:
         """Renew the image's lease (mtime); False when it is not cached.
@@ -165,6 +171,23 @@ class ImageCache:
         prefix = f".{cache_name(image_id)}{PART_MARK}" if image_id else "."
         return sorted(e.path for e in self._scan()
                       if e.name.startswith(prefix) and is_partial(e.name))
+
+    def remove_stale_partials(self) -> list[str]:
+        """Remove downloads left by a process that died (their image's lock is free).
+
+        Downloads under way (lock held) are left alone. :returns: the paths removed.
+        """
+        removed = []
+        for path in self.partial_files():
+            name = os.path.basename(path)[1:].partition(PART_MARK)[0]
+            try:
+                with self._lock_name(name, blocking=False):
+                    _unlink(path)
+            except lockutils.AcquireLockFailedException:
+                continue
+            LOG.warning("Removed partial download %s left by an earlier process", path)
+            removed.append(path)
+        return removed
 
     def disk_usage(self) -> int:
         """Bytes of disk the complete cached files take."""

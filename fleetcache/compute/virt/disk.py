@@ -34,7 +34,8 @@ class DiskDriver(ComputeDriver):
         self.image_cache = ImageCache(conf, source or load_image_source(conf))
 
     def init_host(self, host: str) -> None:
-        """Create the cache and lock directories and check that they are writable.
+        """Create the cache and lock directories, check that they are writable, and remove
+        partial downloads a killed predecessor left.
 
         :raises InvalidConfiguration: naming ``[DEFAULT] instances_path`` and the error.
         """
@@ -52,6 +53,7 @@ class DiskDriver(ComputeDriver):
         if not os.access(path, os.W_OK | os.X_OK):
             raise exception.InvalidConfiguration(
                 reason=f"[DEFAULT] instances_path {path!r} is not writable on host {host}")
+        self.image_cache.remove_stale_partials()
 
     def cache_image(self, ctxt: RequestContext, image_id: str) -> CacheOutcome:
         return self.image_cache.fetch(ctxt, image_id)

@@ -285,3 +285,24 @@ def test_writeback_starts_while_downloading(cache: ImageCache, images: pathlib.P
                                                    (1536 * 1024, 512 * 1024)]
     assert {adv for *_, adv in advised} == {os.POSIX_FADV_DONTNEED}
     assert pathlib.Path(cache.path_for(meta.id)).read_bytes() == DATA
+
+
+def test_stale_partials_go_but_downloads_under_way_stay(cache: ImageCache,
+                                                        images: pathlib.Path) -> None:
+    busy, dead = _add(images), _add(images, b"dead")
+    cache.ensure_dirs()
+    stale = pathlib.Path(cache.base_dir) / f".{cache_name(dead.id)}.part-killed"
+    stale.write_bytes(b"half")
+    source = _source(cache)
+    source.gate = threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        future = pool.submit(cache.fetch, CTXT, busy.id)
+        _wait_for_partial(pathlib.Path(cache.base_dir))
+        while len(cache.partial_files()) < 2:
+            time.sleep(0.001)
+        under_way = cache.partial_files(busy.id)
+        assert cache.remove_stale_partials() == [str(stale)]
+        assert cache.partial_files() == under_way
+        source.gate.set()
+        assert future.result().cached
+    assert cache.partial_files() == []

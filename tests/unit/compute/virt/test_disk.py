@@ -56,3 +56,11 @@ def test_cache_image_fills_base_directory(tmp_path: pathlib.Path) -> None:
     assert outcome.cached and outcome.bytes_downloaded == 4096
     cached = tmp_path / "instances" / "_base" / cache_name(meta.id)
     assert cached.read_bytes() == b"x" * 4096
+
+
+def test_init_host_removes_partials_of_a_killed_predecessor(tmp_path: pathlib.Path) -> None:
+    base = tmp_path / "instances" / "_base"
+    base.mkdir(parents=True)
+    (base / f".{cache_name('img')}.part-abc123").write_bytes(b"half")
+    _driver(tmp_path, tmp_path / "instances").init_host("host1")
+    assert os.listdir(base) == []
