@@ -30,6 +30,9 @@ from typing import Any
 
 LOG = logging.getLogger(__name__)
 
+#: Seconds ``stop()`` waits for a periodic task that is running at that moment.
+PERIODIC_STOP_TIMEOUT = 5.0
+
 #: A periodic task; it may return the seconds until its next run instead of the interval.
 PeriodicFunc = Callable[[], "float | None"]
 
@@ -105,6 +108,9 @@ class Service:
     def add_server(self, key: str, server: Any) -> None:
         """Serve ``server`` under ``key``; started at once if the service already runs."""
         with self._lock:
+            if self._stopping.is_set():
+                LOG.info("%s: stopping; not starting RPC server %s", self.name, key)
+                return
             if key in self._servers:
                 raise ValueError(f"an RPC server {key!r} is already registered")
             self._servers[key] = server
@@ -170,9 +176,11 @@ class Service:
             servers, self._servers = self._servers, {}
             periodics = list(self._periodics)
             self._started = False
+        # NOTE: a task blocked in an RPC call (broker down) is not waited for long: its thread
+        # is a daemon and the call's result no longer matters.
         for task in periodics:
             if task.thread.is_alive() and task.thread is not threading.current_thread():
-                task.thread.join(timeout=self.stop_timeout)
+                task.thread.join(timeout=PERIODIC_STOP_TIMEOUT)
         _stop_servers(servers, self.stop_timeout)
         LOG.info("%s: stopped", self.name)
 

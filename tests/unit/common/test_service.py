@@ -249,3 +249,28 @@ def test_reporter_keeps_registration_over_a_missed_heartbeat() -> None:
     assert reporter.registered
     assert reporter.run_once() == 10
     assert conductor.calls == ["register", "heartbeat", "heartbeat"]
+
+
+def test_server_added_after_stop_is_not_started() -> None:
+    service = Service("test")
+    service.start()
+    service.stop()
+    late = FakeServer()
+    service.add_server("late", late)
+    assert late.events == []
+    assert service.servers == {}
+
+
+def test_stop_does_not_wait_long_for_a_blocked_periodic_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(service_mod, "PERIODIC_STOP_TIMEOUT", 0.2)
+    release = threading.Event()
+    service = Service("test")
+    service.add_periodic("blocked", lambda: release.wait(10) and None, interval=1)
+    service.start()
+    time.sleep(0.1)
+    began = time.monotonic()
+    service.stop()
+    assert time.monotonic() - began < 1.0
+    release.set()
