@@ -56,8 +56,7 @@ def test_every_client_method_has_a_server_method() -> None:
     client = {n for n, _ in inspect.getmembers(rpcapi.ConductorAPI, inspect.isfunction)
               if not n.startswith("_")}
     server = {n for n, _ in inspect.getmembers(ConductorManager, inspect.isfunction)}
-    # NOTE: cache_images arrives with fleetcache/conductor/precache.py (issue 3).
-    assert client - server <= {"cache_images"}
+    assert client - server == set()
 
 
 def test_register_through_the_default_transport_maps_to_no_cell(
