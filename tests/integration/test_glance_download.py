@@ -8,18 +8,24 @@ from Glance once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import pathlib
+import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
 
+from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import ImageCache, cache_name
 from fleetcache.image.glance import GlanceImageSource
@@ -125,6 +131,7 @@ def test_resume_uses_real_range_requests(stack: Any) -> None:
 
 _FETCH = """
 import sys, time
+from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import ImageCache
 from fleetcache.image.glance import GlanceImageSource
@@ -187,3 +194,100 @@ def _file_gets(log: str | None, image_id: str) -> int:
     needle = f"GET /v2/images/{image_id}/file"
     with open(log, encoding="utf-8", errors="replace") as f:
         return sum(needle in line for line in f)
+
+
+class Proxy:
+    """A TCP proxy in front of Glance that damages what Glance sends, one connection at a time.
+
+    ``cuts``: per new connection, close it after forwarding that many bytes to the client.
+    ``flip_at``: flip one bit of the byte at that offset of the first connection's reply
+    stream. Offsets beyond 1 MiB always fall in image data: the JSON replies are ~1 KB.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        url = urllib.parse.urlsplit(upstream)
+        self.upstream = (url.hostname or "127.0.0.1", url.port or 80)
+        self.cuts: list[int] = []
+        self.flip_at: int | None = None
+        self.connections = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            budget = self.cuts.pop(0) if self.cuts else None
+            flip, self.flip_at = self.flip_at, None
+            server = socket.create_connection(self.upstream)
+            threading.Thread(target=self._pump, args=(client, server, None, None),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, budget, flip),
+                             daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket, budget: int | None,
+              flip: int | None) -> None:
+        sent = 0
+        try:
+            while data := src.recv(256 * 1024):
+                if flip is not None and sent <= flip < sent + len(data):
+                    i = flip - sent
+                    data = data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1:]
+                if budget is not None and sent + len(data) >= budget:
+                    dst.sendall(data[: budget - sent])
+                    break
+                dst.sendall(data)
+                sent += len(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+@pytest.fixture
+def proxy(stack: Any) -> Iterator[Proxy]:
+    p = Proxy(stack.glance_url)
+    yield p
+    p.close()
+
+
+def _qcow2_sample(stack: Any) -> str:
+    return _image_ids(stack)[0]  # qcow2 first: the larger sample (> 4 MiB)
+
+
+def test_connections_cut_mid_body_resume_byte_identical(stack: Any, proxy: Proxy,
+                                                        tmp_path: pathlib.Path) -> None:
+    image_id = _qcow2_sample(stack)
+    proxy.cuts = [1_500_000, 1_500_000]
+    conf = make_conf(instances_path=str(tmp_path / "instances"),
+                     glance__api_servers=[proxy.url], glance__download_chunk_size=65536)
+    source = GlanceImageSource(conf)
+    source.retry_delay = 0.01
+    outcome = ImageCache(conf, source).fetch(CTXT, image_id)
+    body = _glance_body(stack, image_id)
+    assert outcome.cached and outcome.bytes_downloaded == body["size"]
+    data = pathlib.Path(ImageCache(conf, source).path_for(image_id)).read_bytes()
+    assert hashlib.sha512(data).hexdigest() == body["os_hash_value"]
+    assert proxy.connections >= 3  # the cut ones, then one that finished
+
+
+def test_a_byte_corrupted_in_flight_fails_and_leaves_nothing(stack: Any, proxy: Proxy,
+                                                             tmp_path: pathlib.Path) -> None:
+    image_id = _qcow2_sample(stack)
+    proxy.flip_at = 2 * 1024 * 1024
+    conf = make_conf(instances_path=str(tmp_path / "instances"),
+                     glance__api_servers=[proxy.url])
+    cache = ImageCache(conf, GlanceImageSource(conf))
+    with pytest.raises(exception.ImageFetchError, match="sha512 mismatch"):
+        cache.fetch(CTXT, image_id)
+    assert os.listdir(cache.base_dir) == []
