@@ -18,7 +18,8 @@
 # Two sample images (a real qcow2 and a raw, a few MiB each) are uploaded to Glance.
 #
 # Every daemon runs in its own session (setsid), so stopping its process group stops its
-# children too and nothing else. `up` fails naming the piece that did not come up, with the tail
+# children too and nothing else. STACK_GLANCE_PORT, STACK_API_PORT and STACK_VHOST_PREFIX
+# (vhosts <prefix>, <prefix>_cell1, <prefix>_cell2) move a second stack out of the way. `up` fails naming the piece that did not come up, with the tail
 # of its log, and stops what it had started.
 set -euo pipefail
 
@@ -33,8 +34,10 @@ ETC=$STACK/etc
 LOG=$STACK/log
 RUN=$STACK/run
 CONF=$ETC/fleetcache.conf
-GLANCE_PORT=19292
-API_PORT=18774
+GLANCE_PORT=${STACK_GLANCE_PORT:-19292}
+API_PORT=${STACK_API_PORT:-18774}
+# RabbitMQ vhosts: <prefix> (API, conductor) and <prefix>_cell1, <prefix>_cell2.
+VHOST_PREFIX=${STACK_VHOST_PREFIX:-fleetcache}
 GLANCE_URL=http://127.0.0.1:$GLANCE_PORT
 API_URL=http://127.0.0.1:$API_PORT
 RABBIT=rabbit://guest:guest@127.0.0.1:5672
@@ -98,15 +101,13 @@ restart_daemon() {  # name: start again with the command recorded by start_daemo
     log "started $name (pid $(cut -d' ' -f1 "$RUN/$name.pid"))"
 }
 
-stop_daemons() {  # [--kill] names... ; TERM all, wait, then KILL what is left
-    local sig=TERM name pid deadline left=()
-    if [[ ${1:-} == --kill ]]; then sig=KILL; shift; fi
+stop_groups() {  # sig name=pid... ; signal each process group, wait, then KILL what is left
+    local sig=$1 entry name deadline
+    shift
     local -A pids=()
-    for name in "$@"; do
-        if pid=$(daemon_pid "$name"); then
-            pids[$name]=$pid
-            kill -"$sig" -- "-$pid" 2>/dev/null || true
-        fi
+    for entry in "$@"; do
+        pids[${entry%%=*}]=${entry#*=}
+        kill -"$sig" -- "-${entry#*=}" 2>/dev/null || true
     done
     deadline=$((SECONDS + STOP_TIMEOUT))
     while ((${#pids[@]})); do
@@ -118,13 +119,34 @@ stop_daemons() {  # [--kill] names... ; TERM all, wait, then KILL what is left
             for name in "${!pids[@]}"; do
                 log "$name did not stop within ${STOP_TIMEOUT}s: SIGKILL"
                 kill -KILL -- "-${pids[$name]}" 2>/dev/null || true
-                left+=("$name")
             done
             break
         fi
         sleep 0.2
     done
+}
+
+stop_daemons() {  # [--kill] names... ; stop the daemons recorded in pid files
+    local sig=TERM name pid entries=()
+    if [[ ${1:-} == --kill ]]; then sig=KILL; shift; fi
+    for name in "$@"; do
+        if pid=$(daemon_pid "$name"); then entries+=("$name=$pid"); fi
+    done
+    ((${#entries[@]})) && stop_groups "$sig" "${entries[@]}"
     for name in "$@"; do rm -f "$RUN/$name.pid"; done
+}
+
+stray_daemons() {  # name=pid of group leaders writing to this stack's logs, without pid file
+    local dir pid stat fields out
+    for dir in /proc/[0-9]*; do
+        pid=${dir#/proc/}
+        stat=$(cat "$dir/stat" 2>/dev/null) || continue
+        read -ra fields <<<"${stat##*) }"
+        [[ ${fields[2]} == "$pid" ]] || continue   # not a process group leader
+        out=$(readlink "$dir/fd/1" 2>/dev/null) || continue
+        [[ $out == "$LOG/"* ]] && echo "stray-$pid=$pid"
+    done
+    return 0
 }
 
 all_daemons() {  # names that have a pid file, API first so it stops taking requests first
@@ -255,7 +277,7 @@ upload_image() {  # name disk_format file -> image id
 
 # -- fleetcache -----------------------------------------------------------------------------
 
-cell_url() { echo "$RABBIT/fleetcache_$1"; }
+cell_url() { echo "$RABBIT/${VHOST_PREFIX}_$1"; }
 
 write_common_options() {  # [DEFAULT] lines every fleetcache daemon shares
     cat <<EOF
@@ -273,7 +295,7 @@ write_fleetcache_config() {  # the API's and the conductor's config
 [DEFAULT]
 $(write_common_options)
 state_path = $STACK/state
-transport_url = $RABBIT/fleetcache
+transport_url = $RABBIT/$VHOST_PREFIX
 
 [database]
 connection = sqlite:///$STACK/fleetcache.sqlite
@@ -421,7 +443,7 @@ check_prerequisites() {
     done
     vhosts=$(rabbitmqctl -q list_vhosts name 2>&1) \
         || fail prerequisites "RabbitMQ does not answer: $vhosts"
-    for vh in fleetcache "${CELLS[@]/#/fleetcache_}"; do
+    for vh in "$VHOST_PREFIX" "${CELLS[@]/#/${VHOST_PREFIX}_}"; do
         grep -qxF "$vh" <<<"$vhosts" \
             || fail prerequisites "RabbitMQ vhost $vh missing (run tools/test-services.sh)"
     done
@@ -465,13 +487,16 @@ cmd_up() {
 }
 
 cmd_down() {
-    [[ -d $RUN ]] || return 0
-    local names
-    mapfile -t names < <(all_daemons)
-    ((${#names[@]})) || return 0
-    stop_daemons "${names[@]}"
+    local names=() strays=()
+    [[ -d $RUN ]] && mapfile -t names < <(all_daemons)
+    ((${#names[@]})) && stop_daemons "${names[@]}"
+    # NOTE: a daemon started again (`stack.sh start`) while another `up` or `down` ran can lose
+    # its pid file; it still runs this stack's config, so it is stopped here as well.
+    mapfile -t strays < <(stray_daemons)
+    ((${#strays[@]})) && stop_groups TERM "${strays[@]}"
     rm -f "$STACK/env"
-    log "stopped ${names[*]}"
+    ((${#names[@]} + ${#strays[@]})) && log "stopped ${names[*]} ${strays[*]%%=*}"
+    return 0
 }
 
 cmd_status() {
