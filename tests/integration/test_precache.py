@@ -217,3 +217,81 @@ def test_fleetcache_cli_waits_and_prints_the_table(stack, make_aggregate):
         assert len(row) == 1
         assert {c.strip() for c in row[0].split("|")[2:-2]} <= {"cached", "existing"}, row[0]
     assert f"on aggregate {agg['id']}: done in" in proc.stdout
+
+
+BIG_MIB = 1024  # ~7 s to download here: a wide window to kill the compute in
+
+
+@pytest.fixture
+def big_image(stack: Any) -> Any:
+    """A 1 GiB raw image in the stack's Glance, deleted after the test."""
+    resp = requests.post(f"{stack.glance_url}/v2/images", timeout=30, json={
+        "name": f"it-big-{uuid.uuid4().hex[:8]}", "disk_format": "raw",
+        "container_format": "bare"})
+    resp.raise_for_status()
+    image_id = resp.json()["id"]
+    block = os.urandom(1 << 20)
+    try:
+        requests.put(f"{stack.glance_url}/v2/images/{image_id}/file",
+                     data=(block for _ in range(BIG_MIB)), timeout=600,
+                     headers={"Content-Type": "application/octet-stream"}).raise_for_status()
+        yield image_id
+    finally:
+        requests.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+
+
+def _call_monitor_timeout(stack: Any) -> int:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(stack.conf_file)
+    return int(parser["DEFAULT"].get("rpc_response_timeout", "60"))
+
+
+def _partials(stack: Any, host: str, image_id: str) -> list[Path]:
+    base = Path(stack.computes[host]) / "_base"
+    return sorted(base.glob(f".{cache_name(image_id)}{PART_MARK}*"))
+
+
+def test_compute_killed_mid_download_is_error_in_time_and_next_request_caches(
+        stack, make_aggregate, big_image):
+    victim, other = "compute1", "compute2"
+    agg = make_aggregate(hosts=(victim, other))
+    for host in (victim, other):
+        _cached(stack, host, big_image).unlink(missing_ok=True)
+    body = {"cache": [{"id": big_image}]}
+    resp = stack.api_request("POST", f"os-aggregates/{agg['id']}/images", microversion=MV,
+                             json=body)
+    assert resp.status_code == 202, resp.text
+    job_id = resp.headers["Location"].rsplit("/", 1)[-1]
+    job_path = f"os-aggregates/{agg['id']}/images/jobs/{job_id}"
+
+    deadline = time.monotonic() + 60
+    while not any(p.stat().st_size > 0 for p in _partials(stack, victim, big_image)):
+        assert time.monotonic() < deadline, "the download never started on the victim"
+        time.sleep(0.02)
+    with stack.compute_stopped(victim):  # SIGKILL in the middle of the download
+        killed = time.monotonic()
+        limit = _call_monitor_timeout(stack) + 30
+        while True:
+            job = stack.api_request("GET", job_path, microversion=MV).json()["job"]
+            states = _states(job)
+            if victim in states:
+                break
+            assert time.monotonic() - killed < limit, f"no result for {victim} after {limit}s"
+            time.sleep(0.5)
+        assert states[victim][big_image][0] == "error"
+        assert states[victim][big_image][1].startswith("MessagingTimeout")
+        assert not _cached(stack, victim, big_image).exists()  # nothing under the final name
+        job = _wait_new_job(stack, agg["id"], set(), timeout=300)
+        assert job["id"] == job_id and job["state"] == "done"
+        assert _states(job)[other][big_image] == ("cached", None)
+
+    resp = stack.api_request("POST", f"os-aggregates/{agg['id']}/images", microversion=MV,
+                             json=body)
+    assert resp.status_code == 202, resp.text
+    again = _wait_new_job(stack, agg["id"], {job_id})
+    assert _states(again)[victim][big_image] == ("cached", None)
+    expected = _glance_sha512(stack, big_image)
+    assert _sha512(_cached(stack, victim, big_image)) == expected
+    assert _partials(stack, victim, big_image) == []
+    for host in (victim, other):
+        _cached(stack, host, big_image).unlink(missing_ok=True)
