@@ -28,13 +28,14 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
 from oslo_concurrency import lockutils
 from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.compute import _cachefiles
 from fleetcache.compute.virt.driver import CacheOutcome
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, download_verified
 
@@ -42,8 +43,6 @@ LOG = logging.getLogger(__name__)
 
 LOCK_PREFIX = "fleetcache-"
 PART_MARK = ".part-"
-#: Bytes written between two nudges of the kernel's writeback (see :class:`_EarlyWriteback`).
-WRITEBACK_STEP = 32 * 1024 * 1024
 
 
 class DownloadCheck(Protocol):
@@ -113,12 +112,32 @@ class ImageCache:
 
         :raises AcquireLockFailedException: when not ``blocking`` and someone holds it.
         """
-        with self._lock_name(cache_name(image_id), blocking):
+        with self.lock_entry(cache_name(image_id), blocking):
             yield
 
-    def _lock_name(self, name: str, blocking: bool) -> contextlib.AbstractContextManager[Any]:
+    def lock_entry(self, name: str,
+                   blocking: bool = True) -> contextlib.AbstractContextManager[Any]:
+        """The lock of cache file ``name`` (the ageing pass knows names, not image ids)."""
         return lockutils.lock(name, lock_file_prefix=LOCK_PREFIX, external=True,
                               lock_path=self.lock_path, blocking=blocking)
+
+    def remove_if_older(self, name: str, cutoff: float) -> bool:
+        """Remove cache file ``name`` if its mtime is still before ``cutoff``, under its lock.
+
+        The age is checked again once the lock is held, so an image that a request touched
+        (or downloaded) meanwhile stays. :returns: whether the file was removed.
+        """
+        path = os.path.join(self.base_dir, name)
+        with self.lock_entry(name):
+            try:
+                if os.stat(path).st_mtime >= cutoff:
+                    return False
+                os.unlink(path)
+            except FileNotFoundError:
+                return False
+        LOG.info("Removed cached image file %s (unused since before %s)", path,
+                 time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(cutoff)))
+        return True
 
     def touch(self, image_id: str) -> bool:
         """Renew the image's lease (mtime); False when it is not cached.
@@ -181,8 +200,8 @@ class ImageCache:
         for path in self.partial_files():
             name = os.path.basename(path)[1:].partition(PART_MARK)[0]
             try:
-                with self._lock_name(name, blocking=False):
-                    _unlink(path)
+                with self.lock_entry(name, blocking=False):
+                    _cachefiles.unlink(path)
             except lockutils.AcquireLockFailedException:
                 continue
             LOG.warning("Removed partial download %s left by an earlier process", path)
@@ -204,8 +223,7 @@ class ImageCache:
         """Remove what a crashed download of ``image_id`` left (we hold its lock)."""
         for path in self.partial_files(image_id):
             LOG.warning("Removing partial download %s left by an earlier attempt", path)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            _cachefiles.unlink(path)
 
     def _download(self, ctxt: RequestContext, meta: ImageMeta,
                   progress: ProgressCallback | None) -> int:
@@ -216,8 +234,9 @@ class ImageCache:
         checks = [make(meta) for make in self.checks]
         try:
             with os.fdopen(fd, "wb") as f:
-                written = download_verified(self.source, ctxt, meta, _EarlyWriteback(f),
-                                            progress, [c.feed for c in checks])
+                sink = _cachefiles.EarlyWriteback(f)
+                written = download_verified(self.source, ctxt, meta, sink, progress,
+                                            [c.feed for c in checks])
                 f.flush()
                 os.fsync(f.fileno())
             for check in checks:
@@ -225,47 +244,11 @@ class ImageCache:
             os.chmod(tmp, 0o644)
             os.rename(tmp, final)
         except OSError as exc:
-            _unlink(tmp)
+            _cachefiles.unlink(tmp)
             raise exception.ImageFetchError(
                 image_id=meta.id, reason=f"cannot write {tmp}: {exc}") from exc
         except BaseException:
-            _unlink(tmp)
+            _cachefiles.unlink(tmp)
             raise
-        _fsync_dir(self.base_dir)
+        _cachefiles.fsync_dir(self.base_dir)
         return written
-
-
-class _EarlyWriteback:
-    """A file whose dirty pages are sent to disk while the download goes on.
-
-    Every ``WRITEBACK_STEP`` bytes, ``posix_fadvise(DONTNEED)`` on the range just written makes
-    Linux start writing it back without waiting (dirty pages are written, not dropped), so the
-    final ``fsync`` finds little left to do instead of the whole image.
-    """
-
-    def __init__(self, f: BinaryIO) -> None:
-        self.f = f
-        self.written = self.synced = 0
-
-    def write(self, data: bytes, /) -> int:
-        n = self.f.write(data)
-        self.written += len(data)
-        if self.written - self.synced >= WRITEBACK_STEP and hasattr(os, "posix_fadvise"):
-            self.f.flush()
-            os.posix_fadvise(self.f.fileno(), self.synced, self.written - self.synced,
-                             os.POSIX_FADV_DONTNEED)
-            self.synced = self.written
-        return n
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -17,7 +17,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute import imagecache
+from fleetcache.compute import _cachefiles
 from fleetcache.compute.imagecache import ImageCache, cache_name, is_partial
 from fleetcache.compute.virt.driver import CacheOutcome
 from fleetcache.image.local import LocalImageSource, add_image
@@ -276,7 +276,7 @@ def test_writeback_starts_while_downloading(cache: ImageCache, images: pathlib.P
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     meta = _add(images)
     advised: list[tuple[int, int, int]] = []
-    monkeypatch.setattr(imagecache, "WRITEBACK_STEP", 512 * 1024)
+    monkeypatch.setattr(_cachefiles, "WRITEBACK_STEP", 512 * 1024)
     monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, adv: advised.append((off, n, adv)))
     cache.source.chunk_size = 256 * 1024  # type: ignore[attr-defined]
     cache.fetch(CTXT, meta.id)
@@ -306,3 +306,31 @@ def test_stale_partials_go_but_downloads_under_way_stay(cache: ImageCache,
         source.gate.set()
         assert future.result().cached
     assert cache.partial_files() == []
+
+
+def test_remove_if_older_rechecks_under_the_lock(cache: ImageCache,
+                                                 images: pathlib.Path) -> None:
+    old, fresh = _add(images), _add(images, b"fresh")
+    for meta in (old, fresh):
+        cache.fetch(CTXT, meta.id)
+    os.utime(cache.path_for(old.id), (1_000, 1_000))
+    cutoff = time.time() - 3600
+    assert cache.remove_if_older(cache_name(fresh.id), cutoff) is False
+    assert cache.remove_if_older(cache_name(old.id), cutoff) is True
+    assert cache.remove_if_older(cache_name(old.id), cutoff) is False
+    assert [e.name for e in cache.list_entries()] == [cache_name(fresh.id)]
+
+
+def test_remove_if_older_waits_for_a_request_that_renews_the_lease(
+        cache: ImageCache, images: pathlib.Path) -> None:
+    meta = _add(images)
+    cache.fetch(CTXT, meta.id)
+    os.utime(cache.path_for(meta.id), (1_000, 1_000))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        with cache.lock(meta.id):  # a request holds the lock and touches the file
+            removal = pool.submit(cache.remove_if_older, cache_name(meta.id), 2_000.0)
+            time.sleep(0.05)
+            assert not removal.done()
+            cache.touch(meta.id)
+        assert removal.result() is False
+    assert os.path.exists(cache.path_for(meta.id))
