@@ -44,30 +44,26 @@ from fleetcache.common.db.jobs import ImageResult, JobDict
 from fleetcache.common.db.session import Database
 from fleetcache.common.servicegroup import service_is_up
 from fleetcache.conductor import notifications
+from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.jobresults import CACHED_STATES, JobStats, ResultWriter
 from fleetcache.image import source as image_source
 
 LOG = logging.getLogger(__name__)
 
 COMPUTE_BINARY = "fleetcache-compute"
-_EXECUTORS: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+_EXECUTORS: dict[int, HostCallPool] = {}
 _EXECUTORS_LOCK = threading.Lock()
 
 
-def get_executor(size: int) -> concurrent.futures.ThreadPoolExecutor:
+def get_executor(size: int) -> HostCallPool:
     """The process-wide pool that calls computes, ``size`` workers (one per configured size).
 
-    NOTE: the standard library pool, not futurist's: futurist starts a new thread on every
-    submit until it is full, even when workers idle (runtime-probe.md §2b); this one reuses
-    idle workers. Jobs share it, so ``precache_concurrency`` bounds them all together.
+    Jobs share it, so ``precache_concurrency`` bounds them all together.
     """
     with _EXECUTORS_LOCK:
         executor = _EXECUTORS.get(size)
         if executor is None:
-            executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=size, thread_name_prefix="precache"
-            )
-            _EXECUTORS[size] = executor
+            executor = _EXECUTORS[size] = HostCallPool(size, name="precache")
         return executor
 
 

@@ -365,3 +365,25 @@ def test_result_writer_batches_what_arrives_meanwhile(db, monkeypatch):
     assert writer.close() is None
     assert batches == [200, 200, 50]
     assert len(jobs.job_get(db, job["uuid"])["results"]) == 450
+
+
+def test_pool_stopped_mid_job_cancels_the_rest_and_the_job_ends_interrupted(conf, db):
+    from fleetcache.conductor.hostpool import HostCallPool
+
+    agg_id = make_aggregate(db, ["h1", "h2", "h3"])
+    pool = HostCallPool(1)
+    computes = FakeComputes(delay=0.3)
+    job = make_precacher(conf, db, computes, sync=False, executor=pool).start(
+        _ctxt(), agg_id, [IMG_A])
+    deadline = time.monotonic() + 5
+    while not computes.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pool.shutdown(wait=False, cancel_futures=True)
+
+    done = wait_done(db, job["uuid"])
+    assert done["state"] == jobs.FAILED and done["error"].startswith("interrupted")
+    assert results_by_host(db, job["uuid"]) == {
+        "h1": {IMG_A: ("cached", None)},
+        "h2": {IMG_A: ("error", "not contacted: the conductor stopped before this host's turn")},
+        "h3": {IMG_A: ("error", "not contacted: the conductor stopped before this host's turn")},
+    }

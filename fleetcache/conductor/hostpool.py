@@ -1,0 +1,92 @@
+"""The bounded pool the conductor calls computes from: at most ``size`` calls at once.
+
+NOTE: neither ready-made pool fits. futurist's ``ThreadPoolExecutor`` starts a new thread on
+every submit until it is full, even when workers idle (research/runtime-probe.md §2b), and both
+it and the standard library's join their workers at interpreter exit, so a conductor stopping
+while a compute downloads would hang until that call ends (up to ``long_rpc_timeout``). This
+pool starts a worker only when no idle one can take the work (the standard library's rule), and
+its workers are daemon threads that nobody joins at exit: a stopping conductor leaves at once,
+and the next one marks the job interrupted.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_Item = tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...],
+              dict[str, Any]] | None
+
+
+class HostCallPool(concurrent.futures.Executor):
+    """A ``concurrent.futures`` executor of at most ``size`` daemon worker threads."""
+
+    def __init__(self, size: int, name: str = "precache") -> None:
+        if size < 1:
+            raise ValueError("a pool needs at least one worker")
+        self.size = size
+        self.name = name
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._shutdown = False
+
+    @property
+    def threads(self) -> int:
+        """Worker threads started so far (never more than ``size``)."""
+        return len(self._threads)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any,
+               **kwargs: Any) -> concurrent.futures.Future[Any]:
+        """Queue ``fn(*args, **kwargs)``. :raises RuntimeError: after :meth:`shutdown`."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            self._queue.put((future, fn, args, kwargs))
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self.size:
+                thread = threading.Thread(target=self._work, daemon=True,
+                                          name=f"{self.name}-{len(self._threads)}")
+                self._threads.append(thread)
+                thread.start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking work; ``cancel_futures`` drops what has not started yet."""
+        with self._lock:
+            self._shutdown = True
+            threads = list(self._threads)
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None and item[0].cancel():
+                    # Settles it for concurrent.futures.wait(), which a bare cancel() does not.
+                    item[0].set_running_or_notify_cancel()
+        for _ in threads:
+            self._queue.put(None)
+        if wait:
+            for thread in threads:
+                thread.join()
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, args, kwargs = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as exc:
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            del item, future, fn, args, kwargs
+            self._idle.release()

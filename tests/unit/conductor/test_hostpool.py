@@ -1,0 +1,74 @@
+"""Unit tests of the conductor's bounded pool (fleetcache.conductor.hostpool)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from fleetcache.conductor.hostpool import HostCallPool
+
+
+def test_runs_at_most_size_at_once_and_returns_results():
+    pool = HostCallPool(3)
+    lock, state = threading.Lock(), {"now": 0, "max": 0}
+
+    def work(n: int) -> int:
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.02)
+        with lock:
+            state["now"] -= 1
+        return n * 2
+
+    futures = [pool.submit(work, n) for n in range(20)]
+    assert [f.result(timeout=10) for f in futures] == [n * 2 for n in range(20)]
+    assert state["max"] == 3
+    assert pool.threads == 3
+    pool.shutdown()
+
+
+def test_reuses_an_idle_worker_instead_of_starting_another():
+    pool = HostCallPool(8)
+    for n in range(10):
+        assert pool.submit(lambda x: x, n).result(timeout=5) == n
+        time.sleep(0.01)  # the worker is idle again before the next submit
+    assert pool.threads == 1
+    pool.shutdown()
+
+
+def test_exceptions_reach_the_future():
+    pool = HostCallPool(1)
+    future = pool.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        future.result(timeout=5)
+    pool.shutdown()
+
+
+def test_shutdown_cancels_queued_work_and_refuses_more():
+    pool = HostCallPool(1)
+    release = threading.Event()
+    running = pool.submit(release.wait, 5)
+    queued = [pool.submit(lambda: None) for _ in range(3)]
+    time.sleep(0.05)
+    pool.shutdown(wait=False, cancel_futures=True)
+    assert all(f.cancelled() for f in queued)
+    with pytest.raises(RuntimeError):
+        pool.submit(lambda: None)
+    release.set()
+    assert running.result(timeout=5) is True
+    done, _ = concurrent.futures.wait([running, *queued], timeout=5)
+    assert len(done) == 4
+
+
+def test_a_busy_worker_does_not_hold_the_interpreter_at_exit():
+    code = ("import time\nfrom fleetcache.conductor.hostpool import HostCallPool\n"
+            "HostCallPool(1).submit(time.sleep, 60)\ntime.sleep(0.2)\n")
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+    assert time.monotonic() - started < 10
