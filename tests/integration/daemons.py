@@ -9,11 +9,13 @@ log, never a skip.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -26,6 +28,28 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(os.environ.get("FLEETCACHE_VENV", ROOT / ".venv")) / "bin"
 COMPUTE = "fleetcache-compute"
 CONDUCTOR = "fleetcache-conductor"
+
+
+@contextlib.contextmanager
+def machine_lock(name: str, timeout: float = 900) -> Iterator[None]:
+    """Hold ``/tmp/<name>.lock`` so that two test runs on this machine do not share a vhost or
+    a RabbitMQ node at the same time (a conductor of one run would answer the other's
+    computes)."""
+    with open(f"/tmp/{name}.lock", "w") as handle:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"another test run held /tmp/{name}.lock for "
+                                         f"{timeout:.0f} s") from None
+                time.sleep(1)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str,

@@ -23,7 +23,7 @@ from fleetcache.common import config, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db.models import utcnow
 from fleetcache.compute.rpcapi import ComputeAPI
-from tests.integration.daemons import ROOT, Deployment, wait_for
+from tests.integration.daemons import ROOT, Deployment, machine_lock, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -49,10 +49,13 @@ class Node:
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    node = Node(tmp_path_factory.mktemp("rabbitmq"))
-    node.run("start")
-    yield node
-    node.run("purge")
+    with machine_lock("fctest_rabbitmq_node"):
+        node = Node(tmp_path_factory.mktemp("rabbitmq"))
+        node.run("start")
+        try:
+            yield node
+        finally:
+            node.run("purge")
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.daemons import CONDUCTOR, VENV_BIN, Deployment, wait_for
+from tests.integration.daemons import CONDUCTOR, VENV_BIN, Deployment, machine_lock, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -35,10 +35,11 @@ def _rabbitmqctl(*args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def vhost() -> str:
-    _rabbitmqctl("add_vhost", VHOST)
-    _rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
-    return VHOST
+def vhost() -> Iterator[str]:
+    with machine_lock("fctest_daemons"):
+        _rabbitmqctl("add_vhost", VHOST)
+        _rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
+        yield VHOST
 
 
 @pytest.fixture
