@@ -34,6 +34,8 @@ class HostCallPool(concurrent.futures.Executor):
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._shutdown = False
+        #: Set by :meth:`shutdown`: callers waiting for this pool's work can give up.
+        self.stopping = threading.Event()
 
     @property
     def threads(self) -> int:
@@ -59,6 +61,7 @@ class HostCallPool(concurrent.futures.Executor):
         """Stop taking work; ``cancel_futures`` drops what has not started yet."""
         with self._lock:
             self._shutdown = True
+            self.stopping.set()
             threads = list(self._threads)
         if cancel_futures:
             while True:

@@ -246,14 +246,25 @@ class PrecacheJob:
                 futures.append(executor.submit(self._call_host, plan))
             except RuntimeError:  # the pool was shut down: the conductor is stopping
                 break
-        concurrent.futures.wait(futures)
+        self._wait(futures, getattr(executor, "stopping", None))
         missing = [p.host for p in self.plans if p.host not in self._done_hosts]
         if not missing:
             return None
-        reason = "not contacted: the conductor stopped before this host's turn"
+        reason = "interrupted: the conductor stopped before this host answered"
         for host in missing:
             self._host_done(host, _all(self.image_ids, "error", reason))
         return "interrupted: the conductor stopped while the job ran"
+
+    @staticmethod
+    def _wait(futures: list[concurrent.futures.Future[None]],
+              stopping: threading.Event | None) -> None:
+        """Wait for every host call, or until the pool is stopping (then the calls in flight
+        are abandoned: they may run for up to ``long_rpc_timeout``)."""
+        pending = set(futures)
+        while pending:
+            _done, pending = concurrent.futures.wait(pending, timeout=1.0)
+            if stopping is not None and stopping.is_set():
+                return
 
     def _settle(self, plan: HostPlan) -> dict[str, ImageResult] | None:
         """The results of a host that will not be asked, or ``None`` to ask it."""

@@ -367,23 +367,27 @@ def test_result_writer_batches_what_arrives_meanwhile(db, monkeypatch):
     assert len(jobs.job_get(db, job["uuid"])["results"]) == 450
 
 
-def test_pool_stopped_mid_job_cancels_the_rest_and_the_job_ends_interrupted(conf, db):
+def test_pool_stopped_mid_job_abandons_the_call_in_flight_and_ends_interrupted(conf, db):
     from fleetcache.conductor.hostpool import HostCallPool
 
     agg_id = make_aggregate(db, ["h1", "h2", "h3"])
     pool = HostCallPool(1)
-    computes = FakeComputes(delay=0.3)
+    computes = FakeComputes(delay=3)
     job = make_precacher(conf, db, computes, sync=False, executor=pool).start(
         _ctxt(), agg_id, [IMG_A])
     deadline = time.monotonic() + 5
     while not computes.calls and time.monotonic() < deadline:
         time.sleep(0.01)
+    stopped = time.monotonic()
     pool.shutdown(wait=False, cancel_futures=True)
 
     done = wait_done(db, job["uuid"])
+    assert time.monotonic() - stopped < 2.5  # the call still in flight is not waited for
     assert done["state"] == jobs.FAILED and done["error"].startswith("interrupted")
+    reason = "interrupted: the conductor stopped before this host answered"
     assert results_by_host(db, job["uuid"]) == {
-        "h1": {IMG_A: ("cached", None)},
-        "h2": {IMG_A: ("error", "not contacted: the conductor stopped before this host's turn")},
-        "h3": {IMG_A: ("error", "not contacted: the conductor stopped before this host's turn")},
+        "h1": {IMG_A: ("error", reason)},  # in flight when the pool stopped: abandoned
+        "h2": {IMG_A: ("error", reason)},
+        "h3": {IMG_A: ("error", reason)},
     }
+    assert done["finished_at"] is not None
