@@ -15,7 +15,7 @@ from oslo_config import cfg
 
 from fleetcache.cmd import common
 from fleetcache.common import exception, rpc
-from fleetcache.common.context import get_admin_context
+from fleetcache.common.context import RequestContext
 from fleetcache.common.service import Service, ServiceReporter
 from fleetcache.compute import rpcapi as compute_rpcapi
 from fleetcache.compute.manager import ComputeManager
@@ -54,19 +54,24 @@ def build_service(conf: cfg.ConfigOpts) -> Service:
 def make_reporter(
     conf: cfg.ConfigOpts, conductor: ConductorAPI, driver: virt_driver.ComputeDriver
 ) -> ServiceReporter:
-    """Registration (with the driver's capabilities) and heartbeats through the conductor."""
-    ctxt = get_admin_context()
+    """Registration (with the driver's capabilities) and heartbeats through the conductor.
+
+    Each call carries a fresh request id, so that its log lines on both sides match up.
+    """
+
+    def _context() -> RequestContext:
+        return RequestContext(is_admin=True, roles=["admin"], overwrite=True)
 
     def register() -> None:
         service = conductor.register_service(
-            ctxt, conf.host, BINARY, compute_rpcapi.TOPIC, driver.get_capabilities()
+            _context(), conf.host, BINARY, compute_rpcapi.TOPIC, driver.get_capabilities()
         )
         cell = service.get("cell") if isinstance(service, dict) else None
         LOG.info("Registered with the conductor as %s on %s (cell %s)", BINARY, conf.host,
                  cell["name"] if cell else "none")
 
     def heartbeat() -> None:
-        conductor.service_heartbeat(ctxt, conf.host, BINARY)
+        conductor.service_heartbeat(_context(), conf.host, BINARY)
 
     return ServiceReporter(
         f"{BINARY} on {conf.host}",
