@@ -68,7 +68,7 @@ class Stack:
         self.notifications = Notifications(self.conf)
         self.notifications.listener.start()
         self.services: list[Any] = []
-        conductor, _state = conductor_cmd.build_service(self.conf, self.db)
+        conductor, self.state = conductor_cmd.build_service(self.conf, self.db)
         conductor.start()
         self.services.append(conductor)
         self.computes: dict[str, Any] = {}
@@ -237,3 +237,26 @@ def test_cli_cache_images_wait_then_jobs_show_and_list(stack, capsys):
         _, err = capsys.readouterr()
         assert "HTTP 400" in err and "could not be found" in err
         assert client.main([*args, "jobs", "list", "no-such-aggregate"]) == 1
+
+
+def test_stopping_conductor_fails_its_running_job_as_interrupted_at_once(stack):
+    slow = stack.start_compute("slow", **{"fake_driver.cache_delay": 10})
+    agg_id = stack.aggregate([slow])
+    location = stack.cache(agg_id, stack.images[:1]).headers["Location"]
+    job_id = location.rsplit("/", 1)[-1]
+    deadline = time.monotonic() + 10
+    while jobs.job_get(stack.db, job_id)["state"] != jobs.RUNNING:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.3)  # the call to the slow compute is in flight
+
+    started = time.monotonic()
+    stack.services[0].stop()  # as fleetcache-conductor on SIGTERM: service, then state
+    stack.state.shutdown()
+    job = jobs.job_get(stack.db, job_id)
+    while job["state"] == jobs.RUNNING and time.monotonic() - started < 8:
+        time.sleep(0.1)
+        job = jobs.job_get(stack.db, job_id)
+    assert time.monotonic() - started < 8  # well before the 10 s call would have ended
+    assert job["state"] == jobs.FAILED and job["error"].startswith("interrupted")
+    assert [(r["host"], r["state"]) for r in job["results"]] == [(slow, "error")]
