@@ -8,6 +8,8 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── InvalidInput
     │   ├── ImageNotAvailable
     │   ├── ImageFormatRejected
+    │   ├── ImageSignatureVerificationFailed
+    │   ├── InstanceDisksNotSupported
     │   └── InvalidConfiguration
     ├── Forbidden (403)
     │   └── PolicyNotAuthorized
@@ -22,7 +24,8 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── AggregateNameExists
     │   ├── AggregateHostExists
     │   ├── AggregateNotEmpty
-    │   └── CellExists
+    │   ├── CellExists
+    │   └── RPCVersionCapped
     ├── ImageFetchError (a download failed; carries the reason)
     └── QemuImgError (a qemu-img conversion or disk creation failed)
 
@@ -83,9 +86,21 @@ class ImageFormatRejected(Invalid):
     error_code = "fleetcache.image.format_rejected"
 
 
+class ImageSignatureVerificationFailed(Invalid):
+    """An image's ``img_signature*`` properties are incomplete or do not match its bytes."""
+
+    msg_fmt = "Signature verification of image %(image_id)s failed: %(reason)s"
+    error_code = "fleetcache.image.signature_invalid"
+
+
 class InvalidConfiguration(Invalid):
     msg_fmt = "Invalid configuration: %(reason)s"
     error_code = "fleetcache.config.invalid"
+
+
+class InstanceDisksNotSupported(Invalid):
+    msg_fmt = "Virt driver %(driver)s does not create instance disks."
+    error_code = "fleetcache.instance_disks.not_supported"
 
 
 class Forbidden(FleetcacheException):
@@ -159,6 +174,12 @@ class AggregateNotEmpty(Conflict):
 class CellExists(Conflict):
     msg_fmt = "Cell %(name)s already exists."
     error_code = "fleetcache.cell.exists"
+
+
+class RPCVersionCapped(Conflict):
+    msg_fmt = ("The %(topic)s RPC API is capped at version %(cap)s ([upgrade_levels] %(topic)s) "
+               "but %(method)s needs %(version)s: upgrade every %(topic)s service first.")
+    error_code = "fleetcache.rpc.version_capped"
 
 
 class ImageFetchError(FleetcacheException):
