@@ -31,7 +31,8 @@ logging.getLogger("oslo_messaging._drivers.amqpdriver").setLevel(logging.ERROR)
 class Baseline:
     """Bare RPC clients for ``cells``, reused across rounds (connections stay warm)."""
 
-    def __init__(self, cells: list[Cell], concurrency: int, timeout: int = 120) -> None:
+    def __init__(self, cells: list[Cell], concurrency: int, timeout: int = 120,
+                 call_monitor_timeout: int | None = None) -> None:
         self.conf = cfg.ConfigOpts()
         self.conf([], project="fcbench-baseline", default_config_files=[])
         # NOTE: oslo.messaging 18.3 registers these groups only on the global cfg.CONF
@@ -52,6 +53,7 @@ class Baseline:
                                group="oslo_messaging_rabbit")
         self.concurrency = concurrency
         self.timeout = timeout
+        self.call_monitor_timeout = call_monitor_timeout
         self.transports = []
         self.calls: list[tuple[oslo_messaging.RPCClient, str]] = []
         for cell in cells:
@@ -65,7 +67,8 @@ class Baseline:
         self.calls.sort(key=lambda call: call[1])
 
     def _call(self, client: oslo_messaging.RPCClient, host: str) -> None:
-        client.prepare(server=host).call({}, "cache_images", image_ids=[])
+        cctxt = client.prepare(server=host, call_monitor_timeout=self.call_monitor_timeout)
+        cctxt.call({}, "cache_images", image_ids=[])
 
     def run(self) -> tuple[float, float]:
         """Call every host once. Raises on any failure.

@@ -10,6 +10,7 @@ are part of what the job costs.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -47,7 +48,7 @@ precache_concurrency = {concurrency}
 rpc_conn_pool_size = {conn_pool}
 
 [oslo_messaging_notifications]
-driver = messagingv2
+driver = {notifications}
 """
 
 
@@ -64,7 +65,7 @@ class Services:
     """The conductor and API processes of one run."""
 
     def __init__(self, workdir: Path, transport_url: str, db_url: str, concurrency: int,
-                 image_id: str) -> None:
+                 image_id: str, notifications: str = "messagingv2") -> None:
         self.workdir = workdir
         self.api_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.api_port}"
@@ -74,7 +75,7 @@ class Services:
         self.config.write_text(CONFIG.format(
             transport_url=transport_url, db_url=db_url, api_port=self.api_port,
             image_dir=image_dir, concurrency=concurrency, conn_pool=max(30, concurrency + 4),
-            db_pool=max(10, min(concurrency, 40)),
+            db_pool=max(10, min(concurrency, 40)), notifications=notifications,
         ))
         self.conductor: subprocess.Popen[bytes] | None = None
         self.api: subprocess.Popen[bytes] | None = None
@@ -96,6 +97,19 @@ class Services:
             raise RuntimeError(f"fleetcache-conductor exited: see {self.workdir}")
         log(f"fleetcache-conductor pid {self.conductor.pid}"
             + (f", fleetcache-api pid {self.api.pid} on {self.api_url}" if self.api else ""))
+
+    def conductor_pid(self) -> int:
+        assert self.conductor is not None
+        return self.conductor.pid
+
+    def job_elapsed(self, job_uuid: str) -> float | None:
+        """The job's own run time, from the conductor's summary log line."""
+        pattern = re.compile(rf"job {job_uuid} on aggregate \S+ completed in ([0-9.]+) s")
+        for line in (self.workdir / "fleetcache-conductor.log").read_text().splitlines():
+            match = pattern.search(line)
+            if match:
+                return float(match.group(1))
+        return None
 
     def conductor_cpu(self) -> float:
         assert self.conductor is not None

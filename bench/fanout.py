@@ -26,6 +26,8 @@ import contextlib
 import datetime
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,6 +75,15 @@ def parse_args() -> argparse.Namespace:
                         "conductor over RPC (to tell the API's share apart)")
     parser.add_argument("--keep-workdir", action="store_true",
                         help="keep the run's directory (daemon logs, config, SQLite file)")
+    parser.add_argument("--notifications", choices=("messagingv2", "noop"),
+                        default="messagingv2",
+                        help="the conductor's notification driver (noop: to measure their cost)")
+    parser.add_argument("--baseline-call-monitor", action="store_true",
+                        help="give the baseline's calls the conductor's call_monitor_timeout "
+                        "(the compute then runs a watchdog thread per call)")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="record the conductor's on-CPU stacks during the measured rounds "
+                        "with py-spy (collapsed stacks, flamegraph input) into FILE")
     parser.add_argument("--baseline-only", action="store_true",
                         help="measure only the baseline (harness check)")
     return parser.parse_args()
@@ -88,6 +99,23 @@ def broker(keep: bool, cells: int) -> Iterator[str]:
     finally:
         if not keep:
             broker_stop()
+
+
+@contextlib.contextmanager
+def profiler(pid: int, output: str) -> Iterator[None]:
+    """py-spy (``$PY_SPY`` or on PATH) sampling ``pid`` at 100 Hz while the block runs,
+    only the thread holding the GIL (what costs CPU in Python)."""
+    binary = os.environ.get("PY_SPY") or shutil.which("py-spy") or "py-spy"
+    proc = subprocess.Popen([binary, "record", "--pid", str(pid), "--rate", "100",
+                             "--format", "raw", "--nonblocking", "--gil", "--output", output],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        log(f"conductor profile in {output}")
 
 
 def finished_wall(job: dict[str, object], started_utc: datetime.datetime) -> float:
@@ -110,7 +138,9 @@ def run_job(api: ApiClient | RpcClient, services: Services, aggregate_id: int,
     counts = api.counts(job)
     if counts.get("existing") != hosts:
         raise RuntimeError(f"expected {hosts} existing, got {counts}")
-    return {"wall": finished_wall(job, started_utc), "polled": polled, "cpu": cpu}
+    inner = services.job_elapsed(location.rsplit("/", 1)[-1])
+    return {"wall": finished_wall(job, started_utc), "polled": polled, "cpu": cpu,
+            "inner": inner if inner is not None else float("nan")}
 
 
 def main() -> int:
@@ -127,13 +157,14 @@ def main() -> int:
         shards = Shards(cells, args.servers_per_process, args.executor_pool, IMAGE_ID)
         stack.callback(shards.stop)
         shards.wait_ready(timeout=300)
-        baseline = Baseline(cells, args.concurrency)
+        baseline = Baseline(cells, args.concurrency,
+                            call_monitor_timeout=60 if args.baseline_call_monitor else None)
         stack.callback(baseline.cleanup)
         log(f"baseline warm-up: {baseline.run()[0]:.2f} s")
         services = None
         if not args.baseline_only:
             services = Services(tmp, broker_url + VHOST_PREFIX, db_url, args.concurrency,
-                                IMAGE_ID)
+                                IMAGE_ID, notifications=args.notifications)
             stack.callback(services.stop)
             services.start(api=args.entry == "api")
             api: ApiClient | RpcClient = (
@@ -141,6 +172,8 @@ def main() -> int:
                 else RpcClient(broker_url + VHOST_PREFIX, db_url))
             warm = run_job(api, services, aggregate_id, args.hosts)
             log(f"job warm-up: {warm['wall']:.2f} s")
+        if args.profile and services is not None:
+            stack.enter_context(profiler(services.conductor_pid(), args.profile))
         base_walls, base_cpus, job_walls, cpus = [], [], [], []
         for rnd in range(args.rounds):
             wall, cpu = baseline.run()
@@ -151,12 +184,13 @@ def main() -> int:
                 res = run_job(api, services, aggregate_id, args.hosts)
                 job_walls.append(res["wall"])
                 cpus.append(res["cpu"])
-                line += f", job {res['wall']:.2f} s (polled {res['polled']:.2f} s, " \
-                        f"conductor CPU {res['cpu']:.2f} s)"
+                line += (f", job {res['wall']:.2f} s (fan-out {res['inner']:.2f} s, polled "
+                         f"{res['polled']:.2f} s, conductor CPU {res['cpu']:.2f} s)")
             log(line)
     base = median(base_walls)
     print(f"hosts={args.hosts} cells={args.cells} concurrency={args.concurrency} "
-          f"processes={len(shards.procs)} rounds={args.rounds} db={db_url.split(':')[0]}")
+          f"processes={len(shards.procs)} rounds={args.rounds} db={db_url.split(':')[0]} "
+          f"notifications={args.notifications} baseline_call_monitor={args.baseline_call_monitor}")
     print(f"baseline (bare oslo.messaging): {' '.join(f'{w:.2f}' for w in base_walls)} s; "
           f"median {base:.2f} s = {args.hosts / base:.0f} calls/s; client CPU per host "
           f"{median(base_cpus) / args.hosts * 1000:.2f} ms")
