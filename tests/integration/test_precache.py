@@ -30,8 +30,8 @@ from fleetcache.compute.imagecache import PART_MARK, cache_name
 pytestmark = pytest.mark.integration
 
 HOSTS = ("compute1", "compute2", "compute3")
-LIVE = ("compute1", "compute2")
-STOPPED = "compute3"
+LIVE = ("compute1", "compute3")  # one in each cell: both cell transports carry a download
+STOPPED = "compute2"
 MV = "2.81"
 
 
