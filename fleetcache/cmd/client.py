@@ -70,7 +70,13 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Pre-cache images on the hosts of an aggregate and follow the jobs, "
+        "through the fleetcache REST API.",
+        epilog="AGG is an aggregate id, uuid or name. Environment: OS_ENDPOINT, OS_TOKEN "
+        "(or keystoneauth's OS_AUTH_URL, OS_USERNAME...).",
+    )
     parser.add_argument("--os-endpoint", help="API endpoint (default: $OS_ENDPOINT)")
     parser.add_argument("--os-token", help="auth token (default: $OS_TOKEN)")
     parser.add_argument("--http-timeout", type=float, default=60.0,
