@@ -10,12 +10,19 @@ Every operation on one image runs under that image's lock (oslo.concurrency: a t
 plus an inter-process file lock), so two requests for an image on one host download it once,
 whatever process they come from, and the ageing pass (which takes the same lock and re-checks)
 never removes an image that was just reported as present. A download goes to a unique
-temporary name in the cache directory, is verified while it is written, fsynced and renamed:
-nothing partial is ever visible under the final name, and any failure removes the temporary
-file.
+temporary name in the cache directory and published only once it passed, in this order:
 
-Checks beyond size and hash (format safety, signatures) plug in as :class:`DownloadCheck`
-factories: each sees the bytes as they stream and may refuse the file before it is published.
+1. size and multihash, computed while the bytes are written (:mod:`fleetcache.image.verify`);
+2. the :class:`DownloadCheck` s (signatures: :mod:`fleetcache.image.signature`), fed the same
+   chunks;
+3. format safety (:mod:`fleetcache.image.format_safety`): the format is detected from the
+   same chunks (no second read), then the rules and ``qemu-img info`` run on the file;
+4. publication by the disk backend plan (:func:`~fleetcache.compute.imagebackend.prepare_base`:
+   a rename, or a ``qemu-img convert`` to raw when the backend needs it).
+
+Nothing partial is ever visible under the final name, and any failure (a refused image
+included) removes the temporary files, so a refused image never lands in the cache and its
+reason is the exception's message.
 """
 
 from __future__ import annotations
@@ -35,9 +42,10 @@ from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute import _cachefiles
+from fleetcache.compute import _cachefiles, imagebackend
 from fleetcache.compute.virt.driver import CacheOutcome
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, download_verified
+from fleetcache.image.format_safety import StreamInspection, inspect_image
 
 LOG = logging.getLogger(__name__)
 
@@ -55,8 +63,9 @@ class DownloadCheck(Protocol):
         """The complete, hash-verified file, before its rename; raise to refuse it."""
 
 
-#: Builds the check of one download from the image's metadata.
-CheckFactory = Callable[[ImageMeta], DownloadCheck]
+#: Builds the check of one download (None: nothing to check for this image), before the
+#: download starts; it may raise to refuse the image at once.
+CheckFactory = Callable[[RequestContext, ImageMeta], DownloadCheck | None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,8 +166,10 @@ class ImageCache:
         :returns: ``cached=False`` for a hit (including one that another request filled
             while this one waited for the lock), else ``cached=True`` and the bytes written.
         :raises ImageNotFound, ImageNotAvailable: from the image source.
-        :raises ImageFetchError: the download or its verification failed, or the file could
-            not be written; nothing is left behind.
+        :raises ImageFormatRejected: the bytes failed format inspection.
+        :raises ImageSignatureVerificationFailed: from the signature check.
+        :raises ImageFetchError: the download or its verification failed, the file could not
+            be written or converted. In every case nothing is left behind.
         """
         self.ensure_dirs()
         with self.lock(image_id):
@@ -227,22 +238,27 @@ class ImageCache:
 
     def _download(self, ctxt: RequestContext, meta: ImageMeta,
                   progress: ProgressCallback | None) -> int:
-        """Download ``meta`` to a temporary file, verify, fsync, rename into place."""
+        """Download ``meta`` to a temporary file, check it in the same pass, publish it."""
+        if not meta.disk_format:
+            raise exception.ImageFormatRejected(image_id=meta.id, reason="it has no disk_format")
+        inspection = StreamInspection(meta.id, meta.disk_format)  # uninspectable: refused now
+        plan = imagebackend.choose(self.conf, meta.disk_format)
+        checks = [c for make in self.checks if (c := make(ctxt, meta)) is not None]
         final = self.path_for(meta.id)
         fd, tmp = tempfile.mkstemp(prefix=f".{cache_name(meta.id)}{PART_MARK}",
                                    dir=self.base_dir)
-        checks = [make(meta) for make in self.checks]
         try:
             with os.fdopen(fd, "wb") as f:
-                sink = _cachefiles.EarlyWriteback(f)
-                written = download_verified(self.source, ctxt, meta, sink, progress,
-                                            [c.feed for c in checks])
+                written = download_verified(
+                    self.source, ctxt, meta, _cachefiles.EarlyWriteback(f), progress,
+                    [*(c.feed for c in checks), inspection.feed])
                 f.flush()
                 os.fsync(f.fileno())
             for check in checks:
                 check.finish(tmp)
+            inspect_image(tmp, meta.disk_format, self.conf, image_id=meta.id, stream=inspection)
             os.chmod(tmp, 0o644)
-            os.rename(tmp, final)
+            self._publish(meta, plan, tmp, final)
         except OSError as exc:
             _cachefiles.unlink(tmp)
             raise exception.ImageFetchError(
@@ -252,3 +268,15 @@ class ImageCache:
             raise
         _cachefiles.fsync_dir(self.base_dir)
         return written
+
+    @staticmethod
+    def _publish(meta: ImageMeta, plan: imagebackend.DiskPlan, tmp: str, final: str) -> None:
+        """Rename ``tmp`` to ``final``, or convert it there as the backend plan says."""
+        try:
+            imagebackend.prepare_base(plan, tmp, final)
+        except exception.QemuImgError as exc:
+            raise exception.ImageFetchError(
+                image_id=meta.id, reason=f"cannot convert it from {plan.source_format} to "
+                f"{plan.base_format} for the {plan.backend} backend: {exc}") from exc
+        if plan.convert:  # qemu-img wrote it: make it durable before it is reported cached
+            _cachefiles.fsync_file(final)

@@ -3,9 +3,12 @@
 Requests go through a keystoneauth1 session built from the ``[glance]`` options (no
 ``auth_type``: no service auth; the caller's token, if any, is passed through). Endpoints come
 from ``[glance] api_servers``, tried in turn, else from the Keystone catalog. A transient
-failure (connection error, 502/503/504, a body cut short) is retried on the next endpoint up to
-``[glance] num_retries`` times with a growing pause; a download resumes from the bytes already
-written with a ``Range`` request, so the caller's hash still covers the whole image.
+failure (connection error, 502/503/504, a body cut short) is retried on the next endpoint with a
+growing pause; a download resumes from the bytes already written with a ``Range`` request, so
+the caller's hash still covers the whole image. ``[glance] num_retries`` bounds the retries in
+a row *that bring no new bytes*: a failed attempt that made progress re-arms them (and restarts
+the pause), so a long download over a link that keeps breaking goes on while it moves forward,
+and one that stalls stops after ``num_retries`` fruitless retries.
 
 HTTP and keystoneauth errors are translated to the fleetcache exception tree in one place,
 :func:`_translated` and :func:`_check_status`.
@@ -186,20 +189,29 @@ class GlanceImageSource(ImageSource):
 
     def _with_retries(self, image_id: str, attempt: Callable[[int], T],
                       written: list[int] | None = None) -> T:
-        n = 0
+        """Run ``attempt(n)`` (``n``: attempts so far, picks the endpoint) until it succeeds.
+
+        ``failures`` counts transient failures since the last progress: a failed attempt that
+        received bytes (``written`` grew) starts a new series as its first, so ``num_retries``
+        more retries follow it.
+        """
+        n = failures = 0
         while True:
+            before = written[0] if written else 0
             try:
                 return attempt(n)
             except _Transient as exc:
                 n += 1
+                progressed = written is not None and written[0] > before
+                failures = 1 if progressed else failures + 1
                 got = f", {written[0]} bytes received" if written else ""
-                if n > self.num_retries:
+                if failures > self.num_retries:
                     raise exception.ImageFetchError(
                         image_id=image_id,
                         reason=f"{exc} (gave up after {n} attempts{got})") from exc
-                delay = min(self.retry_delay * 2 ** (n - 1), self.max_retry_delay)
+                delay = min(self.retry_delay * 2 ** (failures - 1), self.max_retry_delay)
                 LOG.warning("Image %s: %s%s; retry %d of %d in %.1f s", image_id, exc, got,
-                            n, self.num_retries, delay)
+                            failures, self.num_retries, delay)
                 time.sleep(delay)
 
 

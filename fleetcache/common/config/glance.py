@@ -22,12 +22,29 @@ When empty, the endpoint comes from the Keystone catalog through the ``[glance]`
         "num_retries",
         default=3,
         min=0,
-        help="Retries of a failed image service request, each on the next endpoint.",
+        help="""
+Retries of a failed image service request, each on the next endpoint, after a pause that
+doubles from 1 s (at most 10 s).
+
+For a download the bound is on retries *without progress*: an attempt that received new bytes
+before it failed resumes from them (``Range``) and gets ``num_retries`` fresh retries, so a long
+download over a link that keeps breaking goes on while it moves forward, and one that stalls
+stops once ``num_retries`` retries in a row brought nothing. ``0`` disables retries, also after
+progress. Metadata requests make at most ``num_retries + 1`` attempts.
+""",
     ),
     cfg.BoolOpt(
         "verify_glance_signatures",
         default=False,
-        help="Verify ``img_signature*`` properties of images while downloading them.",
+        help="""
+Verify images' signatures while downloading them (cursive, as Nova).
+
+An image that carries ``img_signature``, ``img_signature_hash_method``,
+``img_signature_key_type`` and ``img_signature_certificate_uuid`` is verified against the
+certificate (from the key manager, Barbican through castellan) while its bytes stream; a bad
+signature, or only some of the four properties, fails that image and leaves nothing in the
+cache. Images with none of them are not verified.
+""",
     ),
     cfg.IntOpt(
         "download_chunk_size",

@@ -2,11 +2,16 @@
 
 It is the driver real computes run. Its image cache is :class:`ImageCache`; the image source is
 ``[image_source] backend`` (Glance by default), loaded when the driver is built so that a bad
-name stops the compute at start-up.
+name stops the compute at start-up. Downloads are checked for format safety always and for
+signatures when ``[glance] verify_glance_signatures`` is on. ``init_host`` refuses a
+configuration the compute cannot run (:func:`~fleetcache.compute.config_check.enforce_config`),
+and the image types it reports derive from that configuration
+(:func:`~fleetcache.compute.imagebackend.supported_image_types`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from typing import Any
@@ -15,30 +20,45 @@ from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.compute import config_check, imagebackend
+from fleetcache.compute.imagebackend.selection import IMAGE_TYPES
 from fleetcache.compute.imagecache import ImageCache
 from fleetcache.compute.virt.driver import CacheOutcome, ComputeDriver
-from fleetcache.image import ImageSource, load_image_source
+from fleetcache.image import ImageSource, load_image_source, signature
 
 
 class DiskDriver(ComputeDriver):
     """Image cache (and, later, instance disks) on the host's file system."""
 
-    capabilities: dict[str, Any] = {
-        "has_imagecache": True,
-        "supports_image_type_raw": True,
-        "supports_image_type_qcow2": True,
-    }
+    #: Declared; ``supports_image_type_*`` are added from the configuration.
+    capabilities: dict[str, Any] = {"has_imagecache": True}
 
-    def __init__(self, conf: cfg.ConfigOpts, source: ImageSource | None = None) -> None:
+    def __init__(
+        self,
+        conf: cfg.ConfigOpts,
+        source: ImageSource | None = None,
+        load_certificate: signature.CertificateLoader = signature.key_manager_certificate,
+    ) -> None:
+        """:param load_certificate: where image signing certificates come from."""
         super().__init__(conf)
-        self.image_cache = ImageCache(conf, source or load_image_source(conf))
+        checks = [functools.partial(signature.signature_check, conf,
+                                    load_certificate=load_certificate)]
+        self.image_cache = ImageCache(conf, source or load_image_source(conf), checks)
+
+    def get_capabilities(self) -> dict[str, Any]:
+        """The declared capabilities plus ``supports_image_type_<t>`` for every image type."""
+        supported = imagebackend.supported_image_types(self.conf)
+        return {**self.capabilities,
+                **{f"supports_image_type_{t}": t in supported for t in IMAGE_TYPES}}
 
     def init_host(self, host: str) -> None:
-        """Create the cache and lock directories, check that they are writable, and remove
-        partial downloads a killed predecessor left.
+        """Check the configuration, create the cache and lock directories, check that they
+        are writable, and remove partial downloads a killed predecessor left.
 
-        :raises InvalidConfiguration: naming ``[DEFAULT] instances_path`` and the error.
+        :raises InvalidConfiguration: listing every configuration error (option and rule),
+            or naming ``[DEFAULT] instances_path`` and the error.
         """
+        config_check.enforce_config(self.conf)
         path = self.conf.instances_path
         try:
             self.image_cache.ensure_dirs()

@@ -20,6 +20,7 @@ from fleetcache.compute.imagecache import cache_name
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt.driver import load_compute_driver
 from fleetcache.image.local import add_image
+from tests import hostile_images as corpus
 from tests.unit.image.fixtures import make_conf
 
 
@@ -47,10 +48,11 @@ def compute(conf: cfg.ConfigOpts) -> Iterator[rpcapi.ComputeAPI]:
         server.wait()
 
 
-def test_cache_images_over_rpc(conf: cfg.ConfigOpts, compute: rpcapi.ComputeAPI) -> None:
+def test_cache_images_over_rpc(conf: cfg.ConfigOpts, compute: rpcapi.ComputeAPI,
+                               tmp_path: pathlib.Path) -> None:
     images = conf.image_source.local_directory
     raw = add_image(images, io.BytesIO(os.urandom(1024 * 1024)), disk_format="raw")
-    small = add_image(images, io.BytesIO(b"q" * 1000), disk_format="qcow2")
+    small = add_image(images, str(corpus.qcow2(tmp_path)), disk_format="qcow2")
     missing = str(uuid.uuid4())
     ctxt = RequestContext(request_id="req-func")
 

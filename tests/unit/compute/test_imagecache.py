@@ -244,7 +244,7 @@ class RecordingCheck:
 def _checked_cache(cache: ImageCache, refuse_in: str | None) -> list[RecordingCheck]:
     made: list[RecordingCheck] = []
 
-    def factory(meta: ImageMeta) -> RecordingCheck:
+    def factory(ctxt: RequestContext, meta: ImageMeta) -> RecordingCheck:
         made.append(RecordingCheck(meta, refuse_in))
         return made[-1]
 

@@ -146,11 +146,35 @@ def test_download_resumes_when_server_ignores_range(glance: FakeGlance) -> None:
     assert _download(_source(glance.url), ImageMeta.from_dict(body)) == DATA
 
 
-def test_download_gives_up_after_num_retries_cuts(glance: FakeGlance) -> None:
+def test_download_gives_up_after_num_retries_cuts_without_progress(glance: FakeGlance) -> None:
     body = glance.add(DATA)
-    glance.cuts = [200_000, 200_000, 200_000]
-    with pytest.raises(exception.ImageFetchError, match="3 attempts, 589824 bytes received"):
+    glance.cuts = [200_000, 0, 0, 0]  # progress, then two retries (num_retries) bring nothing
+    with pytest.raises(exception.ImageFetchError, match="3 attempts, 196608 bytes received"):
         _download(_source(glance.url, retries=2), ImageMeta.from_dict(body))
+    assert len(glance.file_gets(body["id"])) == 3
+
+
+def test_cuts_that_make_progress_do_not_use_up_the_retries(glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    glance.cuts = [300_000] * 10  # ten cuts, each after new bytes; num_retries is 1
+    assert _download(_source(glance.url, retries=1), ImageMeta.from_dict(body)) == DATA
+    assert len(glance.file_gets(body["id"])) == 11
+
+
+def test_no_retries_means_none_even_after_progress(glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    glance.cuts = [300_000]
+    with pytest.raises(exception.ImageFetchError, match="gave up after 1 attempts"):
+        _download(_source(glance.url, retries=0), ImageMeta.from_dict(body))
+
+
+def test_progress_restarts_the_pause(glance: FakeGlance, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = glance.add(DATA)
+    glance.cuts = [0, 0, 300_000, 0]
+    pauses: list[float] = []
+    monkeypatch.setattr("fleetcache.image.glance.time.sleep", pauses.append)
+    assert _download(_source(glance.url, retries=3), ImageMeta.from_dict(body)) == DATA
+    assert [p for p in pauses if p] == [0.01, 0.02, 0.01, 0.02]  # (0: the fake's own sleep)
 
 
 def test_download_missing_image_is_not_found(glance: FakeGlance) -> None:
