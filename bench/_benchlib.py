@@ -36,6 +36,11 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+def loadavg() -> str:
+    """The 1-minute load average: what else was running shows here."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 

@@ -38,7 +38,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _benchlib import headline, log, median  # noqa: E402
+from _benchlib import headline, loadavg, log, median  # noqa: E402
 
 CHUNK = 4 * 1024 * 1024
 
@@ -138,6 +138,7 @@ def timed(func: Callable[[], object]) -> tuple[float, float]:
 def main() -> int:
     args = parse_args()
     size = args.size_mib * 1024 * 1024
+    load_before = loadavg()
     work = Path(tempfile.mkdtemp(prefix="fcbench-download-", dir=args.workdir))
     walls: dict[str, list[float]] = {
         "curl -o": [], "curl|tee|sha512sum": [], "...+sync FILE": [], "fleetcache": []}
@@ -174,7 +175,8 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     mbps = {k: size / median(v) / 1e6 for k, v in walls.items()}
     print(f"image {size} bytes, {args.rounds} rounds, Glance {args.glance_url}, disk "
-          f"{args.workdir}")
+          f"{args.workdir}, loadavg {load_before}->{loadavg()} at "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     for name in walls:
         print(f"{name:>20}: {mbps[name]:7.0f} MB/s  (median {median(walls[name]):.2f} s; "
               f"client CPU {median(cpus[name]):.2f} s)")

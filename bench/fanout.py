@@ -46,6 +46,7 @@ from _benchlib import (  # noqa: E402
     broker_start,
     broker_stop,
     headline,
+    loadavg,
     log,
     median,
 )
@@ -149,6 +150,7 @@ def main() -> int:
     db_url = args.database_url or f"sqlite:///{tmp / 'fleetcache.sqlite'}"
     log(f"fanout: {args.hosts} hosts, concurrency {args.concurrency}, {args.cells} cells, "
         f"work dir {tmp}")
+    load_before = loadavg()
     with broker(args.keep_broker, args.cells) as broker_url, contextlib.ExitStack() as stack:
         if not args.keep_workdir:
             stack.callback(shutil.rmtree, tmp, ignore_errors=True)
@@ -190,7 +192,9 @@ def main() -> int:
     base = median(base_walls)
     print(f"hosts={args.hosts} cells={args.cells} concurrency={args.concurrency} "
           f"processes={len(shards.procs)} rounds={args.rounds} db={db_url.split(':')[0]} "
-          f"notifications={args.notifications} baseline_call_monitor={args.baseline_call_monitor}")
+          f"notifications={args.notifications} baseline_call_monitor={args.baseline_call_monitor} "
+          f"loadavg={load_before}->{loadavg()} "
+          f"at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"baseline (bare oslo.messaging): {' '.join(f'{w:.2f}' for w in base_walls)} s; "
           f"median {base:.2f} s = {args.hosts / base:.0f} calls/s; client CPU per host "
           f"{median(base_cpus) / args.hosts * 1000:.2f} ms")
