@@ -10,6 +10,7 @@ declare -A PACKAGES=(
     [qemu-img]=qemu-utils   # real qcow2 payloads (stack sample images, image format tests)
     [curl]=curl             # readiness probes and Glance uploads in tools/stack.sh
     [setsid]=util-linux     # one process group per stack daemon
+    [flock]=util-linux      # one tools/stack.sh command at a time
 )
 
 missing=()

@@ -84,7 +84,7 @@ start_daemon() {  # name cmd... ; runs cmd in its own session, output to $LOG/na
     local name=$1 pid
     shift
     printf '%q ' "$@" >"$RUN/$name.cmd"
-    setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
+    setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null 9>&- &   # fd 9: the stack lock
     pid=$!
     echo "$pid $(proc_start_time "$pid" || echo 0)" >"$RUN/$name.pid"
 }
@@ -452,7 +452,8 @@ check_prerequisites() {
 reset_state() {  # everything of a previous stack except the cached Glance venv
     local entry
     for entry in "$STACK"/* "$STACK"/.[!.]*; do
-        [[ -e $entry && $entry != "$GLANCE_VENV" ]] && rm -rf "$entry"
+        case $entry in "$GLANCE_VENV" | "$STACK/.lock") continue ;; esac
+        [[ -e $entry ]] && rm -rf "$entry"
     done
     mkdir -p "$ETC" "$LOG" "$RUN"
 }
@@ -495,12 +496,13 @@ cmd_down() {
     mapfile -t strays < <(stray_daemons)
     ((${#strays[@]})) && stop_groups TERM "${strays[@]}"
     rm -f "$STACK/env"
-    ((${#names[@]} + ${#strays[@]})) && log "stopped ${names[*]} ${strays[*]%%=*}"
+    names+=("${strays[@]%%=*}")
+    ((${#names[@]})) && log "stopped ${names[*]}"
     return 0
 }
 
 cmd_status() {
-    local name pid rc=0
+    local name pid entry rc=0
     for name in $(all_daemons); do
         if pid=$(daemon_pid "$name"); then
             echo "$name: running (pid $pid)"
@@ -509,6 +511,13 @@ cmd_status() {
             rc=1
         fi
     done
+    for entry in $(stray_daemons); do
+        pid=${entry#*=}
+        grep -qs "^$pid " "$RUN"/*.pid && continue
+        echo "STRAY: pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null))," \
+            "no pid file; tools/stack.sh down stops it"
+        rc=1
+    done
     [[ -f $RUN/glance.pid ]] || { echo "stack: not up"; return 1; }
     echo "glance $GLANCE_URL/: HTTP $(http_code "$GLANCE_URL/")"
     echo "api $API_URL/: HTTP $(http_code "$API_URL/")"
@@ -516,7 +525,14 @@ cmd_status() {
     return "$rc"
 }
 
+lock_stack() {  # one up/down/start/stop at a time (a test restarting a compute during an `up`)
+    mkdir -p "$STACK"
+    exec 9>"$STACK/.lock"
+    flock -w 600 9 || { echo "stack: another tools/stack.sh holds $STACK/.lock" >&2; exit 1; }
+}
+
 main() {
+    [[ ${1:-} == status ]] || lock_stack
     case ${1:-} in
     up) cmd_up ;;
     down) cmd_down ;;
