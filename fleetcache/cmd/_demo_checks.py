@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 import os
+import shutil
+import subprocess
 import threading
 import time
 from typing import Any
@@ -26,20 +29,42 @@ def _sha512(path: str) -> str:
     return digest.hexdigest()
 
 
+def _disk_format(path: str) -> str:
+    with open(path, "rb") as f:
+        return "qcow2" if f.read(4) == b"QFI\xfb" else "raw"
+
+
+def _same_contents(source: str, source_format: str, cached: str) -> bool:
+    """Byte-identical, or (a converted image) the same disk contents per ``qemu-img compare``."""
+    cached_format = _disk_format(cached)
+    if source_format == cached_format:
+        return _sha512(source) == _sha512(cached)
+    qemu_img = shutil.which("qemu-img")
+    if qemu_img is None:
+        return False
+    proc = subprocess.run(  # noqa: S603 - our own files, formats given explicitly
+        [qemu_img, "compare", "-q", "-f", source_format, "-F", cached_format, source, cached],
+        capture_output=True, check=False)
+    return proc.returncode == 0
+
+
 def check_caches(
     source_dir: str, workdir: str, hosts: list[str], image_ids: list[str]
 ) -> list[str]:
-    """Every image in every host's ``_base`` under its sha1 name, byte-identical to the source,
-    with no partial download left. :returns: the problems found."""
+    """Every image in every host's ``_base`` under its sha1 name, with the source's contents
+    (byte-identical, or the same disk when the compute converted it to raw), and no partial
+    download left. :returns: the problems found."""
     problems = []
     for image_id in image_ids:
-        expected = _sha512(os.path.join(source_dir, image_id))
+        source = os.path.join(source_dir, image_id)
+        with open(source + ".json", encoding="utf-8") as f:
+            source_format = str(json.load(f).get("disk_format") or "raw")
         for host in hosts:
             base = os.path.join(workdir, "instances", host, "_base")
             path = os.path.join(base, cache_name(image_id))
             if not os.path.isfile(path):
                 problems.append(f"{host}: image {image_id} is not in {base}")
-            elif _sha512(path) != expected:
+            elif not _same_contents(source, source_format, path):
                 problems.append(f"{host}: {path} differs from image {image_id}")
             partial = [n for n in os.listdir(base) if PART_MARK in n] if os.path.isdir(base) else []
             if partial:
