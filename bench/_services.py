@@ -91,12 +91,20 @@ class Services:
         self.conductor = self._spawn("fleetcache-conductor")
         if api:
             self.api = self._spawn("fleetcache-api")
-            wait_for_port(self.api_port, timeout=60, proc=self.api)
+            try:
+                wait_for_port(self.api_port, timeout=60, proc=self.api)
+            except RuntimeError as exc:
+                raise RuntimeError(f"{exc}\n{self._log_tail('fleetcache-api')}") from exc
         time.sleep(3.0)  # let the conductor's RPC servers come up
         if self.conductor.poll() is not None:
-            raise RuntimeError(f"fleetcache-conductor exited: see {self.workdir}")
+            raise RuntimeError(f"fleetcache-conductor exited:\n"
+                               f"{self._log_tail('fleetcache-conductor')}")
         log(f"fleetcache-conductor pid {self.conductor.pid}"
             + (f", fleetcache-api pid {self.api.pid} on {self.api_url}" if self.api else ""))
+
+    def _log_tail(self, binary: str, lines: int = 30) -> str:
+        path = self.workdir / f"{binary}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
     def conductor_pid(self) -> int:
         assert self.conductor is not None
