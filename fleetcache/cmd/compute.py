@@ -3,6 +3,10 @@
 Loads the virt driver, prepares the host, serves topic ``compute`` (server = ``[DEFAULT]
 host``) on ``[DEFAULT] transport_url`` (its cell's broker), and registers and heartbeats
 through the conductor. It holds no database credentials: everything it reports goes over RPC.
+
+``fleetcache-compute --config-file F --check-config`` only validates the configuration (see
+:mod:`fleetcache.compute.config_check`): it prints every problem naming the option and the
+rule, and exits 0 when there is no error (warnings allowed), else 1.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from fleetcache.cmd import common
 from fleetcache.common import exception, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.service import Service, ServiceReporter
+from fleetcache.compute import config_check
 from fleetcache.compute import rpcapi as compute_rpcapi
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt import driver as virt_driver
@@ -31,6 +36,13 @@ BINARY = "fleetcache-compute"
 #: which the threading executor never releases (research/runtime-probe.md, P3).
 EXECUTOR_THREAD_POOL_SIZE = 8
 
+CHECK_CONFIG_OPT = cfg.BoolOpt(
+    "check-config",
+    default=False,
+    help="Validate the configuration, print every problem (option and rule) and exit: 0 when "
+    "it has no error, else 1. A disk backend whose tools this host lacks is only a warning.",
+)
+
 
 def build_service(conf: cfg.ConfigOpts) -> Service:
     """Assemble the compute agent: driver, RPC server and the reporter.
@@ -42,12 +54,15 @@ def build_service(conf: cfg.ConfigOpts) -> Service:
     driver.init_host(conf.host)
     transport = rpc.get_transport(conf)
     service = Service(BINARY)
-    server = rpc.get_server(
-        transport, compute_rpcapi.TOPIC, conf.host, [ComputeManager(conf, driver)]
-    )
+    conductor = ConductorAPI(conf, transport)
+    manager = ComputeManager(conf, driver, conductor)
+    server = rpc.get_server(transport, compute_rpcapi.TOPIC, conf.host, [manager])
     service.add_server(compute_rpcapi.TOPIC, server)
-    reporter = make_reporter(conf, ConductorAPI(conf, transport), driver)
+    reporter = make_reporter(conf, conductor, driver)
     service.add_periodic("report", reporter.run_once, conf.report_interval)
+    cache_interval = manager.image_cache_manager_interval()
+    if cache_interval is not None:
+        service.add_periodic("image-cache", manager.run_image_cache_manager_pass, cache_interval)
     return service
 
 
@@ -93,7 +108,10 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
     conf = common.parse_config(
         argv, BINARY, conf=conf,
         defaults={"executor_thread_pool_size": EXECUTOR_THREAD_POOL_SIZE},
+        cli_opts=[CHECK_CONFIG_OPT],
     )
+    if conf.check_config:
+        return config_check.main_check_config(conf)
     try:
         service = build_service(conf)
     except exception.InvalidConfiguration as exc:

@@ -10,6 +10,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.compute import imagebackend
 from fleetcache.compute.imagecache import cache_name
 from fleetcache.compute.virt.disk import DiskDriver
 from fleetcache.image.local import LocalImageSource, add_image
@@ -64,3 +65,41 @@ def test_init_host_removes_partials_of_a_killed_predecessor(tmp_path: pathlib.Pa
     (base / f".{cache_name('img')}.part-abc123").write_bytes(b"half")
     _driver(tmp_path, tmp_path / "instances").init_host("host1")
     assert os.listdir(base) == []
+
+
+def test_init_host_refuses_an_invalid_configuration_first(tmp_path: pathlib.Path) -> None:
+    driver = _driver(tmp_path, tmp_path / "instances")
+    driver.conf.set_override("images_type_mapping", ["qcow2:raw", "qcow2:qcow2"], group="libvirt")
+    with pytest.raises(exception.InvalidConfiguration,
+                       match=r"\[libvirt\] images_type_mapping: .* \(rule: ambiguous source\)"):
+        driver.init_host("host1")
+    assert not (tmp_path / "instances").exists()
+
+
+def test_init_host_refuses_a_backend_whose_tools_are_missing(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shutil.which", lambda tool: None if tool == "lvcreate" else "/bin/x")
+    driver = _driver(tmp_path, tmp_path / "instances")
+    driver.conf.set_override("images_type", "lvm", group="libvirt")
+    driver.conf.set_override("images_volume_group", "vg0", group="libvirt")
+    with pytest.raises(exception.InvalidConfiguration,
+                       match=r"\[libvirt\] images_type: backend lvm needs lvcreate"):
+        driver.init_host("host1")
+
+
+@pytest.mark.parametrize("overrides,supported", [
+    ({}, {"raw", "qcow2", "iso", "ami", "aki", "ari", "vmdk", "vdi", "vhd", "vhdx"}),
+    ({"compute__image_type_exclude_list": ["vhd", "vhdx"], "compute__vmdk_allowed_types": []},
+     {"raw", "qcow2", "iso", "ami", "aki", "ari", "vdi"}),
+    ({"libvirt__images_type": "rbd"}, set()),
+])
+def test_capabilities_derive_image_types_from_configuration(
+        tmp_path: pathlib.Path, overrides: dict[str, object], supported: set[str]) -> None:
+    conf = make_conf(instances_path=str(tmp_path), image_source__backend="local",
+                     image_source__local_directory=str(tmp_path / "images"), **overrides)
+    caps = DiskDriver(conf).get_capabilities()
+    assert caps["has_imagecache"] is True
+    assert {k.removeprefix("supports_image_type_") for k, v in caps.items()
+            if k.startswith("supports_image_type_") and v} == supported
+    assert "supports_image_type_ploop" in caps and not caps["supports_image_type_ploop"]
+    assert imagebackend.supported_image_types(conf) == supported  # one function decides
