@@ -52,7 +52,8 @@ def test_every_error_is_listed(tmp_path: pathlib.Path) -> None:
     assert "[libvirt] images_type_mapping: entry 'lvm:raw'" in out
     assert "(rule: lvm/rbd as a source)" in out
     assert "unknown backend 'nosuch'" in out and "(rule: unknown backend)" in out
-    assert "ERROR: [DEFAULT] force_raw_images: must be true when [libvirt] images_type is rbd" in out
+    assert ("ERROR: [DEFAULT] force_raw_images: must be true when [libvirt] images_type is rbd"
+            in out)
     assert "(rule: rbd needs raw images)" in out
 
 
