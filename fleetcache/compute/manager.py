@@ -1,31 +1,71 @@
-"""The compute agent's RPC endpoint (topic ``compute``): thin, delegating to the virt driver."""
+"""The compute agent's RPC endpoint (topic ``compute``): thin, delegating to the virt driver,
+to :mod:`~fleetcache.compute.instance_disks` and to the image cache manager
+(:mod:`~fleetcache.compute.cache_manager`)."""
 
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import oslo_messaging as messaging
 from oslo_config import cfg
 
-from fleetcache.common.context import RequestContext
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.db.jobs import ImageResult
 from fleetcache.compute import rpcapi
+from fleetcache.compute.cache_index import CacheIndex
+from fleetcache.compute.cache_manager import CachedImage, ImageCacheManager, manager_interval
+from fleetcache.compute.imagecache import ImageCache
+from fleetcache.compute.instance_disks import InstanceDisks
 from fleetcache.compute.virt import driver as virt_driver
+from fleetcache.conductor.rpcapi import ConductorAPI
 
 LOG = logging.getLogger(__name__)
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _expected(*exceptions: type[Exception]) -> Callable[[_F], _F]:
+    """``messaging.expected_exceptions``, typed (the caller's errors, logged at debug)."""
+    return cast(Callable[[_F], _F], messaging.expected_exceptions(*exceptions))
+
+
+def image_cache_of(driver: virt_driver.ComputeDriver) -> ImageCache | None:
+    """The driver's on-disk image cache, if it keeps one (the disk driver does)."""
+    cache = getattr(driver, "image_cache", None)
+    return cache if isinstance(cache, ImageCache) else None
+
 
 class ComputeManager:
-    """Serves the compute RPC API on one host."""
+    """Serves the compute RPC API on one host.
+
+    :param conductor: where cache reports go; ``None`` sends none (unit tests).
+    """
 
     target = messaging.Target(version=rpcapi.RPC_API_VERSION)
 
-    def __init__(self, conf: cfg.ConfigOpts, driver: virt_driver.ComputeDriver) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, driver: virt_driver.ComputeDriver,
+                 conductor: ConductorAPI | None = None) -> None:
         self.conf = conf
         self.driver = driver
+        self.conductor = conductor
+        self.image_cache = image_cache_of(driver)
+        self.instance_disks: InstanceDisks | None = None
+        self.cache_manager: ImageCacheManager | None = None
+        self.cache_index: CacheIndex | None = None
+        if self.image_cache is not None:
+            self.cache_index = CacheIndex(self.image_cache)
+            self.instance_disks = InstanceDisks(conf, self.image_cache, self.cache_index)
+            self.cache_manager = ImageCacheManager(
+                conf, self.image_cache, self.cache_index, report=self._send_cache_report)
+        self._reported_once = False
+        self._report_capped = False
 
     def cache_images(self, ctxt: RequestContext, image_ids: list[str]) -> dict[str, ImageResult]:
-        """Cache each image in order; never raises.
+        """Cache each image in order, then report the cache to the conductor; never raises.
 
         :returns: ``{image_id: {"state": cached|existing|error|unsupported, "reason": ...,
             "bytes_downloaded": N}}``, one entry per requested image.
@@ -33,7 +73,55 @@ class ComputeManager:
         results: dict[str, ImageResult] = {}
         for image_id in image_ids:
             results[image_id] = self._cache_one(ctxt, image_id)
+        if self.cache_manager is not None:
+            self.cache_manager.report()
         return results
+
+    @_expected(exception.Invalid, exception.NotFound, exception.Conflict,
+               exception.ImageFetchError)
+    def create_instance_disk(self, ctxt: RequestContext, instance_uuid: str, image_id: str,
+                             size: int | None = None) -> rpcapi.InstanceDiskResult:
+        """Create the instance's disk from ``image_id`` (see :class:`InstanceDisks`).
+
+        :raises InstanceDisksNotSupported: when the virt driver keeps no image cache.
+        """
+        if self.instance_disks is None or self.cache_manager is None:
+            raise exception.InstanceDisksNotSupported(driver=type(self.driver).__name__)
+        result = self.instance_disks.create(ctxt, instance_uuid, image_id, size)
+        if result["image_fetched"]:
+            self.cache_manager.report()
+        return result
+
+    @_expected(exception.Invalid)
+    def delete_instance_disk(self, ctxt: RequestContext, instance_uuid: str) -> bool:
+        """Remove the instance's directory; returns whether there was one.
+
+        :raises InstanceDisksNotSupported: when the virt driver keeps no image cache.
+        """
+        if self.instance_disks is None:
+            raise exception.InstanceDisksNotSupported(driver=type(self.driver).__name__)
+        return self.instance_disks.delete(instance_uuid)
+
+    # -- periodic ---------------------------------------------------------------------------
+
+    def image_cache_manager_interval(self) -> float | None:
+        """Seconds between ageing passes; ``None`` when there is no pass to run."""
+        if self.cache_manager is None:
+            return None
+        return manager_interval(self.conf)
+
+    def run_image_cache_manager_pass(self) -> None:
+        """The periodic task: the first run (at start-up) only reports the cache, as Nova's
+        first pass comes one interval after start; every later run is an ageing pass."""
+        if self.cache_manager is None:
+            return
+        if not self._reported_once:
+            self._reported_once = True
+            self.cache_manager.report()
+            return
+        self.cache_manager.run_pass()
+
+    # -- helpers ----------------------------------------------------------------------------
 
     def _cache_one(self, ctxt: RequestContext, image_id: str) -> ImageResult:
         try:
@@ -50,5 +138,27 @@ class ComputeManager:
             LOG.exception("Caching image %s failed", image_id)
             return ImageResult(state="error", reason=str(exc) or type(exc).__name__,
                                bytes_downloaded=0)
+        self._index(image_id)
         state = "cached" if outcome.cached else "existing"
         return ImageResult(state=state, reason=None, bytes_downloaded=outcome.bytes_downloaded)
+
+    def _index(self, image_id: str) -> None:
+        """Record the id of a cached image, under its lock, so that reports can name it."""
+        if self.image_cache is None or self.cache_index is None:
+            return
+        try:
+            with self.image_cache.lock(image_id):
+                if os.path.exists(self.image_cache.path_for(image_id)):
+                    self.cache_index.record(image_id)
+        except OSError:
+            LOG.exception("Could not index cached image %s", image_id)
+
+    def _send_cache_report(self, images: list[CachedImage], usage_bytes: int) -> None:
+        if self.conductor is None or self._report_capped:
+            return
+        try:
+            self.conductor.report_image_cache(
+                get_admin_context(), self.conf.host, images, usage_bytes)
+        except exception.RPCVersionCapped as exc:
+            self._report_capped = True
+            LOG.warning("Not reporting the image cache: %s", exc)

@@ -6,27 +6,60 @@ cell's broker.
 API version history:
 
 * 1.0 - Initial version: cache_images
+* 1.1 - Added create_instance_disk, delete_instance_disk
 """
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 import oslo_messaging as messaging
 from oslo_config import cfg
 
-from fleetcache.common import rpc
+from fleetcache.common import exception, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db.jobs import ImageResult
 
 TOPIC = "compute"
-RPC_API_VERSION = "1.0"
+RPC_API_VERSION = "1.1"
+
+
+class InstanceDiskResult(TypedDict):
+    """What ``create_instance_disk`` made.
+
+    :ivar backend: the disk backend that created it (``qcow2``, ``raw``, ``flat``...).
+    :ivar path: the disk, ``<instances_path>/<uuid>/disk``.
+    :ivar format: the disk's format (``qcow2`` or ``raw``).
+    :ivar base: the cached base image it was made from.
+    :ivar image_fetched: whether the image had to be downloaded first.
+    """
+
+    instance_uuid: str
+    image_id: str
+    backend: str
+    path: str
+    format: str
+    base: str
+    image_fetched: bool
 
 
 class ComputeAPI:
-    """Calls into compute agents reachable over ``transport`` (one cell's)."""
+    """Calls into compute agents reachable over ``transport`` (one cell's).
+
+    The version cap is ``[upgrade_levels] compute`` when set, else :data:`RPC_API_VERSION`.
+    """
 
     def __init__(self, conf: cfg.ConfigOpts, transport: messaging.Transport) -> None:
         self.conf = conf
-        self.client = rpc.get_client(transport, TOPIC, version_cap=RPC_API_VERSION)
+        self.version_cap: str = conf.upgrade_levels.compute or RPC_API_VERSION
+        self.client = rpc.get_client(transport, TOPIC, version_cap=self.version_cap)
+
+    def _prepare_for(self, method: str, version: str, **kwargs: Any) -> Any:
+        """A prepared client at ``version``; fails at once if the cap does not allow it."""
+        if not self.client.can_send_version(version):
+            raise exception.RPCVersionCapped(
+                topic=TOPIC, cap=self.version_cap, method=method, version=version)
+        return self.client.prepare(version=version, **kwargs)
 
     def cache_images(
         self, ctxt: RequestContext, host: str, image_ids: list[str]
@@ -47,3 +80,41 @@ class ComputeAPI:
             retry=self.conf.rpc_send_retries,
         )
         return cctxt.call(ctxt, "cache_images", image_ids=image_ids)  # type: ignore[no-any-return]
+
+    def create_instance_disk(
+        self, ctxt: RequestContext, host: str, instance_uuid: str, image_id: str,
+        size: int | None = None,
+    ) -> InstanceDiskResult:
+        """Have ``host`` create the instance's root disk from ``image_id`` (cached first if
+        missing) with the backend its configuration picks for the image's format.
+
+        NOTE: the image may have to be downloaded first, so the limits are those of
+        ``cache_images``: ``long_rpc_timeout``, with call-monitor heartbeats.
+
+        :param size: bytes; ``None`` keeps the image's virtual size.
+        :raises RPCVersionCapped: when ``[upgrade_levels] compute`` is below 1.1.
+        :raises InvalidInput: a bad UUID, or a size below the image's virtual size.
+        :raises Conflict: the instance already has a disk.
+        :raises ImageNotFound, ImageNotAvailable, ImageFetchError, ImageFormatRejected:
+        :raises InstanceDisksNotSupported: the host's virt driver makes no disks.
+        """
+        cctxt = self._prepare_for(
+            "create_instance_disk", "1.1", server=host, timeout=self.conf.long_rpc_timeout,
+            call_monitor_timeout=self.conf.rpc_response_timeout,
+            retry=self.conf.rpc_send_retries,
+        )
+        return cctxt.call(  # type: ignore[no-any-return]
+            ctxt, "create_instance_disk", instance_uuid=instance_uuid, image_id=image_id,
+            size=size,
+        )
+
+    def delete_instance_disk(self, ctxt: RequestContext, host: str, instance_uuid: str) -> bool:
+        """Have ``host`` remove the instance's directory; returns whether there was one.
+
+        :raises RPCVersionCapped: when ``[upgrade_levels] compute`` is below 1.1.
+        :raises InvalidInput: a bad UUID.
+        """
+        cctxt = self._prepare_for("delete_instance_disk", "1.1", server=host,
+                                  retry=self.conf.rpc_send_retries)
+        return cctxt.call(  # type: ignore[no-any-return]
+            ctxt, "delete_instance_disk", instance_uuid=instance_uuid)

@@ -1,4 +1,5 @@
-"""The conductor's RPC endpoint (topic ``conductor``): service registry and heartbeats.
+"""The conductor's RPC endpoint (topic ``conductor``): service registry and heartbeats, pre-cache
+requests, and the computes' image cache reports.
 
 The conductor serves the same API on the default transport and on every cell's transport
 (:mod:`fleetcache.conductor.cells`). Each transport gets its own :class:`ConductorManager`
@@ -23,6 +24,7 @@ from oslo_config import cfg
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
+from fleetcache.common.db import host_images
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
 from fleetcache.conductor import precache, rpcapi
@@ -171,3 +173,22 @@ class ConductorManager:
         if not image_ids:
             raise exception.InvalidInput(reason="cache_images needs at least one image")
         return self.state.precacher.start(ctxt, int(aggregate_id), list(image_ids))
+
+    # -- image cache reports ----------------------------------------------------------------
+
+    @_expected(exception.Invalid)
+    def report_image_cache(
+        self,
+        ctxt: RequestContext,
+        host: str,
+        images: list[host_images.ReportedImage],
+        usage_bytes: int,
+        reported_at: float | None = None,
+    ) -> None:
+        """Store ``host``'s image cache report, replacing its previous one (a cast).
+
+        :raises InvalidInput: for a malformed report (logged here: a cast has no caller).
+        """
+        stored = host_images.set_host_images(self.db, host, images, usage_bytes, reported_at)
+        LOG.debug("Image cache of %s: %d image(s), %d bytes%s", host, len(images), usage_bytes,
+                  "" if stored else " (older than the stored report; dropped)")

@@ -6,35 +6,46 @@ which is how compute agents stay free of database credentials.
 API version history:
 
 * 1.0 - Initial version: register_service, service_heartbeat, cache_images
+* 1.1 - Added report_image_cache
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import oslo_messaging as messaging
 from oslo_config import cfg
 
-from fleetcache.common import rpc
+from fleetcache.common import exception, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db.api import ServiceDict
+from fleetcache.common.db.host_images import ReportedImage
 from fleetcache.common.db.jobs import JobDict
 
 TOPIC = "conductor"
-RPC_API_VERSION = "1.0"
+RPC_API_VERSION = "1.1"
 
 
 class ConductorAPI:
-    """Calls into a conductor over the given transport (default: ``[DEFAULT] transport_url``)."""
+    """Calls into a conductor over the given transport (default: ``[DEFAULT] transport_url``).
+
+    The version cap is ``[upgrade_levels] conductor`` when set, else :data:`RPC_API_VERSION`.
+    """
 
     def __init__(self, conf: cfg.ConfigOpts, transport: messaging.Transport | None = None) -> None:
         self.conf = conf
         transport = transport or rpc.get_transport(conf)
-        self.client = rpc.get_client(transport, TOPIC, version_cap=RPC_API_VERSION)
+        self.version_cap: str = conf.upgrade_levels.conductor or RPC_API_VERSION
+        self.client = rpc.get_client(transport, TOPIC, version_cap=self.version_cap)
 
-    def _prepare(self, **kwargs: Any) -> Any:
+    def _prepare(self, version: str = "1.0", method: str = "", **kwargs: Any) -> Any:
+        """A prepared client at ``version``; fails at once if the cap does not allow it."""
+        if not self.client.can_send_version(version):
+            raise exception.RPCVersionCapped(
+                topic=TOPIC, cap=self.version_cap, method=method, version=version)
         kwargs.setdefault("retry", self.conf.rpc_send_retries)
-        return self.client.prepare(version="1.0", **kwargs)
+        return self.client.prepare(version=version, **kwargs)
 
     def register_service(
         self,
@@ -79,3 +90,25 @@ class ConductorAPI:
         return cctxt.call(  # type: ignore[no-any-return]
             ctxt, "cache_images", aggregate_id=aggregate_id, image_ids=image_ids
         )
+
+    def report_image_cache(
+        self,
+        ctxt: RequestContext,
+        host: str,
+        images: list[ReportedImage],
+        usage_bytes: int,
+        reported_at: float | None = None,
+    ) -> None:
+        """Report everything ``host``'s image cache holds (a cast: nothing comes back).
+
+        :param images: ``{"image_id", "size" (bytes), "last_used" (epoch s)}`` each.
+        :param usage_bytes: disk bytes the whole cache takes.
+        :param reported_at: when the report was built (epoch s); an older report than the one
+            the conductor holds is dropped. Default: now.
+        :raises RPCVersionCapped: when ``[upgrade_levels] conductor`` is below 1.1.
+        """
+        # NOTE: best effort: a lost report is replaced by the next one, so it is not retried.
+        cctxt = self._prepare("1.1", "report_image_cache", retry=0)
+        cctxt.cast(ctxt, "report_image_cache", host=host, images=images,
+                   usage_bytes=usage_bytes,
+                   reported_at=time.time() if reported_at is None else reported_at)

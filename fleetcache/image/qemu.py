@@ -68,12 +68,18 @@ def _limits(cpu_time_s: int, address_space_gib: int) -> processutils.ProcessLimi
     )
 
 
-def info(path: str, fmt: str, *, cpu_time_s: int, address_space_gib: int) -> dict[str, Any]:
+def info(
+    path: str, fmt: str, *, cpu_time_s: int, address_space_gib: int, force_share: bool = False
+) -> dict[str, Any]:
     """``qemu-img info --output=json -f <fmt> <path>`` under resource limits.
 
+    :param force_share: add ``-U``, to read a disk a running guest holds locked.
     :raises QemuImgError: when qemu-img fails, hits a limit or prints something that is not JSON.
     """
-    cmd = [QEMU_IMG, "info", "--output=json", "-f", driver_name(fmt), _absolute(path)]
+    cmd = [QEMU_IMG, "info", "--output=json", "-f", driver_name(fmt)]
+    if force_share:
+        cmd.append("-U")
+    cmd.append(_absolute(path))
     return _json("info", _run("info", cmd, _limits(cpu_time_s, address_space_gib)))
 
 

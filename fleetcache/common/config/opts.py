@@ -15,6 +15,7 @@ from fleetcache.common.config import (
     image_cache,
     image_source,
     libvirt,
+    upgrade_levels,
 )
 
 MODULES = (
@@ -28,6 +29,7 @@ MODULES = (
     image_cache,
     image_source,
     libvirt,
+    upgrade_levels,
 )
 
 

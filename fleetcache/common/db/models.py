@@ -161,3 +161,32 @@ class CacheJobResult(Base):
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     bytes_downloaded: Mapped[int] = mapped_column(BigInteger, default=0)
     updated_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)
+
+
+class HostImage(Base):
+    """One image in one compute's image cache, as the compute last reported it."""
+
+    __tablename__ = "host_images"
+    __table_args__ = (
+        UniqueConstraint("host", "image_id", name="uniq_host_images0host0image_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    host: Mapped[str] = mapped_column(String(255), index=True)
+    image_id: Mapped[str] = mapped_column(String(255), index=True)
+    size: Mapped[int] = mapped_column(BigInteger, default=0)
+    last_used: Mapped[datetime.datetime] = mapped_column(PreciseDateTime)
+    updated_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)
+
+
+class HostImageCache(Base):
+    """A compute's image cache as a whole: its disk usage and when it last reported."""
+
+    __tablename__ = "host_image_caches"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    host: Mapped[str] = mapped_column(String(255), unique=True)
+    usage_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    image_count: Mapped[int] = mapped_column(Integer, default=0)
+    reported_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime)
+    updated_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)

@@ -1,0 +1,165 @@
+"""Queries of the compute image cache reports (tables ``host_images`` and ``host_image_caches``).
+
+Each compute reports its whole cache (every image with its size and last use, plus the disk
+bytes the cache takes) after each ageing pass and each pre-cache request; the conductor stores
+it here, replacing that host's previous set in one transaction. A report older than the one
+stored (casts may arrive out of order) is ignored. The scheduler will read this later; job
+status reads it now.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import TypedDict
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+
+from fleetcache.common import exception
+from fleetcache.common.db import models
+from fleetcache.common.db.session import Database
+
+#: Attempts at storing one report when a concurrent report of the same host races it.
+_ATTEMPTS = 3
+
+
+class ReportedImage(TypedDict):
+    """One image as a compute reports it: bytes, and last use in epoch seconds (UTC)."""
+
+    image_id: str
+    size: int
+    last_used: float
+
+
+class HostImageDict(TypedDict):
+    host: str
+    image_id: str
+    size: int
+    last_used: datetime.datetime
+    updated_at: datetime.datetime
+
+
+class HostCacheDict(TypedDict):
+    host: str
+    usage_bytes: int
+    image_count: int
+    reported_at: datetime.datetime
+    updated_at: datetime.datetime
+    images: list[HostImageDict]
+
+
+def from_epoch(seconds: float) -> datetime.datetime:
+    """Epoch seconds as the naive UTC datetime the database stores."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).replace(tzinfo=None)
+
+
+def _checked(images: Sequence[ReportedImage]) -> dict[str, ReportedImage]:
+    """The report's images by id.
+
+    :raises InvalidInput: naming the first malformed entry.
+    """
+    by_id: dict[str, ReportedImage] = {}
+    for image in images:
+        ok = (isinstance(image, dict) and isinstance(image.get("image_id"), str)
+              and 0 < len(image["image_id"]) <= 255
+              and isinstance(image.get("size"), int) and image["size"] >= 0
+              and isinstance(image.get("last_used"), int | float))
+        if not ok:
+            raise exception.InvalidInput(reason=f"malformed cached image entry {image!r}")
+        by_id[image["image_id"]] = image
+    return by_id
+
+
+def set_host_images(
+    db: Database,
+    host: str,
+    images: Sequence[ReportedImage],
+    usage_bytes: int,
+    reported_at: float | None = None,
+) -> bool:
+    """Replace ``host``'s cached images with ``images``.
+
+    :param reported_at: when the compute built the report (epoch seconds); default now.
+    :returns: False when a newer report of ``host`` is already stored (nothing changed).
+    :raises InvalidInput: for a malformed entry or a negative ``usage_bytes``.
+    """
+    if not host or not isinstance(usage_bytes, int) or usage_bytes < 0:
+        raise exception.InvalidInput(reason="a cache report needs a host and usage_bytes >= 0")
+    by_id = _checked(images)
+    reported = from_epoch(reported_at) if reported_at is not None else models.utcnow()
+    for attempt in range(_ATTEMPTS):
+        try:
+            with db.transaction() as session:
+                return _replace(session, host, by_id, usage_bytes, reported)
+        except (IntegrityError, OperationalError):
+            # NOTE: two first reports of one host both insert its summary row (one loses on
+            # the unique host), or MariaDB picks a deadlock victim; the retry finds the row
+            # and queues behind its lock.
+            if attempt == _ATTEMPTS - 1:
+                raise
+    return False  # pragma: no cover - the loop returns or raises
+
+
+def _replace(session: Session, host: str, images: dict[str, ReportedImage],
+             usage_bytes: int, reported: datetime.datetime) -> bool:
+    summary = session.scalars(
+        select(models.HostImageCache).where(models.HostImageCache.host == host)
+        .with_for_update()).first()
+    if summary is not None and summary.reported_at > reported:
+        return False
+    now = models.utcnow()
+    if summary is None:
+        summary = models.HostImageCache(host=host)
+        session.add(summary)
+    summary.usage_bytes = usage_bytes
+    summary.image_count = len(images)
+    summary.reported_at = reported
+    summary.updated_at = now
+    session.flush()
+    session.execute(delete(models.HostImage).where(models.HostImage.host == host))
+    session.add_all(
+        models.HostImage(host=host, image_id=i["image_id"], size=i["size"],
+                         last_used=from_epoch(i["last_used"]), updated_at=now)
+        for i in images.values()
+    )
+    return True
+
+
+def _image_dict(row: models.HostImage) -> HostImageDict:
+    return HostImageDict(host=row.host, image_id=row.image_id, size=row.size,
+                         last_used=row.last_used, updated_at=row.updated_at)
+
+
+def get_host_cache(db: Database, host: str) -> HostCacheDict:
+    """``host``'s last report.
+
+    :raises ComputeHostNotFound: when ``host`` never reported its cache.
+    """
+    with db.transaction() as session:
+        summary = session.scalars(
+            select(models.HostImageCache).where(models.HostImageCache.host == host)).first()
+        if summary is None:
+            raise exception.ComputeHostNotFound(host=host)
+        rows = session.scalars(select(models.HostImage).where(models.HostImage.host == host)
+                               .order_by(models.HostImage.image_id)).all()
+        return HostCacheDict(host=host, usage_bytes=summary.usage_bytes,
+                             image_count=summary.image_count, reported_at=summary.reported_at,
+                             updated_at=summary.updated_at,
+                             images=[_image_dict(r) for r in rows])
+
+
+def get_image_hosts(db: Database, image_id: str) -> list[HostImageDict]:
+    """Every host that reported ``image_id`` as cached, by host name."""
+    with db.transaction() as session:
+        rows = session.scalars(select(models.HostImage).where(models.HostImage.image_id == image_id)
+                               .order_by(models.HostImage.host)).all()
+        return [_image_dict(r) for r in rows]
+
+
+def delete_host_images(db: Database, host: str) -> None:
+    """Forget ``host``'s cache (its service was deleted)."""
+    with db.transaction() as session:
+        session.execute(delete(models.HostImage).where(models.HostImage.host == host))
+        session.execute(delete(models.HostImageCache).where(models.HostImageCache.host == host))

@@ -1,0 +1,139 @@
+"""The image cache manager: the periodic ageing pass over the cache, and the cache report.
+
+A pass (Nova's ``ImageCacheManager.update``), every ``[image_cache] manager_interval``:
+
+1. the cutoff is taken first: ``now - remove_unused_original_minimum_age_seconds``;
+2. the cache's complete files are listed (downloads under way are hidden temporary files,
+   never entries) and the instance disks are scanned for the bases they use
+   (:mod:`fleetcache.compute.disk_users`);
+3. each file no disk uses and last touched (mtime) before the cutoff is removed by
+   :meth:`ImageCache.remove_if_older`, which takes the image's lock and re-checks the age: a
+   download holds that lock, and a fetch or a new disk touches the file under it, so neither
+   loses its image;
+4. the bytes freed are logged, index records of removed files pruned, and the cache's contents
+   reported to the conductor.
+
+Pre-caching an image touches it, which renews its lease by the same minimum age.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import TypedDict
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from fleetcache.compute import disk_users
+from fleetcache.compute.cache_index import CacheIndex
+from fleetcache.compute.imagecache import ImageCache
+
+LOG = logging.getLogger(__name__)
+
+#: ``manager_interval = 0`` means this default periodic rate (as Nova).
+DEFAULT_INTERVAL = 60.0
+
+
+class CachedImage(TypedDict):
+    """One image of a cache report: its size in bytes and its last use (epoch seconds)."""
+
+    image_id: str
+    size: int
+    last_used: float
+
+
+#: Sends a report: ``(images, usage_bytes)``.
+ReportFunc = Callable[[list[CachedImage], int], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class PassResult:
+    """What one ageing pass did; names are cache file names."""
+
+    removed: list[str]
+    freed_bytes: int
+    in_use: list[str]
+    kept: list[str]
+    unknown_disks: list[str]
+
+
+def manager_interval(conf: cfg.ConfigOpts) -> float | None:
+    """Seconds between passes from ``[image_cache] manager_interval``; ``None``: disabled."""
+    interval = int(conf.image_cache.manager_interval)
+    if interval < 0:
+        return None
+    return float(interval) if interval else DEFAULT_INTERVAL
+
+
+class ImageCacheManager:
+    """Ages out unused base images of one cache and reports what the cache holds.
+
+    :param report: called with the cache's images and disk usage after each pass; its errors
+        are logged, never raised.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, cache: ImageCache, index: CacheIndex,
+                 report: ReportFunc | None = None) -> None:
+        self.conf = conf
+        self.cache = cache
+        self.index = index
+        self._report = report
+
+    def run_pass(self) -> PassResult:
+        """One ageing pass (see the module docstring), then a report."""
+        opts = self.conf.image_cache
+        cutoff = time.time() - opts.remove_unused_original_minimum_age_seconds
+        entries = self.cache.list_entries()
+        users = disk_users.scan(self.conf, self.cache.base_dir)
+        removed, kept, freed = [], [], 0
+        may_remove = opts.remove_unused_base_images and not users.unknown
+        for entry in entries:
+            if entry.name in users.bases:
+                continue
+            if may_remove and entry.mtime < cutoff and self.cache.remove_if_older(
+                    entry.name, cutoff):
+                removed.append(entry.name)
+                freed += entry.disk_usage
+            else:
+                kept.append(entry.name)
+        self.index.prune()
+        result = PassResult(removed, freed, sorted(users.bases.keys() & {e.name for e in entries}),
+                            kept, users.unknown)
+        self._log(result, len(entries))
+        self.report()
+        return result
+
+    def cached_images(self) -> tuple[list[CachedImage], int]:
+        """The cache's images the index can name, and the disk bytes of every cached file."""
+        images, usage = [], 0
+        for entry in self.cache.list_entries():
+            usage += entry.disk_usage
+            record = self.index.get(entry.name)
+            if record is None:
+                LOG.debug("Cached file %s has no index record; not reported", entry.path)
+                continue
+            images.append(CachedImage(image_id=record["image_id"], size=entry.size,
+                                      last_used=entry.mtime))
+        return images, usage
+
+    def report(self) -> None:
+        """Send the cache's contents through ``report``; never raises."""
+        if self._report is None:
+            return
+        try:
+            images, usage = self.cached_images()
+            self._report(images, usage)
+        except Exception:
+            LOG.exception("Reporting the image cache failed; the next report replaces it")
+
+    def _log(self, result: PassResult, count: int) -> None:
+        if result.unknown_disks:
+            LOG.warning("Image cache pass removed nothing: the base images of %s are unknown",
+                        ", ".join(result.unknown_disks))
+        if result.removed:
+            LOG.info("Image cache pass removed %d unused base image(s) (%s), freeing %d bytes",
+                     len(result.removed), ", ".join(result.removed), result.freed_bytes)
+        LOG.debug("Image cache pass: %d cached, %d in use, %d kept, %d removed", count,
+                  len(result.in_use), len(result.kept), len(result.removed))

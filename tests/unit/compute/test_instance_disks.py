@@ -1,0 +1,159 @@
+"""Unit tests of instance disk creation and deletion (fleetcache.compute.instance_disks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import uuid
+
+import pytest
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+from fleetcache.compute.imagecache import cache_name
+from fleetcache.compute.instance_disks import read_record, validate_uuid
+from fleetcache.compute.virt.driver import CacheOutcome
+from tests.unit.compute.diskfixtures import CTXT, MiB, Host, backing_chain
+
+
+@pytest.mark.parametrize("value", [
+    "../../etc", "", "x" * 36, "{12345678-1234-1234-1234-123456789abc}",
+    "urn:uuid:12345678-1234-1234-1234-123456789abc", "12345678123412341234123456789abc",
+    "12345678-1234-1234-1234-123456789abc/../x", "12345678-1234-1234-1234-123456789abc\n",
+    None, 42,
+])
+def test_validate_uuid_refuses_anything_but_a_canonical_uuid(value: object) -> None:
+    with pytest.raises(exception.InvalidInput, match="is not a UUID"):
+        validate_uuid(value)
+
+
+def test_validate_uuid_lowercases() -> None:
+    assert validate_uuid("12345678-1234-ABCD-1234-123456789ABC") == (
+        "12345678-1234-abcd-1234-123456789abc")
+
+
+def test_flat_disk_from_an_uncached_raw_image(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path, libvirt__images_type="flat")
+    image = host.add_raw(2 * MiB)
+    instance = str(uuid.uuid4())
+    result = host.disks.create(CTXT, instance, image, 4 * MiB)
+    disk = host.instance_dir(instance) / "disk"
+    assert result == {"instance_uuid": instance, "image_id": image, "backend": "flat",
+                      "path": str(disk), "format": "raw", "base": str(host.base(image)),
+                      "image_fetched": True}
+    assert disk.stat().st_size == 4 * MiB
+    assert disk.read_bytes()[:2 * MiB] == host.base(image).read_bytes()
+    assert read_record(str(host.instance_dir(instance))) == {
+        "image_id": image, "backend": "flat", "format": "raw", "base": str(host.base(image)),
+        "base_format": "raw"}
+    assert host.index.get(cache_name(image)) == {
+        "image_id": image, "disk_format": "raw", "base_format": "raw"}
+
+
+def test_qcow2_overlay_on_a_cached_base(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)  # images_type default + use_cow_images: qcow2
+    image = host.add_raw()
+    host.cache.fetch(CTXT, image)
+    instance = str(uuid.uuid4())
+    result = host.disks.create(CTXT, instance, image)
+    assert (result["backend"], result["format"], result["image_fetched"]) == (
+        "qcow2", "qcow2", False)
+    chain = backing_chain(result["path"])
+    assert chain[0]["backing-filename"] == str(host.base(image))
+    assert chain[0]["backing-filename-format"] == "raw"
+    assert chain[1]["filename"] == str(host.base(image))
+
+
+def test_qcow2_image_kept_as_qcow2_is_checked_and_backs_the_overlay(
+        tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path, force_raw_images=False)
+    image = host.add_qcow2()
+    result = host.disks.create(CTXT, str(uuid.uuid4()), image)
+    assert host.index.get(cache_name(image))["base_format"] == "qcow2"  # type: ignore[index]
+    assert backing_chain(result["path"])[0]["backing-filename-format"] == "qcow2"
+
+
+def test_a_base_that_is_not_what_its_record_says_is_refused(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path, force_raw_images=False)
+    image = host.add_raw()
+    host.cache.fetch(CTXT, image)
+    host.index.record(image, "raw", "qcow2")  # raw bytes, recorded as a qcow2 base
+    host.disks.cache.fetch = lambda *a, **k: CacheOutcome(cached=False)  # type: ignore[method-assign]
+    instance = str(uuid.uuid4())
+    with pytest.raises(exception.ImageFormatRejected):
+        host.disks.create(CTXT, instance, image)
+    assert not host.instance_dir(instance).exists()
+
+
+def test_second_create_conflicts_and_delete_removes_the_directory(
+        tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    image = host.add_raw()
+    instance = str(uuid.uuid4())
+    host.disks.create(CTXT, instance, image)
+    with pytest.raises(exception.Conflict, match="already has a disk"):
+        host.disks.create(CTXT, instance, image)
+    assert host.disks.delete(instance.upper()) is True
+    assert not host.instance_dir(instance).exists()
+    assert host.disks.delete(instance) is False
+    assert host.base(image).exists()  # the cache is the ageing pass's business
+
+
+def test_failed_create_leaves_no_instance_directory(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    image = host.add_raw(2 * MiB)
+    instance = str(uuid.uuid4())
+    with pytest.raises(exception.InvalidInput, match="smaller than the image's virtual size"):
+        host.disks.create(CTXT, instance, image, MiB)
+    assert not host.instance_dir(instance).exists()
+
+
+@pytest.mark.parametrize("size", [0, -1, 1.5, True, "10"])
+def test_bad_size_is_refused(tmp_path: pathlib.Path, size: object) -> None:
+    host = Host(tmp_path)
+    with pytest.raises(exception.InvalidInput, match="not a positive integer"):
+        host.disks.create(CTXT, str(uuid.uuid4()), host.add_raw(), size)  # type: ignore[arg-type]
+
+
+def test_unknown_image_and_image_without_format(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    with pytest.raises(exception.ImageNotFound):
+        host.disks.create(CTXT, str(uuid.uuid4()), "no-such-image")
+    image = host.add_raw()
+    meta_path = host.images / f"{image}.json"
+    meta = json.loads(meta_path.read_text())
+    meta["disk_format"] = None
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(exception.ImageNotAvailable, match="no disk_format"):
+        host.disks.create(CTXT, str(uuid.uuid4()), image)
+
+
+def test_base_removed_between_fetch_and_lock_is_fetched_again(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    image = host.add_raw()
+    fetch = host.cache.fetch
+    calls = []
+
+    def fetch_then_age_out(ctxt: RequestContext, image_id: str) -> CacheOutcome:
+        outcome = fetch(ctxt, image_id)
+        calls.append(outcome)
+        if len(calls) == 1:  # the ageing pass wins the lock first, once
+            os.unlink(host.cache.path_for(image_id))
+        return outcome
+
+    host.cache.fetch = fetch_then_age_out  # type: ignore[method-assign]
+    result = host.disks.create(CTXT, str(uuid.uuid4()), image)
+    assert [c.cached for c in calls] == [True, True]
+    assert result["image_fetched"] is True
+    assert os.path.exists(result["path"])
+
+
+def test_create_touches_the_base(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    image = host.add_raw()
+    host.cache.fetch(CTXT, image)
+    os.utime(host.base(image), (1_000_000, 1_000_000))
+    host.disks.cache.fetch = lambda *a, **k: CacheOutcome(cached=False)  # type: ignore[method-assign]
+    host.disks.create(CTXT, str(uuid.uuid4()), image)
+    assert host.base(image).stat().st_mtime > 1_000_000
