@@ -77,12 +77,35 @@ def notifications(stack: Any) -> Any:
     listener.listener.wait()
 
 
-def _glance_sha512(stack: Any, image_id: str) -> str:
+def _glance_image(stack: Any, image_id: str) -> dict[str, Any]:
     resp = requests.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
     resp.raise_for_status()
-    body = resp.json()
+    body: dict[str, Any] = resp.json()
     assert body["os_hash_algo"] == "sha512"
-    return str(body["os_hash_value"])
+    return body
+
+
+def _glance_sha512(stack: Any, image_id: str) -> str:
+    return str(_glance_image(stack, image_id)["os_hash_value"])
+
+
+def _same_disk_as_glance(stack: Any, image_id: str, cached: Path, tmp: Path) -> bool:
+    """Byte-identical to Glance's bytes, or, when the compute converted the image to raw
+    (``force_raw_images``), the same disk contents according to ``qemu-img compare``."""
+    body = _glance_image(stack, image_id)
+    if _sha512(cached) == body["os_hash_value"]:
+        return True
+    with cached.open("rb") as f:
+        assert f.read(4) != b"QFI\xfb", "a cached qcow2 must be Glance's bytes"
+    original = tmp / f"{image_id}.{body['disk_format']}"
+    with requests.get(f"{stack.glance_url}/v2/images/{image_id}/file", stream=True,
+                      timeout=60) as resp, original.open("wb") as out:
+        resp.raise_for_status()
+        for chunk in resp.iter_content(1 << 20):
+            out.write(chunk)
+    proc = subprocess.run(["qemu-img", "compare", "-q", "-f", body["disk_format"], "-F", "raw",
+                           str(original), str(cached)], capture_output=True, check=False)
+    return proc.returncode == 0
 
 
 def _cached(stack: Any, host: str, image_id: str) -> Path:
@@ -135,8 +158,10 @@ def _check_disks_agree(stack: Any, job: dict[str, Any]) -> None:
 
 
 def test_openstack_cache_image_fills_live_computes_skips_stopped_and_renews(
-        stack, make_aggregate, notifications):
+        stack, make_aggregate, notifications, tmp_path):
     images = list(stack.sample_images)
+    for host in HOSTS:
+        stack.wait_service_state(host, up=True)
     agg = make_aggregate(hosts=HOSTS)
     for host in HOSTS:  # start from empty caches so the first request must download
         for image_id in images:
@@ -155,13 +180,14 @@ def test_openstack_cache_image_fills_live_computes_skips_stopped_and_renews(
         assert states[STOPPED] == {i: ("skipped", "down") for i in images}
         by_host = {h["host"]: h for h in job["hosts"]}
         for image_id in images:
-            expected = _glance_sha512(stack, image_id)
-            for host in LIVE:
-                assert _sha512(_cached(stack, host, image_id)) == expected  # byte-identical
+            copies = {_sha512(_cached(stack, host, image_id)) for host in LIVE}
+            assert len(copies) == 1, f"the live computes hold different copies of {image_id}"
+            assert _same_disk_as_glance(stack, image_id, _cached(stack, LIVE[0], image_id),
+                                        tmp_path)
             assert not _cached(stack, STOPPED, image_id).exists()
+        glance_bytes = sum(int(_glance_image(stack, i)["size"]) for i in images)
         for host in LIVE:
-            sizes = sum(_cached(stack, host, i).stat().st_size for i in images)
-            assert by_host[host]["bytes_downloaded"] == sizes
+            assert by_host[host]["bytes_downloaded"] == glance_bytes
         _check_disks_agree(stack, job)
 
         events = notifications.for_job(job["id"], 2 + len(HOSTS))
@@ -290,8 +316,7 @@ def test_compute_killed_mid_download_is_error_in_time_and_next_request_caches(
     assert resp.status_code == 202, resp.text
     again = _wait_new_job(stack, agg["id"], {job_id})
     assert _states(again)[victim][big_image] == ("cached", None)
-    expected = _glance_sha512(stack, big_image)
-    assert _sha512(_cached(stack, victim, big_image)) == expected
+    assert _sha512(_cached(stack, victim, big_image)) == _glance_sha512(stack, big_image)
     assert _partials(stack, victim, big_image) == []
     for host in (victim, other):
         _cached(stack, host, big_image).unlink(missing_ok=True)
