@@ -1,0 +1,93 @@
+"""The image cache reports of computes (fleetcache.common.db.host_images) on every backend."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+
+import pytest
+
+from fleetcache.common import exception
+from fleetcache.common.db import host_images
+from fleetcache.common.db.host_images import ReportedImage
+from fleetcache.common.db.session import Database
+
+pytestmark = pytest.mark.db
+
+T0 = 1_800_000_000.25
+
+
+def _image(image_id: str, size: int = 1024, last_used: float = T0) -> ReportedImage:
+    return ReportedImage(image_id=image_id, size=size, last_used=last_used)
+
+
+def test_a_report_is_stored_and_read_back(db: Database) -> None:
+    assert host_images.set_host_images(
+        db, "h1", [_image("a", 5 * 2**40), _image("b")], 7 * 2**30, reported_at=T0) is True
+    cache = host_images.get_host_cache(db, "h1")
+    assert (cache["usage_bytes"], cache["image_count"]) == (7 * 2**30, 2)
+    assert cache["reported_at"] == host_images.from_epoch(T0)
+    assert [(i["image_id"], i["size"]) for i in cache["images"]] == [("a", 5 * 2**40),
+                                                                      ("b", 1024)]
+    assert cache["images"][0]["last_used"] == datetime.datetime(2027, 1, 15, 8, 0, 0, 250000)
+
+
+def test_a_report_replaces_the_hosts_set_only(db: Database) -> None:
+    host_images.set_host_images(db, "h1", [_image("a"), _image("b")], 10, reported_at=T0)
+    host_images.set_host_images(db, "h2", [_image("a")], 10, reported_at=T0)
+    host_images.set_host_images(db, "h1", [_image("c")], 20, reported_at=T0 + 1)
+    assert [i["image_id"] for i in host_images.get_host_cache(db, "h1")["images"]] == ["c"]
+    assert [i["host"] for i in host_images.get_image_hosts(db, "a")] == ["h2"]
+    host_images.set_host_images(db, "h1", [], 0, reported_at=T0 + 2)
+    assert host_images.get_host_cache(db, "h1")["images"] == []
+
+
+def test_an_older_report_is_dropped(db: Database) -> None:
+    host_images.set_host_images(db, "h1", [_image("new")], 10, reported_at=T0 + 5)
+    assert host_images.set_host_images(db, "h1", [_image("old")], 10, reported_at=T0) is False
+    assert [i["image_id"] for i in host_images.get_host_cache(db, "h1")["images"]] == ["new"]
+
+
+def test_unknown_host_and_delete(db: Database) -> None:
+    with pytest.raises(exception.ComputeHostNotFound):
+        host_images.get_host_cache(db, "nobody")
+    host_images.set_host_images(db, "h1", [_image("a")], 10)
+    host_images.delete_host_images(db, "h1")
+    with pytest.raises(exception.ComputeHostNotFound):
+        host_images.get_host_cache(db, "h1")
+    assert host_images.get_image_hosts(db, "a") == []
+
+
+@pytest.mark.parametrize("bad", [
+    {"image_id": "", "size": 1, "last_used": T0},
+    {"image_id": "x" * 256, "size": 1, "last_used": T0},
+    {"image_id": "a", "size": -1, "last_used": T0},
+    {"image_id": "a", "size": 1},
+    "a",
+])
+def test_malformed_reports_are_refused(db: Database, bad: object) -> None:
+    with pytest.raises(exception.InvalidInput):
+        host_images.set_host_images(db, "h1", [bad], 10)  # type: ignore[list-item]
+
+
+def test_concurrent_first_reports_of_one_host(db: Database) -> None:
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def report(n: int) -> None:
+        try:
+            start.wait()
+            host_images.set_host_images(db, "h1", [_image(f"img{n}"), _image("shared")], n,
+                                        reported_at=T0 + n)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=report, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    cache = host_images.get_host_cache(db, "h1")
+    assert cache["usage_bytes"] == 3  # the newest report won
+    assert [i["image_id"] for i in cache["images"]] == ["img3", "shared"]

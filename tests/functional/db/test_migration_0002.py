@@ -1,0 +1,29 @@
+"""``fleetcache-manage db sync`` upgrades a 0001 database to the image cache tables."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy
+
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import host_images, migration
+from fleetcache.common.db.session import Database
+
+pytestmark = pytest.mark.db
+
+
+def test_upgrade_from_0001_keeps_data_and_adds_host_images(db: Database) -> None:
+    metadata = sqlalchemy.MetaData()
+    metadata.reflect(db.engine)
+    metadata.drop_all(db.engine)
+    migration.db_sync(db, "0001")
+    assert migration.db_version(db) == "0001"
+    db_api.service_register(db, "h1", "fleetcache-compute", "compute", None, {})
+    assert "host_images" not in sqlalchemy.inspect(db.engine).get_table_names()
+
+    migration.db_sync(db)
+
+    assert migration.db_version(db) == migration.head_revision()
+    assert [s["host"] for s in db_api.service_list(db)] == ["h1"]
+    host_images.set_host_images(db, "h1", [{"image_id": "a", "size": 1, "last_used": 0.0}], 1)
+    assert host_images.get_host_cache(db, "h1")["image_count"] == 1

@@ -1,0 +1,66 @@
+"""Unit tests of the compute RPC client (fleetcache.compute.rpcapi): versions it sends."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import oslo_messaging as messaging
+import pytest
+from oslo_config import cfg
+
+from fleetcache.common import exception, rpc
+from fleetcache.common.context import RequestContext
+from fleetcache.compute import rpcapi
+from tests.unit.image.fixtures import make_conf
+
+CTXT = RequestContext()
+
+
+class OldCompute:
+    """A compute that still serves 1.0 only."""
+
+    target = messaging.Target(version="1.0")
+
+    def cache_images(self, ctxt: Any, image_ids: list[str]) -> dict[str, Any]:
+        return {i: {"state": "existing", "reason": None, "bytes_downloaded": 0}
+                for i in image_ids}
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    conf = make_conf(host=f"h-{uuid.uuid4().hex[:8]}", long_rpc_timeout=2)
+    rpc.init(conf)
+    return conf
+
+
+@pytest.fixture
+def old_compute(conf: cfg.ConfigOpts) -> Iterator[messaging.Transport]:
+    transport = rpc.get_transport(conf, "fake:///")
+    server = rpc.get_server(transport, rpcapi.TOPIC, conf.host, [OldCompute()])
+    server.start()
+    yield transport
+    server.stop()
+    server.wait()
+
+
+def test_capped_client_refuses_1_1_methods_before_sending(
+        conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
+    conf.set_override("compute", "1.0", group="upgrade_levels")
+    client = rpcapi.ComputeAPI(conf, old_compute)
+    with pytest.raises(exception.RPCVersionCapped, match=r"capped at version 1\.0.*"
+                       r"create_instance_disk needs 1\.1"):
+        client.create_instance_disk(CTXT, conf.host, str(uuid.uuid4()), "img")
+    with pytest.raises(exception.RPCVersionCapped, match="delete_instance_disk"):
+        client.delete_instance_disk(CTXT, conf.host, str(uuid.uuid4()))
+    assert client.cache_images(CTXT, conf.host, ["a"])["a"]["state"] == "existing"
+
+
+def test_uncapped_client_sends_1_1_only_for_the_new_methods(
+        conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
+    client = rpcapi.ComputeAPI(conf, old_compute)
+    assert client.version_cap == rpcapi.RPC_API_VERSION == "1.1"
+    assert client.cache_images(CTXT, conf.host, ["a"])["a"]["state"] == "existing"
+    with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
+        client.delete_instance_disk(CTXT, conf.host, str(uuid.uuid4()))

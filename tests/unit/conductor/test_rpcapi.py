@@ -1,0 +1,58 @@
+"""Unit tests of the conductor RPC client (fleetcache.conductor.rpcapi): versions it sends."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import oslo_messaging as messaging
+import pytest
+
+from fleetcache.common import exception, rpc
+from fleetcache.common.context import RequestContext
+from fleetcache.conductor import rpcapi
+from tests.unit.image.fixtures import make_conf
+
+CTXT = RequestContext()
+
+
+class Conductor:
+    target = messaging.Target(version="1.1")
+
+    def __init__(self) -> None:
+        self.reports: list[dict[str, Any]] = []
+        self.got = threading.Event()
+
+    def report_image_cache(self, ctxt: Any, **kwargs: Any) -> None:
+        self.reports.append(kwargs)
+        self.got.set()
+
+
+def test_report_image_cache_is_a_1_1_cast_with_a_timestamp() -> None:
+    conf = make_conf()
+    rpc.init(conf)
+    transport = rpc.get_transport(conf, "fake:///")
+    endpoint = Conductor()
+    server = rpc.get_server(transport, rpcapi.TOPIC, "conductor-1", [endpoint])
+    server.start()
+    try:
+        before = time.time()
+        images = [{"image_id": "a", "size": 1, "last_used": 5.0}]
+        assert rpcapi.ConductorAPI(conf, transport).report_image_cache(
+            CTXT, "h1", images, 4096) is None  # type: ignore[func-returns-value, arg-type]
+        assert endpoint.got.wait(5)
+    finally:
+        server.stop()
+        server.wait()
+    [report] = endpoint.reports
+    assert report["host"] == "h1" and report["images"] == images
+    assert report["usage_bytes"] == 4096 and report["reported_at"] >= before
+
+
+def test_capped_client_does_not_report() -> None:
+    conf = make_conf(upgrade_levels__conductor="1.0")
+    rpc.init(conf)
+    client = rpcapi.ConductorAPI(conf, rpc.get_transport(conf, "fake:///"))
+    with pytest.raises(exception.RPCVersionCapped, match="report_image_cache needs 1.1"):
+        client.report_image_cache(CTXT, "h1", [], 0)
