@@ -14,7 +14,7 @@ from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import cache_name
 from fleetcache.compute.instance_disks import read_record, validate_uuid
 from fleetcache.compute.virt.driver import CacheOutcome
-from tests.unit.compute.diskfixtures import CTXT, MiB, Host, backing_chain
+from tests.unit.compute.diskfixtures import CTXT, Host, MiB, backing_chain
 
 
 @pytest.mark.parametrize("value", [
