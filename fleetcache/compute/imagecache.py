@@ -258,7 +258,7 @@ class ImageCache:
                 check.finish(tmp)
             inspect_image(tmp, meta.disk_format, self.conf, image_id=meta.id, stream=inspection)
             os.chmod(tmp, 0o644)
-            self._publish(meta, plan, tmp, final)
+            publish(plan, meta.id, tmp, final)
         except OSError as exc:
             _cachefiles.unlink(tmp)
             raise exception.ImageFetchError(
@@ -269,14 +269,19 @@ class ImageCache:
         _cachefiles.fsync_dir(self.base_dir)
         return written
 
-    @staticmethod
-    def _publish(meta: ImageMeta, plan: imagebackend.DiskPlan, tmp: str, final: str) -> None:
-        """Rename ``tmp`` to ``final``, or convert it there as the backend plan says."""
-        try:
-            imagebackend.prepare_base(plan, tmp, final)
-        except exception.QemuImgError as exc:
-            raise exception.ImageFetchError(
-                image_id=meta.id, reason=f"cannot convert it from {plan.source_format} to "
-                f"{plan.base_format} for the {plan.backend} backend: {exc}") from exc
-        if plan.convert:  # qemu-img wrote it: make it durable before it is reported cached
-            _cachefiles.fsync_file(final)
+
+def publish(plan: imagebackend.DiskPlan, image_id: str, downloaded: str, final: str) -> None:
+    """Make the inspected ``downloaded`` file the cached base ``final``, as ``plan`` says: a
+    rename, or a conversion (``qemu-img convert``, then fsync: qemu-img writes its output
+    without flushing it, and a cached base must survive a host crash).
+
+    :raises ImageFetchError: when the conversion fails (nothing is left behind).
+    """
+    try:
+        imagebackend.prepare_base(plan, downloaded, final)
+    except exception.QemuImgError as exc:
+        raise exception.ImageFetchError(
+            image_id=image_id, reason=f"cannot convert it from {plan.source_format} to "
+            f"{plan.base_format} for the {plan.backend} backend: {exc}") from exc
+    if plan.convert:
+        _cachefiles.fsync_file(final)
