@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
 import pathlib
 import socket
@@ -49,8 +50,10 @@ def _glance_body(stack: Any, image_id: str) -> dict[str, Any]:
     return body
 
 
-def _cache(stack: Any, instances: pathlib.Path) -> ImageCache:
-    conf = make_conf(instances_path=str(instances), glance__api_servers=[stack.glance_url])
+def _cache(stack: Any, instances: pathlib.Path, force_raw_images: bool = False) -> ImageCache:
+    """A cache that keeps images as Glance serves them (unless ``force_raw_images``)."""
+    conf = make_conf(instances_path=str(instances), glance__api_servers=[stack.glance_url],
+                     force_raw_images=force_raw_images)
     return ImageCache(conf, GlanceImageSource(conf))
 
 
@@ -70,6 +73,25 @@ def test_sample_images_download_byte_identical(stack: Any, tmp_path: pathlib.Pat
         assert data == direct.content
     assert {"qcow2", "raw"} <= formats
     assert cache.partial_files() == []
+
+
+def test_qcow2_sample_is_cached_as_raw_with_force_raw_images(stack: Any,
+                                                              tmp_path: pathlib.Path) -> None:
+    """Nova's default: the qcow2 is inspected, then converted; the base is raw, same disk."""
+    cache = _cache(stack, tmp_path / "instances", force_raw_images=True)
+    image_id = _qcow2_sample(stack)
+    assert _glance_body(stack, image_id)["disk_format"] == "qcow2"
+    assert cache.fetch(CTXT, image_id).cached
+    base = cache.path_for(image_id)
+    direct = tmp_path / "direct.qcow2"
+    direct.write_bytes(requests.get(f"{stack.glance_url}/v2/images/{image_id}/file",
+                                    timeout=60).content)
+    info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", "-f", "raw", base],
+                                     check=True, capture_output=True, text=True).stdout)
+    assert info["format"] == "raw"
+    subprocess.run(["qemu-img", "compare", "-f", "qcow2", "-F", "raw", str(direct), base],
+                   check=True, capture_output=True)
+    assert os.listdir(cache.base_dir) == [cache_name(image_id)]
 
 
 def test_hit_touches_without_downloading(stack: Any, tmp_path: pathlib.Path) -> None:
@@ -269,7 +291,7 @@ def test_connections_cut_mid_body_resume_byte_identical(stack: Any, proxy: Proxy
                                                         tmp_path: pathlib.Path) -> None:
     image_id = _qcow2_sample(stack)
     proxy.cuts = [1_500_000, 1_500_000]
-    conf = make_conf(instances_path=str(tmp_path / "instances"),
+    conf = make_conf(instances_path=str(tmp_path / "instances"), force_raw_images=False,
                      glance__api_servers=[proxy.url], glance__download_chunk_size=65536)
     source = GlanceImageSource(conf)
     source.retry_delay = 0.01
