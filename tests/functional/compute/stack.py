@@ -1,0 +1,94 @@
+"""A conductor and one disk-driver compute in one process (``fake://``, SQLite, local images)."""
+
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fleetcache.cmd import compute as compute_cmd
+from fleetcache.cmd import conductor as conductor_cmd
+from fleetcache.cmd.demo import make_conf
+from fleetcache.common import rpc
+from fleetcache.common.context import RequestContext
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import host_images
+from fleetcache.common.db.migration import db_sync
+from fleetcache.common.db.session import Database
+from fleetcache.compute import rpcapi
+from fleetcache.compute.imagecache import cache_name
+from fleetcache.compute.manager import ComputeManager
+from fleetcache.image import local
+
+CTXT = RequestContext(request_id="req-functional")
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T | None], what: str, timeout: float = 10) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Stack:
+    def __init__(self, tmp_path: pathlib.Path, **compute_overrides: Any) -> None:
+        self.tmp_path = tmp_path
+        self.workdir = str(tmp_path)
+        tag = uuid.uuid4().hex[:6]  # fake:// queues outlive a test: never reuse a name
+        self.conf = make_conf(self.workdir, f"conductor-{tag}")
+        self.db = Database.from_conf(self.conf)
+        db_sync(self.db)
+        self.conductor, _state = conductor_cmd.build_service(self.conf, self.db)
+        self.conductor.start()
+        self.host = f"compute-{tag}"
+        self.compute_conf = make_conf(self.workdir, self.host, compute_driver="disk",
+                                      **compute_overrides)
+        self.compute = compute_cmd.build_service(self.compute_conf)
+        self.compute.start()
+        wait_for(lambda: any(s["host"] == self.host for s in db_api.service_list(self.db)),
+                 "the compute to register")
+        self.api = rpcapi.ComputeAPI(self.conf, rpc.get_transport(self.conf))
+        self.images_dir = self.conf.image_source.local_directory
+
+    @property
+    def manager(self) -> ComputeManager:
+        endpoint: ComputeManager = self.compute.servers["compute"].dispatcher.endpoints[0]
+        return endpoint
+
+    def add_raw(self, size: int = 1024 * 1024) -> str:
+        data = os.urandom(64 * 1024) * (size // (64 * 1024))
+        return local.add_image(self.images_dir, io.BytesIO(data), disk_format="raw").id
+
+    def add_qcow2(self, virtual: str = "16M") -> str:
+        path = self.tmp_path / f"src-{uuid.uuid4().hex[:6]}.qcow2"
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(path), virtual],
+                       check=True)
+        return local.add_image(self.images_dir, str(path), disk_format="qcow2").id
+
+    def base(self, image_id: str) -> pathlib.Path:
+        return pathlib.Path(self.compute_conf.instances_path) / "_base" / cache_name(image_id)
+
+    def reported(self) -> host_images.HostCacheDict | None:
+        try:
+            return host_images.get_host_cache(self.db, self.host)
+        except Exception:
+            return None
+
+    def reported_ids(self) -> set[str]:
+        cache = self.reported()
+        return {i["image_id"] for i in cache["images"]} if cache else set()
+
+    def stop(self) -> None:
+        self.compute.stop()
+        self.conductor.stop()
+        rpc.cleanup()
+        self.db.dispose()
