@@ -3,7 +3,10 @@
 :class:`JobStats` counts outcomes as hosts finish (callers hold the job's lock).
 :class:`ResultWriter` stores results on its own thread: whatever arrived while the previous
 write ran goes into the next transaction, so a quiet job writes each host at once and a busy
-one (1,000 hosts) writes in a few batches, never one transaction per host.
+one (1,000 hosts) writes in a few batches, never one transaction per host. Once a batch is
+stored it runs each host's ``after_write`` (the progress notification), in arrival order: a
+consumer that sees a notification finds the result in the job resource, and the compute
+calls never wait for the notifier.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import dataclasses
 import logging
 import queue
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from fleetcache.common.db import jobs
 from fleetcache.common.db.jobs import ImageResult
@@ -24,8 +27,10 @@ LOG = logging.getLogger(__name__)
 #: States that mean the image is in the host's cache.
 CACHED_STATES = ("cached", "existing")
 
-#: A host and its results; ``None`` tells the writer to stop.
-_Item = tuple[str, dict[str, ImageResult]] | None
+#: Called once the results it came with are stored (sends that host's notification).
+AfterWrite = Callable[[], None]
+#: A host, its results and what to do once they are stored; ``None`` tells the writer to stop.
+_Item = tuple[str, dict[str, ImageResult], AfterWrite | None] | None
 
 
 @dataclasses.dataclass
@@ -86,8 +91,11 @@ class ResultWriter:
     def start(self) -> None:
         self._thread.start()
 
-    def put(self, host: str, results: Mapping[str, ImageResult]) -> None:
-        self._queue.put((host, dict(results)))
+    def put(self, host: str, results: Mapping[str, ImageResult],
+            after_write: AfterWrite | None = None) -> None:
+        """Queue a host's results; ``after_write`` runs on the writer's thread once they are
+        stored (or failed to be), in the order the results were put."""
+        self._queue.put((host, dict(results), after_write))
 
     def close(self) -> str | None:
         """Write what is left and stop. :returns: the first write error, if any."""
@@ -99,13 +107,16 @@ class ResultWriter:
         stopping = False
         while not stopping:
             batch: dict[str, dict[str, ImageResult]] = {}
+            then: list[AfterWrite] = []
             item = self._queue.get()
             while True:
                 if item is None:
                     stopping = True
                     break
-                host, results = item
+                host, results, after_write = item
                 batch[host] = results
+                if after_write is not None:
+                    then.append(after_write)
                 if len(batch) >= self.max_batch:
                     break
                 try:
@@ -113,6 +124,11 @@ class ResultWriter:
                 except queue.Empty:
                     break
             self._write(batch)
+            for func in then:
+                try:
+                    func()
+                except Exception:
+                    LOG.exception("After storing results of job %s", self.job_uuid)
 
     def _write(self, batch: dict[str, dict[str, ImageResult]]) -> None:
         if not batch:

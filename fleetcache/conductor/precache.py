@@ -308,20 +308,22 @@ class PrecacheJob:
         return results
 
     def _host_done(self, host: str, results: dict[str, ImageResult]) -> None:
-        with self._lock:
-            if host in self._done_hosts:
-                return
-            self._done_hosts.add(host)
-            self.stats.add_host(results)
-            index = self.stats.hosts_done
-        self.writer.put(host, results)
-        self.precacher.notifier.progress(self.ctxt, notifications.AggregateCachePayload(
+        """Count a finished host (once), queue its results, then its progress notification."""
+        payload = notifications.AggregateCachePayload(
             id=self.aggregate["id"], uuid=self.aggregate["uuid"], name=self.aggregate["name"],
             host=host,
             images_cached=[i for i, r in results.items() if r["state"] in CACHED_STATES],
             images_failed=[i for i, r in results.items() if r["state"] not in CACHED_STATES],
-            index=index, total=len(self.plans), job_uuid=self.uuid,
-        ))
+            index=0, total=len(self.plans), job_uuid=self.uuid,
+        )
+        with self._lock:  # index and queue order agree: progress is sent in index order
+            if host in self._done_hosts:
+                return
+            self._done_hosts.add(host)
+            self.stats.add_host(results)
+            payload["index"] = self.stats.hosts_done
+            self.writer.put(host, results,
+                            lambda: self.precacher.notifier.progress(self.ctxt, payload))
 
     def _finish(self, error: str | None, elapsed: float) -> None:
         state = jobs.FAILED if error else jobs.DONE

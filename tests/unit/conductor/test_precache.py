@@ -304,7 +304,7 @@ def test_concurrency_limit_is_shared_by_concurrent_jobs(conf, db):
     assert computes.max_in_flight == 3
 
 
-def test_progress_index_counts_every_host_once_under_concurrency(conf, db):
+def test_progress_index_counts_every_host_once_in_order_under_concurrency(conf, db):
     hosts = [f"h{n:02d}" for n in range(40)]
     agg_id = make_aggregate(db, hosts)
     db_api.service_update(db, service_id(db, "h07"), forced_down=True)
@@ -314,7 +314,7 @@ def test_progress_index_counts_every_host_once_under_concurrency(conf, db):
     job = precacher.start(_ctxt(), agg_id, [IMG_A])
 
     progress = notifier.events(notifications.PROGRESS)
-    assert sorted(p["index"] for p in progress) == list(range(1, 41))
+    assert [p["index"] for p in progress] == list(range(1, 41))  # sent in index order
     assert sorted(p["host"] for p in progress) == hosts
     assert {p["total"] for p in progress} == {40}
     assert len(jobs.job_get(db, job["uuid"])["results"]) == 40
@@ -391,3 +391,18 @@ def test_pool_stopped_mid_job_abandons_the_call_in_flight_and_ends_interrupted(c
         "h3": {IMG_A: ("error", reason)},
     }
     assert done["finished_at"] is not None
+
+
+def test_progress_is_sent_once_the_result_is_stored(conf, db):
+    agg_id = make_aggregate(db, ["h1", "h2"])
+    seen: list[tuple[str, int]] = []
+
+    class CheckingNotifier(FakeNotifier):
+        def info(self, ctxt: Any, event_type: str, payload: dict[str, Any]) -> None:
+            if event_type == notifications.PROGRESS:
+                stored = {r["host"] for r in jobs.job_get(db, payload["job_uuid"])["results"]}
+                seen.append((payload["host"], int(payload["host"] in stored)))
+            super().info(ctxt, event_type, payload)
+
+    make_precacher(conf, db, FakeComputes(), CheckingNotifier()).start(_ctxt(), agg_id, [IMG_A])
+    assert sorted(seen) == [("h1", 1), ("h2", 1)]
