@@ -406,3 +406,20 @@ def test_progress_is_sent_once_the_result_is_stored(conf, db):
 
     make_precacher(conf, db, FakeComputes(), CheckingNotifier()).start(_ctxt(), agg_id, [IMG_A])
     assert sorted(seen) == [("h1", 1), ("h2", 1)]
+
+
+def test_manager_cache_images_checks_then_delegates(conf, db):
+    from fleetcache.conductor.manager import ConductorManager, ConductorState
+
+    agg_id = make_aggregate(db, ["h1"])
+    state = ConductorState(conf, db)
+    computes = FakeComputes()
+    state._precacher = make_precacher(conf, db, computes)
+    manager = ConductorManager(conf, db, state=state)
+
+    with pytest.raises(exception.InvalidInput):
+        manager.cache_images(_ctxt(), agg_id, [])
+    job = manager.cache_images(_ctxt(), str(agg_id), [IMG_A])  # type: ignore[arg-type]
+    assert job["aggregate_id"] == agg_id and job["state"] == jobs.QUEUED
+    assert computes.calls == [("h1", [IMG_A])]
+    assert [j["uuid"] for j in jobs.job_list(db)] == [job["uuid"]]
