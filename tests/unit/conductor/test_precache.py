@@ -417,8 +417,10 @@ def test_manager_cache_images_checks_then_delegates(conf, db):
     state._precacher = make_precacher(conf, db, computes)
     manager = ConductorManager(conf, db, state=state)
 
-    with pytest.raises(exception.InvalidInput):
+    with pytest.raises(messaging.ExpectedException) as raised:  # the caller's error
         manager.cache_images(_ctxt(), agg_id, [])
+    assert isinstance(raised.value.exc_info[1], exception.InvalidInput)
+    assert jobs.job_list(db) == []
     job = manager.cache_images(_ctxt(), str(agg_id), [IMG_A])  # type: ignore[arg-type]
     assert job["aggregate_id"] == agg_id and job["state"] == jobs.QUEUED
     assert computes.calls == [("h1", [IMG_A])]
