@@ -18,9 +18,11 @@
 # Two sample images (a real qcow2 and a raw, a few MiB each) are uploaded to Glance.
 #
 # Every daemon runs in its own session (setsid), so stopping its process group stops its
-# children too and nothing else. STACK_GLANCE_PORT, STACK_API_PORT and STACK_VHOST_PREFIX
-# (vhosts <prefix>, <prefix>_cell1, <prefix>_cell2) move a second stack out of the way. `up` fails naming the piece that did not come up, with the tail
-# of its log, and stops what it had started.
+# children too and nothing else. `up` fails naming the piece that did not come up, with the
+# tail of its log, and stops what it had started. One stack.sh command runs at a time (flock).
+#
+# STACK_GLANCE_PORT, STACK_API_PORT and STACK_VHOST_PREFIX (vhosts <prefix>, <prefix>_cell1,
+# <prefix>_cell2, which must exist) with FLEETCACHE_STACK_DIR run a second stack beside this one.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
