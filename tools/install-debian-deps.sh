@@ -11,6 +11,8 @@ declare -A PACKAGES=(
     [curl]=curl             # readiness probes and Glance uploads in tools/stack.sh
     [setsid]=util-linux     # one process group per stack daemon
     [flock]=util-linux      # one tools/stack.sh command at a time
+    [psql]=postgresql-client  # tools/test-services.sh (the servers themselves must run already)
+    [mysql]=mariadb-client
 )
 
 missing=()
