@@ -125,8 +125,9 @@ class ImageCacheManager:
         try:
             images, usage = self.cached_images()
             self._report(images, usage)
-        except Exception:
-            LOG.exception("Reporting the image cache failed; the next report replaces it")
+        except Exception as exc:
+            LOG.warning("Reporting the image cache failed (%s: %s); the next report replaces "
+                        "it", type(exc).__name__, exc)
 
     def _log(self, result: PassResult, count: int) -> None:
         if result.unknown_disks:

@@ -14,10 +14,17 @@ image_cache_opts: list[cfg.Opt] = [
         help="""
 Seconds between two runs of the image cache manager, which ages out unused base images.
 
+Each run also reports the cache's images and disk usage to the conductor. The first run,
+at start-up, only reports; the first ageing pass comes one interval later.
+
 Possible values:
 * 0: run at the default rate (every 60 seconds).
 * -1: disable the manager.
 * Any other value: the interval in seconds.
+
+Related options:
+* ``remove_unused_base_images``
+* ``remove_unused_original_minimum_age_seconds``
 """,
     ),
     cfg.StrOpt(
@@ -28,7 +35,15 @@ Possible values:
     cfg.BoolOpt(
         "remove_unused_base_images",
         default=True,
-        help="Whether the cache manager removes base images that no instance uses.",
+        help="""
+Whether the cache manager removes base images that no instance disk uses.
+
+A base image is in use while a qcow2 instance disk on this host has it as its backing file;
+raw and flat disks are copies and do not use their base after creation.
+
+Related options:
+* ``remove_unused_original_minimum_age_seconds``
+""",
     ),
     cfg.IntOpt(
         "remove_unused_original_minimum_age_seconds",
@@ -37,7 +52,12 @@ Possible values:
         help="""
 Seconds an unused base image must go untouched before the cache manager removes it.
 
-Pre-caching an image touches it and so renews this lease.
+Pre-caching an image, or creating an instance disk from it, touches it and so renews this
+lease.
+
+Related options:
+* ``manager_interval``
+* ``remove_unused_base_images``
 """,
     ),
     cfg.IntOpt(
