@@ -9,9 +9,11 @@ conductor and the scheduler speak of. The index keeps, per cached file, a small 
 It lives beside the cache directory, not in it, so the cache directory holds images only.
 ``base_format`` is the format the cached file was stored in (``raw`` when the download was
 converted), so that instance disks name it with ``-F`` instead of letting anything probe the
-file. Records are written after a successful fetch (atomically: written aside, renamed) and
-pruned by the ageing pass once their file is gone, both under the image's lock. A missing
-record only means the image is not reported; it never makes a file removable.
+file. Records are written by every download (:meth:`CacheIndex.download_check`, a
+:class:`~fleetcache.compute.imagecache.DownloadCheck` that records the plan the download
+publishes with), after a pre-cache hit, and pruned by the ageing pass once their file is gone,
+always under the image's lock. Records are written aside and renamed. A missing record only
+means the image is not reported; it never makes a file removable.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from typing import TypedDict
 
 from oslo_concurrency import lockutils
 
+from fleetcache.common.context import RequestContext
+from fleetcache.compute import imagebackend
 from fleetcache.compute.imagecache import ImageCache, cache_name
+from fleetcache.image import ImageMeta
 
 INDEX_DIR = "image_ids"
 
@@ -61,6 +66,18 @@ class CacheIndex:
         if record != old:
             self._write(cache_name(image_id), record)
         return record
+
+    def download_check(self, ctxt: RequestContext, meta: ImageMeta) -> _IndexingCheck | None:
+        """A ``CheckFactory`` for :attr:`ImageCache.checks`: each download records its image.
+
+        The base format is the one the download publishes with (the plan of this
+        configuration, as the download computes it); a download refused after this is
+        harmless: its record has no file and is pruned.
+        """
+        if not meta.disk_format:
+            return None  # the download refuses it
+        plan = imagebackend.choose(self.cache.conf, meta.disk_format)
+        return _IndexingCheck(self, meta.id, meta.disk_format, plan.base_format)
 
     def get(self, name: str) -> IndexRecord | None:
         """The record of cache file ``name``, or ``None`` when there is none (or it is bad)."""
@@ -110,3 +127,20 @@ class CacheIndex:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
+
+
+class _IndexingCheck:
+    """Records one download in the index once its bytes are complete (sees no bytes)."""
+
+    def __init__(self, index: CacheIndex, image_id: str, disk_format: str,
+                 base_format: str) -> None:
+        self.index = index
+        self.image_id = image_id
+        self.disk_format = disk_format
+        self.base_format = base_format
+
+    def feed(self, chunk: bytes) -> None:
+        pass
+
+    def finish(self, path: str) -> None:
+        self.index.record(self.image_id, self.disk_format, self.base_format)

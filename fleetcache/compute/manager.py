@@ -58,6 +58,9 @@ class ComputeManager:
         self.cache_index: CacheIndex | None = None
         if self.image_cache is not None:
             self.cache_index = CacheIndex(self.image_cache)
+            # NOTE: through the cache's public check seam, every download records its image
+            # id and base format in the index, whoever asked for it.
+            self.image_cache.checks.append(self.cache_index.download_check)
             self.instance_disks = InstanceDisks(conf, self.image_cache, self.cache_index)
             self.cache_manager = ImageCacheManager(
                 conf, self.image_cache, self.cache_index, report=self._send_cache_report)
