@@ -10,19 +10,12 @@ Every operation on one image runs under that image's lock (oslo.concurrency: a t
 plus an inter-process file lock), so two requests for an image on one host download it once,
 whatever process they come from, and the ageing pass (which takes the same lock and re-checks)
 never removes an image that was just reported as present. A download goes to a unique
-temporary name in the cache directory and published only once it passed, in this order:
-
-1. size and multihash, computed while the bytes are written (:mod:`fleetcache.image.verify`);
-2. the :class:`DownloadCheck` s (signatures: :mod:`fleetcache.image.signature`), fed the same
-   chunks;
-3. format safety (:mod:`fleetcache.image.format_safety`): the format is detected from the
-   same chunks (no second read), then the rules and ``qemu-img info`` run on the file;
-4. publication by the disk backend plan (:func:`~fleetcache.compute.imagebackend.prepare_base`:
-   a rename, or a ``qemu-img convert`` to raw when the backend needs it).
-
-Nothing partial is ever visible under the final name, and any failure (a refused image
-included) removes the temporary files, so a refused image never lands in the cache and its
-reason is the exception's message.
+temporary name in the cache directory and published only once it passed size and multihash,
+the :class:`DownloadCheck` s (signatures) and format safety, all fed the same chunks while
+they are written (one pass over the bytes), then converted if the disk backend needs it (see
+:mod:`fleetcache.compute._download`). Nothing partial is ever visible under the final name, and
+any failure (a refused image included) removes the temporary files, so a refused image never
+lands in the cache and its reason is the exception's message.
 """
 
 from __future__ import annotations
@@ -32,20 +25,18 @@ import dataclasses
 import hashlib
 import logging
 import os
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from oslo_concurrency import lockutils
 from oslo_config import cfg
 
-from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute import _cachefiles, imagebackend
+from fleetcache.compute import _cachefiles
+from fleetcache.compute._download import CheckFactory, DownloadCheck, download_checked, publish
 from fleetcache.compute.virt.driver import CacheOutcome
-from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, download_verified
-from fleetcache.image.format_safety import StreamInspection, inspect_image
+from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 
 LOG = logging.getLogger(__name__)
 
@@ -53,19 +44,8 @@ LOCK_PREFIX = "fleetcache-"
 PART_MARK = ".part-"
 
 
-class DownloadCheck(Protocol):
-    """Looks at one download while it streams; may refuse it before it is published."""
-
-    def feed(self, chunk: bytes) -> None:
-        """Every byte once, in order (in the writer thread); raise to abort the download."""
-
-    def finish(self, path: str) -> None:
-        """The complete, hash-verified file, before its rename; raise to refuse it."""
-
-
-#: Builds the check of one download (None: nothing to check for this image), before the
-#: download starts; it may raise to refuse the image at once.
-CheckFactory = Callable[[RequestContext, ImageMeta], DownloadCheck | None]
+__all__ = ["LOCK_PREFIX", "PART_MARK", "CacheEntry", "CheckFactory", "DownloadCheck",
+           "ImageCache", "cache_name", "is_partial", "publish"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,49 +219,8 @@ class ImageCache:
     def _download(self, ctxt: RequestContext, meta: ImageMeta,
                   progress: ProgressCallback | None) -> int:
         """Download ``meta`` to a temporary file, check it in the same pass, publish it."""
-        if not meta.disk_format:
-            raise exception.ImageFormatRejected(image_id=meta.id, reason="it has no disk_format")
-        inspection = StreamInspection(meta.id, meta.disk_format)  # uninspectable: refused now
-        plan = imagebackend.choose(self.conf, meta.disk_format)
-        checks = [c for make in self.checks if (c := make(ctxt, meta)) is not None]
-        final = self.path_for(meta.id)
-        fd, tmp = tempfile.mkstemp(prefix=f".{cache_name(meta.id)}{PART_MARK}",
-                                   dir=self.base_dir)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                written = download_verified(
-                    self.source, ctxt, meta, _cachefiles.EarlyWriteback(f), progress,
-                    [*(c.feed for c in checks), inspection.feed])
-                f.flush()
-                os.fsync(f.fileno())
-            for check in checks:
-                check.finish(tmp)
-            inspect_image(tmp, meta.disk_format, self.conf, image_id=meta.id, stream=inspection)
-            os.chmod(tmp, 0o644)
-            publish(plan, meta.id, tmp, final)
-        except OSError as exc:
-            _cachefiles.unlink(tmp)
-            raise exception.ImageFetchError(
-                image_id=meta.id, reason=f"cannot write {tmp}: {exc}") from exc
-        except BaseException:
-            _cachefiles.unlink(tmp)
-            raise
+        written = download_checked(
+            self.conf, self.source, ctxt, meta, self.checks, self.path_for(meta.id),
+            f".{cache_name(meta.id)}{PART_MARK}", progress)
         _cachefiles.fsync_dir(self.base_dir)
         return written
-
-
-def publish(plan: imagebackend.DiskPlan, image_id: str, downloaded: str, final: str) -> None:
-    """Make the inspected ``downloaded`` file the cached base ``final``, as ``plan`` says: a
-    rename, or a conversion (``qemu-img convert``, then fsync: qemu-img writes its output
-    without flushing it, and a cached base must survive a host crash).
-
-    :raises ImageFetchError: when the conversion fails (nothing is left behind).
-    """
-    try:
-        imagebackend.prepare_base(plan, downloaded, final)
-    except exception.QemuImgError as exc:
-        raise exception.ImageFetchError(
-            image_id=image_id, reason=f"cannot convert it from {plan.source_format} to "
-            f"{plan.base_format} for the {plan.backend} backend: {exc}") from exc
-    if plan.convert:
-        _cachefiles.fsync_file(final)

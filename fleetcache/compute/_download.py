@@ -1,0 +1,110 @@
+"""One checked download into the image cache directory, and its publication as a cached base.
+
+:func:`download_checked` is the image cache's pipeline (called under the image's lock), in one
+pass over the bytes:
+
+1. size and multihash, computed while the bytes are written (:mod:`fleetcache.image.verify`);
+2. the :class:`DownloadCheck` s (signatures: :mod:`fleetcache.image.signature`), fed the same
+   chunks, finished on the complete file;
+3. format safety (:mod:`fleetcache.image.format_safety`): the format is detected from the
+   same chunks, then the rules and ``qemu-img info`` run on the file;
+4. :func:`publish` as the disk backend plan says (a rename, or a ``qemu-img convert``).
+
+The download goes to a unique temporary name in the cache directory; any failure, a refused
+image included, removes it, so a refused image never lands in the cache and its reason is the
+exception's message.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from oslo_config import cfg
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+from fleetcache.compute import _cachefiles, imagebackend
+from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, download_verified
+from fleetcache.image.format_safety import StreamInspection, inspect_image
+
+
+class DownloadCheck(Protocol):
+    """Looks at one download while it streams; may refuse it before it is published."""
+
+    def feed(self, chunk: bytes) -> None:
+        """Every byte once, in order (in the writer thread); raise to abort the download."""
+
+    def finish(self, path: str) -> None:
+        """The complete, hash-verified file, before its rename; raise to refuse it."""
+
+
+#: Builds the check of one download (None: nothing to check for this image), before the
+#: download starts; it may raise to refuse the image at once.
+CheckFactory = Callable[[RequestContext, ImageMeta], DownloadCheck | None]
+
+
+def prepare(conf: cfg.ConfigOpts, ctxt: RequestContext, meta: ImageMeta,
+            factories: Sequence[CheckFactory]
+            ) -> tuple[StreamInspection, imagebackend.DiskPlan, list[DownloadCheck]]:
+    """Everything decided before the first byte: refuses an image that cannot be inspected,
+    signed wrongly or not at all usable here, before it is downloaded (as Nova)."""
+    if not meta.disk_format:
+        raise exception.ImageFormatRejected(image_id=meta.id, reason="it has no disk_format")
+    inspection = StreamInspection(meta.id, meta.disk_format)
+    plan = imagebackend.choose(conf, meta.disk_format)
+    checks = [c for make in factories if (c := make(ctxt, meta)) is not None]
+    return inspection, plan, checks
+
+
+def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestContext,
+                     meta: ImageMeta, factories: Sequence[CheckFactory], final: str,
+                     tmp_prefix: str, progress: ProgressCallback | None = None) -> int:
+    """Download ``meta`` to ``<tmp_prefix>XXXX`` beside ``final``, check it, publish it.
+
+    :returns: bytes downloaded.
+    :raises ImageFormatRejected, ImageSignatureVerificationFailed: the image is refused.
+    :raises ImageFetchError: the download or its verification failed, the file could not be
+        written or converted. In every case the temporary file is removed.
+    """
+    inspection, plan, checks = prepare(conf, ctxt, meta, factories)
+    fd, tmp = tempfile.mkstemp(prefix=tmp_prefix, dir=os.path.dirname(final))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            written = download_verified(
+                source, ctxt, meta, _cachefiles.EarlyWriteback(f), progress,
+                [*(c.feed for c in checks), inspection.feed])
+            f.flush()
+            os.fsync(f.fileno())
+        for check in checks:
+            check.finish(tmp)
+        inspect_image(tmp, inspection.disk_format, conf, image_id=meta.id, stream=inspection)
+        os.chmod(tmp, 0o644)
+        publish(plan, meta.id, tmp, final)
+    except OSError as exc:
+        _cachefiles.unlink(tmp)
+        raise exception.ImageFetchError(
+            image_id=meta.id, reason=f"cannot write {tmp}: {exc}") from exc
+    except BaseException:
+        _cachefiles.unlink(tmp)
+        raise
+    return written
+
+
+def publish(plan: imagebackend.DiskPlan, image_id: str, downloaded: str, final: str) -> None:
+    """Make the inspected ``downloaded`` file the cached base ``final``, as ``plan`` says: a
+    rename, or a conversion (``qemu-img convert``, then fsync: qemu-img writes its output
+    without flushing it, and a cached base must survive a host crash).
+
+    :raises ImageFetchError: when the conversion fails (nothing is left behind).
+    """
+    try:
+        imagebackend.prepare_base(plan, downloaded, final)
+    except exception.QemuImgError as exc:
+        raise exception.ImageFetchError(
+            image_id=image_id, reason=f"cannot convert it from {plan.source_format} to "
+            f"{plan.base_format} for the {plan.backend} backend: {exc}") from exc
+    if plan.convert:
+        _cachefiles.fsync_file(final)
