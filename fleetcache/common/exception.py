@@ -99,7 +99,7 @@ class InvalidConfiguration(Invalid):
 
 
 class InstanceDisksNotSupported(Invalid):
-    msg_fmt = "Virt driver %(driver)s does not create instance disks."
+    msg_fmt = "This host cannot create instance disks: %(reason)s"
     error_code = "fleetcache.instance_disks.not_supported"
 
 

@@ -98,6 +98,8 @@ class InstanceDisks:
         :raises InvalidInput: a bad UUID or size, or a size below the image's virtual size.
         :raises Conflict: the instance already has a disk.
         :raises ImageNotFound, ImageNotAvailable, ImageFetchError, ImageFormatRejected:
+        :raises InstanceDisksNotSupported: the backend chosen is not implemented (checked
+            before anything is fetched).
         :raises QemuImgError: the backend could not create the disk.
         """
         uuid = validate_uuid(instance_uuid)
@@ -108,6 +110,10 @@ class InstanceDisks:
         if not meta.disk_format:
             raise exception.ImageNotAvailable(image_id=image_id, reason="it has no disk_format")
         plan = imagebackend.choose(self.conf, meta.disk_format)
+        if not imagebackend.get_backend(plan.backend, self.conf).implemented:
+            raise exception.InstanceDisksNotSupported(
+                reason=f"the {plan.backend} disk backend chosen for {meta.disk_format} images "
+                "is not implemented yet")
         with self._instance_lock(uuid):
             directory = imagebackend.instance_dir(self.conf, uuid)
             if os.path.lexists(os.path.join(directory, DISK_NAME)):

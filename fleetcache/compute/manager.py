@@ -86,10 +86,12 @@ class ComputeManager:
                              size: int | None = None) -> rpcapi.InstanceDiskResult:
         """Create the instance's disk from ``image_id`` (see :class:`InstanceDisks`).
 
-        :raises InstanceDisksNotSupported: when the virt driver keeps no image cache.
+        :raises InstanceDisksNotSupported: when the virt driver keeps no image cache, or the
+            backend chosen for the image is not implemented.
         """
         if self.instance_disks is None or self.cache_manager is None:
-            raise exception.InstanceDisksNotSupported(driver=type(self.driver).__name__)
+            raise exception.InstanceDisksNotSupported(
+                reason=f"virt driver {type(self.driver).__name__} keeps no image cache")
         result = self.instance_disks.create(ctxt, instance_uuid, image_id, size)
         if result["image_fetched"]:
             self.cache_manager.report()
@@ -102,7 +104,8 @@ class ComputeManager:
         :raises InstanceDisksNotSupported: when the virt driver keeps no image cache.
         """
         if self.instance_disks is None:
-            raise exception.InstanceDisksNotSupported(driver=type(self.driver).__name__)
+            raise exception.InstanceDisksNotSupported(
+                reason=f"virt driver {type(self.driver).__name__} keeps no image cache")
         return self.instance_disks.delete(instance_uuid)
 
     # -- periodic ---------------------------------------------------------------------------

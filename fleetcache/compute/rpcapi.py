@@ -96,7 +96,8 @@ class ComputeAPI:
         :raises InvalidInput: a bad UUID, or a size below the image's virtual size.
         :raises Conflict: the instance already has a disk.
         :raises ImageNotFound, ImageNotAvailable, ImageFetchError, ImageFormatRejected:
-        :raises InstanceDisksNotSupported: the host's virt driver makes no disks.
+        :raises InstanceDisksNotSupported: the host's virt driver or the chosen backend makes
+            no disks.
         """
         cctxt = self._prepare_for(
             "create_instance_disk", "1.1", server=host, timeout=self.conf.long_rpc_timeout,

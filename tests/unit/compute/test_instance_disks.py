@@ -157,3 +157,12 @@ def test_create_touches_the_base(tmp_path: pathlib.Path) -> None:
     host.disks.cache.fetch = lambda *a, **k: CacheOutcome(cached=False)  # type: ignore[method-assign]
     host.disks.create(CTXT, str(uuid.uuid4()), image)
     assert host.base(image).stat().st_mtime > 1_000_000
+
+
+def test_an_unimplemented_backend_is_refused_before_any_download(
+        tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path, libvirt__images_type_mapping=["raw:ploop"])
+    image = host.add_raw()
+    with pytest.raises(exception.InstanceDisksNotSupported, match="ploop disk backend"):
+        host.disks.create(CTXT, str(uuid.uuid4()), image)
+    assert not host.base(image).exists()
