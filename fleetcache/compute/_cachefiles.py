@@ -1,4 +1,4 @@
-"""File-system helpers of the image cache: early writeback, quiet unlink, fsync by path."""
+"""File-system helpers of the image cache: early writeback, quiet unlink, directory fsync."""
 
 from __future__ import annotations
 
@@ -39,15 +39,6 @@ def unlink(path: str) -> None:
     """Remove ``path`` if it exists."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-
-
-def fsync_file(path: str) -> None:
-    """Make the data of the file at ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def fsync_dir(path: str) -> None:

@@ -95,8 +95,7 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
 
 def publish(plan: imagebackend.DiskPlan, image_id: str, downloaded: str, final: str) -> None:
     """Make the inspected ``downloaded`` file the cached base ``final``, as ``plan`` says: a
-    rename, or a conversion (``qemu-img convert``, then fsync: qemu-img writes its output
-    without flushing it, and a cached base must survive a host crash).
+    rename, or a conversion (``qemu-img convert``, fsync, rename).
 
     :raises ImageFetchError: when the conversion fails (nothing is left behind).
     """
@@ -106,5 +105,3 @@ def publish(plan: imagebackend.DiskPlan, image_id: str, downloaded: str, final: 
         raise exception.ImageFetchError(
             image_id=image_id, reason=f"cannot convert it from {plan.source_format} to "
             f"{plan.base_format} for the {plan.backend} backend: {exc}") from exc
-    if plan.convert:
-        _cachefiles.fsync_file(final)

@@ -38,7 +38,8 @@ def prepare_base(plan: DiskPlan, downloaded: str, base: str) -> None:
 
     ``downloaded`` is consumed (renamed or removed). The conversion is written next to it, as
     ``<downloaded>.converted`` (so a hidden ``.<sha1>.part-XXXX`` download name stays a
-    partial file for the image cache), then renamed: a failed conversion leaves no ``base``.
+    partial file for the image cache), fsynced (qemu-img does not flush its output) and
+    renamed: a failed conversion or a crash leaves no ``base`` with partial data.
 
     :raises QemuImgError: when the conversion fails.
     """
@@ -48,6 +49,11 @@ def prepare_base(plan: DiskPlan, downloaded: str, base: str) -> None:
     staged = f"{downloaded}.converted"
     try:
         qemu.convert(downloaded, plan.source_format, staged, plan.base_format)
+        fd = os.open(staged, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(staged, base)
     finally:
         with contextlib.suppress(FileNotFoundError):

@@ -187,3 +187,26 @@ def test_inspection_and_signature_survive_a_range_resume(tmp_path: pathlib.Path)
         assert [h.get("range") is not None for h in glance.file_gets(body["id"])] == [
             False, True, True]
     assert pathlib.Path(cache.path_for(body["id"])).read_bytes() == data
+
+
+def test_converted_base_is_durable_before_it_is_renamed(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """qemu-img does not flush its output: the staged conversion is fsynced, then renamed."""
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        events.append(("replace", str(src)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    cache = _cache(tmp_path, libvirt__images_type="flat")
+    meta = _add(tmp_path, corpus.qcow2(tmp_path), disk_format="qcow2")
+    cache.fetch(CTXT, meta.id)
+    staged = [path for event, path in events if path.endswith(".converted")]
+    assert staged and events.index(("fsync", staged[0])) < events.index(("replace", staged[0]))
