@@ -15,6 +15,7 @@ from fleetcache.compute.imagecache import cache_name
 from fleetcache.compute.virt.disk import DiskDriver
 from fleetcache.image.local import LocalImageSource, add_image
 from tests.unit.image.fixtures import make_conf
+from tests.unit.image.signing import Signer
 
 
 def _driver(tmp_path: pathlib.Path, instances: pathlib.Path) -> DiskDriver:
@@ -103,3 +104,25 @@ def test_capabilities_derive_image_types_from_configuration(
             if k.startswith("supports_image_type_") and v} == supported
     assert "supports_image_type_ploop" in caps and not caps["supports_image_type_ploop"]
     assert imagebackend.supported_image_types(conf) == supported  # one function decides
+
+
+@pytest.mark.parametrize("tamper", [False, True])
+def test_cache_image_verifies_signatures_with_the_given_certificate_loader(
+        tmp_path: pathlib.Path, tamper: bool) -> None:
+    signer = Signer()
+    data = os.urandom(200_000)
+    stored = data[:-1] + b"\x00" if tamper else data
+    meta = add_image(str(tmp_path / "images"), io.BytesIO(stored),
+                     properties=signer.properties(data))
+    conf = make_conf(instances_path=str(tmp_path / "instances"), image_source__backend="local",
+                     image_source__local_directory=str(tmp_path / "images"),
+                     glance__verify_glance_signatures=True)
+    driver = DiskDriver(conf, load_certificate=signer.load_certificate)
+    driver.init_host("host1")
+    if tamper:
+        with pytest.raises(exception.ImageSignatureVerificationFailed, match="does not match"):
+            driver.cache_image(RequestContext(), meta.id)
+        assert os.listdir(tmp_path / "instances" / "_base") == []
+    else:
+        assert driver.cache_image(RequestContext(), meta.id).cached
+    assert signer.loaded == [signer.cert_uuid]
