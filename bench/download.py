@@ -141,6 +141,16 @@ def proc_io() -> dict[str, int]:
         return {k: int(v) for k, v in (line.split(": ") for line in f)}
 
 
+def hash_ceiling(size: int) -> float:
+    """MB/s of hashlib's sha512 on one core, over ``size`` bytes in memory (informative: with
+    verification on, no download can beat it without hashing on several cores)."""
+    block, digest = os.urandom(CHUNK), hashlib.sha512()
+    started = time.monotonic()
+    for _ in range(0, size, CHUNK):
+        digest.update(block)
+    return size / (time.monotonic() - started) / 1e6
+
+
 def timed(func: Callable[[], object]) -> tuple[float, float]:
     """Wall and this process's CPU (with its children's) seconds of ``func()``."""
     def cpu() -> float:
@@ -192,12 +202,15 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     mbps = {k: size / median(v) / 1e6 for k, v in walls.items()}
+    sha512_mbps = hash_ceiling(size)
     print(f"image {size} bytes, {args.rounds} rounds, Glance {args.glance_url}, disk "
           f"{args.workdir}, loadavg {load_before}->{loadavg()} at "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     for name in walls:
         print(f"{name:>20}: {mbps[name]:7.0f} MB/s  (median {median(walls[name]):.2f} s; "
               f"client CPU {median(cpus[name]):.2f} s)")
+    print(f"{'sha512 (1 core)':>20}: {sha512_mbps:7.0f} MB/s  (hashlib over the same number of "
+          f"bytes in memory: the ceiling with verification on)")
     disk_read = median([float(n) for n in fleetcache.disk_reads])
     all_read = median([float(n) for n in fleetcache.all_reads])
     print(f"fleetcache per image (median): {disk_read:.0f} bytes read from disk "
@@ -207,7 +220,7 @@ def main() -> int:
                    size_mib=args.size_mib, curl_mbps=round(mbps["curl -o"]),
                    verify_mbps=round(mbps["curl|tee|sha512sum"]),
                    verify_fsync_mbps=round(mbps["...+sync FILE"]),
-                   fleetcache_mbps=round(mbps["fleetcache"]),
+                   fleetcache_mbps=round(mbps["fleetcache"]), sha512_mbps=round(sha512_mbps),
                    disk_read_per_byte=round(disk_read / size, 6),
                    read_per_byte=round(all_read / size, 6)))
     return 0
