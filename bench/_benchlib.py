@@ -53,6 +53,36 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+def tree_cpu(pid: int) -> float:
+    """:func:`cpu_seconds` of ``pid`` and its live descendants (gunicorn's workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            total += cpu_seconds(current)
+        except OSError:
+            continue
+        todo.extend(children.get(current, []))
+    return total
+
+
+def broker_pid() -> int | None:
+    """The bench RabbitMQ node's pid (its pid file), if it runs."""
+    try:
+        return int((Path("/var/tmp/fcbench-rabbitmq") / "node.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

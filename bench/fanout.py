@@ -43,14 +43,18 @@ warnings.simplefilter("ignore")
 from _baseline import Baseline  # noqa: E402
 from _benchlib import (  # noqa: E402
     broker_fd_limit,
+    broker_pid,
     broker_start,
     broker_stop,
+    cpu_seconds,
     headline,
     loadavg,
     log,
     median,
+    tree_cpu,
 )
 from _fleet import Shards, plan_cells, setup_database  # noqa: E402
+from _meter import CpuMeter, self_cpu  # noqa: E402
 from _services import ApiClient, RpcClient, Services  # noqa: E402
 
 IMAGE_ID = "1b5c4fd2-5a57-4c6e-9c6b-3f4b0c8a2f10"
@@ -125,15 +129,18 @@ def finished_wall(job: dict[str, object], started_utc: datetime.datetime) -> flo
 
 
 def run_job(api: ApiClient | RpcClient, services: Services, aggregate_id: int,
-            hosts: int) -> dict[str, float]:
+            hosts: int, meter: CpuMeter | None = None) -> dict[str, float]:
     """One pre-cache job through the API; its wall time and the conductor's CPU."""
     cpu_before = services.conductor_cpu()
+    before = meter.snapshot() if meter is not None else {}
     started_utc = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
     started = time.monotonic()
     location = api.cache_images(aggregate_id, [IMAGE_ID])
     job = api.wait_job(location, timeout=600)
     polled = time.monotonic() - started
     cpu = services.conductor_cpu() - cpu_before
+    if meter is not None:
+        meter.record("job", before)
     if job["state"] != "done":
         raise RuntimeError(f"job ended {job['state']}: {job.get('error')}")
     counts = api.counts(job)
@@ -174,16 +181,29 @@ def main() -> int:
                 else RpcClient(broker_url + VHOST_PREFIX, db_url))
             warm = run_job(api, services, aggregate_id, args.hosts)
             log(f"job warm-up: {warm['wall']:.2f} s")
+        meter = CpuMeter()
+        meter.add("client", self_cpu)
+        meter.add("computes", lambda: sum(cpu_seconds(p) for p in shards.pids()))
+        bpid = broker_pid()
+        if bpid is not None:
+            meter.add("broker", lambda: cpu_seconds(bpid))
+        if services is not None:
+            meter.add("conductor", services.conductor_cpu)
+            if services.api is not None:
+                api_pid = services.api.pid
+                meter.add("api", lambda: tree_cpu(api_pid))
         if args.profile and services is not None:
             stack.enter_context(profiler(services.conductor_pid(), args.profile))
         base_walls, base_cpus, job_walls, cpus = [], [], [], []
         for rnd in range(args.rounds):
+            before = meter.snapshot()
             wall, cpu = baseline.run()
+            meter.record("baseline", before)
             base_walls.append(wall)
             base_cpus.append(cpu)
             line = f"round {rnd + 1}: baseline {base_walls[-1]:.2f} s"
             if services is not None:
-                res = run_job(api, services, aggregate_id, args.hosts)
+                res = run_job(api, services, aggregate_id, args.hosts, meter)
                 job_walls.append(res["wall"])
                 cpus.append(res["cpu"])
                 line += (f", job {res['wall']:.2f} s (fan-out {res['inner']:.2f} s, polled "
@@ -198,6 +218,7 @@ def main() -> int:
     print(f"baseline (bare oslo.messaging): {' '.join(f'{w:.2f}' for w in base_walls)} s; "
           f"median {base:.2f} s = {args.hosts / base:.0f} calls/s; client CPU per host "
           f"{median(base_cpus) / args.hosts * 1000:.2f} ms")
+    print(meter.table(args.hosts))
     if not job_walls:
         print(headline("fanout", 1.0, hosts=args.hosts, concurrency=args.concurrency,
                        baseline_s=base))
