@@ -10,9 +10,11 @@
 # Pieces (all on 127.0.0.1, state under .stack/ in the checkout, or $FLEETCACHE_STACK_DIR):
 # - glance:    Glance 33.0.0 in its own venv (.stack/glance-venv, tools/glance/requirements.txt,
 #              rebuilt only when that file changes) under gunicorn on :19292; SQLite, file store
-#              with 4 MiB chunks, no Keystone (paste "default" flavor; tools/glance/).
+#              with 4 MiB chunks, no Keystone (paste "default" flavor; tools/glance/). Its
+#              access log (.stack/log/glance-access.log) records every request.
 # - api:       fleetcache-api (gunicorn) on :18774, [api] auth_strategy = noauth.
-# - conductor: one fleetcache-conductor; DEFAULT transport_url vhost fleetcache.
+# - conductor: one fleetcache-conductor; DEFAULT transport_url vhost fleetcache. It also reads
+#              .stack/etc/conductor.d/*.conf (empty: for tests that restart it with options).
 # - compute1, compute2 (cell1, vhost fleetcache_cell1) and compute3 (cell2, fleetcache_cell2):
 #              fleetcache-compute, disk driver, each with its own config and instances_path.
 # Two sample images (a real qcow2 and a raw, a few MiB each) are uploaded to Glance.
@@ -34,6 +36,11 @@ GLANCE_REQS=$ROOT/tools/glance/requirements.txt
 GLANCE_DIR=$STACK/glance
 ETC=$STACK/etc
 LOG=$STACK/log
+# One line per Glance request, written when the response ends: client, time, request line,
+# status, bytes sent, seconds taken, X-OpenStack-Request-ID (the job's global request id when
+# a compute downloads), user agent. Tests count image downloads in it.
+GLANCE_ACCESS_LOG=$LOG/glance-access.log
+GLANCE_ACCESS_FORMAT='%(h)s %(t)s "%(r)s" %(s)s %(B)s %(L)s %({x-openstack-request-id}i)s "%(a)s"'
 RUN=$STACK/run
 CONF=$ETC/fleetcache.conf
 GLANCE_PORT=${STACK_GLANCE_PORT:-19292}
@@ -235,7 +242,9 @@ start_glance() {  # in the background during `up`: report failure by status, not
         >"$LOG/glance-manage.log" 2>&1 || return 11
     start_daemon glance env OS_GLANCE_CONFIG_DIR="$GLANCE_DIR/etc" \
         "$GLANCE_VENV/bin/gunicorn" --bind "127.0.0.1:$GLANCE_PORT" --workers 1 --threads 4 \
-        --timeout 600 --graceful-timeout 5 glance.wsgi.api:application
+        --timeout 600 --graceful-timeout 5 \
+        --access-logfile "$GLANCE_ACCESS_LOG" --access-logformat "$GLANCE_ACCESS_FORMAT" \
+        glance.wsgi.api:application
 }
 
 wait_glance_started() {
@@ -366,7 +375,10 @@ setup_database() {
 
 start_fleetcache() {
     local entry host
-    start_daemon conductor "$VENV_BIN/fleetcache-conductor" --config-file "$CONF"
+    # conductor.d: options a test drops in (e.g. precache_concurrency) before restarting it.
+    mkdir -p "$ETC/conductor.d"
+    start_daemon conductor "$VENV_BIN/fleetcache-conductor" --config-file "$CONF" \
+        --config-dir "$ETC/conductor.d"
     # NOTE: a compute's registration sent before the conductor listens on its cell's broker
     # is lost and waits out rpc_response_timeout; the conductor registers itself once it does.
     wait_services fleetcache-conductor "*:*"
@@ -427,6 +439,7 @@ export FLEETCACHE_CONF=$CONF
 export FLEETCACHE_COMPUTES="${computes[*]}"
 export FLEETCACHE_SAMPLE_IMAGES="$*"
 export FLEETCACHE_STACK_DIR=$STACK
+export FLEETCACHE_GLANCE_ACCESS_LOG=$GLANCE_ACCESS_LOG
 EOF
 }
 
@@ -464,7 +477,7 @@ cmd_up() {
     local qcow2 raw entry
     T0=$SECONDS
     mkdir -p "$STACK" "$RUN"
-    [[ -n $(all_daemons) ]] && cmd_down
+    cmd_down   # pid files and strays both: a daemon that lost its pid file dies here too
     reset_state
     check_prerequisites
     write_glance_config
