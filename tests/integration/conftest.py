@@ -21,9 +21,11 @@ Every test in this directory is marked ``integration``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -75,6 +77,7 @@ class Stack:
     :ivar conf_file: the API's and conductor's configuration file.
     :ivar api_url: the compute API endpoint (``.../v2.1``), as ``OS_ENDPOINT``.
     :ivar glance_url: the Glance root URL, as ``OS_IMAGE_ENDPOINT_OVERRIDE``.
+    :ivar glance_access_log: Glance's access log (see :meth:`glance_requests`).
     """
 
     def __init__(self, directory: Path, env: dict[str, str]) -> None:
@@ -88,6 +91,8 @@ class Stack:
             for host, _, path in (p.partition(":") for p in env["FLEETCACHE_COMPUTES"].split())
         }
         self.sample_images = env["FLEETCACHE_SAMPLE_IMAGES"].split()
+        self.glance_access_log = Path(env.get("FLEETCACHE_GLANCE_ACCESS_LOG",
+                                              directory / "log" / "glance-access.log"))
         self.conf = _load_conf(self.conf_file)
         self._db: Database | None = None
 
@@ -103,6 +108,15 @@ class Stack:
 
     def compute_conf_file(self, host: str) -> Path:
         return self.dir / "etc" / f"{host}.conf"
+
+    def log_file(self, name: str) -> Path:
+        """The log of daemon ``name`` (``conductor``, ``compute1``...)."""
+        return self.dir / "log" / f"{name}.log"
+
+    def glance_requests(self) -> list[GlanceRequest]:
+        """Every request Glance has answered so far, oldest first (from its access log)."""
+        return [GlanceRequest.parse(line)
+                for line in self.glance_access_log.read_text().splitlines() if line.strip()]
 
     @property
     def db(self) -> Database:
@@ -204,6 +218,36 @@ class Stack:
             self.start_service(host)
             self.wait_service_state(host, up=True)
 
+    @contextlib.contextmanager
+    def conductor_options(self, name: str, text: str) -> Iterator[None]:
+        """Run the block with a conductor restarted on ``etc/conductor.d/<name>.conf``
+        (``text``: ini lines); the file is removed and the conductor restarted after."""
+        override = self.dir / "etc" / "conductor.d" / f"{name}.conf"
+        override.write_text(text)
+        try:
+            self.restart_conductor()
+            yield
+        finally:
+            override.unlink(missing_ok=True)
+            self.restart_conductor()
+
+    def restart_conductor(self, timeout: float = 60) -> None:
+        """Stop the conductor, start it again, and wait until it registered and every
+        compute is up."""
+        self.stop_service("conductor")
+        self.start_service("conductor")
+        pid = (self.dir / "run" / "conductor.pid").read_text().split()[0]
+        deadline = time.monotonic() + timeout
+        mark = re.compile(rf"^\S+ \S+ {pid} .*fleetcache-conductor on \S+: registered")
+        log = self.log_file("conductor")
+        while not any(mark.match(line) for line in log.read_text().splitlines()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the conductor (pid {pid}) did not register within "
+                                     f"{timeout}s; see {log}")
+            time.sleep(0.2)
+        for host in self.computes:
+            self.wait_service_state(host, up=True)
+
     def _stack_sh(self, *args: str) -> None:
         proc = subprocess.run([str(STACK_SH), *args], capture_output=True, text=True,
                               env={**os.environ, "FLEETCACHE_STACK_DIR": str(self.dir)},
@@ -211,6 +255,36 @@ class Stack:
         if proc.returncode != 0:
             raise AssertionError(f"tools/stack.sh {' '.join(args)} failed: "
                                  f"{proc.stdout}{proc.stderr}")
+
+
+_ACCESS_LINE = re.compile(
+    r'^(?P<client>\S+) \[(?P<time>[^]]+)\] "(?P<method>\S+) (?P<path>\S+) [^"]*" '
+    r'(?P<status>\d+) (?P<size>\d+) (?P<seconds>[\d.]+) (?P<request_id>\S+) ')
+
+
+@dataclasses.dataclass(frozen=True)
+class GlanceRequest:
+    """One line of Glance's access log (format: ``GLANCE_ACCESS_FORMAT`` in tools/stack.sh)."""
+
+    method: str
+    path: str
+    status: int
+    size: int
+    #: Seconds the request took (the line is written when the response ends).
+    seconds: float
+    #: The ``X-OpenStack-Request-ID`` the client sent (a compute sends its job's global
+    #: request id), None when it sent none.
+    request_id: str | None
+
+    @classmethod
+    def parse(cls, line: str) -> GlanceRequest:
+        match = _ACCESS_LINE.match(line)
+        if match is None:
+            raise AssertionError(f"not a Glance access log line: {line!r}")
+        request_id = match["request_id"]
+        return cls(method=match["method"], path=match["path"], status=int(match["status"]),
+                   size=int(match["size"]), seconds=float(match["seconds"]),
+                   request_id=None if request_id == "-" else request_id)
 
 
 def _load_conf(path: Path) -> cfg.ConfigOpts:
