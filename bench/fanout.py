@@ -42,6 +42,7 @@ warnings.simplefilter("ignore")
 
 from _baseline import Baseline  # noqa: E402
 from _benchlib import (  # noqa: E402
+    BROKER_SCRIPT,
     broker_fd_limit,
     broker_pid,
     broker_start,
@@ -98,6 +99,9 @@ def parse_args() -> argparse.Namespace:
 def broker(keep: bool, cells: int) -> Iterator[str]:
     vhosts = [VHOST_PREFIX] + [f"{VHOST_PREFIX}_cell{i + 1}" for i in range(cells)]
     url = broker_start(vhosts)
+    # Notifications of earlier runs nobody consumed (--keep-broker): start from an empty queue.
+    subprocess.run([str(BROKER_SCRIPT), "ctl", "purge_queue", "-p", VHOST_PREFIX,
+                    "notifications.info"], capture_output=True, check=False)
     log(f"bench broker {url} ({broker_fd_limit()})")
     try:
         yield url
