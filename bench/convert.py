@@ -1,30 +1,38 @@
 #!/usr/bin/env python3
 """qcow2 -> raw conversion of a cached image: fleetcache's path beside plain ``qemu-img convert``.
 
-Builds a qcow2 of ``--size-mib`` virtual MiB, half of it random data in 4 MiB extents and half
-holes (a typical cloud image is mostly sparse), then, for ``--rounds`` rounds, on the same file
-and the same disk, one after the other (order rotated each round):
+Builds one qcow2 of ``--size-mib`` virtual MiB, half of it random data in 4 MiB extents and
+half holes (a typical cloud image is mostly sparse), then runs, on that same file and the
+same disk, ``--rounds`` rounds of each of these, one after the other, the order rotated each
+round, a ``sync`` before each run so that no earlier write-back weighs on it:
 
-* ``qemu-img convert``: ``qemu-img convert -f qcow2 -O raw SRC DST``, plain (qemu-img's default
-  cache mode for the output is ``unsafe``: nothing is flushed, the data is still in the page
-  cache when it exits);
-* ``...+sync``: the same, then ``sync DST``: the durable baseline;
+* ``qemu-img convert``: ``qemu-img convert -f qcow2 -O raw SRC DST``, plain. qemu-img's
+  default cache mode for convert is ``unsafe``: nothing is flushed, the data is still only in
+  the page cache when it exits. Not durable: the issue's denominator.
+* ``convert+sync``: the same, then ``sync DST`` (fsync): the honest durable baseline.
 * ``fleetcache``: what the image cache does with a downloaded qcow2 that a ``flat`` backend
-  needs as raw, in this process: ``inspect_image`` (format inspector on the headers,
-  ``qemu-img info`` and ``qemu-img check`` under limits), then
-  ``imagecache.publish`` = ``imagebackend.prepare_base`` (``qemu-img convert`` to a staged
-  name, rename) + fsync of the base.
+  needs as raw, in this process: ``inspect_image`` (format inspector on the headers, then
+  ``qemu-img info`` and ``qemu-img check`` under ``prlimit``), ``imagecache.publish``
+  (``imagebackend.prepare_base``: ``qemu-img convert -t none -W`` to a staged name, fsync,
+  rename) and the fsync of ``_base`` that makes the rename durable. Its steps are timed too.
 
-Prints median times and last the headline ``convert: ... ratio=R``, R = fleetcache's time over
-plain ``qemu-img convert`` (``durable_ratio``: over ``...+sync``). Everything it wrote is
-removed at the end.
+Twice: ``warm``, the source in the page cache (as in the real pipeline, which converts the
+file it has just written), and ``cold``, the source's pages dropped before each run with
+``posix_fadvise(DONTNEED)`` (that file only: the machine is shared). ``--flags`` adds rows for
+plain qemu-img with other output cache modes, to show which durable mode is fastest.
 
-Run: ``.venv/bin/python bench/convert.py [--size-mib 1024]``
+Prints median and min per row, fleetcache's steps, the ratios, and last the headline
+``convert: ... ratio=R`` with R = warm fleetcache / warm plain ``qemu-img convert`` (as the
+issue asks); ``durable_ratio`` is over ``convert+sync``, ``cold_*`` the same for cold runs.
+Everything it wrote is removed at the end.
+
+Run: ``.venv/bin/python bench/convert.py [--size-mib 1024] [--rounds 7] [--flags]``
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import subprocess
@@ -37,18 +45,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _benchlib import headline, log, median  # noqa: E402
+from _benchlib import headline, loadavg, log, median  # noqa: E402
 
 EXTENT = 4 * 1024 * 1024
+PLAIN, SYNCED, FLEETCACHE = "qemu-img convert", "convert+sync", "fleetcache"
+#: ``--flags`` rows: extra qemu-img convert options, and whether an fsync follows.
+FLAG_ROWS = {"-t writeback": (["-t", "writeback"], False),
+             "-t none": (["-t", "none"], False),
+             "-t none -W": (["-t", "none", "-W"], False),
+             "-W, then sync": (["-W"], True)}
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mib", type=int, default=1024,
                         help="virtual size of the image; half of it is data")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--workdir", default="/var/tmp",
                         help="where the image and the conversions are written (one disk)")
+    parser.add_argument("--cache", choices=["warm", "cold", "both"], default="both")
+    parser.add_argument("--flags", action="store_true",
+                        help="also time plain qemu-img with other output cache modes")
     return parser.parse_args()
 
 
@@ -67,8 +84,33 @@ def make_qcow2(work: Path, size: int) -> Path:
     return qcow2
 
 
+def fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def drop_from_cache(path: Path) -> None:
+    """Evict ``path``'s (clean) pages from the page cache, and no other file's."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def warm_up(path: Path) -> None:
+    with open(path, "rb") as f:
+        while f.read(8 * 1024 * 1024):
+            pass
+
+
 class Fleetcache:
     """The image cache's post-download steps for a qcow2 that must become a raw base."""
+
+    STEPS = ("inspect", "convert", "dir fsync")
 
     def __init__(self, work: Path) -> None:
         from oslo_config import cfg
@@ -85,32 +127,78 @@ class Fleetcache:
             raise RuntimeError(f"the flat backend should convert qcow2 to raw: {self.plan}")
         self.base = work / "_base"
         self.base.mkdir()
+        self.steps: dict[str, list[float]] = {step: [] for step in self.STEPS}
 
     def run(self, source: Path) -> Path:
-        from fleetcache.compute import imagecache
+        from fleetcache.compute import _cachefiles, imagecache
         from fleetcache.image.format_safety import inspect_image
 
         download = self.base / ".bench.part-download"
         os.link(source, download)  # the "download": the same bytes, no copy
         final = self.base / "bench"
+        marks = [time.monotonic()]
         inspect_image(str(download), "qcow2", self.conf, image_id="bench")
+        marks.append(time.monotonic())
         imagecache.publish(self.plan, "bench", str(download), str(final))
+        marks.append(time.monotonic())
+        _cachefiles.fsync_dir(str(self.base))
+        marks.append(time.monotonic())
+        for step, began, ended in zip(self.STEPS, marks[:-1], marks[1:], strict=True):
+            self.steps[step].append(ended - began)
         return final
 
 
-def plain(source: Path, dest: Path, sync: bool = False) -> Path:
-    subprocess.run(["qemu-img", "convert", "-f", "qcow2", "-O", "raw", str(source), str(dest)],
-                   check=True)
+def plain(source: Path, dest: Path, flags: list[str] | None = None, sync: bool = False) -> Path:
+    subprocess.run(["qemu-img", "convert", *(flags or []), "-f", "qcow2", "-O", "raw",
+                    str(source), str(dest)], check=True)
     if sync:
-        subprocess.run(["sync", str(dest)], check=True)
+        fsync(dest)
     return dest
+
+
+def run_rounds(runs: dict[str, Callable[[], Path]], source: Path, size: int, rounds: int,
+               cold: bool) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    label = "cold" if cold else "warm"
+    warm_up(source)
+    for rnd in range(rounds):
+        names = list(runs)[rnd % len(runs):] + list(runs)[:rnd % len(runs)]
+        for name in names:
+            os.sync()  # no write-back left from the last run
+            if cold:
+                drop_from_cache(source)
+            began = time.monotonic()
+            out = runs[name]()
+            times[name].append(time.monotonic() - began)
+            if out.stat().st_size != size:
+                raise RuntimeError(f"{name} wrote {out.stat().st_size} bytes, not {size}")
+            out.unlink()
+        log(f"{label} round {rnd + 1}: " +
+            ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items()))
+    return times
+
+
+def report(label: str, times: dict[str, list[float]], steps: dict[str, list[float]],
+           size: int) -> dict[str, float]:
+    med = {k: median(v) for k, v in times.items()}
+    print(f"-- {label} source --")
+    for name, values in times.items():
+        print(f"{name:>18}: median {med[name]:.3f} s, min {min(values):.3f} s "
+              f"({size / med[name] / 1e6:.0f} MB/s of virtual size)")
+    print(f"{'fleetcache steps':>18}: " +
+          ", ".join(f"{k} {median(v) * 1000:.1f} ms" for k, v in steps.items()))
+    print(f"{'ratios':>18}: fleetcache / qemu-img convert {med[FLEETCACHE] / med[PLAIN]:.3f}, "
+          f"fleetcache / convert+sync {med[FLEETCACHE] / med[SYNCED]:.3f}")
+    return med
 
 
 def main() -> int:
     args = parse_args()
     size = args.size_mib * 1024 * 1024
     work = Path(tempfile.mkdtemp(prefix="fcbench-convert-", dir=args.workdir))
-    times: dict[str, list[float]] = {"qemu-img convert": [], "...+sync": [], "fleetcache": []}
+    modes = ["warm", "cold"] if args.cache == "both" else [args.cache]
+    results: dict[str, dict[str, float]] = {}
+    load_before = loadavg()
     try:
         started = time.monotonic()
         source = make_qcow2(work, size)
@@ -118,35 +206,31 @@ def main() -> int:
             f"{time.monotonic() - started:.1f} s")
         fleetcache = Fleetcache(work)
         runs: dict[str, Callable[[], Path]] = {
-            "qemu-img convert": lambda: plain(source, work / "plain.raw"),
-            "...+sync": lambda: plain(source, work / "sync.raw", sync=True),
-            "fleetcache": lambda: fleetcache.run(source),
+            PLAIN: lambda: plain(source, work / "plain.raw"),
+            SYNCED: lambda: plain(source, work / "sync.raw", sync=True),
+            FLEETCACHE: lambda: fleetcache.run(source),
         }
-        plain(source, work / "warm.raw").unlink()  # warm the source in the page cache
-        for rnd in range(args.rounds):
-            names = list(runs)[rnd % len(runs):] + list(runs)[:rnd % len(runs)]
-            outputs = []
-            for name in names:
-                subprocess.run(["sync"], check=True)  # no write-back left from the last run
-                began = time.monotonic()
-                outputs.append(runs[name]())
-                times[name].append(time.monotonic() - began)
-            sizes = {out.stat().st_size for out in outputs}
-            if sizes != {size}:
-                raise RuntimeError(f"outputs have sizes {sizes}, expected {size}")
-            for out in outputs:
-                out.unlink()
-            log(f"round {rnd + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
+        if args.flags:
+            for n, (name, (flags, sync)) in enumerate(FLAG_ROWS.items()):
+                runs[name] = functools.partial(plain, source, work / f"flags{n}.raw", flags, sync)
+        print(f"qcow2 of {size} virtual bytes ({source.stat().st_size} in the file, half "
+              f"data), {args.rounds} rounds, disk {args.workdir}")
+        for mode in modes:
+            for steps in fleetcache.steps.values():
+                steps.clear()
+            times = run_rounds(runs, source, size, args.rounds, cold=mode == "cold")
+            results[mode] = report(mode, times, fleetcache.steps, size)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    med = {k: median(v) for k, v in times.items()}
-    print(f"qcow2 of {size} virtual bytes (half data), {args.rounds} rounds, disk {args.workdir}")
-    for name, value in med.items():
-        print(f"{name:>18}: median {value:.3f} s ({size / value / 1e6:.0f} MB/s of virtual size)")
-    print(headline("convert", med["fleetcache"] / med["qemu-img convert"],
-                   size_mib=args.size_mib, qemu_img_s=med["qemu-img convert"],
-                   qemu_img_sync_s=med["...+sync"], fleetcache_s=med["fleetcache"],
-                   durable_ratio=med["fleetcache"] / med["...+sync"]))
+    print(f"load average {load_before} before, {loadavg()} after")
+    values: dict[str, object] = {"size_mib": args.size_mib, "rounds": args.rounds}
+    for mode, med in results.items():
+        prefix = "" if mode == modes[0] else f"{mode}_"
+        values.update({f"{prefix}qemu_img_s": med[PLAIN], f"{prefix}qemu_img_sync_s": med[SYNCED],
+                       f"{prefix}fleetcache_s": med[FLEETCACHE],
+                       f"{prefix}durable_ratio": med[FLEETCACHE] / med[SYNCED]})
+    first = results[modes[0]]
+    print(headline("convert", first[FLEETCACHE] / first[PLAIN], cache=modes[0], **values))
     return 0
 
 

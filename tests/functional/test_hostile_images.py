@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from oslo_concurrency import processutils
 from oslo_config import cfg
 
 from fleetcache.common import config, exception
@@ -114,7 +113,7 @@ class Witness:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.opened: list[str] = []
         self.commands: list[tuple[str, ...]] = []
-        real_open, real_execute = builtins.open, processutils.execute
+        real_open, real_execute = builtins.open, qemu.execute
 
         def spy_open(file: Any, *args: Any, **kwargs: Any) -> Any:
             self.opened.append(str(file))
@@ -125,7 +124,7 @@ class Witness:
             return real_execute(*cmd, **kwargs)
 
         monkeypatch.setattr(format_stream, "open", spy_open, raising=False)
-        monkeypatch.setattr(qemu.processutils, "execute", spy_execute)
+        monkeypatch.setattr(qemu, "execute", spy_execute)
 
 
 @pytest.mark.parametrize(

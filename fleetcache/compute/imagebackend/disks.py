@@ -9,6 +9,8 @@ as ``<name>.part``, then renamed).
 from __future__ import annotations
 
 import contextlib
+import errno
+import mmap
 import os
 import shutil
 import uuid
@@ -23,6 +25,10 @@ from fleetcache.image import qemu
 
 LOG = logging.getLogger(__name__)
 
+_DIRECT_IO_BLOCK = 4096
+#: ``qemu-img convert -W`` for bases: the staged file is read by no one until its rename.
+OUT_OF_ORDER = True
+
 
 def instance_dir(conf: cfg.ConfigOpts, instance_uuid: str) -> str:
     """``<instances_path>/<uuid>``; ``instance_uuid`` must be a UUID (no path tricks)."""
@@ -33,13 +39,41 @@ def instance_dir(conf: cfg.ConfigOpts, instance_uuid: str) -> str:
     return os.path.join(os.path.abspath(conf.instances_path), canonical)
 
 
+def supports_direct_io(path: str) -> bool:
+    """Whether ``path``'s file system takes O_DIRECT writes (Nova's ``supports_direct_io``).
+
+    Creates ``path`` (which must not exist) and writes one aligned 4 KiB block to it with
+    O_DIRECT; the file is left for the caller to overwrite or remove.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_DIRECT, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            return False
+        raise
+    try:
+        with mmap.mmap(-1, _DIRECT_IO_BLOCK) as block:  # page-aligned, as O_DIRECT needs
+            os.write(fd, block)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            return False
+        raise
+    finally:
+        os.close(fd)
+    return True
+
+
 def prepare_base(plan: DiskPlan, downloaded: str, base: str) -> None:
     """Move an inspected download to ``base``, converting it to raw when the plan says so.
 
-    ``downloaded`` is consumed (renamed or removed). The conversion is written next to it, as
+    ``downloaded`` is consumed (renamed or removed); it is not inspected again (the download
+    path did, on the same bytes). The conversion is written next to it, as
     ``<downloaded>.converted`` (so a hidden ``.<sha1>.part-XXXX`` download name stays a
-    partial file for the image cache), fsynced (qemu-img does not flush its output) and
-    renamed: a failed conversion or a crash leaves no ``base`` with partial data.
+    partial file for the image cache), durably, then renamed: a failed conversion or a crash
+    leaves no ``base`` with partial data. Durably as Nova does it: ``qemu-img convert -t none``
+    (O_DIRECT, flushed before it exits) where the file system supports direct I/O, else
+    ``-t writeback`` (page cache, fdatasync before it exits); then an fsync of our own, which
+    finds nothing left to write but does not rely on qemu-img's flush.
 
     :raises QemuImgError: when the conversion fails.
     """
@@ -48,7 +82,9 @@ def prepare_base(plan: DiskPlan, downloaded: str, base: str) -> None:
         return
     staged = f"{downloaded}.converted"
     try:
-        qemu.convert(downloaded, plan.source_format, staged, plan.base_format)
+        cache = "none" if supports_direct_io(staged) else "writeback"
+        qemu.convert(downloaded, plan.source_format, staged, plan.base_format, cache=cache,
+                     out_of_order=OUT_OF_ORDER)
         fd = os.open(staged, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -60,7 +96,8 @@ def prepare_base(plan: DiskPlan, downloaded: str, base: str) -> None:
             os.unlink(staged)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(downloaded)
-    LOG.info("Converted %s from %s to %s", base, plan.source_format, plan.base_format)
+    LOG.info("Converted %s from %s to %s (qemu-img -t %s)", base, plan.source_format,
+             plan.base_format, cache)
 
 
 def create_instance_disk(

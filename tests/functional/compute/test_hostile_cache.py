@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from oslo_concurrency import processutils
 from oslo_config import cfg
 
 from fleetcache.common import exception, rpc
@@ -99,13 +98,13 @@ def compute(conf: cfg.ConfigOpts, driver: DiskDriver) -> Iterator[rpcapi.Compute
 @pytest.fixture
 def qemu_commands(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
     commands: list[tuple[str, ...]] = []
-    real = processutils.execute
+    real = qemu.execute
 
     def spy(*cmd: str, **kwargs: Any) -> Any:
         commands.append(cmd)
         return real(*cmd, **kwargs)
 
-    monkeypatch.setattr(qemu.processutils, "execute", spy)
+    monkeypatch.setattr(qemu, "execute", spy)
     return commands
 
 

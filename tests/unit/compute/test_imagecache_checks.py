@@ -154,7 +154,7 @@ def test_qcow2_stays_qcow2_for_a_qcow2_backend(tmp_path: pathlib.Path) -> None:
 
 def test_failed_conversion_is_a_fetch_error_and_leaves_nothing(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def convert(src: str, src_fmt: str, dst: str, dst_fmt: str = "raw") -> None:
+    def convert(src: str, src_fmt: str, dst: str, dst_fmt: str = "raw", **_: object) -> None:
         pathlib.Path(dst).write_bytes(b"half")
         raise exception.QemuImgError(action="convert", reason="No space left on device")
 

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from oslo_concurrency import processutils
 from oslo_config import cfg
 from oslo_utils import units
 
@@ -28,13 +27,13 @@ def conf() -> cfg.ConfigOpts:
 def qemu_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[tuple[str, ...], Any]]]:
     """Every command fleetcache.image.qemu runs, with its prlimit (the real command still runs)."""
     calls: list[tuple[tuple[str, ...], Any]] = []
-    real = processutils.execute
+    real = qemu.execute
 
     def spy(*cmd: str, **kwargs: Any) -> Any:
         calls.append((cmd, kwargs.get("prlimit")))
         return real(*cmd, **kwargs)
 
-    monkeypatch.setattr(qemu.processutils, "execute", spy)
+    monkeypatch.setattr(qemu, "execute", spy)
     yield calls
 
 
