@@ -13,7 +13,7 @@ import datetime
 from collections.abc import Sequence
 from typing import TypedDict
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -104,6 +104,12 @@ def set_host_images(
 
 def _replace(session: Session, host: str, images: dict[str, ReportedImage],
              usage_bytes: int, reported: datetime.datetime) -> bool:
+    if session.get_bind().dialect.name == "sqlite":
+        # NOTE: SQLite ignores FOR UPDATE and pysqlite begins the transaction only at the
+        # first write, so two reports could both pass the age check below and the older
+        # one land last. A no-op UPDATE takes SQLite's write lock first.
+        session.execute(update(models.HostImageCache).where(models.HostImageCache.host == host)
+                        .values(usage_bytes=models.HostImageCache.usage_bytes))
     summary = session.scalars(
         select(models.HostImageCache).where(models.HostImageCache.host == host)
         .with_for_update()).first()

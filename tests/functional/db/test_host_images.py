@@ -91,3 +91,30 @@ def test_concurrent_first_reports_of_one_host(db: Database) -> None:
     cache = host_images.get_host_cache(db, "h1")
     assert cache["usage_bytes"] == 3  # the newest report won
     assert [i["image_id"] for i in cache["images"]] == ["img3", "shared"]
+
+
+def test_concurrent_later_reports_of_one_host_newest_wins(db: Database) -> None:
+    """The host's row exists: racing reports must still leave the newest one (SQLite ignores
+    FOR UPDATE, so the age check needs the write lock taken first)."""
+    host_images.set_host_images(db, "h1", [_image("first")], 0, reported_at=T0)
+    for rnd in range(5):
+        errors: list[BaseException] = []
+        start = threading.Barrier(6)
+
+        def report(n: int, rnd: int = rnd, start: threading.Barrier = start,
+                   errors: list[BaseException] = errors) -> None:
+            try:
+                start.wait()
+                host_images.set_host_images(db, "h1", [_image(f"r{rnd}n{n}")], n,
+                                            reported_at=T0 + 10 * rnd + n + 1)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=report, args=(n,)) for n in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        cache = host_images.get_host_cache(db, "h1")
+        assert [i["image_id"] for i in cache["images"]] == [f"r{rnd}n5"], f"round {rnd}"
