@@ -52,6 +52,23 @@ def machine_lock(name: str, timeout: float = 900) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _rabbitmqctl(*args: str) -> None:
+    result = subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, text=True,
+                            timeout=60)
+    if result.returncode != 0 and "already exists" not in result.stderr + result.stdout:
+        raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed: {result.stderr}{result.stdout}")
+
+
+@contextlib.contextmanager
+def private_vhost(vhost: str) -> Iterator[str]:
+    """A vhost of the machine's broker for one test module, held under a machine-wide lock
+    so that two runs on this machine never share it."""
+    with machine_lock(vhost.strip("/")):
+        _rabbitmqctl("add_vhost", vhost)
+        _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        yield vhost
+
+
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str,
              check: Callable[[], None] | None = None) -> float:
     """Poll ``predicate`` (and ``check``, which raises on trouble); :returns: seconds taken."""

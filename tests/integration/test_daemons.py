@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.daemons import CONDUCTOR, VENV_BIN, Deployment, machine_lock, wait_for
+from tests.integration.daemons import CONDUCTOR, VENV_BIN, Deployment, private_vhost, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -27,18 +27,9 @@ SERVICE_DOWN_TIME = 5
 MARGIN = 3
 
 
-def _rabbitmqctl(*args: str) -> None:
-    result = subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, text=True,
-                            timeout=60)
-    if result.returncode != 0 and "already exists" not in result.stderr + result.stdout:
-        pytest.fail(f"rabbitmqctl {' '.join(args)} failed: {result.stderr}{result.stdout}")
-
-
 @pytest.fixture(scope="module")
 def vhost() -> Iterator[str]:
-    with machine_lock("fctest_daemons"):
-        _rabbitmqctl("add_vhost", VHOST)
-        _rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
+    with private_vhost(VHOST):
         yield VHOST
 
 

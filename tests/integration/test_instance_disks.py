@@ -22,7 +22,7 @@ from fleetcache.common.db import host_images
 from fleetcache.compute import rpcapi
 from fleetcache.compute.imagecache import cache_name
 from fleetcache.image import local
-from tests.integration.daemons import Deployment, machine_lock, wait_for
+from tests.integration.daemons import Deployment, private_vhost, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -32,18 +32,9 @@ HOST = "fctest-disk1"
 MAX_AGE = 2
 
 
-def _rabbitmqctl(*args: str) -> None:
-    result = subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, text=True,
-                            timeout=60)
-    if result.returncode != 0 and "already exists" not in result.stderr + result.stdout:
-        pytest.fail(f"rabbitmqctl {' '.join(args)} failed: {result.stderr}{result.stdout}")
-
-
 @pytest.fixture(scope="module")
 def vhost() -> Iterator[str]:
-    with machine_lock("fctest_instance_disks"):
-        _rabbitmqctl("add_vhost", VHOST)
-        _rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
+    with private_vhost(VHOST):
         yield VHOST
 
 
