@@ -13,7 +13,10 @@
 #
 # Everything lives in FCTEST_RABBIT_BASE (default ${TMPDIR:-/tmp}/fctest-rabbitmq): mnesia,
 # logs, its own env and config files (none of /etc/rabbitmq is read) and HOME, hence a private
-# Erlang cookie. It runs as the calling user.
+# Erlang cookie. It runs as the calling user, which also means its file-descriptor limit is
+# the caller's (not the `su rabbitmq` wrapper's PAM-reset 1024): FCTEST_RABBIT_NOFILE raises
+# it before the server starts (research/runtime-probe.md, P2). Every FCTEST_RABBIT_* variable
+# below may be set by a caller; tools/rabbitmq-bench-node.sh is this script with other values.
 set -eu
 
 PORT=${FCTEST_RABBIT_PORT:-5673}
@@ -21,6 +24,8 @@ DIST_PORT=${FCTEST_RABBIT_DIST_PORT:-25673}
 NODE=${FCTEST_RABBIT_NODE:-fctest@localhost}
 BASE=${FCTEST_RABBIT_BASE:-${TMPDIR:-/tmp}/fctest-rabbitmq}
 START_TIMEOUT=${FCTEST_RABBIT_START_TIMEOUT:-90}
+NOFILE=${FCTEST_RABBIT_NOFILE:-}
+LOG_LEVEL=${FCTEST_RABBIT_LOG_LEVEL:-info}
 SBIN=/usr/lib/rabbitmq/bin
 
 setup_env() {
@@ -29,7 +34,7 @@ setup_env() {
     cat >"$BASE/rabbitmq.conf" <<CONF
 listeners.tcp.default = 127.0.0.1:$PORT
 loopback_users.guest = true
-log.file.level = info
+log.file.level = $LOG_LEVEL
 CONF
     echo '[].' >"$BASE/enabled_plugins"
     export HOME="$BASE/home"
@@ -58,6 +63,9 @@ running() {
 start() {
     if running; then
         return 0
+    fi
+    if [ -n "$NOFILE" ]; then
+        ulimit -n "$NOFILE"
     fi
     nohup "$SBIN/rabbitmq-server" >>"$BASE/log/startup.log" 2>&1 &
     deadline=$(($(date +%s) + START_TIMEOUT))
