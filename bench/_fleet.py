@@ -16,11 +16,11 @@ from pathlib import Path
 
 from _benchlib import log, terminate
 
+from fleetcache.common import binaries
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import migration, models
 from fleetcache.common.db.session import Database
 
-COMPUTE_BINARY = "fleetcache-compute"
 SHARD_SCRIPT = Path(__file__).resolve().parent / "_fake_computes.py"
 
 
@@ -56,7 +56,7 @@ def setup_database(url: str, cells: list[Cell], aggregate_name: str) -> int:
         for cell in cells:
             cell_row = db_api.cell_create(db, cell.name, cell.transport_url)
             for host in cell.hosts:
-                db_api.service_register(db, host, COMPUTE_BINARY, "compute", cell_row["id"],
+                db_api.service_register(db, host, binaries.COMPUTE, "compute", cell_row["id"],
                                         capabilities={"has_imagecache": True})
             all_hosts.extend(cell.hosts)
         agg = db_api.aggregate_create(db, aggregate_name)

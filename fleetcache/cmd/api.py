@@ -18,8 +18,9 @@ from oslo_config import cfg
 
 from fleetcache.api import wsgi
 from fleetcache.cmd import common
+from fleetcache.common import binaries
 
-BINARY = "fleetcache-api"
+BINARY = binaries.API
 
 
 class GunicornApplication(BaseApplication):  # type: ignore[misc]

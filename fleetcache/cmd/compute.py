@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from fleetcache.cmd import common
-from fleetcache.common import exception, rpc
+from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.service import Service, ServiceReporter
 from fleetcache.compute import config_check
@@ -29,7 +29,7 @@ from fleetcache.conductor.rpcapi import ConductorAPI
 
 LOG = logging.getLogger(__name__)
 
-BINARY = "fleetcache-compute"
+BINARY = binaries.COMPUTE
 #: Worker threads of the compute's RPC server, i.e. RPC calls it runs at once. A
 #: ``cache_images`` call holds its worker for a whole download, and one conductor job sends one
 #: call per host, so a few workers serve several concurrent jobs; more only add idle threads,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from fleetcache.cmd import common
-from fleetcache.common import exception, rpc
+from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs
 from fleetcache.common.db.api import CellDict
@@ -27,7 +27,7 @@ from fleetcache.conductor.manager import ConductorManager, ConductorState
 
 LOG = logging.getLogger(__name__)
 
-BINARY = "fleetcache-conductor"
+BINARY = binaries.CONDUCTOR
 #: Worker threads per RPC server (one server per cell transport). Every registration and
 #: heartbeat of a cell's computes lands here as a short database write; 32 keeps up with
 #: thousands of computes while bounding the threads (research/runtime-probe.md, P3).

@@ -26,14 +26,13 @@ import sqlalchemy
 from oslo_config import cfg
 
 from fleetcache.cmd import common
-from fleetcache.common import exception, servicegroup
+from fleetcache.common import binaries, exception, servicegroup
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import migration
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.cells import redact_url
 
 PROG = "fleetcache-manage"
-COMPUTE_BINARY = "fleetcache-compute"
 
 Command = Callable[[cfg.ConfigOpts, Database, Any], int]
 
@@ -192,7 +191,7 @@ def add_command_parsers(subparsers: Any) -> None:
     for name, func in (("disable", service_disable), ("enable", service_enable)):
         p = _add(svc, name, func, f"{name} a service")
         p.add_argument("host")
-        p.add_argument("--binary", default=COMPUTE_BINARY)
+        p.add_argument("--binary", default=binaries.COMPUTE)
         if name == "disable":
             p.add_argument("--reason")
 

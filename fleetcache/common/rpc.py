@@ -15,12 +15,14 @@ Use::
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import oslo_messaging as messaging
 from oslo_config import cfg
 
 from fleetcache.common import context as fc_context
+from fleetcache.common import exception
 
 #: Modules whose exceptions oslo.messaging may re-create on the client side.
 ALLOWED_EXMODS = ["fleetcache.common.exception"]
@@ -91,6 +93,27 @@ class ContextSerializer(messaging.Serializer):  # type: ignore[misc]
 
     def deserialize_context(self, ctxt: dict[str, Any]) -> fc_context.RequestContext:
         return fc_context.RequestContext.from_dict(ctxt)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def expected_exceptions(*exceptions: type[Exception]) -> Callable[[_F], _F]:
+    """``oslo_messaging.expected_exceptions``, typed: an endpoint method's errors that are the
+    caller's fault, logged by the server at debug level only and re-raised on the client."""
+    return cast(Callable[[_F], _F], messaging.expected_exceptions(*exceptions))
+
+
+def prepare(client: messaging.RPCClient, method: str, version: str, **kwargs: Any) -> Any:
+    """``client`` prepared at ``version`` for ``method``; refused at once when the client's
+    version cap (``[upgrade_levels]``) does not allow it, instead of failing on the server.
+
+    :raises RPCVersionCapped: naming the topic, the cap, the method and the version.
+    """
+    if not client.can_send_version(version):
+        raise exception.RPCVersionCapped(topic=client.target.topic, cap=client.version_cap,
+                                         method=method, version=version)
+    return client.prepare(version=version, **kwargs)
 
 
 def get_client(

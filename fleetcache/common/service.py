@@ -7,7 +7,7 @@ slow task (a cell refresh) never delays another (the heartbeat).
 
 Use::
 
-    service = Service("fleetcache-compute")
+    service = Service(binaries.COMPUTE)
     service.add_server("compute", rpc.get_server(transport, "compute", host, [manager]))
     service.add_periodic("report", reporter.run_once, conf.report_interval)
     return service.run()   # blocks until SIGTERM/SIGINT, then stops everything; returns 0

@@ -6,32 +6,22 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
 
 import oslo_messaging as messaging
 from oslo_config import cfg
 
-from fleetcache.common import exception
+from fleetcache.common import exception, rpc
 from fleetcache.common.context import RequestContext, get_admin_context
-from fleetcache.common.db.jobs import ImageResult
 from fleetcache.compute import rpcapi
 from fleetcache.compute.cache_index import CacheIndex
 from fleetcache.compute.cache_manager import CachedImage, ImageCacheManager, manager_interval
 from fleetcache.compute.imagecache import ImageCache
 from fleetcache.compute.instance_disks import InstanceDisks
+from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.compute.virt import driver as virt_driver
 from fleetcache.conductor.rpcapi import ConductorAPI
 
 LOG = logging.getLogger(__name__)
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _expected(*exceptions: type[Exception]) -> Callable[[_F], _F]:
-    """``messaging.expected_exceptions``, typed (the caller's errors, logged at debug)."""
-    return cast(Callable[[_F], _F], messaging.expected_exceptions(*exceptions))
-
 
 def image_cache_of(driver: virt_driver.ComputeDriver) -> ImageCache | None:
     """The driver's on-disk image cache, if it keeps one (the disk driver does)."""
@@ -80,7 +70,7 @@ class ComputeManager:
             self.cache_manager.report()
         return results
 
-    @_expected(exception.Invalid, exception.NotFound, exception.Conflict,
+    @rpc.expected_exceptions(exception.Invalid, exception.NotFound, exception.Conflict,
                exception.ImageFetchError)
     def create_instance_disk(self, ctxt: RequestContext, instance_uuid: str, image_id: str,
                              size: int | None = None) -> rpcapi.InstanceDiskResult:
@@ -97,7 +87,7 @@ class ComputeManager:
             self.cache_manager.report()
         return result
 
-    @_expected(exception.Invalid)
+    @rpc.expected_exceptions(exception.Invalid)
     def delete_instance_disk(self, ctxt: RequestContext, instance_uuid: str) -> bool:
         """Remove the instance's directory; returns whether there was one.
 

@@ -11,17 +11,30 @@ API version history:
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import oslo_messaging as messaging
 from oslo_config import cfg
 
-from fleetcache.common import exception, rpc
+from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db.jobs import ImageResult
 
 TOPIC = "compute"
 RPC_API_VERSION = "1.1"
+
+
+class ImageResult(TypedDict):
+    """What a compute did with one image of a ``cache_images`` call.
+
+    :ivar state: ``cached`` (downloaded now), ``existing`` (already there; touched),
+        ``error`` or ``unsupported`` (the virt driver keeps no image cache).
+    :ivar reason: why, for ``error`` and ``unsupported``.
+    :ivar bytes_downloaded: bytes fetched from the image source for it.
+    """
+
+    state: str
+    reason: str | None
+    bytes_downloaded: int
 
 
 class InstanceDiskResult(TypedDict):
@@ -54,13 +67,6 @@ class ComputeAPI:
         self.version_cap: str = conf.upgrade_levels.compute or RPC_API_VERSION
         self.client = rpc.get_client(transport, TOPIC, version_cap=self.version_cap)
 
-    def _prepare_for(self, method: str, version: str, **kwargs: Any) -> Any:
-        """A prepared client at ``version``; fails at once if the cap does not allow it."""
-        if not self.client.can_send_version(version):
-            raise exception.RPCVersionCapped(
-                topic=TOPIC, cap=self.version_cap, method=method, version=version)
-        return self.client.prepare(version=version, **kwargs)
-
     def cache_images(
         self, ctxt: RequestContext, host: str, image_ids: list[str]
     ) -> dict[str, ImageResult]:
@@ -72,9 +78,9 @@ class ComputeAPI:
 
         :raises MessagingTimeout: when the compute is dead or the hard limit passed.
         """
-        cctxt = self.client.prepare(
+        cctxt = rpc.prepare(
+            self.client, "cache_images", "1.0",
             server=host,
-            version="1.0",
             timeout=self.conf.long_rpc_timeout,
             call_monitor_timeout=self.conf.rpc_response_timeout,
             retry=self.conf.rpc_send_retries,
@@ -99,8 +105,9 @@ class ComputeAPI:
         :raises InstanceDisksNotSupported: the host's virt driver or the chosen backend makes
             no disks.
         """
-        cctxt = self._prepare_for(
-            "create_instance_disk", "1.1", server=host, timeout=self.conf.long_rpc_timeout,
+        cctxt = rpc.prepare(
+            self.client, "create_instance_disk", "1.1", server=host,
+            timeout=self.conf.long_rpc_timeout,
             call_monitor_timeout=self.conf.rpc_response_timeout,
             retry=self.conf.rpc_send_retries,
         )
@@ -115,7 +122,7 @@ class ComputeAPI:
         :raises RPCVersionCapped: when ``[upgrade_levels] compute`` is below 1.1.
         :raises InvalidInput: a bad UUID.
         """
-        cctxt = self._prepare_for("delete_instance_disk", "1.1", server=host,
-                                  retry=self.conf.rpc_send_retries)
+        cctxt = rpc.prepare(self.client, "delete_instance_disk", "1.1", server=host,
+                            retry=self.conf.rpc_send_retries)
         return cctxt.call(  # type: ignore[no-any-return]
             ctxt, "delete_instance_disk", instance_uuid=instance_uuid)

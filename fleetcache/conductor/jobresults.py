@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Mapping
 
 from fleetcache.common.db import jobs
-from fleetcache.common.db.jobs import ImageResult
 from fleetcache.common.db.session import Database
+from fleetcache.compute.rpcapi import ImageResult
 
 LOG = logging.getLogger(__name__)
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import futurist
 import oslo_messaging as messaging
 from oslo_config import cfg
 
-from fleetcache.common import exception
+from fleetcache.common import exception, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import host_images
@@ -31,15 +30,6 @@ from fleetcache.conductor import precache, rpcapi
 from fleetcache.conductor.cells import CellTransports
 
 LOG = logging.getLogger(__name__)
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _expected(*exceptions: type[Exception]) -> Callable[[_F], _F]:
-    """``messaging.expected_exceptions``, typed: these are the caller's errors, logged by the
-    server at debug level only."""
-    return cast(Callable[[_F], _F], messaging.expected_exceptions(*exceptions))
-
 
 #: Pre-cache jobs running at once in one conductor; each fans out to many hosts itself.
 MAX_CONCURRENT_JOBS = 4
@@ -118,7 +108,7 @@ class ConductorManager:
     def cell_name(self) -> str:
         return self.cell["name"] if self.cell is not None else "(no cell)"
 
-    @_expected(exception.Invalid)
+    @rpc.expected_exceptions(exception.Invalid)
     def register_service(
         self,
         ctxt: RequestContext,
@@ -141,7 +131,7 @@ class ConductorManager:
         LOG.info("Registered %s on %s in cell %s", binary, host, self.cell_name)
         return service
 
-    @_expected(exception.ComputeHostNotFound)
+    @rpc.expected_exceptions(exception.ComputeHostNotFound)
     def service_heartbeat(
         self,
         ctxt: RequestContext,
@@ -158,7 +148,7 @@ class ConductorManager:
 
     # -- pre-cache --------------------------------------------------------------------------
 
-    @_expected(exception.Invalid, exception.NotFound, exception.ImageFetchError)
+    @rpc.expected_exceptions(exception.Invalid, exception.NotFound, exception.ImageFetchError)
     def cache_images(
         self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]
     ) -> JobDict:
@@ -176,7 +166,7 @@ class ConductorManager:
 
     # -- image cache reports ----------------------------------------------------------------
 
-    @_expected(exception.Invalid)
+    @rpc.expected_exceptions(exception.Invalid)
     def report_image_cache(
         self,
         ctxt: RequestContext,

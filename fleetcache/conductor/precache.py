@@ -35,14 +35,15 @@ from typing import Any, Protocol
 
 from oslo_config import cfg
 
-from fleetcache.common import exception, rpc
+from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs
 from fleetcache.common.db.api import AggregateDict, CellDict, ServiceDict
-from fleetcache.common.db.jobs import ImageResult, JobDict
+from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
 from fleetcache.common.servicegroup import service_is_up
+from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor import notifications
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.jobresults import CACHED_STATES, JobStats, ResultWriter
@@ -50,7 +51,6 @@ from fleetcache.image import source as image_source
 
 LOG = logging.getLogger(__name__)
 
-COMPUTE_BINARY = "fleetcache-compute"
 _EXECUTORS: dict[int, HostCallPool] = {}
 _EXECUTORS_LOCK = threading.Lock()
 
@@ -170,7 +170,7 @@ class Precacher:
         aggregate = db_api.aggregate_get(self.db, aggregate_id)
         for image_id in image_ids:
             self.images.show(ctxt, image_id)
-        services = db_api.aggregate_hosts_by_cell(self.db, aggregate["hosts"], COMPUTE_BINARY)
+        services = db_api.aggregate_hosts_by_cell(self.db, aggregate["hosts"], binaries.COMPUTE)
         by_host = {s["host"]: s for group in services.values() for s in group}
         job = jobs.job_create(
             self.db, aggregate["id"], aggregate["uuid"], image_ids,

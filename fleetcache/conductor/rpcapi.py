@@ -17,7 +17,7 @@ from typing import Any
 import oslo_messaging as messaging
 from oslo_config import cfg
 
-from fleetcache.common import exception, rpc
+from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db.api import ServiceDict
 from fleetcache.common.db.host_images import ReportedImage
@@ -39,13 +39,10 @@ class ConductorAPI:
         self.version_cap: str = conf.upgrade_levels.conductor or RPC_API_VERSION
         self.client = rpc.get_client(transport, TOPIC, version_cap=self.version_cap)
 
-    def _prepare(self, version: str = "1.0", method: str = "", **kwargs: Any) -> Any:
-        """A prepared client at ``version``; fails at once if the cap does not allow it."""
-        if not self.client.can_send_version(version):
-            raise exception.RPCVersionCapped(
-                topic=TOPIC, cap=self.version_cap, method=method, version=version)
+    def _prepare(self, method: str, version: str = "1.0", **kwargs: Any) -> Any:
+        """:func:`rpc.prepare` with ``[DEFAULT] rpc_send_retries`` unless told otherwise."""
         kwargs.setdefault("retry", self.conf.rpc_send_retries)
-        return self.client.prepare(version=version, **kwargs)
+        return rpc.prepare(self.client, method, version, **kwargs)
 
     def register_service(
         self,
@@ -56,7 +53,7 @@ class ConductorAPI:
         capabilities: dict[str, Any],
     ) -> ServiceDict:
         """Create or refresh the service record; the conductor maps it to the caller's cell."""
-        cctxt = self._prepare()
+        cctxt = self._prepare("register_service")
         return cctxt.call(  # type: ignore[no-any-return]
             ctxt,
             "register_service",
@@ -75,7 +72,7 @@ class ConductorAPI:
     ) -> None:
         """Report that the service is alive (and, optionally, what it can do now)."""
         # A heartbeat older than report_interval is worthless: never wait longer than that.
-        cctxt = self._prepare(timeout=self.conf.report_interval)
+        cctxt = self._prepare("service_heartbeat", timeout=self.conf.report_interval)
         cctxt.call(ctxt, "service_heartbeat", host=host, binary=binary, capabilities=capabilities)
 
     def cache_images(
@@ -86,7 +83,7 @@ class ConductorAPI:
         :raises ImageNotFound, ImageNotAvailable: before any host is asked.
         :raises AggregateNotFound:
         """
-        cctxt = self._prepare()
+        cctxt = self._prepare("cache_images")
         return cctxt.call(  # type: ignore[no-any-return]
             ctxt, "cache_images", aggregate_id=aggregate_id, image_ids=image_ids
         )
@@ -108,7 +105,7 @@ class ConductorAPI:
         :raises RPCVersionCapped: when ``[upgrade_levels] conductor`` is below 1.1.
         """
         # NOTE: best effort: a lost report is replaced by the next one, so it is not retried.
-        cctxt = self._prepare("1.1", "report_image_cache", retry=0)
+        cctxt = self._prepare("report_image_cache", "1.1", retry=0)
         cctxt.cast(ctxt, "report_image_cache", host=host, images=images,
                    usage_bytes=usage_bytes,
                    reported_at=time.time() if reported_at is None else reported_at)

@@ -14,11 +14,10 @@ import webob
 
 from fleetcache.api import microversion, policy, util
 from fleetcache.api.policies import services as policies
-from fleetcache.common import servicegroup
+from fleetcache.common import binaries, servicegroup
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db.api import ServiceDict
 
-COMPUTE_BINARY = "fleetcache-compute"
 FORCED_DOWN_VERSION = microversion.Version(2, 11)
 UUID_ID_VERSION = microversion.Version(2, 53)
 
@@ -38,7 +37,7 @@ def _format_service(
 ) -> dict[str, Any]:
     conf = util.get_state(req).conf
     version = microversion.request_version(req)
-    if service["binary"] == COMPUTE_BINARY:
+    if service["binary"] == binaries.COMPUTE:
         zone = zones.get(service["host"], conf.default_availability_zone)
     else:
         zone = conf.internal_service_availability_zone

@@ -16,7 +16,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from fleetcache.common import exception
+from fleetcache.common import binaries, exception
 from fleetcache.common.db import models
 from fleetcache.common.db.session import Database
 
@@ -369,7 +369,7 @@ def aggregate_add_host(db: Database, aggregate_id: int, host: str) -> AggregateD
         agg = _aggregate_lookup(session, aggregate_id)
         known = session.scalars(
             select(models.Service.id).where(
-                models.Service.host == host, models.Service.binary == "fleetcache-compute"
+                models.Service.host == host, models.Service.binary == binaries.COMPUTE
             )
         ).first()
         if known is None:
@@ -421,7 +421,7 @@ def aggregate_set_metadata(
 
 
 def aggregate_hosts_by_cell(
-    db: Database, hosts: Iterable[str], binary: str = "fleetcache-compute"
+    db: Database, hosts: Iterable[str], binary: str = binaries.COMPUTE
 ) -> dict[str | None, list[ServiceDict]]:
     """Map hosts to their cells in one query: ``{cell_uuid or None: [service, ...]}``.
 

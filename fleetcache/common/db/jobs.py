@@ -24,8 +24,9 @@ JOB_STATES = (QUEUED, RUNNING, DONE, FAILED)
 RESULT_STATES = ("cached", "existing", "error", "unsupported", "skipped")
 
 
-class ImageResult(TypedDict):
-    """What one host reports for one image."""
+class ResultFields(TypedDict):
+    """The stored outcome of one image on one host (the conductor's checked reading of the
+    compute's ``ImageResult`` reply, or its own verdict for a host it did not ask)."""
 
     state: str
     reason: str | None
@@ -148,7 +149,7 @@ def job_set_state(db: Database, job_uuid: str, state: str, error: str | None = N
 
 
 def job_record_host(
-    db: Database, job_uuid: str, host: str, results: Mapping[str, ImageResult]
+    db: Database, job_uuid: str, host: str, results: Mapping[str, ResultFields]
 ) -> None:
     """Store (or replace) what ``host`` reported for each image of the job."""
     with db.transaction() as session:
@@ -169,7 +170,7 @@ def job_record_host(
 
 
 def job_record_hosts(
-    db: Database, job_uuid: str, results_by_host: Mapping[str, Mapping[str, ImageResult]]
+    db: Database, job_uuid: str, results_by_host: Mapping[str, Mapping[str, ResultFields]]
 ) -> None:
     """Store (or replace) what several hosts reported, in one transaction.
 

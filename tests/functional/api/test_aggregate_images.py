@@ -137,8 +137,8 @@ def _job_with_results(db: Database) -> db_jobs.JobDict:
     job = db_jobs.job_create(db, 1, uuid, [IMG1, IMG2], 3, "cond1")
     db_jobs.job_set_state(db, job["uuid"], db_jobs.RUNNING)
 
-    def result(state: str, reason: str | None = None, size: int = 0) -> db_jobs.ImageResult:
-        return db_jobs.ImageResult(state=state, reason=reason, bytes_downloaded=size)
+    def result(state: str, reason: str | None = None, size: int = 0) -> db_jobs.ResultFields:
+        return db_jobs.ResultFields(state=state, reason=reason, bytes_downloaded=size)
 
     db_jobs.job_record_host(db, job["uuid"], "c1", {IMG1: result("cached", size=100),
                                                     IMG2: result("existing")})

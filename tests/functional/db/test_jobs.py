@@ -6,7 +6,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.db import jobs
-from fleetcache.common.db.jobs import ImageResult
+from fleetcache.common.db.jobs import ResultFields
 from fleetcache.common.db.session import Database
 
 pytestmark = pytest.mark.db
@@ -17,8 +17,8 @@ def _job(db: Database, aggregate_id: int = 1, host: str | None = "cond-1") -> jo
     return jobs.job_create(db, aggregate_id, AGG_UUID, ["img-a", "img-b"], 2, host)
 
 
-def _result(state: str, reason: str | None = None, size: int = 0) -> ImageResult:
-    return ImageResult(state=state, reason=reason, bytes_downloaded=size)
+def _result(state: str, reason: str | None = None, size: int = 0) -> ResultFields:
+    return ResultFields(state=state, reason=reason, bytes_downloaded=size)
 
 
 def test_create_is_queued(db: Database) -> None:
