@@ -6,7 +6,7 @@ from typing import Any
 
 from oslo_config import cfg
 
-from fleetcache.api import fault, handler, microversion, middleware, policy
+from fleetcache.api import fault, microversion, middleware, paths, policy, router, routes
 from fleetcache.api.state import ApiState, CacheImagesAPI
 from fleetcache.common.db.session import Database
 
@@ -24,14 +24,14 @@ def deploy(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None) ->
     state = ApiState(conf, Database.from_conf(conf), policy.get_enforcer(conf), conductor_api)
     noauth = conf.api.auth_strategy == "noauth"
 
-    application: Any = handler.Router()
+    application: Any = router.Router(routes.ROUTE_DECLARATIONS)
     application = microversion.MicroversionMiddleware(application)
     application = middleware.ContextMiddleware(
         application, state, default_roles=list(conf.api.noauth_default_roles) if noauth else None
     )
     if not noauth:
         application = middleware.KeystoneAuth(
-            application, {"oslo_config_config": conf}, public_paths=handler.PUBLIC_PATHS
+            application, {"oslo_config_config": conf}, public_paths=paths.PUBLIC_PATHS
         )
     application = fault.FaultWrapper(application)
     application = middleware.RequestLog(application)

@@ -1,7 +1,9 @@
-"""The OpenAPI 3.1 document, generated from the route table and the request schemas.
+"""The OpenAPI 3.1 document, generated from a route table and the request schemas.
 
-Every route of ``handler.ROUTE_DECLARATIONS`` appears, with its handler's docstring as summary,
-the JSON Schema its body is validated with, and the microversion it needs.
+Every route of the table given (``routes.ROUTE_DECLARATIONS`` when served) appears, with its
+handler's docstring as summary, the JSON Schema its body is validated with, and the microversion
+it needs. Paths come from ``paths.py``, not from the route table, which imports this module
+through the document's handler.
 """
 
 from __future__ import annotations
@@ -9,13 +11,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fleetcache.api import handler, microversion
+from fleetcache.api import microversion
+from fleetcache.api.paths import AGGREGATE, OPENAPI, PREFIX, PUBLIC_PATHS
+from fleetcache.api.router import Handler, RouteTable
 from fleetcache.api.schemas import aggregate_images as image_schemas
 from fleetcache.api.schemas import aggregates as aggregate_schemas
 
-AGG = handler.AGGREGATE
+AGG = AGGREGATE
 REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
-    ("POST", handler.PREFIX + "/os-aggregates"): aggregate_schemas.CREATE,
+    ("POST", PREFIX + "/os-aggregates"): aggregate_schemas.CREATE,
     ("PUT", AGG): aggregate_schemas.UPDATE,
     ("POST", AGG + "/action"): {"oneOf": list(aggregate_schemas.ACTIONS.values())},
     ("POST", AGG + "/images"): image_schemas.CACHE_V2_81,
@@ -37,12 +41,12 @@ def _wrapped(key: str, schema: dict[str, Any]) -> dict[str, Any]:
 _AGGREGATE_BODY = _json(_wrapped("aggregate", _ref("Aggregate")), "The aggregate")
 SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", "/"): ("200", _json(_ref("Versions"), "The API versions")),
-    ("GET", handler.PREFIX): ("200", _json(_wrapped("version", _ref("Version")), "v2.1")),
-    ("GET", "/openapi.json"): ("200", {"description": "This document"}),
-    ("GET", handler.PREFIX + "/os-aggregates"): (
+    ("GET", PREFIX): ("200", _json(_wrapped("version", _ref("Version")), "v2.1")),
+    ("GET", OPENAPI): ("200", {"description": "This document"}),
+    ("GET", PREFIX + "/os-aggregates"): (
         "200", _json(_wrapped("aggregates", {"type": "array", "items": _ref("Aggregate")}), "All"),
     ),
-    ("POST", handler.PREFIX + "/os-aggregates"): ("200", _AGGREGATE_BODY),
+    ("POST", PREFIX + "/os-aggregates"): ("200", _AGGREGATE_BODY),
     ("GET", AGG): ("200", _AGGREGATE_BODY),
     ("PUT", AGG): ("200", _AGGREGATE_BODY),
     ("DELETE", AGG): ("200", {"description": "Deleted; empty body"}),
@@ -60,16 +64,16 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", AGG + "/images/jobs/{job_id}"): (
         "200", _json(_wrapped("job", _ref("JobDetail")), "The job and its per-host results"),
     ),
-    ("GET", handler.PREFIX + "/images/{image_id}"): (
+    ("GET", PREFIX + "/images/{image_id}"): (
         "200", _json(_wrapped("image", {"type": "object"}), "A Glance v2 image body"),
     ),
-    ("GET", handler.PREFIX + "/images"): (
+    ("GET", PREFIX + "/images"): (
         "200", _json(_wrapped("images", {"type": "array"}), "Images found by id"),
     ),
-    ("GET", handler.PREFIX + "/v2/images"): (
+    ("GET", PREFIX + "/v2/images"): (
         "200", _json(_wrapped("images", {"type": "array"}), "Images found by id"),
     ),
-    ("GET", handler.PREFIX + "/os-services"): (
+    ("GET", PREFIX + "/os-services"): (
         "200", _json(_wrapped("services", {"type": "array", "items": _ref("Service")}), "All"),
     ),
 }
@@ -148,7 +152,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _operation(method: str, path: str, func: Any) -> dict[str, Any]:
+def _operation(method: str, path: str, func: Handler) -> dict[str, Any]:
     doc = (func.__doc__ or func.__name__).strip().splitlines()[0]
     status, success = SUCCESS.get((method, path), ("200", {"description": "OK"}))
     fault = _json(_ref("Fault"), "Error, in Nova's fault format")
@@ -164,15 +168,15 @@ def _operation(method: str, path: str, func: Any) -> dict[str, Any]:
     min_version = getattr(func, "min_version", None)
     if min_version is not None:
         operation["x-openstack-min-microversion"] = str(min_version)
-    if path in handler.PUBLIC_PATHS:
+    if path in PUBLIC_PATHS:
         operation["security"] = []
     return operation
 
 
-def build_document(server_url: str = "") -> dict[str, Any]:
-    """The OpenAPI document; ``server_url`` is the API's base URL."""
+def build_document(declarations: RouteTable, server_url: str = "") -> dict[str, Any]:
+    """The OpenAPI document of ``declarations``; ``server_url`` is the API's base URL."""
     paths: dict[str, Any] = {}
-    for path, targets in handler.ROUTE_DECLARATIONS.items():
+    for path, targets in declarations.items():
         item: dict[str, Any] = {method.lower(): _operation(method, path, func)
                                 for method, func in targets.items()}
         names = re.findall(r"{(\w+)}", path)

@@ -1,1 +1,1 @@
-"""Request handlers, one module per REST resource; routes are in ``fleetcache.api.handler``."""
+"""Request handlers, one module per REST resource; routes are in ``fleetcache.api.routes``."""

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import webtest
 
-from fleetcache.api import handler
+from fleetcache.api import routes
 
 
 def test_openapi_lists_every_route(app: webtest.TestApp) -> None:
     document = app.get("/openapi.json", headers={"X-Roles": "nobody"}).json
     assert document["openapi"].startswith("3.")
-    for path, targets in handler.ROUTE_DECLARATIONS.items():
+    for path, targets in routes.ROUTE_DECLARATIONS.items():
         assert set(document["paths"][path]) - {"parameters"} == {m.lower() for m in targets}
 
 

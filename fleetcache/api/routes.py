@@ -1,0 +1,48 @@
+"""The route table of the API: each path, and the handler of each of its methods.
+
+The router (``router.py``) dispatches on it and the OpenAPI document (``openapi.py``) describes
+it. The document's handler is given this table rather than importing it, so that imports run
+one way: routes -> handlers -> openapi -> paths.
+"""
+
+from __future__ import annotations
+
+from fleetcache.api.handlers import (
+    aggregate_images,
+    aggregates,
+    images,
+    openapi,
+    services,
+    versions,
+)
+from fleetcache.api.paths import AGGREGATE, OPENAPI, PREFIX
+from fleetcache.api.router import Handler
+
+ROUTE_DECLARATIONS: dict[str, dict[str, Handler]] = {}
+ROUTE_DECLARATIONS.update(
+    {
+        "/": {"GET": versions.list_versions},
+        PREFIX: {"GET": versions.get_version},
+        # The document describes the whole table, its own route included.
+        OPENAPI: {"GET": openapi.document_handler(ROUTE_DECLARATIONS)},
+        PREFIX + "/os-aggregates": {
+            "GET": aggregates.list_aggregates,
+            "POST": aggregates.create_aggregate,
+        },
+        AGGREGATE: {
+            "GET": aggregates.get_aggregate,
+            "PUT": aggregates.update_aggregate,
+            "DELETE": aggregates.delete_aggregate,
+        },
+        AGGREGATE + "/action": {"POST": aggregates.post_aggregate_action},
+        AGGREGATE + "/images": {"POST": aggregate_images.cache_aggregate_images},
+        AGGREGATE + "/images/jobs": {"GET": aggregate_images.list_aggregate_image_jobs},
+        AGGREGATE + "/images/jobs/{job_id}": {"GET": aggregate_images.get_aggregate_image_job},
+        PREFIX + "/os-services": {"GET": services.list_services},
+        # Image look-ups for clients without an image endpoint (not Nova's; see
+        # handlers/images.py for the requests the clients send).
+        PREFIX + "/images": {"GET": images.list_images},
+        PREFIX + "/images/{image_id}": {"GET": images.get_image},
+        PREFIX + "/v2/images": {"GET": images.list_images},
+    }
+)
