@@ -35,8 +35,8 @@ class Baseline:
                  call_monitor_timeout: int | None = None) -> None:
         self.conf = cfg.ConfigOpts()
         self.conf([], project="fcbench-baseline", default_config_files=[])
-        # NOTE: oslo.messaging 18.3 registers these groups only on the global cfg.CONF
-        # (research/runtime-probe.md, P1).
+        # NOTE: oslo.messaging 18.3 registers these groups only on the global cfg.CONF; on a
+        # private ConfigOpts every call() and cast() raises NoSuchOptError for them.
         from oslo_messaging._metrics import client as metrics_client
         from oslo_messaging._tracing import client as tracing_client
 

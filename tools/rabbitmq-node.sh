@@ -15,7 +15,8 @@
 # logs, its own env and config files (none of /etc/rabbitmq is read) and HOME, hence a private
 # Erlang cookie. It runs as the calling user, which also means its file-descriptor limit is
 # the caller's (not the `su rabbitmq` wrapper's PAM-reset 1024): FCTEST_RABBIT_NOFILE raises
-# it before the server starts (research/runtime-probe.md, P2). Every FCTEST_RABBIT_* variable
+# it before the server starts (with 1024 fds RabbitMQ allows 832 sockets, and the 833rd
+# connection hangs instead of being refused; seen with Debian 12's RabbitMQ 3.10.8). Every FCTEST_RABBIT_* variable
 # below may be set by a caller; tools/rabbitmq-bench-node.sh is this script with other values.
 set -eu
 

@@ -1,9 +1,10 @@
 """The unmodified ``nova`` CLI (python-novaclient) against the real stack, without Keystone
 (issue 3: "``nova aggregate-cache-images`` works against it").
 
-The environment is the one research/osc-wire.md §2 found to work: ``OS_AUTH_TYPE=none``,
-``OS_ENDPOINT`` and dummy ``OS_USERNAME``/``OS_PROJECT_ID``/``OS_AUTH_URL`` (checked for, never
-contacted). novaclient then resolves images on the compute endpoint itself
+The environment is the one that works without Keystone (docs/api.md, "Authentication"):
+``OS_AUTH_TYPE=none``, ``OS_ENDPOINT`` and dummy ``OS_USERNAME``/``OS_PROJECT_ID``/
+``OS_AUTH_URL`` (checked for, never contacted; with ``--os-token`` alone novaclient still
+contacts Keystone). novaclient then resolves images on the compute endpoint itself
 (``GET /v2.1/v2/images?id=in:...``), which the API answers from Glance.
 """
 
@@ -30,7 +31,7 @@ NOVA = Path(os.environ.get("FLEETCACHE_VENV", Path(__file__).parents[2] / ".venv
 
 
 def nova_env(stack: Any) -> dict[str, str]:
-    """The process environment without any ``OS_*`` of ours, plus osc-wire.md §2's."""
+    """The process environment without any ``OS_*`` of ours, plus the no-Keystone settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     env.update(OS_AUTH_TYPE="none", OS_ENDPOINT=stack.api_url, OS_USERNAME="it-user",
                OS_PROJECT_ID="it-project", OS_AUTH_URL="http://127.0.0.1:9/")

@@ -1,11 +1,15 @@
 """Image look-ups by id, so the clients can resolve images without a separate image endpoint.
 
 A fleetcache addition (Nova's image proxy went away at 2.36; these answer at every version).
-With ``OS_AUTH_TYPE=none`` both clients send image look-ups to the compute endpoint
-(research/osc-wire.md §2):
+With ``OS_AUTH_TYPE=none`` every service type resolves to the one endpoint, so both clients
+send image look-ups to the compute endpoint (observed with python-openstackclient 10.5.0 on
+openstacksdk 4.22.0, and python-novaclient 18.13.1; see docs/api.md):
 
-* ``openstack``: ``GET /v2.1/images/{id}``, then ``GET /v2.1/images?name=...``;
-* ``nova``: ``GET /v2.1/v2/images?id=in:A,B`` and ``GET /v2.1/v2/images?names=in:A,B``.
+* ``openstack``: ``GET /v2.1/images/{id}``, then ``GET /v2.1/images?name=...``; it looks up
+  every argument, ids included, and takes the id from the request, not from the body;
+* ``nova``: ``GET /v2.1/v2/images?id=in:A,B`` and ``GET /v2.1/v2/images?names=in:A,B``
+  (always both); every argument must come back as an id or a name, and an image it did not
+  ask for fails the command.
 
 Images are looked up through the configured image source (``[image_source] backend``), which
 knows images by id only: name look-ups find nothing.

@@ -15,7 +15,8 @@ AGGS = "/v2.1/os-aggregates"
 
 
 def _action(app: webtest.TestApp, agg_id: int, body: object, **kw: object) -> webtest.TestResponse:
-    # OSC sends actions without a microversion header (osc-wire.md §3): so do these.
+    # OSC sends actions without a microversion header (openstacksdk 4.22 passes
+    # microversion=None for add_host, remove_host and set_metadata): so do these.
     return app.post_json(f"{AGGS}/{agg_id}/action", body, **kw)  # type: ignore[arg-type]
 
 

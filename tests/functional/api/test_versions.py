@@ -1,4 +1,10 @@
-"""Version discovery and microversion negotiation, as osc-wire.md §3 says both clients need."""
+"""Version discovery and microversion negotiation, as both clients need them.
+
+``openstack`` (openstacksdk 4.22) reads ``GET /v2.1`` and gives up without ``status`` ("No
+stability status in version") or a ``self`` link ("No version data found remotely at all"),
+then negotiates ``min(server max, 2.81)``; ``nova`` (novaclient 18.13) needs ``version`` and
+``min_version``. A request without a microversion header is 2.1.
+"""
 
 from __future__ import annotations
 
