@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import pathlib
+import shutil
 
 import pytest
 
@@ -79,7 +80,14 @@ def test_init_host_refuses_an_invalid_configuration_first(tmp_path: pathlib.Path
 
 def test_init_host_refuses_a_backend_whose_tools_are_missing(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("shutil.which", lambda tool: None if tool == "lvcreate" else "/bin/x")
+    # A PATH with the tools the other checks need but no LVM tools, whatever this host has.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("qemu-img", "cp", "prlimit"):
+        found = shutil.which(tool)
+        assert found is not None, f"{tool} is needed on this host"
+        (bin_dir / tool).symlink_to(found)
+    monkeypatch.setenv("PATH", str(bin_dir))
     driver = _driver(tmp_path, tmp_path / "instances")
     driver.conf.set_override("images_type", "lvm", group="libvirt")
     driver.conf.set_override("images_volume_group", "vg0", group="libvirt")
