@@ -19,10 +19,8 @@ Any refusal raises :class:`~fleetcache.common.exception.ImageFormatRejected` say
 Streaming use (the download path, no second read of the file)::
 
     inspection = StreamInspection(image_id, disk_format)   # refuses unknown formats at once
-    with open(tmp_path, "wb") as f:
-        sink = InspectingWriter(f, inspection)   # or call inspection.feed(chunk) yourself
-        for chunk in response.iter_content(CHUNK):
-            sink.write(chunk)   # may raise ImageFormatRejected: abort, delete tmp file
+    with open(tmp_path, "wb") as f:   # feed() may raise ImageFormatRejected: delete tmp_path
+        download_verified(source, ctxt, meta, f, observers=[inspection.feed])
     inspected = inspect_image(tmp_path, disk_format, conf, image_id=image_id, stream=inspection)
     # only now move tmp_path into _base (or convert it, see fleetcache.compute.imagebackend)
 
@@ -47,7 +45,6 @@ from fleetcache.image import qemu
 from fleetcache.image.format_stream import (
     AMI_FORMATS,
     INSPECTABLE_FORMATS,
-    InspectingWriter,
     StreamInspection,
     check_declared_format,
     detect_from_file,
@@ -60,7 +57,6 @@ __all__ = [
     "AMI_FORMATS",
     "INSPECTABLE_FORMATS",
     "InspectedImage",
-    "InspectingWriter",
     "StreamInspection",
     "inspect_image",
 ]
