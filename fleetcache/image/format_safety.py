@@ -41,10 +41,9 @@ from oslo_log import log as logging
 from oslo_utils.imageutils import format_inspector as fi
 
 from fleetcache.common import exception
+from fleetcache.common.disk_formats import AMI_FORMATS, content_format
 from fleetcache.image import qemu
 from fleetcache.image.format_stream import (
-    AMI_FORMATS,
-    INSPECTABLE_FORMATS,
     StreamInspection,
     check_declared_format,
     detect_from_file,
@@ -54,8 +53,6 @@ from fleetcache.image.format_stream import (
 LOG = logging.getLogger(__name__)
 
 __all__ = [
-    "AMI_FORMATS",
-    "INSPECTABLE_FORMATS",
     "InspectedImage",
     "StreamInspection",
     "inspect_image",
@@ -185,7 +182,7 @@ def inspect_image(
         inspector = detect_from_file(path, image_id, disk_format)
     create_type = _check_inspector(inspector, disk_format, conf, image_id)
     detected = str(inspector)
-    qemu_format = "raw" if detected in ("raw", "gpt", "iso") else detected
+    qemu_format = "raw" if detected == "gpt" else content_format(detected)
     try:
         data = qemu.info(
             path,

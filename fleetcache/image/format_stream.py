@@ -10,10 +10,8 @@ from __future__ import annotations
 from oslo_utils.imageutils import format_inspector as fi
 
 from fleetcache.common import exception
+from fleetcache.common.disk_formats import INSPECTABLE_FORMATS
 
-AMI_FORMATS = ("ami", "aki", "ari")
-#: Glance disk formats that can be inspected (``ploop`` has no inspector and is refused).
-INSPECTABLE_FORMATS = ("raw", "qcow2", "vmdk", "vdi", "vhd", "vhdx", "iso", *AMI_FORMATS)
 _READ_CHUNK = 64 * 1024
 
 

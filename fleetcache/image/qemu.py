@@ -24,6 +24,7 @@ from typing import Any
 from oslo_utils import units
 
 from fleetcache.common import exception
+from fleetcache.common.disk_formats import RAW_CONTENT_FORMATS
 from fleetcache.image._spawn import Completed, spawn
 
 QEMU_IMG = "qemu-img"
@@ -33,8 +34,10 @@ OUTPUT_LIMIT = 32 * units.Mi
 #: ``-t`` values :func:`convert` accepts for its output.
 CACHE_MODES = ("none", "writeback", "writethrough", "directsync", "unsafe")
 
-#: Format names whose qemu-img driver has another name (inspector/Glance name -> driver).
-_DRIVER_NAMES = {"vhd": "vpc", "iso": "raw", "gpt": "raw", "ami": "raw", "aki": "raw", "ari": "raw"}
+#: Format names whose qemu-img driver has another name (Glance or inspector name -> driver):
+#: the formats qemu reads as raw, a partitioned raw disk (the inspector's ``gpt``), and VHD,
+#: whose driver is ``vpc`` (Virtual PC, whose disk format VHD is).
+_DRIVER_NAMES = {**dict.fromkeys(RAW_CONTENT_FORMATS, "raw"), "gpt": "raw", "vhd": "vpc"}
 #: What qemu-img or the loader print when the address space limit stops an allocation.
 _MEMORY_ERRORS = ("cannot allocate memory", "failed to allocate", "out of memory",
                   "failed to map segment", "resource temporarily unavailable")

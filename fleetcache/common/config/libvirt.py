@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-libvirt_group = cfg.OptGroup("libvirt", title="Libvirt-style disk backend options")
+from fleetcache.common.disk_formats import IMAGES_TYPE_CHOICES
 
-IMAGES_TYPES = ("raw", "flat", "qcow2", "lvm", "rbd", "ploop", "default")
+libvirt_group = cfg.OptGroup("libvirt", title="Libvirt-style disk backend options")
 
 libvirt_opts: list[cfg.Opt] = [
     cfg.StrOpt(
@@ -29,7 +29,7 @@ Related options:
     cfg.StrOpt(
         "images_type",
         default="default",
-        choices=IMAGES_TYPES,
+        choices=IMAGES_TYPE_CHOICES,
         help="""
 Disk backend of instances whose image format has no entry in ``images_type_mapping``.
 

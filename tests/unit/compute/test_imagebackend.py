@@ -11,9 +11,9 @@ import uuid
 import pytest
 from oslo_config import cfg
 
-from fleetcache.common import config, exception
+from fleetcache.common import config, disk_formats, exception
 from fleetcache.compute import imagebackend
-from fleetcache.compute.imagebackend import mapping
+from fleetcache.compute.imagebackend import backends, mapping
 from fleetcache.image import format_safety
 from tests import hostile_images as corpus
 
@@ -96,6 +96,30 @@ def test_repeated_identical_entry_and_spacing_are_accepted() -> None:
     assert mapping.parse_images_type_mapping([" QCOW2 : qcow2", "qcow2:qcow2", ""]) == {
         "qcow2": "qcow2"
     }
+
+
+@pytest.mark.parametrize("disk_format", disk_formats.DISK_FORMATS)
+@pytest.mark.parametrize("backend", disk_formats.DISK_BACKENDS)
+def test_mapping_accepts_every_disk_format_and_backend(disk_format: str, backend: str) -> None:
+    assert mapping.parse_images_type_mapping([f"{disk_format}:{backend}"]) == {
+        disk_format: backend
+    }
+
+
+@pytest.mark.parametrize("name", ["lvm", "rbd", "flat", "default", "gpt", "luks", "qed"])
+def test_mapping_refuses_sources_that_are_not_disk_formats(name: str) -> None:
+    with pytest.raises(exception.InvalidConfiguration, match="as a source|unknown source"):
+        mapping.parse_images_type_mapping([f"{name}:raw"])
+
+
+def test_every_backend_name_has_a_backend_class() -> None:
+    assert set(backends.BACKEND_CLASSES) == set(disk_formats.DISK_BACKENDS)
+
+
+def test_only_inspectable_formats_are_reported_as_supported(conf: cfg.ConfigOpts) -> None:
+    for images_type in disk_formats.IMAGES_TYPE_CHOICES:
+        conf.set_override("images_type", images_type, group="libvirt")
+        assert imagebackend.supported_image_types(conf) <= set(disk_formats.INSPECTABLE_FORMATS)
 
 
 # --- backend choice: mapping x disk_format x force_raw_images ---------------------------------
