@@ -37,6 +37,8 @@ class DiskPlan:
     :ivar mapped: whether ``images_type_mapping`` chose it (else ``images_type`` did).
     :ivar source_format: the image's content format.
     :ivar base_format: the format of the cached base image.
+    :ivar convert_timeout: seconds the conversion to the base may take (``[libvirt]
+        images_convert_timeout``), carried here so that publishing a base needs no config.
     """
 
     disk_format: str
@@ -44,6 +46,7 @@ class DiskPlan:
     mapped: bool
     source_format: str
     base_format: str
+    convert_timeout: int
 
     @property
     def convert(self) -> bool:
@@ -75,7 +78,8 @@ def choose(conf: cfg.ConfigOpts, disk_format: str) -> DiskPlan:
         base = "raw"
     else:
         base = source
-    return DiskPlan(disk_format, backend, mapped, source, base)
+    return DiskPlan(disk_format, backend, mapped, source, base,
+                    convert_timeout=conf.libvirt.images_convert_timeout)
 
 
 def supported_image_types(conf: cfg.ConfigOpts) -> set[str]:

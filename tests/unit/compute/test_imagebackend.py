@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import time
 import uuid
 
 import pytest
@@ -16,6 +17,7 @@ from fleetcache.compute import imagebackend
 from fleetcache.compute.imagebackend import backends, mapping
 from fleetcache.image import format_safety
 from tests import hostile_images as corpus
+from tests.unit.image import fixtures
 
 
 @pytest.fixture
@@ -399,3 +401,20 @@ def test_failed_conversion_leaves_no_base(conf: cfg.ConfigOpts, tmp_path: pathli
     with pytest.raises(exception.QemuImgError, match="qemu-img convert failed"):
         imagebackend.prepare_base(plan, str(downloaded), str(base))
     assert os.listdir(tmp_path) == []  # no base, no staged conversion, download consumed
+
+
+def test_overlay_creation_over_its_time_limit_is_killed_and_leaves_no_disk(
+    conf: cfg.ConfigOpts, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf.set_override("images_create_timeout", 1, group="libvirt")
+    plan, base = _cache(conf, tmp_path, corpus.qcow2_with_data(tmp_path), "qcow2")
+    assert plan.backend == "qcow2"
+    fixtures.hanging_qemu_img(tmp_path, monkeypatch, "create")
+    instance = str(uuid.uuid4())
+    began = time.monotonic()
+    with pytest.raises(exception.QemuImgError,
+                       match=r"qemu-img create failed: .* 1 s \(\[libvirt\] "
+                             r"images_create_timeout\)"):
+        imagebackend.create_instance_disk(conf, plan, instance, base)
+    assert time.monotonic() - began < 5
+    assert os.listdir(imagebackend.instance_dir(conf, instance)) == []  # no disk, no .part
