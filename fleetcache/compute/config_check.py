@@ -16,6 +16,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from fleetcache.common import exception
+from fleetcache.common.disk_formats import DISK_FORMATS
 from fleetcache.compute.imagebackend import backends, mapping, selection
 
 LOG = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def _other_problems(conf: cfg.ConfigOpts) -> list[Problem]:
                 f"{', '.join(ignored)} never pass the format inspector's safety check",
             )
         )
-    unknown = set(conf.compute.image_type_exclude_list) - set(selection.IMAGE_TYPES)
+    unknown = set(conf.compute.image_type_exclude_list) - set(DISK_FORMATS)
     if unknown:
         problems.append(
             Problem(

@@ -19,10 +19,8 @@ Any refusal raises :class:`~fleetcache.common.exception.ImageFormatRejected` say
 Streaming use (the download path, no second read of the file)::
 
     inspection = StreamInspection(image_id, disk_format)   # refuses unknown formats at once
-    with open(tmp_path, "wb") as f:
-        sink = InspectingWriter(f, inspection)   # or call inspection.feed(chunk) yourself
-        for chunk in response.iter_content(CHUNK):
-            sink.write(chunk)   # may raise ImageFormatRejected: abort, delete tmp file
+    with open(tmp_path, "wb") as f:   # feed() may raise ImageFormatRejected: delete tmp_path
+        download_verified(source, ctxt, meta, f, observers=[inspection.feed])
     inspected = inspect_image(tmp_path, disk_format, conf, image_id=image_id, stream=inspection)
     # only now move tmp_path into _base (or convert it, see fleetcache.compute.imagebackend)
 
@@ -43,11 +41,9 @@ from oslo_log import log as logging
 from oslo_utils.imageutils import format_inspector as fi
 
 from fleetcache.common import exception
+from fleetcache.common.disk_formats import AMI_FORMATS, content_format
 from fleetcache.image import qemu
 from fleetcache.image.format_stream import (
-    AMI_FORMATS,
-    INSPECTABLE_FORMATS,
-    InspectingWriter,
     StreamInspection,
     check_declared_format,
     detect_from_file,
@@ -57,10 +53,7 @@ from fleetcache.image.format_stream import (
 LOG = logging.getLogger(__name__)
 
 __all__ = [
-    "AMI_FORMATS",
-    "INSPECTABLE_FORMATS",
     "InspectedImage",
-    "InspectingWriter",
     "StreamInspection",
     "inspect_image",
 ]
@@ -189,7 +182,7 @@ def inspect_image(
         inspector = detect_from_file(path, image_id, disk_format)
     create_type = _check_inspector(inspector, disk_format, conf, image_id)
     detected = str(inspector)
-    qemu_format = "raw" if detected in ("raw", "gpt", "iso") else detected
+    qemu_format = "raw" if detected == "gpt" else content_format(detected)
     try:
         data = qemu.info(
             path,

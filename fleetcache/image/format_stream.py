@@ -7,15 +7,11 @@ file never has to be read again for it; ``format_safety.inspect_image`` then app
 
 from __future__ import annotations
 
-from typing import BinaryIO
-
 from oslo_utils.imageutils import format_inspector as fi
 
 from fleetcache.common import exception
+from fleetcache.common.disk_formats import INSPECTABLE_FORMATS
 
-AMI_FORMATS = ("ami", "aki", "ari")
-#: Glance disk formats that can be inspected (``ploop`` has no inspector and is refused).
-INSPECTABLE_FORMATS = ("raw", "qcow2", "vmdk", "vdi", "vhd", "vhdx", "iso", *AMI_FORMATS)
 _READ_CHUNK = 64 * 1024
 
 
@@ -135,25 +131,3 @@ def detect_from_file(path: str, image_id: str | None, disk_format: str) -> fi.Fi
             inspection.feed(chunk)
     return inspection.finish()
 
-
-class InspectingWriter:
-    """A write-through wrapper of a binary file that shows every chunk to a
-    :class:`StreamInspection` first (usable wherever a ``BinaryIO`` sink is written).
-
-    A chunk that proves the image is not its ``disk_format`` raises ``ImageFormatRejected``
-    from :meth:`write`, before it reaches the file.
-    """
-
-    def __init__(self, sink: BinaryIO, inspection: StreamInspection) -> None:
-        self.sink = sink
-        self.inspection = inspection
-
-    def write(self, data: bytes, /) -> int:
-        self.inspection.feed(bytes(data))
-        return self.sink.write(data)
-
-    def flush(self) -> None:
-        self.sink.flush()
-
-    def fileno(self) -> int:
-        return self.sink.fileno()

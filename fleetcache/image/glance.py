@@ -117,11 +117,11 @@ class GlanceImageSource(ImageSource):
     def download(
         self,
         ctxt: RequestContext,
-        image_id: str,
         meta: ImageMeta,
         writer: Writer,
         progress: ProgressCallback | None = None,
     ) -> int:
+        image_id = meta.id
         written = [0]
 
         def attempt(n: int) -> int:

@@ -53,11 +53,11 @@ class LocalImageSource(ImageSource):
     def download(
         self,
         ctxt: RequestContext,
-        image_id: str,
         meta: ImageMeta,
         writer: Writer,
         progress: ProgressCallback | None = None,
     ) -> int:
+        image_id = meta.id
         data_path, _ = _paths(self.directory, image_id)
         written = 0
         try:

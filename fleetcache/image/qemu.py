@@ -10,8 +10,12 @@ instruction, as oslo.concurrency's ``prlimit=`` does, without first starting a P
 interpreter to set them (5-10 ms per call instead of 30-60 ms: docs/performance.md).
 ``--fsize`` bounds what they print (a crafted qcow2 makes ``qemu-img check`` print a line per
 cluster, gigabytes within the CPU limit) and ``--core=0`` keeps a killed qemu-img from
-dumping core. A limit hit raises :class:`~fleetcache.common.exception.QemuImgError` naming the
-limit. Callers must run the format inspector first (:mod:`fleetcache.image.format_safety`).
+dumping core. ``convert`` and ``create`` write disks, on trusted (inspected) input, and run
+under a wall-clock limit instead (``[libvirt] images_convert_timeout``,
+``images_create_timeout``): a command blocked on I/O uses no CPU, and these run while the
+caller holds the image's lock and an RPC worker. A limit hit raises
+:class:`~fleetcache.common.exception.QemuImgError` naming the limit and its option. Callers
+must run the format inspector first (:mod:`fleetcache.image.format_safety`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from oslo_utils import units
 
 from fleetcache.common import exception
+from fleetcache.common.disk_formats import RAW_CONTENT_FORMATS
 from fleetcache.image._spawn import Completed, spawn
 
 QEMU_IMG = "qemu-img"
@@ -33,8 +38,13 @@ OUTPUT_LIMIT = 32 * units.Mi
 #: ``-t`` values :func:`convert` accepts for its output.
 CACHE_MODES = ("none", "writeback", "writethrough", "directsync", "unsafe")
 
-#: Format names whose qemu-img driver has another name (inspector/Glance name -> driver).
-_DRIVER_NAMES = {"vhd": "vpc", "iso": "raw", "gpt": "raw", "ami": "raw", "aki": "raw", "ari": "raw"}
+#: Format names whose qemu-img driver has another name (Glance or inspector name -> driver):
+#: the formats qemu reads as raw, a partitioned raw disk (the inspector's ``gpt``), and VHD,
+#: whose driver is ``vpc`` (Virtual PC, whose disk format VHD is).
+_DRIVER_NAMES = {**dict.fromkeys(RAW_CONTENT_FORMATS, "raw"), "gpt": "raw", "vhd": "vpc"}
+#: The option that sets each action's wall-clock limit, named when the limit is hit.
+TIMEOUT_OPTIONS = {"convert": "[libvirt] images_convert_timeout",
+                   "create": "[libvirt] images_create_timeout"}
 #: What qemu-img or the loader print when the address space limit stops an allocation.
 _MEMORY_ERRORS = ("cannot allocate memory", "failed to allocate", "out of memory",
                   "failed to map segment", "resource temporarily unavailable")
@@ -67,12 +77,14 @@ def _absolute(path: str) -> str:
     return path
 
 
-def execute(*cmd: str, prlimit: ProcessLimits | None = None) -> Completed:
-    """Run ``cmd`` (under ``prlimit`` when given); the seam tests spy on.
+def execute(*cmd: str, prlimit: ProcessLimits | None = None,
+            timeout: float | None = None) -> Completed:
+    """Run ``cmd`` (under ``prlimit`` when given, killed after ``timeout`` seconds when
+    given); the seam tests spy on.
 
     :raises OSError: when the command (or ``prlimit``) cannot be started.
     """
-    return spawn([*prlimit.prefix(), *cmd] if prlimit else list(cmd))
+    return spawn([*prlimit.prefix(), *cmd] if prlimit else list(cmd), timeout=timeout)
 
 
 def _limit_hit(done: Completed, limits: ProcessLimits) -> str | None:
@@ -90,13 +102,17 @@ def _limit_hit(done: Completed, limits: ProcessLimits) -> str | None:
 
 
 def _run(action: str, cmd: list[str], limits: ProcessLimits | None = None,
-         ok_codes: tuple[int, ...] = (0,)) -> str:
+         ok_codes: tuple[int, ...] = (0,), timeout_s: int | None = None) -> str:
     try:
-        done = execute(*cmd, prlimit=limits)
+        done = execute(*cmd, prlimit=limits, timeout=timeout_s)
     except OSError as exc:  # qemu-img or prlimit missing or not executable
         raise exception.QemuImgError(action=action, reason=str(exc)) from exc
     if done.returncode in ok_codes:
         return done.stdout
+    if done.timed_out:
+        raise exception.QemuImgError(
+            action=action, reason=f"did not finish within the time limit of {timeout_s} s "
+            f"({TIMEOUT_OPTIONS[action]}) and was killed")
     reason = _limit_hit(done, limits) if limits is not None else None
     if reason is None:
         detail = done.last_error_line()
@@ -149,7 +165,7 @@ def check(path: str, fmt: str, *, cpu_time_s: int, address_space_gib: float) -> 
     return _json("check", out)
 
 
-def convert(src: str, src_fmt: str, dst: str, dst_fmt: str = "raw", *,
+def convert(src: str, src_fmt: str, dst: str, dst_fmt: str = "raw", *, timeout_s: int,
             cache: str | None = None, out_of_order: bool = False) -> None:
     """``qemu-img convert -f <src_fmt> -O <dst_fmt> [-t <cache>] [-W] <src> <dst>``.
 
@@ -157,8 +173,11 @@ def convert(src: str, src_fmt: str, dst: str, dst_fmt: str = "raw", *,
     flushes the output (fdatasync) before it exits; without it (qemu-img's default for
     convert, ``unsafe``) the data may still be only in the page cache.
 
+    :param timeout_s: wall-clock seconds (``[libvirt] images_convert_timeout``); qemu-img is
+        killed after that, and ``dst`` may then hold part of the output: the caller removes it.
     :param out_of_order: ``-W``, let writes land out of order (only for an output nobody
         reads before the command ends).
+    :raises QemuImgError: when it fails or hits the time limit.
     """
     cmd = [QEMU_IMG, "convert", "-f", driver_name(src_fmt), "-O", driver_name(dst_fmt)]
     if cache is not None:
@@ -167,17 +186,22 @@ def convert(src: str, src_fmt: str, dst: str, dst_fmt: str = "raw", *,
         cmd += ["-t", cache]
     if out_of_order:
         cmd.append("-W")
-    _run("convert", [*cmd, _absolute(src), _absolute(dst)])
+    _run("convert", [*cmd, _absolute(src), _absolute(dst)], timeout_s=timeout_s)
 
 
-def create_overlay(base: str, base_fmt: str, disk: str, size: int | None = None) -> None:
+def create_overlay(base: str, base_fmt: str, disk: str, size: int | None = None, *,
+                   timeout_s: int) -> None:
     """``qemu-img create -f qcow2 -b <base> -F <base_fmt> <disk> [size]``.
 
     The base's format is named with ``-F`` so qemu never probes it. ``size`` (bytes) may only
     grow the disk beyond the base's virtual size.
+
+    :param timeout_s: wall-clock seconds (``[libvirt] images_create_timeout``); qemu-img is
+        killed after that, and ``disk`` may then exist, incomplete: the caller removes it.
+    :raises QemuImgError: when it fails or hits the time limit.
     """
     cmd = [QEMU_IMG, "create", "-f", "qcow2", "-b", _absolute(base), "-F", driver_name(base_fmt)]
     cmd.append(_absolute(disk))
     if size is not None:
         cmd.append(str(int(size)))
-    _run("create", cmd)
+    _run("create", cmd, timeout_s=timeout_s)

@@ -107,12 +107,12 @@ class ImageSource:
     def download(
         self,
         ctxt: RequestContext,
-        image_id: str,
         meta: ImageMeta,
         writer: Writer,
         progress: ProgressCallback | None = None,
     ) -> int:
-        """Stream the image's bytes into ``writer``, in order, each byte exactly once.
+        """Stream the bytes of image ``meta`` (as :meth:`show` returned it) into ``writer``, in
+        order, each byte exactly once.
 
         :returns: the number of bytes written.
         :raises ImageNotFound, ImageNotAvailable: as :meth:`show`.

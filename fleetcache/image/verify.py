@@ -170,7 +170,7 @@ def download_verified(
     """
     writer = VerifyingWriter(sink, ImageVerifier(meta), observers)
     try:
-        source.download(ctxt, meta.id, meta, writer, progress)
+        source.download(ctxt, meta, writer, progress)
     except BaseException:
         writer.abort()
         raise

@@ -103,7 +103,7 @@ def test_hit_touches_without_downloading(stack: Any, tmp_path: pathlib.Path) -> 
     real_download = cache.source.download
 
     def counting(*args: Any, **kwargs: Any) -> int:
-        downloads.append(args[1])
+        downloads.append(args[1].id)
         return real_download(*args, **kwargs)
 
     cache.source.download = counting  # type: ignore[method-assign]
@@ -146,7 +146,7 @@ def test_resume_uses_real_range_requests(stack: Any) -> None:
 
     source.session.request = cut_first_body  # type: ignore[method-assign]
     out = io.BytesIO()
-    assert source.download(CTXT, image_id, meta, out) == meta.size
+    assert source.download(CTXT, meta, out) == meta.size
     assert statuses == [200, 206]
     assert hashlib.sha512(out.getvalue()).hexdigest() == meta.os_hash_value
 
@@ -172,9 +172,9 @@ class Slow:  # the first chunk is written, then the download dawdles
         time.sleep(float(sys.argv[4]))
         self.write = self.writer.write
 
-def download(ctxt, image_id, meta, writer, progress=None):
+def download(ctxt, meta, writer, progress=None):
     calls.append(1)
-    return real(ctxt, image_id, meta, Slow(writer), progress)
+    return real(ctxt, meta, Slow(writer), progress)
 
 source.download = download
 outcome = ImageCache(conf, source).fetch(RequestContext(), sys.argv[3])

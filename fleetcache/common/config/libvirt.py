@@ -1,16 +1,17 @@
-"""Options of the ``[libvirt]`` group: disk backends and limits on image inspection.
+"""Options of the ``[libvirt]`` group: disk backends and limits on the qemu-img commands.
 
 Names, choices and defaults follow Nova's ``nova/conf/libvirt.py``; ``images_type_mapping`` is
-the option of the Nova spec "Libvirt runtime image type" (never merged upstream).
+the option of the Nova spec "Libvirt runtime image type" (never merged upstream), and Nova has
+no ``images_convert_timeout`` / ``images_create_timeout`` (its conversions run unbounded).
 """
 
 from __future__ import annotations
 
 from oslo_config import cfg
 
-libvirt_group = cfg.OptGroup("libvirt", title="Libvirt-style disk backend options")
+from fleetcache.common.disk_formats import IMAGES_TYPE_CHOICES
 
-IMAGES_TYPES = ("raw", "flat", "qcow2", "lvm", "rbd", "ploop", "default")
+libvirt_group = cfg.OptGroup("libvirt", title="Libvirt-style disk backend options")
 
 libvirt_opts: list[cfg.Opt] = [
     cfg.StrOpt(
@@ -29,7 +30,7 @@ Related options:
     cfg.StrOpt(
         "images_type",
         default="default",
-        choices=IMAGES_TYPES,
+        choices=IMAGES_TYPE_CHOICES,
         help="""
 Disk backend of instances whose image format has no entry in ``images_type_mapping``.
 
@@ -93,6 +94,42 @@ Address space limit, in GiB, of ``qemu-img info`` when it inspects an untrusted 
 
 Related options:
 * images_cpu_time_limit
+""",
+    ),
+    cfg.IntOpt(
+        "images_convert_timeout",
+        default=600,
+        min=1,
+        help="""
+Wall-clock time limit, in seconds, of ``qemu-img convert`` when it turns a downloaded image
+into the cached raw base (or a non-raw base into a raw/flat instance disk).
+
+A conversion runs while it holds the image's lock and one RPC worker thread of the compute,
+and one blocked on a hung disk or NFS server uses no CPU, so ``images_cpu_time_limit`` would
+never stop it. At the limit qemu-img (its whole process group) is killed, its partial output is
+removed, nothing is cached, and the image's result is ``error`` with a reason naming this
+option. A conversion writes the image's data at the speed of the disk: the default, 600,
+allows about 60 GiB at 100 MiB/s; raise it for larger images or slower storage.
+
+Related options:
+* images_create_timeout, [DEFAULT] force_raw_images, images_type, images_type_mapping
+""",
+    ),
+    cfg.IntOpt(
+        "images_create_timeout",
+        default=60,
+        min=1,
+        help="""
+Wall-clock time limit, in seconds, of ``qemu-img create`` when it makes a qcow2 instance disk
+on top of a cached base.
+
+Creating an overlay writes only a few KiB of metadata and reads the base's header: it takes
+milliseconds, so a minute means the storage is hung. It runs while it holds the image's lock
+and an RPC worker thread; at the limit qemu-img is killed, the partial disk is removed and the
+request fails with a reason naming this option.
+
+Related options:
+* images_convert_timeout
 """,
     ),
 ]

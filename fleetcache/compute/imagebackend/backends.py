@@ -58,6 +58,8 @@ class ImageBackend:
 
         :param size: bytes; ``None`` keeps the base's virtual size.
         :raises InvalidInput: when ``size`` is smaller than the base's virtual size.
+        :raises QemuImgError: when qemu-img fails or outlives its time limit (``[libvirt]
+            images_create_timeout`` for an overlay, ``images_convert_timeout`` for a copy).
         """
         raise NotImplementedError(f"the {self.name} disk backend is not implemented yet")
 
@@ -82,7 +84,8 @@ class Qcow2Backend(ImageBackend):
 
     def create_disk(self, base: str, base_format: str, disk: str, size: int | None) -> str:
         virtual_size = self._check_size(base, base_format, size)
-        qemu.create_overlay(base, base_format, disk, size if size != virtual_size else None)
+        qemu.create_overlay(base, base_format, disk, size if size != virtual_size else None,
+                            timeout_s=self.conf.libvirt.images_create_timeout)
         return "qcow2"
 
 
@@ -102,7 +105,8 @@ class FlatBackend(ImageBackend):
                     f"sparse copy of {base} to {disk} failed: {exc}"
                 ) from exc
         else:
-            qemu.convert(base, base_format, disk, "raw")
+            qemu.convert(base, base_format, disk, "raw",
+                         timeout_s=self.conf.libvirt.images_convert_timeout)
         if size is not None and size > virtual_size:
             os.truncate(disk, size)
         return "raw"

@@ -75,7 +75,8 @@ def prepare_base(plan: DiskPlan, downloaded: str, base: str) -> None:
     ``-t writeback`` (page cache, fdatasync before it exits); then an fsync of our own, which
     finds nothing left to write but does not rely on qemu-img's flush.
 
-    :raises QemuImgError: when the conversion fails.
+    :raises QemuImgError: when the conversion fails or takes longer than
+        ``plan.convert_timeout`` (it is killed then; nothing is left behind either).
     """
     if not plan.convert:
         os.replace(downloaded, base)
@@ -83,8 +84,8 @@ def prepare_base(plan: DiskPlan, downloaded: str, base: str) -> None:
     staged = f"{downloaded}.converted"
     try:
         cache = "none" if supports_direct_io(staged) else "writeback"
-        qemu.convert(downloaded, plan.source_format, staged, plan.base_format, cache=cache,
-                     out_of_order=OUT_OF_ORDER)
+        qemu.convert(downloaded, plan.source_format, staged, plan.base_format,
+                     timeout_s=plan.convert_timeout, cache=cache, out_of_order=OUT_OF_ORDER)
         fd = os.open(staged, os.O_RDONLY)
         try:
             os.fsync(fd)

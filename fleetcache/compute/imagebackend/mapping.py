@@ -1,8 +1,10 @@
-"""``[libvirt] images_type_mapping``: its parser and the names it may use (seed 001).
+"""``[libvirt] images_type_mapping``: its parser and the rules it enforces (seed 001).
 
 An entry is ``<source image format>:<backend>``. The parser enforces the spec's rules: each
 source format maps to one backend (else the conversion rule is ambiguous), ``lvm`` and ``rbd``
-(and the other backend-only names) are never a source, and every name must be known.
+(and the other backend-only names) are never a source, and every name must be known: a
+source is one of :data:`~fleetcache.common.disk_formats.DISK_FORMATS`, a backend one of
+:data:`~fleetcache.common.disk_formats.DISK_BACKENDS`.
 """
 
 from __future__ import annotations
@@ -11,15 +13,12 @@ import dataclasses
 from collections.abc import Iterable
 
 from fleetcache.common import exception
+from fleetcache.common.disk_formats import DISK_BACKENDS, DISK_FORMATS, IMAGES_TYPE_CHOICES
 
 OPTION = "[libvirt] images_type_mapping"
 
-#: Disk backends an entry may name (``default`` only exists as an ``images_type`` value).
-BACKENDS = ("raw", "flat", "qcow2", "lvm", "rbd", "ploop")
-#: Glance ``disk_format`` values an entry may map.
-SOURCE_FORMATS = ("raw", "qcow2", "vmdk", "vdi", "vhd", "vhdx", "iso", "ploop", "ami", "aki", "ari")
-#: Names that are backends only and so can never be a source format.
-BACKEND_ONLY = ("lvm", "rbd", "flat", "default")
+#: Names that are backends (or ``default``) only and so can never be a source format.
+BACKEND_ONLY = tuple(name for name in IMAGES_TYPE_CHOICES if name not in DISK_FORMATS)
 
 RULE_MALFORMED = "malformed entry"
 RULE_AMBIGUOUS = "ambiguous source"
@@ -52,16 +51,16 @@ def _check_entry(entry: str) -> tuple[str, str] | Violation:
             f"entry {entry!r}: {source} is a disk backend, not an image format; "
             f"{', '.join(BACKEND_ONLY)} cannot be specified as a source",
         )
-    if source not in SOURCE_FORMATS:
+    if source not in DISK_FORMATS:
         return Violation(
             RULE_UNKNOWN_SOURCE,
             f"entry {entry!r}: unknown source format {source!r} "
-            f"(known: {', '.join(SOURCE_FORMATS)})",
+            f"(known: {', '.join(DISK_FORMATS)})",
         )
-    if backend not in BACKENDS:
+    if backend not in DISK_BACKENDS:
         return Violation(
             RULE_UNKNOWN_BACKEND,
-            f"entry {entry!r}: unknown backend {backend!r} (known: {', '.join(BACKENDS)})",
+            f"entry {entry!r}: unknown backend {backend!r} (known: {', '.join(DISK_BACKENDS)})",
         )
     return source, backend
 

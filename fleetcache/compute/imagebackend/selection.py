@@ -6,7 +6,7 @@ The rules (the table ``tests/unit/compute/test_imagebackend.py`` spells out):
   ``[libvirt] images_type``, where ``default`` is ``qcow2`` if ``[DEFAULT] use_cow_images``
   else ``flat`` (as Nova);
 * the content format is the ``disk_format`` as qemu reads it (``iso``, ``ami``, ``aki``,
-  ``ari`` are raw);
+  ``ari`` are raw: ``fleetcache.common.disk_formats.content_format``);
 * the cached base keeps the content format when it is raw, or when a mapping entry names a
   backend that holds that format as it is (``qcow2:qcow2``: the seed's "use the supplied image
   without converting", even with ``force_raw_images``); otherwise it is converted to raw once,
@@ -21,13 +21,12 @@ import dataclasses
 
 from oslo_config import cfg
 
+from fleetcache.common import disk_formats
 from fleetcache.compute.imagebackend import backends, mapping
-from fleetcache.image import format_safety
 
-#: Formats whose bytes qemu reads as raw.
-_RAW_CONTENT = ("raw", "iso", "ami", "aki", "ari")
-#: Every image type a compute may report (os-traits ``COMPUTE_IMAGE_TYPE_*``).
-IMAGE_TYPES = ("aki", "ami", "ari", "iso", "qcow2", "raw", "vdi", "vhd", "vhdx", "vmdk", "ploop")
+#: Every image type a compute may report (os-traits ``COMPUTE_IMAGE_TYPE_*``): the Glance
+#: disk formats.
+IMAGE_TYPES = disk_formats.DISK_FORMATS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +37,8 @@ class DiskPlan:
     :ivar mapped: whether ``images_type_mapping`` chose it (else ``images_type`` did).
     :ivar source_format: the image's content format.
     :ivar base_format: the format of the cached base image.
+    :ivar convert_timeout: seconds the conversion to the base may take (``[libvirt]
+        images_convert_timeout``), carried here so that publishing a base needs no config.
     """
 
     disk_format: str
@@ -45,15 +46,12 @@ class DiskPlan:
     mapped: bool
     source_format: str
     base_format: str
+    convert_timeout: int
 
     @property
     def convert(self) -> bool:
         """Whether the base is produced with ``qemu-img convert``."""
         return self.base_format != self.source_format
-
-
-def content_format(disk_format: str) -> str:
-    return "raw" if disk_format in _RAW_CONTENT else disk_format
 
 
 def default_backend(conf: cfg.ConfigOpts) -> str:
@@ -72,7 +70,7 @@ def choose(conf: cfg.ConfigOpts, disk_format: str) -> DiskPlan:
     entries = mapping.parse_images_type_mapping(conf.libvirt.images_type_mapping)
     mapped = disk_format in entries
     backend = entries[disk_format] if mapped else default_backend(conf)
-    source = content_format(disk_format)
+    source = disk_formats.content_format(disk_format)
     native = backends.BACKEND_CLASSES[backend].native_formats
     if source == "raw" or (mapped and source in native):
         base = source
@@ -80,7 +78,8 @@ def choose(conf: cfg.ConfigOpts, disk_format: str) -> DiskPlan:
         base = "raw"
     else:
         base = source
-    return DiskPlan(disk_format, backend, mapped, source, base)
+    return DiskPlan(disk_format, backend, mapped, source, base,
+                    convert_timeout=conf.libvirt.images_convert_timeout)
 
 
 def supported_image_types(conf: cfg.ConfigOpts) -> set[str]:
@@ -98,7 +97,7 @@ def supported_image_types(conf: cfg.ConfigOpts) -> set[str]:
     excluded = set(conf.compute.image_type_exclude_list)
     supported = set()
     for image_type in IMAGE_TYPES:
-        if image_type in excluded or image_type not in format_safety.INSPECTABLE_FORMATS:
+        if image_type in excluded or image_type not in disk_formats.INSPECTABLE_FORMATS:
             continue
         if image_type == "vmdk" and not conf.compute.vmdk_allowed_types:
             continue

@@ -6,16 +6,18 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import time
 import uuid
 
 import pytest
 from oslo_config import cfg
 
-from fleetcache.common import config, exception
+from fleetcache.common import config, disk_formats, exception
 from fleetcache.compute import imagebackend
-from fleetcache.compute.imagebackend import mapping
+from fleetcache.compute.imagebackend import backends, mapping
 from fleetcache.image import format_safety
 from tests import hostile_images as corpus
+from tests.unit.image import fixtures
 
 
 @pytest.fixture
@@ -96,6 +98,30 @@ def test_repeated_identical_entry_and_spacing_are_accepted() -> None:
     assert mapping.parse_images_type_mapping([" QCOW2 : qcow2", "qcow2:qcow2", ""]) == {
         "qcow2": "qcow2"
     }
+
+
+@pytest.mark.parametrize("disk_format", disk_formats.DISK_FORMATS)
+@pytest.mark.parametrize("backend", disk_formats.DISK_BACKENDS)
+def test_mapping_accepts_every_disk_format_and_backend(disk_format: str, backend: str) -> None:
+    assert mapping.parse_images_type_mapping([f"{disk_format}:{backend}"]) == {
+        disk_format: backend
+    }
+
+
+@pytest.mark.parametrize("name", ["lvm", "rbd", "flat", "default", "gpt", "luks", "qed"])
+def test_mapping_refuses_sources_that_are_not_disk_formats(name: str) -> None:
+    with pytest.raises(exception.InvalidConfiguration, match="as a source|unknown source"):
+        mapping.parse_images_type_mapping([f"{name}:raw"])
+
+
+def test_every_backend_name_has_a_backend_class() -> None:
+    assert set(backends.BACKEND_CLASSES) == set(disk_formats.DISK_BACKENDS)
+
+
+def test_only_inspectable_formats_are_reported_as_supported(conf: cfg.ConfigOpts) -> None:
+    for images_type in disk_formats.IMAGES_TYPE_CHOICES:
+        conf.set_override("images_type", images_type, group="libvirt")
+        assert imagebackend.supported_image_types(conf) <= set(disk_formats.INSPECTABLE_FORMATS)
 
 
 # --- backend choice: mapping x disk_format x force_raw_images ---------------------------------
@@ -375,3 +401,20 @@ def test_failed_conversion_leaves_no_base(conf: cfg.ConfigOpts, tmp_path: pathli
     with pytest.raises(exception.QemuImgError, match="qemu-img convert failed"):
         imagebackend.prepare_base(plan, str(downloaded), str(base))
     assert os.listdir(tmp_path) == []  # no base, no staged conversion, download consumed
+
+
+def test_overlay_creation_over_its_time_limit_is_killed_and_leaves_no_disk(
+    conf: cfg.ConfigOpts, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf.set_override("images_create_timeout", 1, group="libvirt")
+    plan, base = _cache(conf, tmp_path, corpus.qcow2_with_data(tmp_path), "qcow2")
+    assert plan.backend == "qcow2"
+    fixtures.hanging_qemu_img(tmp_path, monkeypatch, "create")
+    instance = str(uuid.uuid4())
+    began = time.monotonic()
+    with pytest.raises(exception.QemuImgError,
+                       match=r"qemu-img create failed: .* 1 s \(\[libvirt\] "
+                             r"images_create_timeout\)"):
+        imagebackend.create_instance_disk(conf, plan, instance, base)
+    assert time.monotonic() - began < 5
+    assert os.listdir(imagebackend.instance_dir(conf, instance)) == []  # no disk, no .part

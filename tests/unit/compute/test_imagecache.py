@@ -38,14 +38,14 @@ class CountingSource(LocalImageSource):
         self.gate: threading.Event | None = None
         self.error: BaseException | None = None
 
-    def download(self, ctxt: RequestContext, image_id: str, meta: ImageMeta, writer: Writer,
+    def download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
                  progress: ProgressCallback | None = None) -> int:
         self.downloads += 1
         if self.gate is not None:  # the temporary file exists by now
             assert self.gate.wait(10)
         if self.error is not None:
             raise self.error
-        return super().download(ctxt, image_id, meta, writer, progress)
+        return super().download(ctxt, meta, writer, progress)
 
 
 @pytest.fixture

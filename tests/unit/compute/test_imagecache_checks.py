@@ -32,10 +32,10 @@ class CountingSource(LocalImageSource):
         super().__init__(*args)  # type: ignore[arg-type]
         self.downloads = 0
 
-    def download(self, ctxt: RequestContext, image_id: str, meta: ImageMeta, writer: Writer,
+    def download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
                  progress: ProgressCallback | None = None) -> int:
         self.downloads += 1
-        return super().download(ctxt, image_id, meta, writer, progress)
+        return super().download(ctxt, meta, writer, progress)
 
 
 def _cache(tmp_path: pathlib.Path, signer: Signer | None = None, **conf: object) -> ImageCache:

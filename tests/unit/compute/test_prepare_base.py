@@ -1,24 +1,27 @@
 """imagebackend.prepare_base: a durable conversion (``-t none`` where O_DIRECT works, else
-``-t writeback``), no second inspection of the download, nothing left behind."""
+``-t writeback``), no second inspection of the download, a time limit, nothing left behind."""
 
 from __future__ import annotations
 
 import errno
 import os
 import pathlib
+import time
 from typing import Any
 
 import pytest
 
+from fleetcache.common import exception
 from fleetcache.compute import imagebackend
 from fleetcache.compute.imagebackend import disks
 from fleetcache.compute.imagebackend.selection import DiskPlan
 from fleetcache.image import qemu
 from tests import hostile_images as corpus
 from tests.unit.compute.test_imagecache_checks import CTXT, _add, _cache
+from tests.unit.image import fixtures
 
 PLAN = DiskPlan(disk_format="qcow2", backend="flat", mapped=False, source_format="qcow2",
-                base_format="raw")
+                base_format="raw", convert_timeout=600)
 
 
 @pytest.fixture
@@ -98,3 +101,37 @@ def test_download_path_inspects_once_and_converts_once(
     cache.fetch(CTXT, meta.id)
     assert [cmd[1] for cmd in commands] == ["info", "check", "convert"]
     assert pathlib.Path(cache.path_for(meta.id)).read_bytes() == expected
+
+
+def test_a_conversion_over_its_time_limit_is_killed_and_leaves_nothing(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fixtures.hanging_qemu_img(tmp_path, monkeypatch, "convert")
+    base_dir = tmp_path / "_base"
+    base_dir.mkdir()
+    downloaded = base_dir / ".abc.part-1"
+    os.replace(corpus.qcow2_with_data(tmp_path), downloaded)
+    plan = DiskPlan(disk_format="qcow2", backend="flat", mapped=False, source_format="qcow2",
+                    base_format="raw", convert_timeout=1)
+    began = time.monotonic()
+    with pytest.raises(exception.QemuImgError,
+                       match=r"limit of 1 s \(\[libvirt\] images_convert_timeout\)"):
+        imagebackend.prepare_base(plan, str(downloaded), str(base_dir / "abc"))
+    assert time.monotonic() - began < 5
+    assert os.listdir(base_dir) == []
+
+
+def test_the_cache_refuses_an_image_whose_conversion_is_too_slow(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reason the host reports as the image's ``error`` names the limit and its option."""
+    cache = _cache(tmp_path, libvirt__images_type="flat", libvirt__images_convert_timeout=1)
+    meta = _add(tmp_path, corpus.qcow2_with_data(tmp_path), disk_format="qcow2")
+    fixtures.hanging_qemu_img(tmp_path, monkeypatch, "convert")
+    began = time.monotonic()
+    with pytest.raises(exception.ImageFetchError) as caught:
+        cache.fetch(CTXT, meta.id)
+    assert time.monotonic() - began < 10
+    assert str(caught.value).endswith(
+        "cannot convert it from qcow2 to raw for the flat backend: qemu-img convert failed: "
+        "did not finish within the time limit of 1 s ([libvirt] images_convert_timeout) and "
+        "was killed")
+    assert os.listdir(cache.base_dir) == []

@@ -1,9 +1,14 @@
-"""Shared helpers of the image and compute tests: a private ``ConfigOpts``."""
+"""Shared helpers of the image and compute tests: a private ``ConfigOpts``, a hanging
+``qemu-img``."""
 
 from __future__ import annotations
 
+import os
+import pathlib
+import shutil
 from typing import Any
 
+import pytest
 from oslo_config import cfg
 
 from fleetcache.common import config
@@ -18,3 +23,42 @@ def make_conf(**overrides: Any) -> cfg.ConfigOpts:
         group, _, name = key.rpartition("__")
         conf.set_override(name, value, group=group or None)
     return conf
+
+
+def hanging_qemu_img(directory: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                     action: str) -> pathlib.Path:
+    """Put first on ``PATH`` a ``qemu-img`` whose ``action`` (``convert``, ``create``) writes a
+    few bytes to its last argument (the output file; give ``create`` no size) and then hangs,
+    in a child ``sleep``, as a process stuck in I/O would (no CPU used). Every other action
+    runs the real qemu-img.
+
+    :returns: a file the hanging command writes its child's pid to.
+    """
+    real = shutil.which("qemu-img")
+    assert real is not None, "qemu-img is not installed"
+    bindir, pidfile = directory / "fake-bin", directory / "hanging.pid"
+    bindir.mkdir()
+    script = bindir / "qemu-img"
+    script.write_text(f"""#!/bin/sh
+if [ "$1" = {action} ]; then
+    for last; do :; done
+    echo partial > "$last"
+    sleep 60 &
+    echo $! > {pidfile}
+    wait
+    exit 0
+fi
+exec {real} "$@"
+""")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    return pidfile
+
+
+def process_gone(pid: int) -> bool:
+    """Whether ``pid`` is no longer running (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True

@@ -203,27 +203,3 @@ def test_stream_polyglot_refused_at_finish(tmp_path: pathlib.Path) -> None:
     with pytest.raises(exception.ImageFormatRejected, match=r"several formats .*iso, qcow2"):
         stream.finish()
 
-
-def test_inspecting_writer_refuses_before_writing(tmp_path: pathlib.Path) -> None:
-    target = tmp_path / "download.part"
-    with open(target, "wb") as f:
-        sink = format_safety.InspectingWriter(f, format_safety.StreamInspection("img", "qcow2"))
-        with pytest.raises(exception.ImageFormatRejected, match="does not match disk_format"):
-            sink.write(corpus.raw(tmp_path).read_bytes())
-    assert target.stat().st_size == 0
-
-
-def test_inspecting_writer_passes_a_good_image_through(
-    conf: cfg.ConfigOpts, tmp_path: pathlib.Path
-) -> None:
-    source = corpus.qcow2_with_data(tmp_path)
-    target = tmp_path / "download.part"
-    stream = format_safety.StreamInspection("img", "qcow2")
-    with open(target, "wb") as f:
-        sink = format_safety.InspectingWriter(f, stream)
-        for chunk in _chunks(source, 65536):
-            sink.write(chunk)
-        sink.flush()
-    assert target.read_bytes() == source.read_bytes()
-    got = format_safety.inspect_image(str(target), "qcow2", conf, stream=stream)
-    assert got.virtual_size == 4 << 20

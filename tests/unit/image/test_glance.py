@@ -43,7 +43,7 @@ def _dead_url() -> str:
 
 def _download(source: GlanceImageSource, meta: ImageMeta) -> bytes:
     out = io.BytesIO()
-    assert source.download(CTXT, meta.id, meta, out) == len(out.getvalue())
+    assert source.download(CTXT, meta, out) == len(out.getvalue())
     return out.getvalue()
 
 
@@ -125,7 +125,7 @@ def test_download_streams_in_configured_chunks(glance: FakeGlance) -> None:
 
     out = Recorder()
     seen: list[int] = []
-    source.download(CTXT, body["id"], ImageMeta.from_dict(body), out, seen.append)
+    source.download(CTXT, ImageMeta.from_dict(body), out, seen.append)
     assert out.getvalue() == DATA
     assert max(sizes) == 1024 * 1024 and seen[-1] == len(DATA)
 
@@ -190,7 +190,7 @@ def test_writer_errors_are_not_retried(glance: FakeGlance) -> None:
             raise OSError(28, "No space left on device")
 
     with pytest.raises(OSError, match="No space left"):
-        _source(glance.url).download(CTXT, body["id"], ImageMeta.from_dict(body), Full())
+        _source(glance.url).download(CTXT, ImageMeta.from_dict(body), Full())
     assert len(glance.file_gets(body["id"])) == 1
 
 

@@ -49,7 +49,7 @@ def test_show_and_download_round_trip(tmp_path: pathlib.Path) -> None:
     assert meta == added
     out = io.BytesIO()
     progress: list[int] = []
-    assert source.download(CTXT, meta.id, meta, out, progress.append) == len(DATA)
+    assert source.download(CTXT, meta, out, progress.append) == len(DATA)
     assert out.getvalue() == DATA and progress[-1] == len(DATA)
 
 
@@ -75,4 +75,4 @@ def test_download_without_data_is_not_available(tmp_path: pathlib.Path) -> None:
     meta = add_image(str(tmp_path), io.BytesIO(b"x"))
     (tmp_path / meta.id).unlink()
     with pytest.raises(exception.ImageNotAvailable, match="no data"):
-        _source(tmp_path).download(CTXT, meta.id, meta, io.BytesIO())
+        _source(tmp_path).download(CTXT, meta, io.BytesIO())

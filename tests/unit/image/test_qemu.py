@@ -5,6 +5,8 @@ from __future__ import annotations
 import pathlib
 import signal
 import struct
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -12,8 +14,9 @@ from oslo_config import cfg
 from oslo_utils import units
 
 from fleetcache.common import config, exception
-from fleetcache.image import format_safety, qemu
+from fleetcache.image import _spawn, format_safety, qemu
 from tests import hostile_images as corpus
+from tests.unit.image import fixtures
 
 CLUSTER = 1 << 16
 
@@ -138,7 +141,7 @@ def test_missing_qemu_img_is_a_qemu_img_error(tmp_path: pathlib.Path,
         if action == "info":  # through prlimit, which cannot exec it
             qemu.info(str(tmp_path / "x"), "raw", cpu_time_s=30, address_space_gib=2)
         else:  # spawned directly
-            qemu.convert(str(tmp_path / "x"), "qcow2", str(tmp_path / "y"))
+            qemu.convert(str(tmp_path / "x"), "qcow2", str(tmp_path / "y"), timeout_s=60)
 
 
 def test_failure_reason_is_the_last_error_line(tmp_path: pathlib.Path) -> None:
@@ -156,7 +159,7 @@ def test_failure_reason_is_the_last_error_line(tmp_path: pathlib.Path) -> None:
 def test_convert_flags(tmp_path: pathlib.Path, calls: list[Any], kwargs: dict[str, Any],
                        flags: list[str]) -> None:
     src, dst = corpus.qcow2_with_data(tmp_path), tmp_path / "out.raw"
-    qemu.convert(str(src), "qcow2", str(dst), **kwargs)
+    qemu.convert(str(src), "qcow2", str(dst), timeout_s=60, **kwargs)
     assert calls == [(("qemu-img", "convert", "-f", "qcow2", "-O", "raw", *flags, str(src),
                        str(dst)), None)]
     assert dst.read_bytes()[:10] == b"FLEETCACHE"
@@ -164,9 +167,65 @@ def test_convert_flags(tmp_path: pathlib.Path, calls: list[Any], kwargs: dict[st
 
 def test_convert_refuses_an_unknown_cache_mode(tmp_path: pathlib.Path) -> None:
     with pytest.raises(ValueError, match="unknown qemu-img cache mode"):
-        qemu.convert(str(tmp_path / "a"), "qcow2", str(tmp_path / "b"), cache="direct")
+        qemu.convert(str(tmp_path / "a"), "qcow2", str(tmp_path / "b"), timeout_s=60,
+                     cache="direct")
 
 
 def test_relative_paths_are_refused() -> None:
     with pytest.raises(ValueError, match="must be absolute"):
         qemu.info("image.qcow2", "qcow2", cpu_time_s=30, address_space_gib=2)
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: pathlib.Path) -> None:
+    """A command still running at its timeout is killed with everything it started."""
+    pidfile = tmp_path / "child.pid"
+    began = time.monotonic()
+    done = qemu.execute("sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait", timeout=1)
+    assert time.monotonic() - began < 5
+    assert (done.timed_out, done.signal) == (True, "SIGKILL")
+    assert fixtures.process_gone(int(pidfile.read_text()))
+
+
+def test_a_command_that_ends_in_time_is_not_timed_out() -> None:
+    began = time.monotonic()
+    done = qemu.execute("sh", "-c", "sleep 0.2; echo done", timeout=30)
+    assert time.monotonic() - began < 5
+    assert (done.returncode, done.timed_out, done.stdout) == (0, False, "done\n")
+
+
+def test_a_killed_command_that_does_not_die_is_reaped_by_a_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a process in uninterruptible I/O: SIGKILL is pending, the caller must not wait."""
+    reaped = threading.Event()
+    real_reap = _spawn._reap  # noqa: SLF001
+
+    def reap(pid: int) -> None:
+        real_reap(pid)
+        reaped.set()
+
+    monkeypatch.setattr(_spawn, "_exits_within", lambda pid, timeout: False)
+    monkeypatch.setattr(_spawn, "_reap", reap)
+    began = time.monotonic()
+    done = qemu.execute("sleep", "60", timeout=0.1)
+    assert time.monotonic() - began < _spawn.KILL_GRACE
+    assert (done.timed_out, done.signal) == (True, "SIGKILL")
+    assert reaped.wait(5)
+
+
+@pytest.mark.parametrize(("action", "option"), [("convert", "images_convert_timeout"),
+                                                 ("create", "images_create_timeout")])
+def test_convert_and_create_are_killed_at_their_time_limit(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, action: str,
+        option: str) -> None:
+    pidfile = fixtures.hanging_qemu_img(tmp_path, monkeypatch, action)
+    src, out = corpus.qcow2_with_data(tmp_path), tmp_path / "out"
+    began = time.monotonic()
+    with pytest.raises(exception.QemuImgError) as caught:
+        if action == "convert":
+            qemu.convert(str(src), "qcow2", str(out), timeout_s=1)
+        else:
+            qemu.create_overlay(str(src), "qcow2", str(out), timeout_s=1)
+    assert time.monotonic() - began < 5
+    assert str(caught.value) == (f"qemu-img {action} failed: did not finish within the time "
+                                 f"limit of 1 s ([libvirt] {option}) and was killed")
+    assert fixtures.process_gone(int(pidfile.read_text()))

@@ -31,11 +31,11 @@ class ChunkSource(ImageSource):
     def __init__(self, data: bytes, fail_after: int | None = None) -> None:
         self.data, self.fail_after = data, fail_after
 
-    def download(self, ctxt: RequestContext, image_id: str, meta: ImageMeta, writer: Writer,
+    def download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
                  progress: ProgressCallback | None = None) -> int:
         for i in range(0, len(self.data), 65536):
             if self.fail_after is not None and i >= self.fail_after:
-                raise exception.ImageFetchError(image_id=image_id, reason="connection lost")
+                raise exception.ImageFetchError(image_id=meta.id, reason="connection lost")
             writer.write(self.data[i:i + 65536])
         return len(self.data)
 
