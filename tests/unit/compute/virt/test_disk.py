@@ -79,12 +79,17 @@ def test_init_host_refuses_an_invalid_configuration_first(tmp_path: pathlib.Path
 
 def test_init_host_refuses_a_backend_whose_tools_are_missing(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("shutil.which", lambda tool: None if tool == "lvcreate" else "/bin/x")
+    path = tmp_path / "bin"  # a PATH with qemu-img only: whatever this host has installed
+    path.mkdir()
+    (path / "qemu-img").write_text("#!/bin/sh\n")
+    (path / "qemu-img").chmod(0o755)
+    monkeypatch.setenv("PATH", str(path))
     driver = _driver(tmp_path, tmp_path / "instances")
     driver.conf.set_override("images_type", "lvm", group="libvirt")
     driver.conf.set_override("images_volume_group", "vg0", group="libvirt")
     with pytest.raises(exception.InvalidConfiguration,
-                       match=r"\[libvirt\] images_type: backend lvm needs lvcreate"):
+                       match=r"\[libvirt\] images_type: backend lvm needs lvcreate, "
+                             r"lvremove, lvs, vgs, not found"):
         driver.init_host("host1")
 
 
