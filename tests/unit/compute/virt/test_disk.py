@@ -55,7 +55,7 @@ def test_cache_image_fills_base_directory(tmp_path: pathlib.Path) -> None:
     driver = _driver(tmp_path, tmp_path / "instances")
     driver.init_host("host1")
     outcome = driver.cache_image(RequestContext(), meta.id)
-    assert outcome.cached and outcome.bytes_downloaded == 4096
+    assert outcome.downloaded and outcome.bytes_downloaded == 4096
     cached = tmp_path / "instances" / "_base" / cache_name(meta.id)
     assert cached.read_bytes() == b"x" * 4096
 
@@ -129,5 +129,5 @@ def test_cache_image_verifies_signatures_with_the_given_certificate_loader(
             driver.cache_image(RequestContext(), meta.id)
         assert os.listdir(tmp_path / "instances" / "_base") == []
     else:
-        assert driver.cache_image(RequestContext(), meta.id).cached
+        assert driver.cache_image(RequestContext(), meta.id).downloaded
     assert signer.loaded == [signer.cert_uuid]
