@@ -1,6 +1,10 @@
 """The compute agent's RPC endpoint (topic ``compute``): thin, delegating to the virt driver,
 to :mod:`~fleetcache.compute.instance_disks` and to the image cache manager
-(:mod:`~fleetcache.compute.imagecache.ageing`)."""
+(:mod:`~fleetcache.compute.imagecache.ageing`).
+
+Cache reports leave through an injected report function: the compute service builds it from
+its conductor client (:mod:`fleetcache.cmd.compute`), so this room never calls another's RPC
+API itself."""
 
 from __future__ import annotations
 
@@ -10,13 +14,12 @@ import oslo_messaging as messaging
 from oslo_config import cfg
 
 from fleetcache.common import exception, rpc
-from fleetcache.common.context import RequestContext, get_admin_context
+from fleetcache.common.context import RequestContext
 from fleetcache.compute import rpcapi
-from fleetcache.compute.imagecache import CachedImage, ImageCacheManager, manager_interval
+from fleetcache.compute.imagecache import ImageCacheManager, ReportFunc, manager_interval
 from fleetcache.compute.instance_disks import InstanceDisks
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.compute.virt import driver as virt_driver
-from fleetcache.conductor.rpcapi import ConductorAPI
 
 LOG = logging.getLogger(__name__)
 
@@ -24,27 +27,25 @@ LOG = logging.getLogger(__name__)
 class ComputeManager:
     """Serves the compute RPC API on one host.
 
-    :param conductor: where cache reports go; ``None`` sends none (unit tests).
+    :param report: sends the image cache's contents (to the conductor, in the service);
+        ``None`` sends none. Its errors are logged, never raised.
     """
 
     target = messaging.Target(version=rpcapi.RPC_API_VERSION)
 
     def __init__(self, conf: cfg.ConfigOpts, driver: virt_driver.ComputeDriver,
-                 conductor: ConductorAPI | None = None) -> None:
+                 report: ReportFunc | None = None) -> None:
         self.conf = conf
         self.driver = driver
-        self.conductor = conductor
         self.instance_disks: InstanceDisks | None = None
         self.cache_manager: ImageCacheManager | None = None
         if driver.image_cache is not None:
             self.instance_disks = InstanceDisks(conf, driver.image_cache)
-            self.cache_manager = ImageCacheManager(
-                conf, driver.image_cache, report=self._send_cache_report)
+            self.cache_manager = ImageCacheManager(conf, driver.image_cache, report)
         self._reported_once = False
-        self._report_capped = False
 
     def cache_images(self, ctxt: RequestContext, image_ids: list[str]) -> dict[str, ImageResult]:
-        """Cache each image in order, then report the cache to the conductor; never raises.
+        """Cache each image in order, then report the cache (the report function); never raises.
 
         :returns: ``{image_id: {"state": cached|existing|error|unsupported, "reason": ...,
             "bytes_downloaded": N}}``, one entry per requested image.
@@ -122,13 +123,3 @@ class ComputeManager:
                                bytes_downloaded=0)
         state = "cached" if outcome.downloaded else "existing"
         return ImageResult(state=state, reason=None, bytes_downloaded=outcome.bytes_downloaded)
-
-    def _send_cache_report(self, images: list[CachedImage], usage_bytes: int) -> None:
-        if self.conductor is None or self._report_capped:
-            return
-        try:
-            self.conductor.report_image_cache(
-                get_admin_context(), self.conf.host, images, usage_bytes)
-        except exception.RPCVersionCapped as exc:
-            self._report_capped = True
-            LOG.warning("Not reporting the image cache: %s", exc)

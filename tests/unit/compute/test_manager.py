@@ -13,7 +13,7 @@ import oslo_messaging as messaging
 import pytest
 
 from fleetcache.common import exception
-from fleetcache.compute.imagecache import cache_name
+from fleetcache.compute.imagecache import CachedImage, cache_name
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt.disk import DiskDriver
 from fleetcache.compute.virt.fake import FakeDriver
@@ -30,24 +30,20 @@ def raises_expected(exc_type: type[Exception]) -> Iterator[None]:
 
 
 class Reports:
-    """Stands in for the conductor client; keeps the reports it was sent."""
+    """The report function the service would inject; keeps what it was given."""
 
-    def __init__(self, capped: bool = False) -> None:
-        self.capped = capped
-        self.sent: list[tuple[list[Any], int]] = []
+    def __init__(self) -> None:
+        self.sent: list[tuple[list[CachedImage], int]] = []
 
-    def report_image_cache(self, ctxt: Any, host: str, images: list[Any], usage: int) -> None:
-        if self.capped:
-            raise exception.RPCVersionCapped(topic="conductor", cap="1.0",
-                                             method="report_image_cache", version="1.1")
-        self.sent.append((images, usage))
+    def __call__(self, images: list[CachedImage], usage_bytes: int) -> None:
+        self.sent.append((images, usage_bytes))
 
 
 def _manager(tmp_path: pathlib.Path, reports: Reports | None = None,
              **overrides: Any) -> tuple[Host, ComputeManager]:
     host = Host(tmp_path, host="compute-1", **overrides)
     driver = DiskDriver(host.conf, LocalImageSource(host.conf))
-    return host, ComputeManager(host.conf, driver, reports)  # type: ignore[arg-type]
+    return host, ComputeManager(host.conf, driver, reports)
 
 
 def test_create_and_delete_instance_disk(tmp_path: pathlib.Path) -> None:
@@ -77,7 +73,7 @@ def test_a_driver_without_image_cache_makes_no_disks(tmp_path: pathlib.Path) -> 
     conf = make_conf(compute_driver="fake")
     driver = FakeDriver(conf)
     assert driver.image_cache is None  # its cache is in memory
-    manager = ComputeManager(conf, driver, Reports())  # type: ignore[arg-type]
+    manager = ComputeManager(conf, driver, Reports())
     with raises_expected(exception.InstanceDisksNotSupported):
         manager.create_instance_disk(CTXT, str(uuid.uuid4()), "img")
     with raises_expected(exception.InstanceDisksNotSupported):
@@ -98,14 +94,6 @@ def test_cache_images_reports_what_the_cache_indexed(tmp_path: pathlib.Path) -> 
     [(images, usage)] = reports.sent
     assert sorted(i["image_id"] for i in images) == sorted([image, existing])
     assert usage == sum(host.base(i).stat().st_blocks * 512 for i in (image, existing))
-
-
-def test_a_capped_conductor_is_warned_about_once(tmp_path: pathlib.Path,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
-    host, manager = _manager(tmp_path, Reports(capped=True))
-    manager.cache_images(CTXT, [host.add_raw()])
-    manager.cache_images(CTXT, [host.add_raw()])
-    assert sum("Not reporting the image cache" in r.message for r in caplog.records) == 1
 
 
 def test_periodic_reports_first_then_ages(tmp_path: pathlib.Path) -> None:
