@@ -130,7 +130,7 @@ class Fleetcache:
         self.steps: dict[str, list[float]] = {step: [] for step in self.STEPS}
 
     def run(self, source: Path) -> Path:
-        from fleetcache.compute import _cachefiles, imagecache
+        from fleetcache.compute.imagecache import fsync_dir, publish
         from fleetcache.image.format_safety import inspect_image
 
         download = self.base / ".bench.part-download"
@@ -139,9 +139,9 @@ class Fleetcache:
         marks = [time.monotonic()]
         inspect_image(str(download), "qcow2", self.conf, image_id="bench")
         marks.append(time.monotonic())
-        imagecache.publish(self.plan, "bench", str(download), str(final))
+        publish(self.plan, "bench", str(download), str(final))
         marks.append(time.monotonic())
-        _cachefiles.fsync_dir(str(self.base))
+        fsync_dir(str(self.base))
         marks.append(time.monotonic())
         for step, began, ended in zip(self.STEPS, marks[:-1], marks[1:], strict=True):
             self.steps[step].append(ended - began)

@@ -130,7 +130,7 @@ class Fleetcache:
         after = proc_io()
         self.disk_reads.append(after["read_bytes"] - before["read_bytes"])
         self.all_reads.append(after["rchar"] - before["rchar"])
-        if not outcome.cached:
+        if not outcome.downloaded:
             raise RuntimeError("fleetcache found the image already cached")
         return Path(self.driver.image_cache.path_for(image_id))
 

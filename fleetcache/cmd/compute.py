@@ -19,10 +19,11 @@ from oslo_config import cfg
 
 from fleetcache.cmd import common
 from fleetcache.common import binaries, exception, rpc
-from fleetcache.common.context import RequestContext
+from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.service import Service, ServiceReporter
 from fleetcache.compute import config_check
 from fleetcache.compute import rpcapi as compute_rpcapi
+from fleetcache.compute.imagecache import CachedImage, ReportFunc
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt import driver as virt_driver
 from fleetcache.conductor.rpcapi import ConductorAPI
@@ -55,7 +56,7 @@ def build_service(conf: cfg.ConfigOpts) -> Service:
     transport = rpc.get_transport(conf)
     service = Service(BINARY)
     conductor = ConductorAPI(conf, transport)
-    manager = ComputeManager(conf, driver, conductor)
+    manager = ComputeManager(conf, driver, make_cache_report(conf, conductor))
     server = rpc.get_server(transport, compute_rpcapi.TOPIC, conf.host, [manager])
     service.add_server(compute_rpcapi.TOPIC, server)
     reporter = make_reporter(conf, conductor, driver)
@@ -95,6 +96,27 @@ def make_reporter(
         interval=conf.report_interval,
         unknown=(exception.ComputeHostNotFound,),
     )
+
+
+def make_cache_report(conf: cfg.ConfigOpts, conductor: ConductorAPI) -> ReportFunc:
+    """The compute manager's cache reports, cast to the conductor.
+
+    A conductor capped below the report's version (``[upgrade_levels] conductor = 1.0``) is
+    logged once as a warning; no report is sent after that.
+    """
+    capped = False
+
+    def report(images: list[CachedImage], usage_bytes: int) -> None:
+        nonlocal capped
+        if capped:
+            return
+        try:
+            conductor.report_image_cache(get_admin_context(), conf.host, images, usage_bytes)
+        except exception.RPCVersionCapped as exc:
+            capped = True
+            LOG.warning("Not reporting the image cache: %s", exc)
+
+    return report
 
 
 def _warn_database_settings(conf: cfg.ConfigOpts) -> None:

@@ -2,7 +2,7 @@
 
 Every ``<instances_path>/*/disk`` is looked at:
 
-* its ``disk.json`` (written at create time, :mod:`fleetcache.compute.instance_disks`) says
+* its ``disk.json`` (:mod:`fleetcache.compute.disk_record`, written at create time) says
   the disk's format. A ``raw`` disk is a copy and uses no base after creation, so qemu-img is
   not even run on it;
 * a ``qcow2`` disk's backing file is read with ``qemu-img info --output=json -f qcow2 -U``:
@@ -24,7 +24,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from fleetcache.common import exception
-from fleetcache.compute.instance_disks import DISK_NAME, read_record
+from fleetcache.compute.disk_record import DISK_NAME, read_record
 from fleetcache.image import qemu
 
 LOG = logging.getLogger(__name__)

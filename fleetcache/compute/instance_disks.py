@@ -3,15 +3,19 @@
 ``create`` makes ``<instances_path>/<uuid>/disk`` from image ``image_id``:
 
 1. the backend is what :func:`~fleetcache.compute.imagebackend.choose` picks for the image's
-   ``disk_format`` (``[libvirt] images_type_mapping``, else ``images_type``);
+   ``disk_format`` (``[libvirt] images_type_mapping``, else ``images_type``); an image without
+   one is refused by the cache's own rule
+   (:func:`~fleetcache.compute.imagecache.require_disk_format`);
 2. the image comes from the cache, fetched once if missing (:meth:`ImageCache.fetch`: the
    per-image lock, single flight, touch on a hit);
 3. under the same per-image lock the base is checked to be still there (the ageing pass may
-   have removed it since), the disk is created, and the base is touched again, so the ageing
-   pass either sees the new disk or sees a base younger than its cutoff;
-4. ``<uuid>/disk.json`` records what the disk was made from (image, backend, disk format,
-   base and its format). The ageing pass reads it to pass ``-f`` to ``qemu-img`` from what
-   fleetcache wrote, never from what a disk's header claims.
+   have removed it since), its format is read from the cache
+   (:meth:`ImageCache.base_format`), the disk is created, and the base is touched again, so
+   the ageing pass either sees the new disk or sees a base younger than its cutoff;
+4. ``<uuid>/disk.json`` (:mod:`~fleetcache.compute.disk_record`) records what the disk was
+   made from (image, backend, disk format, base and its format). The ageing pass reads it to
+   pass ``-f`` to ``qemu-img`` from what fleetcache wrote, never from what a disk's header
+   claims.
 
 Instances are serialized by their own lock (``fleetcache-instance-<uuid>``), so a create and a
 delete of one instance never interleave. The UUID is checked strictly (canonical form only),
@@ -22,10 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import re
-from typing import Any, TypedDict
+from typing import Any
 
 from oslo_concurrency import lockutils
 from oslo_config import cfg
@@ -34,28 +37,16 @@ from oslo_log import log as logging
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute import imagebackend
-from fleetcache.compute.cache_index import CacheIndex
-from fleetcache.compute.imagecache import LOCK_PREFIX, ImageCache
+from fleetcache.compute.disk_record import DISK_NAME, RECORD_NAME, DiskRecord, write_record
+from fleetcache.compute.imagecache import LOCK_PREFIX, ImageCache, require_disk_format
 from fleetcache.compute.rpcapi import InstanceDiskResult
 from fleetcache.image import format_safety
 
 LOG = logging.getLogger(__name__)
 
-DISK_NAME = "disk"
-RECORD_NAME = "disk.json"
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 #: Fetches tried when the ageing pass keeps removing the base between fetch and lock.
 MAX_FETCH_ATTEMPTS = 3
-
-
-class DiskRecord(TypedDict):
-    """``<uuid>/disk.json``: what the instance's disk was made from."""
-
-    image_id: str
-    backend: str
-    format: str
-    base: str
-    base_format: str
 
 
 def validate_uuid(value: object) -> str:
@@ -68,27 +59,12 @@ def validate_uuid(value: object) -> str:
     return value.lower()
 
 
-def read_record(directory: str) -> DiskRecord | None:
-    """The instance's ``disk.json``; ``None`` when missing or unreadable."""
-    try:
-        with open(os.path.join(directory, RECORD_NAME), encoding="utf-8") as f:
-            data: Any = json.load(f)
-    except (OSError, ValueError):
-        return None
-    keys = DiskRecord.__annotations__
-    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in keys):
-        return None
-    return DiskRecord(image_id=data["image_id"], backend=data["backend"], format=data["format"],
-                      base=data["base"], base_format=data["base_format"])
-
-
 class InstanceDisks:
     """Creates and deletes instance disks on one host, from its image cache."""
 
-    def __init__(self, conf: cfg.ConfigOpts, cache: ImageCache, index: CacheIndex) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, cache: ImageCache) -> None:
         self.conf = conf
         self.cache = cache
-        self.index = index
 
     def create(self, ctxt: RequestContext, instance_uuid: str, image_id: str,
                size: int | None = None) -> InstanceDiskResult:
@@ -106,13 +82,11 @@ class InstanceDisks:
         if size is not None and (isinstance(size, bool) or not isinstance(size, int)
                                  or size <= 0):
             raise exception.InvalidInput(reason=f"disk size {size!r} is not a positive integer")
-        meta = self.cache.source.show(ctxt, image_id)
-        if not meta.disk_format:
-            raise exception.ImageNotAvailable(image_id=image_id, reason="it has no disk_format")
-        plan = imagebackend.choose(self.conf, meta.disk_format)
+        disk_format = require_disk_format(self.cache.source.show(ctxt, image_id))
+        plan = imagebackend.choose(self.conf, disk_format)
         if not imagebackend.get_backend(plan.backend, self.conf).implemented:
             raise exception.InstanceDisksNotSupported(
-                reason=f"the {plan.backend} disk backend chosen for {meta.disk_format} images "
+                reason=f"the {plan.backend} disk backend chosen for {disk_format} images "
                 "is not implemented yet")
         with self._instance_lock(uuid):
             directory = imagebackend.instance_dir(self.conf, uuid)
@@ -120,7 +94,7 @@ class InstanceDisks:
                 raise exception.Conflict(reason=f"instance {uuid} already has a disk")
             fetched = False
             for _attempt in range(MAX_FETCH_ATTEMPTS):
-                fetched = self.cache.fetch(ctxt, image_id).cached or fetched
+                fetched = self.cache.fetch(ctxt, image_id).downloaded or fetched
                 with self.cache.lock(image_id):
                     base = self.cache.path_for(image_id)
                     if not os.path.exists(base):
@@ -148,7 +122,7 @@ class InstanceDisks:
     def _create_locked(self, uuid: str, image_id: str, plan: imagebackend.DiskPlan,
                        base: str, size: int | None, fetched: bool) -> InstanceDiskResult:
         """Make the disk; the caller holds the image's lock and ``base`` exists."""
-        base_format = self._base_format(image_id, plan, fetched)
+        base_format = self.cache.base_format(image_id, plan.disk_format, plan.base_format)
         plan = dataclasses.replace(plan, base_format=base_format)
         if base_format != "raw":
             # NOTE: the base passed this at download; checking again costs one header read
@@ -159,9 +133,9 @@ class InstanceDisks:
         os.makedirs(directory, exist_ok=True)
         backend = imagebackend.get_backend(plan.backend, self.conf)
         disk_format = "qcow2" if backend.name == "qcow2" else "raw"
-        _write_record(directory, DiskRecord(image_id=image_id, backend=backend.name,
-                                            format=disk_format, base=base,
-                                            base_format=base_format))
+        write_record(directory, DiskRecord(image_id=image_id, backend=backend.name,
+                                           format=disk_format, base=base,
+                                           base_format=base_format))
         try:
             disk = imagebackend.create_instance_disk(self.conf, plan, uuid, base, size)
         except BaseException:
@@ -172,29 +146,9 @@ class InstanceDisks:
                                   path=disk.path, format=disk.format, base=base,
                                   image_fetched=fetched)
 
-    def _base_format(self, image_id: str, plan: imagebackend.DiskPlan, fetched: bool) -> str:
-        """The format the cached base was stored in, recorded in the cache index.
-
-        A download made now used this configuration's plan; an image cached earlier keeps the
-        format recorded when it was fetched (the plan's when it was never recorded).
-        """
-        known = self.index.get(os.path.basename(self.cache.path_for(image_id)))
-        base_format = plan.base_format
-        if not fetched and known is not None and known["base_format"]:
-            base_format = known["base_format"]
-        self.index.record(image_id, plan.disk_format, base_format)
-        return base_format
-
     def _instance_lock(self, uuid: str) -> contextlib.AbstractContextManager[Any]:
         return lockutils.lock(f"instance-{uuid}", lock_file_prefix=LOCK_PREFIX, external=True,
                               lock_path=self.cache.lock_path)
-
-
-def _write_record(directory: str, record: DiskRecord) -> None:
-    tmp = os.path.join(directory, f".{RECORD_NAME}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f, sort_keys=True)
-    os.replace(tmp, os.path.join(directory, RECORD_NAME))
 
 
 def _discard(directory: str) -> None:

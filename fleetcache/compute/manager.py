@@ -1,64 +1,51 @@
 """The compute agent's RPC endpoint (topic ``compute``): thin, delegating to the virt driver,
 to :mod:`~fleetcache.compute.instance_disks` and to the image cache manager
-(:mod:`~fleetcache.compute.cache_manager`)."""
+(:mod:`~fleetcache.compute.imagecache.ageing`).
+
+Cache reports leave through an injected report function: the compute service builds it from
+its conductor client (:mod:`fleetcache.cmd.compute`), so this room never calls another's RPC
+API itself."""
 
 from __future__ import annotations
 
 import logging
-import os
 
 import oslo_messaging as messaging
 from oslo_config import cfg
 
 from fleetcache.common import exception, rpc
-from fleetcache.common.context import RequestContext, get_admin_context
+from fleetcache.common.context import RequestContext
 from fleetcache.compute import rpcapi
-from fleetcache.compute.cache_index import CacheIndex
-from fleetcache.compute.cache_manager import CachedImage, ImageCacheManager, manager_interval
-from fleetcache.compute.imagecache import ImageCache
+from fleetcache.compute.imagecache import ImageCacheManager, ReportFunc, manager_interval
 from fleetcache.compute.instance_disks import InstanceDisks
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.compute.virt import driver as virt_driver
-from fleetcache.conductor.rpcapi import ConductorAPI
 
 LOG = logging.getLogger(__name__)
-
-def image_cache_of(driver: virt_driver.ComputeDriver) -> ImageCache | None:
-    """The driver's on-disk image cache, if it keeps one (the disk driver does)."""
-    cache = getattr(driver, "image_cache", None)
-    return cache if isinstance(cache, ImageCache) else None
 
 
 class ComputeManager:
     """Serves the compute RPC API on one host.
 
-    :param conductor: where cache reports go; ``None`` sends none (unit tests).
+    :param report: sends the image cache's contents (to the conductor, in the service);
+        ``None`` sends none. Its errors are logged, never raised.
     """
 
     target = messaging.Target(version=rpcapi.RPC_API_VERSION)
 
     def __init__(self, conf: cfg.ConfigOpts, driver: virt_driver.ComputeDriver,
-                 conductor: ConductorAPI | None = None) -> None:
+                 report: ReportFunc | None = None) -> None:
         self.conf = conf
         self.driver = driver
-        self.conductor = conductor
-        self.image_cache = image_cache_of(driver)
         self.instance_disks: InstanceDisks | None = None
         self.cache_manager: ImageCacheManager | None = None
-        self.cache_index: CacheIndex | None = None
-        if self.image_cache is not None:
-            self.cache_index = CacheIndex(self.image_cache)
-            # NOTE: through the cache's public check seam, every download records its image
-            # id and base format in the index, whoever asked for it.
-            self.image_cache.checks.append(self.cache_index.download_check)
-            self.instance_disks = InstanceDisks(conf, self.image_cache, self.cache_index)
-            self.cache_manager = ImageCacheManager(
-                conf, self.image_cache, self.cache_index, report=self._send_cache_report)
+        if driver.image_cache is not None:
+            self.instance_disks = InstanceDisks(conf, driver.image_cache)
+            self.cache_manager = ImageCacheManager(conf, driver.image_cache, report)
         self._reported_once = False
-        self._report_capped = False
 
     def cache_images(self, ctxt: RequestContext, image_ids: list[str]) -> dict[str, ImageResult]:
-        """Cache each image in order, then report the cache to the conductor; never raises.
+        """Cache each image in order, then report the cache (the report function); never raises.
 
         :returns: ``{image_id: {"state": cached|existing|error|unsupported, "reason": ...,
             "bytes_downloaded": N}}``, one entry per requested image.
@@ -134,27 +121,5 @@ class ComputeManager:
             LOG.exception("Caching image %s failed", image_id)
             return ImageResult(state="error", reason=str(exc) or type(exc).__name__,
                                bytes_downloaded=0)
-        self._index(image_id)
-        state = "cached" if outcome.cached else "existing"
+        state = "cached" if outcome.downloaded else "existing"
         return ImageResult(state=state, reason=None, bytes_downloaded=outcome.bytes_downloaded)
-
-    def _index(self, image_id: str) -> None:
-        """Record the id of a cached image, under its lock, so that reports can name it."""
-        if self.image_cache is None or self.cache_index is None:
-            return
-        try:
-            with self.image_cache.lock(image_id):
-                if os.path.exists(self.image_cache.path_for(image_id)):
-                    self.cache_index.record(image_id)
-        except OSError:
-            LOG.exception("Could not index cached image %s", image_id)
-
-    def _send_cache_report(self, images: list[CachedImage], usage_bytes: int) -> None:
-        if self.conductor is None or self._report_capped:
-            return
-        try:
-            self.conductor.report_image_cache(
-                get_admin_context(), self.conf.host, images, usage_bytes)
-        except exception.RPCVersionCapped as exc:
-            self._report_capped = True
-            LOG.warning("Not reporting the image cache: %s", exc)

@@ -64,7 +64,7 @@ def test_sample_images_download_byte_identical(stack: Any, tmp_path: pathlib.Pat
         body = _glance_body(stack, image_id)
         formats.add(body["disk_format"])
         outcome = cache.fetch(CTXT, image_id)
-        assert outcome.cached and outcome.bytes_downloaded == body["size"]
+        assert outcome.downloaded and outcome.bytes_downloaded == body["size"]
         data = pathlib.Path(cache.path_for(image_id)).read_bytes()
         assert body["os_hash_algo"] == "sha512"
         assert hashlib.sha512(data).hexdigest() == body["os_hash_value"]
@@ -81,7 +81,7 @@ def test_qcow2_sample_is_cached_as_raw_with_force_raw_images(stack: Any,
     cache = _cache(stack, tmp_path / "instances", force_raw_images=True)
     image_id = _qcow2_sample(stack)
     assert _glance_body(stack, image_id)["disk_format"] == "qcow2"
-    assert cache.fetch(CTXT, image_id).cached
+    assert cache.fetch(CTXT, image_id).downloaded
     base = cache.path_for(image_id)
     direct = tmp_path / "direct.qcow2"
     direct.write_bytes(requests.get(f"{stack.glance_url}/v2/images/{image_id}/file",
@@ -107,7 +107,7 @@ def test_hit_touches_without_downloading(stack: Any, tmp_path: pathlib.Path) -> 
         return real_download(*args, **kwargs)
 
     cache.source.download = counting  # type: ignore[method-assign]
-    assert not cache.fetch(CTXT, image_id).cached
+    assert not cache.fetch(CTXT, image_id).downloaded
     assert downloads == []
     assert os.stat(cache.path_for(image_id)).st_mtime > 1_000_000
 
@@ -178,7 +178,7 @@ def download(ctxt, meta, writer, progress=None):
 
 source.download = download
 outcome = ImageCache(conf, source).fetch(RequestContext(), sys.argv[3])
-print(outcome.cached, len(calls))
+print(outcome.downloaded, len(calls))
 """
 
 
@@ -297,7 +297,7 @@ def test_connections_cut_mid_body_resume_byte_identical(stack: Any, proxy: Proxy
     source.retry_delay = 0.01
     outcome = ImageCache(conf, source).fetch(CTXT, image_id)
     body = _glance_body(stack, image_id)
-    assert outcome.cached and outcome.bytes_downloaded == body["size"]
+    assert outcome.downloaded and outcome.bytes_downloaded == body["size"]
     data = pathlib.Path(ImageCache(conf, source).path_for(image_id)).read_bytes()
     assert hashlib.sha512(data).hexdigest() == body["os_hash_value"]
     assert proxy.connections >= 3  # the cut ones, then one that finished

@@ -22,8 +22,8 @@ from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute import config_check, imagebackend
 from fleetcache.compute.imagebackend.selection import IMAGE_TYPES
-from fleetcache.compute.imagecache import ImageCache
-from fleetcache.compute.virt.driver import CacheOutcome, ComputeDriver
+from fleetcache.compute.imagecache import CacheOutcome, ImageCache
+from fleetcache.compute.virt.driver import ComputeDriver
 from fleetcache.image import ImageSource, load_image_source, signature
 
 
@@ -41,9 +41,13 @@ class DiskDriver(ComputeDriver):
     ) -> None:
         """:param load_certificate: where image signing certificates come from."""
         super().__init__(conf)
-        checks = [functools.partial(signature.signature_check, conf,
-                                    load_certificate=load_certificate)]
-        self.image_cache = ImageCache(conf, source or load_image_source(conf), checks)
+        checks = (functools.partial(signature.signature_check, conf,
+                                    load_certificate=load_certificate),)
+        self._image_cache = ImageCache(conf, source or load_image_source(conf), checks)
+
+    @property
+    def image_cache(self) -> ImageCache:
+        return self._image_cache
 
     def get_capabilities(self) -> dict[str, Any]:
         """The declared capabilities plus ``supports_image_type_<t>`` for every image type."""

@@ -3,14 +3,17 @@
 A driver is what a compute agent does on its host. The manager calls it and turns its errors
 into per-image states, so a driver may raise freely:
 
-* ``cache_image`` returns a :class:`CacheOutcome`; raising ``NotImplementedError`` means the
-  driver has no image cache (reported as ``unsupported``); any other exception is ``error``.
+* ``cache_image`` returns a :class:`~fleetcache.compute.imagecache.CacheOutcome`; raising
+  ``NotImplementedError`` means the driver has no image cache (reported as ``unsupported``);
+  any other exception is ``error``.
+* ``image_cache`` is the driver's on-disk :class:`~fleetcache.compute.imagecache.ImageCache`,
+  or ``None`` when it keeps none (the fake driver's cache is in memory): instance disks, the
+  ageing pass and the cache reports exist only where it is set.
 * ``capabilities`` is declared, never guessed: traits derive from it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from oslo_config import cfg
@@ -20,16 +23,9 @@ from stevedore.exception import NoMatches
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.compute.imagecache import CacheOutcome, ImageCache
 
 DRIVER_NAMESPACE = "fleetcache.compute.drivers"
-
-
-@dataclasses.dataclass(frozen=True)
-class CacheOutcome:
-    """What ``cache_image`` did: downloaded (``cached=True``) or found it (``cached=False``)."""
-
-    cached: bool
-    bytes_downloaded: int = 0
 
 
 class ComputeDriver:
@@ -47,6 +43,11 @@ class ComputeDriver:
         :raises InvalidConfiguration: when the host cannot run this driver as configured.
         """
 
+    @property
+    def image_cache(self) -> ImageCache | None:
+        """The driver's on-disk image cache; ``None`` (the default) when it keeps none."""
+        return None
+
     def get_capabilities(self) -> dict[str, Any]:
         """What the compute reports to the conductor at registration and heartbeat."""
         return dict(self.capabilities)
@@ -54,7 +55,7 @@ class ComputeDriver:
     def cache_image(self, ctxt: RequestContext, image_id: str) -> CacheOutcome:
         """Make sure ``image_id`` is in this host's image cache.
 
-        A hit renews the image's lease in the cache (touch) and returns ``cached=False``.
+        A hit renews the image's lease in the cache (touch) and returns ``downloaded=False``.
 
         :raises NotImplementedError: when the driver has no image cache.
         """

@@ -16,7 +16,8 @@ from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.virt.driver import CacheOutcome, ComputeDriver
+from fleetcache.compute.imagecache import CacheOutcome
+from fleetcache.compute.virt.driver import ComputeDriver
 
 
 class FakeDriver(ComputeDriver):
@@ -43,13 +44,13 @@ class FakeDriver(ComputeDriver):
                 image_id=image_id, reason="listed in [fake_driver] fail_images")
         with self._lock:
             if image_id in self.cached_images:
-                return CacheOutcome(cached=False)
+                return CacheOutcome(downloaded=False)
             waiting_for = self._in_flight.get(image_id)
             if waiting_for is None:
                 done = self._in_flight[image_id] = threading.Event()
         if waiting_for is not None:  # another request is "downloading" it
             waiting_for.wait()
-            return CacheOutcome(cached=False)
+            return CacheOutcome(downloaded=False)
         try:
             if opts.cache_delay:
                 time.sleep(opts.cache_delay)
@@ -59,4 +60,4 @@ class FakeDriver(ComputeDriver):
             with self._lock:
                 del self._in_flight[image_id]
             done.set()
-        return CacheOutcome(cached=True)
+        return CacheOutcome(downloaded=True)

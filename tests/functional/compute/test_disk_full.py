@@ -46,7 +46,7 @@ def test_disk_full_fails_cleanly_and_keeps_the_cache(tmp_path: pathlib.Path,
                                   image_source__local_directory=str(images)))
     driver.init_host("host1")
     ctxt = RequestContext()
-    assert driver.cache_image(ctxt, small.id).cached
+    assert driver.cache_image(ctxt, small.id).downloaded
 
     with pytest.raises(exception.ImageFetchError,
                        match=rf"Could not fetch image {big.id}: cannot write .*"
@@ -57,4 +57,4 @@ def test_disk_full_fails_cleanly_and_keeps_the_cache(tmp_path: pathlib.Path,
     assert os.listdir(base) == [cache_name(small.id)]
     kept = (base / cache_name(small.id)).read_bytes()
     assert hashlib.sha512(kept).hexdigest() == small.os_hash_value
-    assert driver.cache_image(ctxt, small.id).cached is False
+    assert driver.cache_image(ctxt, small.id).downloaded is False

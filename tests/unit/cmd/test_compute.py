@@ -103,3 +103,41 @@ def test_reporter_registers_capabilities_heartbeats_and_reregisters(tmp_path: pa
     conductor.forget = True
     reporter.run_once()
     assert len(conductor.registered) == 2
+
+
+class ReportingConductor:
+    """The conductor client's ``report_image_cache``; ``capped`` refuses it, as
+    ``[upgrade_levels] conductor = 1.0`` makes the real client do."""
+
+    def __init__(self, capped: bool = False) -> None:
+        self.capped = capped
+        self.reports: list[tuple[str, list[Any], int]] = []
+
+    def report_image_cache(self, ctxt: RequestContext, host: str, images: list[Any],
+                           usage_bytes: int) -> None:
+        if self.capped:
+            raise exception.RPCVersionCapped(topic="conductor", cap="1.0",
+                                             method="report_image_cache", version="1.1")
+        self.reports.append((host, images, usage_bytes))
+
+
+def test_cache_report_casts_to_the_conductor_as_this_host(tmp_path: pathlib.Path) -> None:
+    conf = _load(_conf_file(tmp_path, ""))
+    conductor = ReportingConductor()
+    report = compute_cmd.make_cache_report(conf, conductor)  # type: ignore[arg-type]
+    image = {"image_id": "img", "size": 1, "last_used": 2.0}
+    report([image], 4096)  # type: ignore[list-item]
+    assert conductor.reports == [("c1", [image], 4096)]
+
+
+def test_a_capped_conductor_is_warned_about_once_then_not_reported_to(
+        tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+    conf = _load(_conf_file(tmp_path, ""))
+    conductor = ReportingConductor(capped=True)
+    report = compute_cmd.make_cache_report(conf, conductor)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING):
+        report([], 0)
+        conductor.capped = False  # reports stay off until the compute restarts
+        report([], 0)
+    assert sum("Not reporting the image cache" in r.message for r in caplog.records) == 1
+    assert conductor.reports == []

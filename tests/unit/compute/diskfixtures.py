@@ -9,7 +9,6 @@ import subprocess
 from typing import Any
 
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.cache_index import CacheIndex
 from fleetcache.compute.imagecache import ImageCache
 from fleetcache.compute.instance_disks import InstanceDisks
 from fleetcache.image.local import LocalImageSource, add_image
@@ -20,7 +19,7 @@ MiB = 1024 * 1024
 
 
 class Host:
-    """One compute's cache, index and instance disks, in ``tmp_path``."""
+    """One compute's cache (and its index) and instance disks, in ``tmp_path``."""
 
     def __init__(self, tmp_path: pathlib.Path, **overrides: Any) -> None:
         self.tmp_path = tmp_path
@@ -30,8 +29,8 @@ class Host:
                               image_source__local_directory=str(self.images), **overrides)
         self.cache = ImageCache(self.conf, LocalImageSource(self.conf))
         self.cache.ensure_dirs()
-        self.index = CacheIndex(self.cache)
-        self.disks = InstanceDisks(self.conf, self.cache, self.index)
+        self.index = self.cache.index
+        self.disks = InstanceDisks(self.conf, self.cache)
 
     def add_raw(self, size: int = MiB) -> str:
         data = os.urandom(64 * 1024) * (size // (64 * 1024))

@@ -11,9 +11,9 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.imagecache import cache_name
-from fleetcache.compute.instance_disks import read_record, validate_uuid
-from fleetcache.compute.virt.driver import CacheOutcome
+from fleetcache.compute.disk_record import read_record
+from fleetcache.compute.imagecache import CacheOutcome, cache_name
+from fleetcache.compute.instance_disks import validate_uuid
 from tests.unit.compute.diskfixtures import CTXT, Host, MiB, backing_chain
 
 
@@ -76,10 +76,10 @@ def test_qcow2_image_kept_as_qcow2_is_checked_and_backs_the_overlay(
 
 def test_a_base_that_is_not_what_its_record_says_is_refused(tmp_path: pathlib.Path) -> None:
     host = Host(tmp_path, force_raw_images=False)
-    image = host.add_raw()
+    image = host.add_qcow2()
     host.cache.fetch(CTXT, image)
-    host.index.record(image, "raw", "qcow2")  # raw bytes, recorded as a qcow2 base
-    host.disks.cache.fetch = lambda *a, **k: CacheOutcome(cached=False)  # type: ignore[method-assign]
+    assert host.index.get(cache_name(image))["base_format"] == "qcow2"  # type: ignore[index]
+    host.base(image).write_bytes(os.urandom(MiB))  # the base changed on disk since
     instance = str(uuid.uuid4())
     with pytest.raises(exception.ImageFormatRejected):
         host.disks.create(CTXT, instance, image)
@@ -117,6 +117,7 @@ def test_bad_size_is_refused(tmp_path: pathlib.Path, size: object) -> None:
 
 
 def test_unknown_image_and_image_without_format(tmp_path: pathlib.Path) -> None:
+    """An image without disk format is refused by the cache's rule, as a fetch would be."""
     host = Host(tmp_path)
     with pytest.raises(exception.ImageNotFound):
         host.disks.create(CTXT, str(uuid.uuid4()), "no-such-image")
@@ -127,6 +128,7 @@ def test_unknown_image_and_image_without_format(tmp_path: pathlib.Path) -> None:
     meta_path.write_text(json.dumps(meta))
     with pytest.raises(exception.ImageNotAvailable, match="no disk_format"):
         host.disks.create(CTXT, str(uuid.uuid4()), image)
+    assert not host.base(image).exists()
 
 
 def test_base_removed_between_fetch_and_lock_is_fetched_again(tmp_path: pathlib.Path) -> None:
@@ -144,7 +146,7 @@ def test_base_removed_between_fetch_and_lock_is_fetched_again(tmp_path: pathlib.
 
     host.cache.fetch = fetch_then_age_out  # type: ignore[method-assign]
     result = host.disks.create(CTXT, str(uuid.uuid4()), image)
-    assert [c.cached for c in calls] == [True, True]
+    assert [c.downloaded for c in calls] == [True, True]
     assert result["image_fetched"] is True
     assert os.path.exists(result["path"])
 
@@ -154,7 +156,7 @@ def test_create_touches_the_base(tmp_path: pathlib.Path) -> None:
     image = host.add_raw()
     host.cache.fetch(CTXT, image)
     os.utime(host.base(image), (1_000_000, 1_000_000))
-    host.disks.cache.fetch = lambda *a, **k: CacheOutcome(cached=False)  # type: ignore[method-assign]
+    host.disks.cache.fetch = lambda *a, **k: CacheOutcome(downloaded=False)  # type: ignore[method-assign]
     host.disks.create(CTXT, str(uuid.uuid4()), image)
     assert host.base(image).stat().st_mtime > 1_000_000
 

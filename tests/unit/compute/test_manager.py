@@ -13,7 +13,7 @@ import oslo_messaging as messaging
 import pytest
 
 from fleetcache.common import exception
-from fleetcache.compute.imagecache import cache_name
+from fleetcache.compute.imagecache import CachedImage, cache_name
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt.disk import DiskDriver
 from fleetcache.compute.virt.fake import FakeDriver
@@ -29,35 +29,33 @@ def raises_expected(exc_type: type[Exception]) -> Iterator[None]:
     assert isinstance(caught.value.exc_info[1], exc_type)
 
 
-class FakeConductor:
-    def __init__(self, capped: bool = False) -> None:
-        self.capped = capped
-        self.reports: list[tuple[str, list[Any], int]] = []
+class Reports:
+    """The report function the service would inject; keeps what it was given."""
 
-    def report_image_cache(self, ctxt: Any, host: str, images: list[Any], usage: int) -> None:
-        if self.capped:
-            raise exception.RPCVersionCapped(topic="conductor", cap="1.0",
-                                             method="report_image_cache", version="1.1")
-        self.reports.append((host, images, usage))
+    def __init__(self) -> None:
+        self.sent: list[tuple[list[CachedImage], int]] = []
+
+    def __call__(self, images: list[CachedImage], usage_bytes: int) -> None:
+        self.sent.append((images, usage_bytes))
 
 
-def _manager(tmp_path: pathlib.Path, conductor: FakeConductor | None = None,
+def _manager(tmp_path: pathlib.Path, reports: Reports | None = None,
              **overrides: Any) -> tuple[Host, ComputeManager]:
     host = Host(tmp_path, host="compute-1", **overrides)
     driver = DiskDriver(host.conf, LocalImageSource(host.conf))
-    return host, ComputeManager(host.conf, driver, conductor)  # type: ignore[arg-type]
+    return host, ComputeManager(host.conf, driver, reports)
 
 
 def test_create_and_delete_instance_disk(tmp_path: pathlib.Path) -> None:
-    conductor = FakeConductor()
-    host, manager = _manager(tmp_path, conductor)
+    reports = Reports()
+    host, manager = _manager(tmp_path, reports)
     image, instance = host.add_raw(), str(uuid.uuid4())
     result = manager.create_instance_disk(CTXT, instance, image)
     assert (result["backend"], result["image_fetched"]) == ("qcow2", True)
-    assert [(h, [i["image_id"] for i in images]) for h, images, _ in conductor.reports] == [
-        ("compute-1", [image])]  # a fetch changed the cache: reported
+    assert [[i["image_id"] for i in images] for images, _ in reports.sent] == [
+        [image]]  # a fetch changed the cache: reported
     manager.create_instance_disk(CTXT, str(uuid.uuid4()), image)
-    assert len(conductor.reports) == 1  # a hit did not
+    assert len(reports.sent) == 1  # a hit did not
     assert manager.delete_instance_disk(CTXT, instance) is True
 
 
@@ -73,7 +71,9 @@ def test_errors_are_expected_exceptions(tmp_path: pathlib.Path) -> None:
 
 def test_a_driver_without_image_cache_makes_no_disks(tmp_path: pathlib.Path) -> None:
     conf = make_conf(compute_driver="fake")
-    manager = ComputeManager(conf, FakeDriver(conf))
+    driver = FakeDriver(conf)
+    assert driver.image_cache is None  # its cache is in memory
+    manager = ComputeManager(conf, driver, Reports())
     with raises_expected(exception.InstanceDisksNotSupported):
         manager.create_instance_disk(CTXT, str(uuid.uuid4()), "img")
     with raises_expected(exception.InstanceDisksNotSupported):
@@ -82,36 +82,29 @@ def test_a_driver_without_image_cache_makes_no_disks(tmp_path: pathlib.Path) -> 
     manager.run_image_cache_manager_pass()  # nothing to do, no error
 
 
-def test_cache_images_indexes_and_reports(tmp_path: pathlib.Path) -> None:
-    conductor = FakeConductor()
-    host, manager = _manager(tmp_path, conductor)
-    image = host.add_raw()
-    results = manager.cache_images(CTXT, [image, "missing"])
-    assert results[image]["state"] == "cached" and results["missing"]["state"] == "error"
+def test_cache_images_reports_what_the_cache_indexed(tmp_path: pathlib.Path) -> None:
+    reports = Reports()
+    host, manager = _manager(tmp_path, reports)
+    image, existing = host.add_raw(), host.add_raw()
+    host.cache.fetch(CTXT, existing)
+    results = manager.cache_images(CTXT, [image, existing, "missing"])
+    assert [results[i]["state"] for i in (image, existing, "missing")] == [
+        "cached", "existing", "error"]
     assert host.index.get(cache_name(image))["image_id"] == image  # type: ignore[index]
-    [(_host, images, usage)] = conductor.reports
-    assert [i["image_id"] for i in images] == [image]
-    assert usage == host.base(image).stat().st_blocks * 512
-
-
-def test_a_capped_conductor_is_warned_about_once(tmp_path: pathlib.Path,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
-    conductor = FakeConductor(capped=True)
-    host, manager = _manager(tmp_path, conductor)
-    manager.cache_images(CTXT, [host.add_raw()])
-    manager.cache_images(CTXT, [host.add_raw()])
-    assert sum("Not reporting the image cache" in r.message for r in caplog.records) == 1
+    [(images, usage)] = reports.sent
+    assert sorted(i["image_id"] for i in images) == sorted([image, existing])
+    assert usage == sum(host.base(i).stat().st_blocks * 512 for i in (image, existing))
 
 
 def test_periodic_reports_first_then_ages(tmp_path: pathlib.Path) -> None:
-    conductor = FakeConductor()
-    host, manager = _manager(tmp_path, conductor,
+    reports = Reports()
+    host, manager = _manager(tmp_path, reports,
                              image_cache__remove_unused_original_minimum_age_seconds=0)
     image = host.add_raw()
     manager.cache_images(CTXT, [image])
     assert manager.image_cache_manager_interval() == 2400.0
     manager.run_image_cache_manager_pass()  # start-up: report only
-    assert host.base(image).exists() and len(conductor.reports) == 2
+    assert host.base(image).exists() and len(reports.sent) == 2
     manager.run_image_cache_manager_pass()
     assert not host.base(image).exists()
-    assert conductor.reports[-1][1:] == ([], 0)
+    assert reports.sent[-1] == ([], 0)

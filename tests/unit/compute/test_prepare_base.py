@@ -17,7 +17,7 @@ from fleetcache.compute.imagebackend import disks
 from fleetcache.compute.imagebackend.selection import DiskPlan
 from fleetcache.image import qemu
 from tests import hostile_images as corpus
-from tests.unit.compute.test_imagecache_checks import CTXT, _add, _cache
+from tests.unit.compute.imagecache.test_download import CTXT, _add, _cache
 from tests.unit.image import fixtures
 
 PLAN = DiskPlan(disk_format="qcow2", backend="flat", mapped=False, source_format="qcow2",

@@ -56,7 +56,7 @@ def test_cache_image_fills_base_directory(tmp_path: pathlib.Path) -> None:
     driver = _driver(tmp_path, tmp_path / "instances")
     driver.init_host("host1")
     outcome = driver.cache_image(RequestContext(), meta.id)
-    assert outcome.cached and outcome.bytes_downloaded == 4096
+    assert outcome.downloaded and outcome.bytes_downloaded == 4096
     cached = tmp_path / "instances" / "_base" / cache_name(meta.id)
     assert cached.read_bytes() == b"x" * 4096
 
@@ -92,7 +92,8 @@ def test_init_host_refuses_a_backend_whose_tools_are_missing(
     driver.conf.set_override("images_type", "lvm", group="libvirt")
     driver.conf.set_override("images_volume_group", "vg0", group="libvirt")
     with pytest.raises(exception.InvalidConfiguration,
-                       match=r"\[libvirt\] images_type: backend lvm needs lvcreate"):
+                       match=r"\[libvirt\] images_type: backend lvm needs lvcreate, "
+                             r"lvremove, lvs, vgs, not found"):
         driver.init_host("host1")
 
 
@@ -132,5 +133,5 @@ def test_cache_image_verifies_signatures_with_the_given_certificate_loader(
             driver.cache_image(RequestContext(), meta.id)
         assert os.listdir(tmp_path / "instances" / "_base") == []
     else:
-        assert driver.cache_image(RequestContext(), meta.id).cached
+        assert driver.cache_image(RequestContext(), meta.id).downloaded
     assert signer.loaded == [signer.cert_uuid]

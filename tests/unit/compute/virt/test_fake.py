@@ -11,7 +11,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.virt.driver import CacheOutcome
+from fleetcache.compute.imagecache import CacheOutcome
 from fleetcache.compute.virt.fake import FakeDriver
 from tests.unit.image.fixtures import make_conf
 
@@ -20,8 +20,8 @@ CTXT = RequestContext()
 
 def test_caches_in_memory_then_reports_existing() -> None:
     driver = FakeDriver(make_conf())
-    assert driver.cache_image(CTXT, "img") == CacheOutcome(cached=True)
-    assert driver.cache_image(CTXT, "img") == CacheOutcome(cached=False)
+    assert driver.cache_image(CTXT, "img") == CacheOutcome(downloaded=True)
+    assert driver.cache_image(CTXT, "img") == CacheOutcome(downloaded=False)
     assert driver.cached_images == {"img"}
 
 
@@ -29,7 +29,7 @@ def test_fail_images_raise_a_fetch_error() -> None:
     driver = FakeDriver(make_conf(fake_driver__fail_images=["bad"]))
     with pytest.raises(exception.ImageFetchError, match="fail_images"):
         driver.cache_image(CTXT, "bad")
-    assert driver.cache_image(CTXT, "good").cached
+    assert driver.cache_image(CTXT, "good").downloaded
 
 
 def test_unsupported_raises_not_implemented() -> None:
@@ -51,7 +51,7 @@ def test_overlapping_requests_wait_for_the_first() -> None:
     driver = FakeDriver(make_conf(fake_driver__cache_delay=0.2))
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         outcomes = list(pool.map(lambda _: driver.cache_image(CTXT, "img"), range(3)))
-    assert sorted(o.cached for o in outcomes) == [False, False, True]
+    assert sorted(o.downloaded for o in outcomes) == [False, False, True]
 
 
 def test_a_thousand_drivers_are_cheap() -> None:

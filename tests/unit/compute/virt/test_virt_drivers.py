@@ -9,7 +9,8 @@ import pathlib
 import pytest
 
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.virt.driver import CacheOutcome, ComputeDriver, load_compute_driver
+from fleetcache.compute.imagecache import CacheOutcome
+from fleetcache.compute.virt.driver import ComputeDriver, load_compute_driver
 from fleetcache.image.local import add_image
 from tests.unit.image.fixtures import make_conf
 
@@ -41,15 +42,15 @@ def test_first_cache_is_cached_then_existing(
         driver_and_image: tuple[ComputeDriver, str]) -> None:
     driver, image_id = driver_and_image
     first = driver.cache_image(CTXT, image_id)
-    assert isinstance(first, CacheOutcome) and first.cached
-    assert driver.cache_image(CTXT, image_id) == CacheOutcome(cached=False)
+    assert isinstance(first, CacheOutcome) and first.downloaded
+    assert driver.cache_image(CTXT, image_id) == CacheOutcome(downloaded=False)
 
 
 def test_overlapping_requests_cache_once(driver_and_image: tuple[ComputeDriver, str]) -> None:
     driver, image_id = driver_and_image
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         outcomes = list(pool.map(lambda _: driver.cache_image(CTXT, image_id), range(4)))
-    assert sorted(o.cached for o in outcomes) == [False, False, False, True]
+    assert sorted(o.downloaded for o in outcomes) == [False, False, False, True]
 
 
 def test_capabilities_are_a_copy(driver_and_image: tuple[ComputeDriver, str]) -> None:

@@ -1,6 +1,7 @@
 """One checked download into the image cache directory, and its publication as a cached base.
 
-:func:`download_checked` is the image cache's pipeline (called under the image's lock), in one
+:func:`download_checked` is the image cache's pipeline (called by
+:meth:`~fleetcache.compute.imagecache.cache.ImageCache.fetch` under the image's lock), in one
 pass over the bytes:
 
 1. size and multihash, computed while the bytes are written (:mod:`fleetcache.image.verify`);
@@ -17,6 +18,7 @@ exception's message.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -26,7 +28,8 @@ from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute import _cachefiles, imagebackend
+from fleetcache.compute import imagebackend
+from fleetcache.compute.imagecache.files import EarlyWriteback, unlink
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, download_verified
 from fleetcache.image.format_safety import StreamInspection, inspect_image
 
@@ -46,35 +49,65 @@ class DownloadCheck(Protocol):
 CheckFactory = Callable[[RequestContext, ImageMeta], DownloadCheck | None]
 
 
-def prepare(conf: cfg.ConfigOpts, ctxt: RequestContext, meta: ImageMeta,
-            factories: Sequence[CheckFactory]
-            ) -> tuple[StreamInspection, imagebackend.DiskPlan, list[DownloadCheck]]:
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """What one checked download made: the cached base and the formats it records.
+
+    :ivar bytes_downloaded: bytes fetched from the image source.
+    :ivar disk_format: the image's format, as the image source declares it.
+    :ivar base_format: the format the base is stored in (``raw`` when it was converted).
+    """
+
+    bytes_downloaded: int
+    disk_format: str
+    base_format: str
+
+
+def require_disk_format(meta: ImageMeta) -> str:
+    """The image's ``disk_format``, for whoever is about to use the image on this host.
+
+    An image without one is one whose data has not been uploaded yet (Glance sets the disk
+    format with the data; a ``queued`` image has none), so it is refused as not available:
+    nothing is wrong with its bytes (that would be ``ImageFormatRejected``), there are none to
+    use yet, and the caller may ask again once the upload is done. The cache's download and
+    instance disk creation both apply this rule, before any byte moves.
+
+    :raises ImageNotAvailable: when the image has no disk format.
+    """
+    if not meta.disk_format:
+        raise exception.ImageNotAvailable(image_id=meta.id, reason="it has no disk_format")
+    return meta.disk_format
+
+
+def _prepare(conf: cfg.ConfigOpts, ctxt: RequestContext, meta: ImageMeta,
+             factories: Sequence[CheckFactory]
+             ) -> tuple[StreamInspection, imagebackend.DiskPlan, list[DownloadCheck]]:
     """Everything decided before the first byte: refuses an image that cannot be inspected,
     signed wrongly or not at all usable here, before it is downloaded (as Nova)."""
-    if not meta.disk_format:
-        raise exception.ImageFormatRejected(image_id=meta.id, reason="it has no disk_format")
-    inspection = StreamInspection(meta.id, meta.disk_format)
-    plan = imagebackend.choose(conf, meta.disk_format)
+    disk_format = require_disk_format(meta)
+    inspection = StreamInspection(meta.id, disk_format)
+    plan = imagebackend.choose(conf, disk_format)
     checks = [c for make in factories if (c := make(ctxt, meta)) is not None]
     return inspection, plan, checks
 
 
 def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestContext,
                      meta: ImageMeta, factories: Sequence[CheckFactory], final: str,
-                     tmp_prefix: str, progress: ProgressCallback | None = None) -> int:
+                     tmp_prefix: str, progress: ProgressCallback | None = None) -> Published:
     """Download ``meta`` to ``<tmp_prefix>XXXX`` beside ``final``, check it, publish it.
 
-    :returns: bytes downloaded.
+    :returns: the bytes downloaded and the formats of the published base.
+    :raises ImageNotAvailable: the image has no disk format (nothing is downloaded).
     :raises ImageFormatRejected, ImageSignatureVerificationFailed: the image is refused.
     :raises ImageFetchError: the download or its verification failed, the file could not be
         written or converted. In every case the temporary file is removed.
     """
-    inspection, plan, checks = prepare(conf, ctxt, meta, factories)
+    inspection, plan, checks = _prepare(conf, ctxt, meta, factories)
     fd, tmp = tempfile.mkstemp(prefix=tmp_prefix, dir=os.path.dirname(final))
     try:
         with os.fdopen(fd, "wb") as f:
             written = download_verified(
-                source, ctxt, meta, _cachefiles.EarlyWriteback(f), progress,
+                source, ctxt, meta, EarlyWriteback(f), progress,
                 [*(c.feed for c in checks), inspection.feed])
             f.flush()
             os.fsync(f.fileno())
@@ -84,13 +117,13 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
         os.chmod(tmp, 0o644)
         publish(plan, meta.id, tmp, final)
     except OSError as exc:
-        _cachefiles.unlink(tmp)
+        unlink(tmp)
         raise exception.ImageFetchError(
             image_id=meta.id, reason=f"cannot write {tmp}: {exc}") from exc
     except BaseException:
-        _cachefiles.unlink(tmp)
+        unlink(tmp)
         raise
-    return written
+    return Published(written, plan.disk_format, plan.base_format)
 
 
 def publish(plan: imagebackend.DiskPlan, image_id: str, downloaded: str, final: str) -> None:

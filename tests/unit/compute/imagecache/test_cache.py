@@ -1,4 +1,4 @@
-"""Unit tests of the compute image cache (fleetcache.compute.imagecache)."""
+"""Unit tests of the compute image cache (fleetcache.compute.imagecache.cache)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute import _cachefiles
-from fleetcache.compute.imagecache import ImageCache, cache_name, is_partial
-from fleetcache.compute.virt.driver import CacheOutcome
+from fleetcache.compute.imagecache import CacheOutcome, ImageCache, cache_name, files, is_partial
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
+from tests import hostile_images
+from tests.unit.compute.diskfixtures import Host
 from tests.unit.image.fakeglance import FakeGlance
 from tests.unit.image.fixtures import make_conf
 
@@ -82,7 +82,7 @@ def test_paths_follow_nova(cache: ImageCache, tmp_path: pathlib.Path) -> None:
 def test_miss_downloads_verifies_and_publishes(cache: ImageCache,
                                                images: pathlib.Path) -> None:
     meta = _add(images)
-    assert cache.fetch(CTXT, meta.id) == CacheOutcome(cached=True, bytes_downloaded=len(DATA))
+    assert cache.fetch(CTXT, meta.id) == CacheOutcome(downloaded=True, bytes_downloaded=len(DATA))
     path = pathlib.Path(cache.path_for(meta.id))
     assert path.read_bytes() == DATA
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
@@ -96,7 +96,7 @@ def test_hit_touches_and_does_not_download(cache: ImageCache, images: pathlib.Pa
     cache.fetch(CTXT, meta.id)
     path = cache.path_for(meta.id)
     os.utime(path, (1_000_000, 1_000_000))
-    assert cache.fetch(CTXT, meta.id) == CacheOutcome(cached=False)
+    assert cache.fetch(CTXT, meta.id) == CacheOutcome(downloaded=False)
     assert os.stat(path).st_mtime > 1_000_000
     assert _source(cache).downloads == 1
 
@@ -157,7 +157,7 @@ def test_partial_file_is_hidden_while_downloading(cache: ImageCache,
         assert not os.path.exists(cache.path_for(meta.id))
         assert cache.list_entries() == []
         source.gate.set()
-        assert future.result().cached
+        assert future.result().downloaded
 
 
 def test_concurrent_threads_download_once(cache: ImageCache, images: pathlib.Path) -> None:
@@ -170,7 +170,7 @@ def test_concurrent_threads_download_once(cache: ImageCache, images: pathlib.Pat
         source.gate.set()
         outcomes = [f.result() for f in futures]
     assert source.downloads == 1
-    assert sorted(o.cached for o in outcomes) == [False, False, False, True]
+    assert sorted(o.downloaded for o in outcomes) == [False, False, False, True]
     assert pathlib.Path(cache.path_for(meta.id)).read_bytes() == DATA
 
 
@@ -191,7 +191,7 @@ from fleetcache.compute.imagecache import ImageCache
 from fleetcache.image.glance import GlanceImageSource
 from tests.unit.image.fixtures import make_conf
 conf = make_conf(instances_path=sys.argv[1], glance__api_servers=[sys.argv[2]])
-print(ImageCache(conf, GlanceImageSource(conf)).fetch(RequestContext(), sys.argv[3]).cached)
+print(ImageCache(conf, GlanceImageSource(conf)).fetch(RequestContext(), sys.argv[3]).downloaded)
 """
 
 
@@ -241,42 +241,51 @@ class RecordingCheck:
             raise exception.ImageFormatRejected(image_id=self.meta.id, reason="backing file")
 
 
-def _checked_cache(cache: ImageCache, refuse_in: str | None) -> list[RecordingCheck]:
+def _checked_cache(cache: ImageCache,
+                   refuse_in: str | None) -> tuple[ImageCache, list[RecordingCheck]]:
+    """A cache like ``cache`` built with one recording check."""
     made: list[RecordingCheck] = []
 
     def factory(ctxt: RequestContext, meta: ImageMeta) -> RecordingCheck:
         made.append(RecordingCheck(meta, refuse_in))
         return made[-1]
 
-    cache.checks = [factory]
     cache.source.chunk_size = 65536  # type: ignore[attr-defined]
-    return made
+    return ImageCache(cache.conf, cache.source, [factory]), made
 
 
 def test_checks_see_every_byte_and_the_verified_file(cache: ImageCache,
                                                      images: pathlib.Path) -> None:
     meta = _add(images)
-    made = _checked_cache(cache, None)
-    assert cache.fetch(CTXT, meta.id).cached
+    checked, made = _checked_cache(cache, None)
+    assert checked.fetch(CTXT, meta.id).downloaded
     assert [bytes(c.fed) for c in made] == [DATA]
     assert made[0].finished == [DATA]
+
+
+def test_checks_are_fixed_when_the_cache_is_built(cache: ImageCache) -> None:
+    checked, _made = _checked_cache(cache, None)
+    assert cache.checks == () and len(checked.checks) == 1
+    with pytest.raises(AttributeError):
+        checked.checks = ()  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("refuse_in", ["feed", "finish"])
 def test_a_refusing_check_leaves_nothing(cache: ImageCache, images: pathlib.Path,
                                          refuse_in: str) -> None:
     meta = _add(images)
-    _checked_cache(cache, refuse_in)
+    checked, _made = _checked_cache(cache, refuse_in)
     with pytest.raises(exception.ImageFormatRejected):
-        cache.fetch(CTXT, meta.id)
+        checked.fetch(CTXT, meta.id)
     assert os.listdir(cache.base_dir) == []
+    assert cache.index.names() == []
 
 
 def test_writeback_starts_while_downloading(cache: ImageCache, images: pathlib.Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     meta = _add(images)
     advised: list[tuple[int, int, int]] = []
-    monkeypatch.setattr(_cachefiles, "WRITEBACK_STEP", 512 * 1024)
+    monkeypatch.setattr(files, "WRITEBACK_STEP", 512 * 1024)
     monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, adv: advised.append((off, n, adv)))
     cache.source.chunk_size = 256 * 1024  # type: ignore[attr-defined]
     cache.fetch(CTXT, meta.id)
@@ -304,7 +313,7 @@ def test_stale_partials_go_but_downloads_under_way_stay(cache: ImageCache,
         assert cache.remove_stale_partials() == [str(stale)]
         assert cache.partial_files() == under_way
         source.gate.set()
-        assert future.result().cached
+        assert future.result().downloaded
     assert cache.partial_files() == []
 
 
@@ -334,3 +343,95 @@ def test_remove_if_older_waits_for_a_request_that_renews_the_lease(
             cache.touch(meta.id)
         assert removal.result() is False
     assert os.path.exists(cache.path_for(meta.id))
+
+
+# -- the index: the cache is its one writer ---------------------------------------------------
+
+
+def test_every_download_records_its_image_and_base_format(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)  # force_raw_images: a qcow2 image is cached as raw
+    qcow2, raw = host.add_qcow2(), host.add_raw()
+    host.cache.fetch(CTXT, qcow2)
+    host.cache.fetch(CTXT, raw)
+    assert host.index.get(cache_name(qcow2)) == {
+        "image_id": qcow2, "disk_format": "qcow2", "base_format": "raw"}
+    assert host.index.get(cache_name(raw)) == {
+        "image_id": raw, "disk_format": "raw", "base_format": "raw"}
+
+
+def test_a_refused_download_leaves_no_record(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    refused_early = host.add_raw()  # random bytes declared qcow2: refused while streaming
+    meta = host.images / f"{refused_early}.json"
+    meta.write_text(meta.read_text().replace('"raw"', '"qcow2"'))
+    truncated = add_image(str(host.images), str(hostile_images.truncated_qcow2_body(tmp_path)),
+                          disk_format="qcow2").id  # refused by qemu-img check, after the bytes
+    for image in (refused_early, truncated):
+        with pytest.raises(exception.ImageFormatRejected):
+            host.cache.fetch(CTXT, image)
+    assert host.index.names() == []
+
+
+def test_a_hit_names_an_image_the_index_did_not_know(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    image = host.add_raw()
+    host.cache.fetch(CTXT, image)
+    os.unlink(os.path.join(host.index.directory, cache_name(image)))  # cached before the index
+    assert host.cache.fetch(CTXT, image) == CacheOutcome(downloaded=False)
+    assert host.index.get(cache_name(image)) == {
+        "image_id": image, "disk_format": None, "base_format": None}
+
+
+def test_a_record_that_cannot_be_written_does_not_fail_the_fetch(
+        tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+    host = Host(tmp_path)
+    image = host.add_raw()
+    pathlib.Path(host.index.directory).parent.mkdir(parents=True)
+    pathlib.Path(host.index.directory).write_text("not a directory")
+    assert host.cache.fetch(CTXT, image).downloaded
+    assert host.cache.fetch(CTXT, image) == CacheOutcome(downloaded=False)
+    assert host.base(image).exists()
+    assert sum("Could not index cached image" in r.message for r in caplog.records) == 2
+
+
+def test_base_format_is_the_recorded_one_else_the_planned_one_recorded(
+        tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path, force_raw_images=False)
+    qcow2, raw = host.add_qcow2(), host.add_raw()
+    for image in (qcow2, raw):
+        host.cache.fetch(CTXT, image)
+    os.unlink(os.path.join(host.index.directory, cache_name(raw)))  # cached before the index
+    with host.cache.lock(qcow2):
+        assert host.cache.base_format(qcow2, "qcow2", "raw") == "qcow2"
+    with host.cache.lock(raw):
+        assert host.cache.base_format(raw, "raw", "raw") == "raw"
+    assert host.index.get(cache_name(raw)) == {
+        "image_id": raw, "disk_format": "raw", "base_format": "raw"}
+
+
+def test_prune_index_removes_records_of_gone_files_only(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    kept, gone = host.add_raw(), host.add_raw()
+    for image in (kept, gone):
+        host.cache.fetch(CTXT, image)
+    host.base(gone).unlink()  # removed behind the cache's back
+    assert host.cache.prune_index() == [cache_name(gone)]
+    assert host.index.names() == [cache_name(kept)]
+
+
+def test_prune_index_skips_a_record_whose_image_is_locked(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    image = host.add_raw()
+    host.cache.fetch(CTXT, image)
+    host.base(image).unlink()
+    with host.cache.lock(image):  # e.g. downloading it again
+        assert host.cache.prune_index() == []
+    assert host.index.names() == [cache_name(image)]
+
+
+def test_remove_if_older_forgets_the_record_too(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    image = host.add_raw()
+    host.cache.fetch(CTXT, image)
+    assert host.cache.remove_if_older(cache_name(image), time.time() + 60) is True
+    assert host.index.names() == []

@@ -1,4 +1,4 @@
-"""Unit tests of the ageing pass and the cache report (fleetcache.compute.cache_manager)."""
+"""Unit tests of the ageing pass and the cache report (fleetcache.compute.imagecache.ageing)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import uuid
 
 import pytest
 
-from fleetcache.compute.cache_manager import (
+from fleetcache.compute.imagecache import (
     DEFAULT_INTERVAL,
+    PART_MARK,
     CachedImage,
     ImageCacheManager,
+    cache_name,
     manager_interval,
 )
-from fleetcache.compute.imagecache import PART_MARK, cache_name
 from tests.unit.compute.diskfixtures import CTXT, Host, age
 from tests.unit.image.fixtures import make_conf
 
@@ -34,13 +35,12 @@ class Reports:
 def _manager(host: Host, reports: Reports | None = None) -> ImageCacheManager:
     host.conf.set_override("remove_unused_original_minimum_age_seconds", MAX_AGE,
                            group="image_cache")
-    return ImageCacheManager(host.conf, host.cache, host.index, reports)
+    return ImageCacheManager(host.conf, host.cache, reports)
 
 
 def _cached(host: Host, old: bool) -> str:
     image = host.add_raw()
-    host.cache.fetch(CTXT, image)
-    host.index.record(image)
+    host.cache.fetch(CTXT, image)  # which indexes it
     if old:
         age(host.base(image), MAX_AGE + 10)
     return image
@@ -133,6 +133,7 @@ def test_report_names_indexed_images_and_counts_all_usage(tmp_path: pathlib.Path
     named = _cached(host, False)
     unnamed = host.add_raw()
     host.cache.fetch(CTXT, unnamed)
+    os.unlink(os.path.join(host.index.directory, cache_name(unnamed)))  # its record was lost
     reports = Reports()
     _manager(host, reports).run_pass()
     [(images, usage)] = reports.sent
@@ -147,6 +148,6 @@ def test_report_errors_are_logged_not_raised(tmp_path: pathlib.Path) -> None:
     def broken(images: list[CachedImage], usage: int) -> None:
         raise RuntimeError("conductor gone")
 
-    manager = ImageCacheManager(host.conf, host.cache, host.index, broken)
+    manager = ImageCacheManager(host.conf, host.cache, broken)
     manager.report()
     assert manager.run_pass().removed == []

@@ -1,5 +1,6 @@
-"""The image cache's download pipeline beyond size and hash (fleetcache.compute.imagecache):
-signatures and format inspection fed while streaming, publication by the backend plan."""
+"""The image cache's download pipeline beyond size and hash
+(fleetcache.compute.imagecache.download): signatures and format inspection fed while
+streaming, publication by the backend plan, the rule on images without a disk format."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.imagecache import ImageCache
+from fleetcache.compute.imagecache import ImageCache, require_disk_format
 from fleetcache.image import format_safety, qemu, signature
 from fleetcache.image.glance import GlanceImageSource
 from fleetcache.image.local import LocalImageSource, add_image
@@ -42,10 +43,8 @@ def _cache(tmp_path: pathlib.Path, signer: Signer | None = None, **conf: object)
     config = make_conf(instances_path=str(tmp_path / "instances"),
                        image_source__local_directory=str(tmp_path / "images"),
                        glance__download_chunk_size=65536, **conf)
-    checks = []
-    if signer is not None:
-        checks.append(functools.partial(signature.signature_check, config,
-                                        load_certificate=signer.load_certificate))
+    checks = () if signer is None else (functools.partial(
+        signature.signature_check, config, load_certificate=signer.load_certificate),)
     return ImageCache(config, CountingSource(config), checks)
 
 
@@ -66,7 +65,7 @@ def test_signed_image_is_verified_and_cached(tmp_path: pathlib.Path) -> None:
     signer = Signer()
     cache = _cache(tmp_path, signer, glance__verify_glance_signatures=True)
     meta = _add(tmp_path, DATA, properties=signer.properties(DATA))
-    assert cache.fetch(CTXT, meta.id).cached
+    assert cache.fetch(CTXT, meta.id).downloaded
     assert pathlib.Path(cache.path_for(meta.id)).read_bytes() == DATA
     assert signer.loaded == [signer.cert_uuid]
 
@@ -98,7 +97,7 @@ def test_signatures_are_ignored_when_the_option_is_off(tmp_path: pathlib.Path) -
     signer = Signer()
     cache = _cache(tmp_path, signer)
     meta = _add(tmp_path, DATA, properties={**signer.properties(DATA), "img_signature": "AAAA"})
-    assert cache.fetch(CTXT, meta.id).cached
+    assert cache.fetch(CTXT, meta.id).downloaded
     assert signer.loaded == []
 
 
@@ -110,18 +109,27 @@ def test_refused_format_leaves_nothing(tmp_path: pathlib.Path) -> None:
     assert _left(cache) == []
 
 
-@pytest.mark.parametrize("disk_format,reason", [
-    ("ploop", "disk_format 'ploop' cannot be inspected safely"),
-    (None, "it has no disk_format"),
-])
-def test_uninspectable_format_is_refused_before_download(tmp_path: pathlib.Path,
-                                                         disk_format: str | None,
-                                                         reason: str) -> None:
+def test_uninspectable_format_is_refused_before_download(tmp_path: pathlib.Path) -> None:
     cache = _cache(tmp_path)
-    meta = _add(tmp_path, DATA, disk_format=disk_format)
-    with pytest.raises(exception.ImageFormatRejected, match=reason):
+    meta = _add(tmp_path, DATA, disk_format="ploop")
+    with pytest.raises(exception.ImageFormatRejected,
+                       match="disk_format 'ploop' cannot be inspected safely"):
         cache.fetch(CTXT, meta.id)
     assert isinstance(cache.source, CountingSource) and cache.source.downloads == 0
+
+
+def test_an_image_without_disk_format_is_not_available_yet(tmp_path: pathlib.Path) -> None:
+    """Not "rejected": nothing is wrong with bytes that have not been uploaded yet. The same
+    rule refuses it for an instance disk (test_instance_disks.py)."""
+    meta = _add(tmp_path, DATA, disk_format=None)
+    with pytest.raises(exception.ImageNotAvailable, match="it has no disk_format"):
+        require_disk_format(meta)
+    assert require_disk_format(_add(tmp_path, DATA, disk_format="qcow2")) == "qcow2"
+    cache = _cache(tmp_path)
+    with pytest.raises(exception.ImageNotAvailable, match="it has no disk_format"):
+        cache.fetch(CTXT, meta.id)
+    assert isinstance(cache.source, CountingSource) and cache.source.downloads == 0
+    assert _left(cache) == []
 
 
 def test_inspection_uses_the_streamed_bytes(tmp_path: pathlib.Path,
@@ -131,14 +139,14 @@ def test_inspection_uses_the_streamed_bytes(tmp_path: pathlib.Path,
     monkeypatch.setattr(format_safety, "detect_from_file", None)
     cache = _cache(tmp_path, force_raw_images=False)
     meta = _add(tmp_path, corpus.qcow2_with_data(tmp_path), disk_format="qcow2")
-    assert cache.fetch(CTXT, meta.id).cached
+    assert cache.fetch(CTXT, meta.id).downloaded
     assert _qemu_format(cache.path_for(meta.id)) == "qcow2"
 
 
 def test_qcow2_is_converted_to_raw_for_a_flat_backend(tmp_path: pathlib.Path) -> None:
     cache = _cache(tmp_path, libvirt__images_type="flat")
     meta = _add(tmp_path, corpus.qcow2_with_data(tmp_path), disk_format="qcow2")
-    assert cache.fetch(CTXT, meta.id).cached
+    assert cache.fetch(CTXT, meta.id).downloaded
     base = pathlib.Path(cache.path_for(meta.id))
     assert _qemu_format(str(base)) == "raw"
     assert base.read_bytes()[:30] == b"FLEETCACHE" * 3
@@ -183,7 +191,7 @@ def test_inspection_and_signature_survive_a_range_resume(tmp_path: pathlib.Path)
         source.retry_delay = 0.01
         cache = ImageCache(conf, source, [functools.partial(
             signature.signature_check, conf, load_certificate=signer.load_certificate)])
-        assert cache.fetch(CTXT, body["id"]).cached
+        assert cache.fetch(CTXT, body["id"]).downloaded
         assert [h.get("range") is not None for h in glance.file_gets(body["id"])] == [
             False, True, True]
     assert pathlib.Path(cache.path_for(body["id"])).read_bytes() == data

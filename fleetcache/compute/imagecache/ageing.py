@@ -6,12 +6,13 @@ A pass (Nova's ``ImageCacheManager.update``), every ``[image_cache] manager_inte
 2. the cache's complete files are listed (downloads under way are hidden temporary files,
    never entries) and the instance disks are scanned for the bases they use
    (:mod:`fleetcache.compute.disk_users`);
-3. each file no disk uses and last touched (mtime) before the cutoff is removed by
-   :meth:`ImageCache.remove_if_older`, which takes the image's lock and re-checks the age: a
-   download holds that lock, and a fetch or a new disk touches the file under it, so neither
-   loses its image;
-4. the bytes freed are logged, index records of removed files pruned, and the cache's contents
-   reported to the conductor.
+3. each file no disk uses and last touched (mtime) before the cutoff is removed, with its
+   index record, by :meth:`ImageCache.remove_if_older`, which takes the image's lock and
+   re-checks the age: a download holds that lock, and a fetch or a new disk touches the file
+   under it, so neither loses its image;
+4. the bytes freed are logged, index records whose file is gone pruned
+   (:meth:`ImageCache.prune_index`), and the cache's contents reported through the injected
+   report function (the compute service sends them to the conductor).
 
 Pre-caching an image touches it, which renews its lease by the same minimum age.
 """
@@ -27,8 +28,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from fleetcache.compute import disk_users
-from fleetcache.compute.cache_index import CacheIndex
-from fleetcache.compute.imagecache import ImageCache
+from fleetcache.compute.imagecache.cache import ImageCache
 
 LOG = logging.getLogger(__name__)
 
@@ -71,14 +71,13 @@ class ImageCacheManager:
     """Ages out unused base images of one cache and reports what the cache holds.
 
     :param report: called with the cache's images and disk usage after each pass; its errors
-        are logged, never raised.
+        are logged, never raised. ``None`` reports nothing.
     """
 
-    def __init__(self, conf: cfg.ConfigOpts, cache: ImageCache, index: CacheIndex,
+    def __init__(self, conf: cfg.ConfigOpts, cache: ImageCache,
                  report: ReportFunc | None = None) -> None:
         self.conf = conf
         self.cache = cache
-        self.index = index
         self._report = report
 
     def run_pass(self) -> PassResult:
@@ -98,7 +97,7 @@ class ImageCacheManager:
                 freed += entry.disk_usage
             else:
                 kept.append(entry.name)
-        self.index.prune()
+        self.cache.prune_index()
         result = PassResult(removed, freed, sorted(users.bases.keys() & {e.name for e in entries}),
                             kept, users.unknown)
         self._log(result, len(entries))
@@ -110,7 +109,7 @@ class ImageCacheManager:
         images, usage = [], 0
         for entry in self.cache.list_entries():
             usage += entry.disk_usage
-            record = self.index.get(entry.name)
+            record = self.cache.index.get(entry.name)
             if record is None:
                 LOG.debug("Cached file %s has no index record; not reported", entry.path)
                 continue

@@ -1,0 +1,63 @@
+"""The compute's image cache: what other code of the compute, ``fleetcache.cmd`` and ``bench/``
+use of it.
+
+* :mod:`~fleetcache.compute.imagecache.layout`: where cached images, downloads under way,
+  locks and index records live on disk (Nova's layout);
+* :mod:`~fleetcache.compute.imagecache.cache`: :class:`ImageCache`, the single-flight fetch
+  under the image's lock, touch on a hit, listing, partial downloads; the one writer of its
+  index;
+* :mod:`~fleetcache.compute.imagecache.download`: one checked download (size, multihash,
+  the download checks, format safety in one pass) and its publication as a cached base;
+* :mod:`~fleetcache.compute.imagecache.files`: early writeback, quiet unlink, directory fsync;
+* :mod:`~fleetcache.compute.imagecache.index`: :class:`CacheIndex`, which image each cache
+  file holds;
+* :mod:`~fleetcache.compute.imagecache.ageing`: :class:`ImageCacheManager`, the periodic
+  ageing pass and the cache report.
+"""
+
+from __future__ import annotations
+
+from fleetcache.compute.imagecache.ageing import (
+    DEFAULT_INTERVAL,
+    CachedImage,
+    ImageCacheManager,
+    PassResult,
+    ReportFunc,
+    manager_interval,
+)
+from fleetcache.compute.imagecache.cache import CacheEntry, CacheOutcome, ImageCache
+from fleetcache.compute.imagecache.download import (
+    CheckFactory,
+    DownloadCheck,
+    Published,
+    publish,
+    require_disk_format,
+)
+from fleetcache.compute.imagecache.files import EarlyWriteback, fsync_dir
+from fleetcache.compute.imagecache.index import CacheIndex, IndexRecord
+from fleetcache.compute.imagecache.layout import LOCK_PREFIX, PART_MARK, cache_name, is_partial
+
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "LOCK_PREFIX",
+    "PART_MARK",
+    "CacheEntry",
+    "CacheIndex",
+    "CacheOutcome",
+    "CachedImage",
+    "CheckFactory",
+    "DownloadCheck",
+    "EarlyWriteback",
+    "ImageCache",
+    "ImageCacheManager",
+    "IndexRecord",
+    "PassResult",
+    "Published",
+    "ReportFunc",
+    "cache_name",
+    "fsync_dir",
+    "is_partial",
+    "manager_interval",
+    "publish",
+    "require_disk_format",
+]

@@ -1,0 +1,280 @@
+"""The compute's image cache: single-flight fetch, touch on hit, listing, partial downloads, and
+the one writer of its index.
+
+Files are laid out as Nova's (:mod:`~fleetcache.compute.imagecache.layout`). Every operation on
+one image runs under that image's lock (oslo.concurrency: a thread lock plus an inter-process
+file lock), so two requests for an image on one host download it once, whatever process they
+come from, and the ageing pass (which takes the same lock and re-checks) never removes an
+image that was just reported as present. A download goes to a unique temporary name in the
+cache directory and is published only once it passed size and multihash, the download checks
+(signatures) and format safety, all fed the same chunks while they are written (one pass over
+the bytes), then converted if the disk backend needs it (see
+:mod:`~fleetcache.compute.imagecache.download`). Nothing partial is ever visible under the
+final name, and any failure (a refused image included) removes the temporary files, so a
+refused image never lands in the cache and its reason is the exception's message.
+
+The cache owns its :class:`~fleetcache.compute.imagecache.index.CacheIndex` and is the only
+writer of it, always under the image's lock: a published download records its image id and
+formats, a hit records the id (an image cached before the index existed gets named), the
+base format of an instance disk is read (and, for an unrecorded image, recorded) through
+:meth:`ImageCache.base_format`, and records of removed files are dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from oslo_concurrency import lockutils
+from oslo_config import cfg
+
+from fleetcache.common.context import RequestContext
+from fleetcache.compute.imagecache.download import CheckFactory, download_checked
+from fleetcache.compute.imagecache.files import fsync_dir, unlink
+from fleetcache.compute.imagecache.index import CacheIndex
+from fleetcache.compute.imagecache.layout import (
+    LOCK_PREFIX,
+    PART_MARK,
+    cache_dir,
+    cache_name,
+    is_partial,
+    locks_dir,
+    partial_prefix,
+)
+from fleetcache.image import ImageSource, ProgressCallback
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheOutcome:
+    """What a fetch did: downloaded the image now (``downloaded=True``, with the bytes it
+    fetched), or found it already cached and touched it (``downloaded=False``)."""
+
+    downloaded: bool
+    bytes_downloaded: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheEntry:
+    """One file of the cache directory, as the ageing pass and usage reports need it."""
+
+    name: str
+    path: str
+    size: int
+    disk_usage: int
+    mtime: float
+
+
+class ImageCache:
+    """The image cache of one compute, filled from ``source``.
+
+    :param checks: the checks every download passes besides size, hashes and format safety
+        (signatures), declared once here: they are the cache's policy, not something callers
+        add to.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, source: ImageSource,
+                 checks: Sequence[CheckFactory] = ()) -> None:
+        self.conf = conf
+        self.source = source
+        self._checks = tuple(checks)
+        self.index = CacheIndex(conf)
+
+    @property
+    def checks(self) -> tuple[CheckFactory, ...]:
+        return self._checks
+
+    @property
+    def base_dir(self) -> str:
+        return cache_dir(self.conf)
+
+    @property
+    def lock_path(self) -> str:
+        return locks_dir(self.conf)
+
+    def path_for(self, image_id: str) -> str:
+        return os.path.join(self.base_dir, cache_name(image_id))
+
+    def ensure_dirs(self) -> None:
+        os.makedirs(self.base_dir, exist_ok=True)
+        os.makedirs(self.lock_path, exist_ok=True)
+
+    @contextlib.contextmanager
+    def lock(self, image_id: str, blocking: bool = True) -> Iterator[None]:
+        """Hold ``image_id``'s lock, against threads and other processes of this host.
+
+        :raises AcquireLockFailedException: when not ``blocking`` and someone holds it.
+        """
+        with self.lock_entry(cache_name(image_id), blocking):
+            yield
+
+    def lock_entry(self, name: str,
+                   blocking: bool = True) -> contextlib.AbstractContextManager[Any]:
+        """The lock of cache file ``name`` (the ageing pass knows names, not image ids)."""
+        return lockutils.lock(name, lock_file_prefix=LOCK_PREFIX, external=True,
+                              lock_path=self.lock_path, blocking=blocking)
+
+    def remove_if_older(self, name: str, cutoff: float) -> bool:
+        """Remove cache file ``name`` if its mtime is still before ``cutoff``, under its lock,
+        with its index record.
+
+        The age is checked again once the lock is held, so an image that a request touched
+        (or downloaded) meanwhile stays. :returns: whether the file was removed.
+        """
+        path = os.path.join(self.base_dir, name)
+        with self.lock_entry(name):
+            try:
+                if os.stat(path).st_mtime >= cutoff:
+                    return False
+                os.unlink(path)
+            except FileNotFoundError:
+                return False
+            self.index.remove(name)
+        LOG.info("Removed cached image file %s (unused since before %s)", path,
+                 time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(cutoff)))
+        return True
+
+    def touch(self, image_id: str) -> bool:
+        """Renew the image's lease (mtime); False when it is not cached.
+
+        :raises OSError: other than a missing file (e.g. EACCES), so that it is reported.
+        """
+        try:
+            os.utime(self.path_for(image_id))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def fetch(self, ctxt: RequestContext, image_id: str,
+              progress: ProgressCallback | None = None) -> CacheOutcome:
+        """Make sure ``image_id`` is cached and indexed: touch it if present, else download it.
+
+        :returns: ``downloaded=False`` for a hit (including one that another request filled
+            while this one waited for the lock), else ``downloaded=True`` and the bytes
+            written.
+        :raises ImageNotFound, ImageNotAvailable: from the image source, or the image has no
+            disk format yet.
+        :raises ImageFormatRejected: the bytes failed format inspection.
+        :raises ImageSignatureVerificationFailed: from the signature check.
+        :raises ImageFetchError: the download or its verification failed, the file could not
+            be written or converted. In every case nothing is left behind.
+        """
+        self.ensure_dirs()
+        with self.lock(image_id):
+            if self.touch(image_id):
+                self._record(image_id)
+                return CacheOutcome(downloaded=False)
+            self._remove_partials(image_id)
+            started = time.monotonic()
+            meta = self.source.show(ctxt, image_id)
+            published = download_checked(
+                self.conf, self.source, ctxt, meta, self._checks, self.path_for(meta.id),
+                partial_prefix(meta.id), progress)
+            fsync_dir(self.base_dir)
+            self._record(meta.id, published.disk_format, published.base_format)
+        written = published.bytes_downloaded
+        elapsed = time.monotonic() - started
+        LOG.info("Cached image %s (%d bytes) in %.2f s (%.1f MB/s)", image_id, written,
+                 elapsed, written / max(elapsed, 1e-6) / 1e6)
+        return CacheOutcome(downloaded=True, bytes_downloaded=written)
+
+    def base_format(self, image_id: str, disk_format: str, planned: str) -> str:
+        """The format the cached base of ``image_id`` is stored in; the caller holds the
+        image's lock and the base exists.
+
+        It is what the index recorded when the base was downloaded; for a base with no
+        recorded format (cached before the index existed) it is ``planned``, the format this
+        configuration's plan stores, which is then recorded with ``disk_format``.
+
+        :raises OSError: the record could not be written.
+        """
+        known = self.index.get(cache_name(image_id))
+        base_format = known["base_format"] if known and known["base_format"] else planned
+        self.index.record(image_id, disk_format, base_format)
+        return base_format
+
+    def prune_index(self) -> list[str]:
+        """Remove the index records whose cache file is gone. :returns: their names.
+
+        Each is checked and removed under its image's lock (skipped while someone holds it),
+        so a record written by a fetch that has just finished is never lost.
+        """
+        removed = []
+        for name in self.index.names():
+            try:
+                with self.lock_entry(name, blocking=False):
+                    if os.path.exists(os.path.join(self.base_dir, name)):
+                        continue
+                    self.index.remove(name)
+            except lockutils.AcquireLockFailedException:
+                continue
+            removed.append(name)
+        return removed
+
+    def list_entries(self) -> list[CacheEntry]:
+        """The cache's complete files (downloads under way are left out), sorted by name."""
+        entries = []
+        for entry in self._scan():
+            if entry.name.startswith("."):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                st = entry.stat()
+                entries.append(CacheEntry(entry.name, entry.path, st.st_size,
+                                          st.st_blocks * 512, st.st_mtime))
+        return sorted(entries, key=lambda e: e.name)
+
+    def partial_files(self, image_id: str | None = None) -> list[str]:
+        """Paths of downloads under way or left by a crash (of ``image_id`` only, if given)."""
+        prefix = partial_prefix(image_id) if image_id else "."
+        return sorted(e.path for e in self._scan()
+                      if e.name.startswith(prefix) and is_partial(e.name))
+
+    def remove_stale_partials(self) -> list[str]:
+        """Remove downloads left by a process that died (their image's lock is free).
+
+        Downloads under way (lock held) are left alone. :returns: the paths removed.
+        """
+        removed = []
+        for path in self.partial_files():
+            name = os.path.basename(path)[1:].partition(PART_MARK)[0]
+            try:
+                with self.lock_entry(name, blocking=False):
+                    unlink(path)
+            except lockutils.AcquireLockFailedException:
+                continue
+            LOG.warning("Removed partial download %s left by an earlier process", path)
+            removed.append(path)
+        return removed
+
+    def disk_usage(self) -> int:
+        """Bytes of disk the complete cached files take."""
+        return sum(e.disk_usage for e in self.list_entries())
+
+    def _scan(self) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(self.base_dir) as it:
+                return [e for e in it if e.is_file(follow_symlinks=False)]
+        except FileNotFoundError:
+            return []
+
+    def _remove_partials(self, image_id: str) -> None:
+        """Remove what a crashed download of ``image_id`` left (we hold its lock)."""
+        for path in self.partial_files(image_id):
+            LOG.warning("Removing partial download %s left by an earlier attempt", path)
+            unlink(path)
+
+    def _record(self, image_id: str, disk_format: str | None = None,
+                base_format: str | None = None) -> None:
+        """Index the cached ``image_id`` (we hold its lock). A record that cannot be written
+        is logged, not raised: the image is cached all the same, and a missing record only
+        keeps it out of the reports until a later hit writes it."""
+        try:
+            self.index.record(image_id, disk_format, base_format)
+        except OSError:
+            LOG.exception("Could not index cached image %s", image_id)

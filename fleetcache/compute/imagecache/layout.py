@@ -1,0 +1,58 @@
+"""Where the image cache keeps things on disk (the layout is Nova's; operators rely on it)::
+
+    <instances_path>/<[image_cache] subdirectory_name>/<sha1(image_id)>   a cached image
+    <instances_path>/<[image_cache] subdirectory_name>/.<sha1>.part-XXXX  a download under way
+    <instances_path>/locks/fleetcache-<sha1>                               its lock file
+    <instances_path>/image_ids/<[image_cache] subdirectory_name>/<sha1>   its index record
+
+The cache (:mod:`~fleetcache.compute.imagecache.cache`) and its index
+(:mod:`~fleetcache.compute.imagecache.index`) both name files this way; the paths are read
+from the configuration on every call, so a changed option is followed at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from oslo_config import cfg
+
+#: Prefix of every lock file fleetcache takes in ``<instances_path>/locks``.
+LOCK_PREFIX = "fleetcache-"
+#: Marks a download under way: ``.<sha1>.part-XXXX`` (hidden, so never taken for an image).
+PART_MARK = ".part-"
+#: Directory of the index records, beside the cache directory (which holds images only).
+INDEX_DIR = "image_ids"
+
+
+def cache_name(image_id: str) -> str:
+    """File name of ``image_id`` in the cache: the hex sha1 of the id (as Nova)."""
+    return hashlib.sha1(image_id.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def partial_prefix(image_id: str) -> str:
+    """The name every download of ``image_id`` under way starts with."""
+    return f".{cache_name(image_id)}{PART_MARK}"
+
+
+def is_partial(name: str) -> bool:
+    """Whether a cache directory entry is a download under way (or left by a crash)."""
+    return name.startswith(".") and PART_MARK in name
+
+
+def cache_dir(conf: cfg.ConfigOpts) -> str:
+    """The cache directory."""
+    instances_path: str = conf.instances_path
+    return os.path.join(instances_path, conf.image_cache.subdirectory_name)
+
+
+def locks_dir(conf: cfg.ConfigOpts) -> str:
+    """The directory of the lock files."""
+    instances_path: str = conf.instances_path
+    return os.path.join(instances_path, "locks")
+
+
+def index_dir(conf: cfg.ConfigOpts) -> str:
+    """The directory of the index records."""
+    instances_path: str = conf.instances_path
+    return os.path.join(instances_path, INDEX_DIR, conf.image_cache.subdirectory_name)
