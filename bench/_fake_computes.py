@@ -68,7 +68,7 @@ def main() -> None:
     args = parser.parse_args()
 
     conf = _conf(args)
-    transport = rpc.get_transport(conf, args.transport_url)
+    transport = rpc.Transports(conf).get(args.transport_url)  # closed by os._exit below
     started = time.monotonic()
     servers = []
     for host in args.hosts.split(","):

@@ -198,7 +198,8 @@ class RpcClient:
         config.register_all(self.conf)
         self.conf([], project="fleetcache", default_config_files=[])
         self.ctxt = context.get_admin_context()
-        self.api = rpcapi.ConductorAPI(self.conf, rpc.get_transport(self.conf, transport_url))
+        self.transports = rpc.Transports(self.conf)
+        self.api = rpcapi.ConductorAPI(self.conf, self.transports.get(transport_url))
         self.db = Database(db_url)
 
     def cache_images(self, aggregate_id: int, image_ids: list[str]) -> str:

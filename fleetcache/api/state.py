@@ -8,6 +8,7 @@ from typing import Protocol
 from oslo_config import cfg
 from oslo_policy import policy
 
+from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
@@ -27,7 +28,8 @@ class ApiState:
     """Built once per application by :func:`fleetcache.api.deploy.deploy`.
 
     The conductor client and the image source are created on first use, so an API without a
-    reachable message bus still serves everything but pre-caching.
+    reachable message bus still serves everything but pre-caching. The client's transport
+    comes from :attr:`transports`, this application's own.
     """
 
     def __init__(
@@ -41,6 +43,7 @@ class ApiState:
         self.db = db
         self.enforcer = enforcer
         self._conductor_api = conductor_api
+        self.transports = rpc.Transports(conf)
         self._image_source: ImageSource | None = None
         self._lock = threading.Lock()
 
@@ -58,5 +61,5 @@ class ApiState:
             if self._conductor_api is None:
                 from fleetcache.conductor import rpcapi  # the RPC client only (import rule)
 
-                self._conductor_api = rpcapi.ConductorAPI(self.conf)
+                self._conductor_api = rpcapi.ConductorAPI(self.conf, self.transports.get())
             return self._conductor_api

@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 import oslo_messaging as messaging
-from oslo_config import cfg
 
 from fleetcache.common import rpc
 from fleetcache.compute.imagecache import PART_MARK, cache_name
@@ -75,8 +74,8 @@ def check_caches(
 class NotificationCounter:
     """Listens to topic ``notifications`` on the in-process transport and counts events."""
 
-    def __init__(self, conf: cfg.ConfigOpts) -> None:
-        transport = rpc.get_transport(conf, notification=True)
+    def __init__(self, transports: rpc.Transports) -> None:
+        transport = transports.notification()
         self.events: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
         self.listener = messaging.get_notification_listener(

@@ -45,15 +45,16 @@ CHECK_CONFIG_OPT = cfg.BoolOpt(
 )
 
 
-def build_service(conf: cfg.ConfigOpts) -> Service:
-    """Assemble the compute agent: driver, RPC server and the reporter.
+def build_service(conf: cfg.ConfigOpts, transports: rpc.Transports) -> Service:
+    """Assemble the compute agent: driver, RPC server and the reporter, on ``transports``
+    (the caller cleans them up once the service has stopped).
 
     :raises InvalidConfiguration: when the driver is unknown or the host cannot run it.
     """
     _warn_database_settings(conf)
     driver = virt_driver.load_compute_driver(conf)
     driver.init_host(conf.host)
-    transport = rpc.get_transport(conf)
+    transport = transports.get()
     service = Service(BINARY)
     conductor = ConductorAPI(conf, transport)
     manager = ComputeManager(conf, driver, make_cache_report(conf, conductor))
@@ -134,8 +135,9 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
     )
     if conf.check_config:
         return config_check.main_check_config(conf)
+    transports = rpc.Transports(conf)
     try:
-        service = build_service(conf)
+        service = build_service(conf, transports)
     except exception.InvalidConfiguration as exc:
         common.config_error(BINARY, str(exc))
     except common.TRANSPORT_URL_ERRORS as exc:
@@ -143,7 +145,7 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
     try:
         return service.run()
     finally:
-        rpc.cleanup()
+        transports.cleanup()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,11 @@ Serves topic ``conductor`` on the default transport and on every cell's (new cel
 up every ``[conductor] cell_refresh_interval``), registers itself as ``fleetcache-conductor``
 and heartbeats straight into the database, and on start fails the pre-cache jobs a previous
 conductor on this host left unfinished.
+
+``main`` builds what the process owns at start-up and passes it in: the transports
+(:class:`~fleetcache.common.rpc.Transports`) and, in :func:`build_service`, the
+:class:`~fleetcache.conductor.manager.ConductorState` with the pre-cache pools. On stop it
+shuts the pools down, then closes the transports.
 """
 
 from __future__ import annotations
@@ -30,24 +35,33 @@ LOG = logging.getLogger(__name__)
 BINARY = binaries.CONDUCTOR
 #: Worker threads per RPC server (one server per cell transport). Every registration and
 #: heartbeat of a cell's computes lands here as a short database write; 32 keeps up with
-#: thousands of computes while bounding the threads (research/runtime-probe.md, P3).
+#: thousands of computes while bounding the threads: oslo.messaging's threading executor
+#: keeps every worker it ever started, and one process at 3,000-4,000 threads was measured
+#: (2 vCPUs) to fall into a GIL convoy that missed AMQP heartbeats.
 EXECUTOR_THREAD_POOL_SIZE = 32
 
 
-def build_service(conf: cfg.ConfigOpts, db: Database) -> tuple[Service, ConductorState]:
-    """Assemble the conductor: its RPC servers, cell refresh and self-reporting."""
+def build_service(
+    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
+) -> tuple[Service, ConductorState]:
+    """Assemble the conductor: its shared state and pools, RPC servers, cell refresh and
+    self-reporting. The caller stops the service, then shuts the state down."""
     interrupted = jobs.jobs_fail_interrupted(db, conf.host)
     if interrupted:
         LOG.warning("Marked %d pre-cache job(s) of a previous conductor on %s as failed "
                     "(interrupted): %s", len(interrupted), conf.host, ", ".join(interrupted))
-    state = ConductorState(conf, db)
+    state = ConductorState(conf, db, transports)
     service = Service(BINARY)
 
     def make_endpoint(cell: CellDict | None) -> ConductorManager:
-        return ConductorManager(conf, db, cell=cell, state=state)
+        return ConductorManager(state, cell=cell)
 
     listeners = CellListeners(state.cells, service, make_endpoint, topic=rpcapi.TOPIC)
-    listeners.refresh(strict=True)
+    try:
+        listeners.refresh(strict=True)
+    except BaseException:
+        state.shutdown()
+        raise
     interval = conf.conductor.cell_refresh_interval
     service.add_periodic("cell-refresh", listeners.refresh, interval, initial_delay=interval)
     reporter = ServiceReporter(
@@ -67,10 +81,11 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
         defaults={"executor_thread_pool_size": EXECUTOR_THREAD_POOL_SIZE},
     )
     db = common.open_database(conf, BINARY)
+    transports = rpc.Transports(conf)
     state: ConductorState | None = None
     try:
         try:
-            service, state = build_service(conf, db)
+            service, state = build_service(conf, db, transports)
         except common.TRANSPORT_URL_ERRORS as exc:
             common.config_error(
                 BINARY, f"invalid value for option [DEFAULT] transport_url: {exc}")
@@ -78,7 +93,7 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
     finally:
         if state is not None:
             state.shutdown()
-        rpc.cleanup()
+        transports.cleanup()
         db.dispose()
 
 

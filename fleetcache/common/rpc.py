@@ -1,15 +1,18 @@
 """RPC and notification plumbing on oslo.messaging.
 
-One transport per broker URL: the API-level ``[DEFAULT] transport_url`` and each cell's own
-``transport_url`` (a cell may have its own broker or vhost). Every message carries the
+Each service builds one :class:`Transports` at start-up, passes it to what sends or serves
+messages, and cleans it up when it stops. It opens one transport per broker URL: the API-level
+``[DEFAULT] transport_url`` and each cell's own ``transport_url`` (a cell may have its own
+broker or vhost). Every message carries the
 :class:`~fleetcache.common.context.RequestContext` through :class:`ContextSerializer`, and
 fleetcache exceptions raised by a server are re-raised as the same class on the client.
 
 Use::
 
-    transport = rpc.get_transport(conf, cell_url)
-    client = rpc.get_client(transport, "compute", version_cap="1.0")
+    transports = rpc.Transports(conf)                  # at start-up
+    client = rpc.get_client(transports.get(cell_url), "compute", version_cap="1.0")
     client.prepare(server="host1").call(ctxt, "cache_images", image_ids=[...])
+    transports.cleanup()                               # at stop
 """
 
 from __future__ import annotations
@@ -27,16 +30,14 @@ from fleetcache.common import exception
 #: Modules whose exceptions oslo.messaging may re-create on the client side.
 ALLOWED_EXMODS = ["fleetcache.common.exception"]
 
-_TRANSPORTS: dict[tuple[int, str | None, bool], messaging.Transport] = {}
-_LOCK = threading.Lock()
-
 
 def init(conf: cfg.ConfigOpts) -> None:
     """Prepare ``conf`` for oslo.messaging.
 
-    NOTE: oslo.messaging 18.3 registers its tracing and metrics option groups only on the global
-    ``cfg.CONF``; with any other ``ConfigOpts`` every ``call`` raises ``NoSuchOptError``
-    (research/runtime-probe.md, P1). Registering them here keeps private configs (tests, the
+    NOTE: oslo.messaging 18.3.1 registers its tracing and metrics option groups
+    (``oslo_messaging_tracing``, ``oslo_messaging_metrics``) only on the global ``cfg.CONF``;
+    with any other ``ConfigOpts`` every ``call`` and ``cast`` raises ``NoSuchOptError: no such
+    option oslo_messaging_tracing``. Registering them here keeps private configs (tests, the
     demo) working.
     """
     from oslo_messaging._metrics import client as metrics_client
@@ -52,31 +53,48 @@ def init(conf: cfg.ConfigOpts) -> None:
             pass
 
 
-def get_transport(
-    conf: cfg.ConfigOpts, url: str | None = None, notification: bool = False
-) -> messaging.Transport:
-    """The shared transport for ``url`` (``None``: ``[DEFAULT] transport_url``)."""
-    key = (id(conf), url, notification)
-    with _LOCK:
-        transport = _TRANSPORTS.get(key)
-        if transport is None:
-            init(conf)
-            factory = (
-                messaging.get_notification_transport if notification
-                else messaging.get_rpc_transport
-            )
-            transport = factory(conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
-            _TRANSPORTS[key] = transport
-        return transport
+class Transports:
+    """The transports of one service, one per broker URL, opened on first use.
 
+    Owned by the service that builds it (at start-up, from its configuration) and passed to
+    its clients and servers; :meth:`cleanup` closes them when the service stops. Nothing is
+    shared between two instances, so a configuration only ever gets transports built from it.
+    """
 
-def cleanup() -> None:
-    """Close every transport this process opened (on shutdown, and between tests)."""
-    with _LOCK:
-        transports = list(_TRANSPORTS.values())
-        _TRANSPORTS.clear()
-    for transport in transports:
-        transport.cleanup()
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        init(conf)
+        self.conf = conf
+        self._opened: dict[tuple[str | None, bool], messaging.Transport] = {}
+        self._lock = threading.Lock()
+
+    def get(self, url: str | None = None) -> messaging.Transport:
+        """The RPC transport for ``url`` (``None``: ``[DEFAULT] transport_url``)."""
+        return self._get(url, notification=False)
+
+    def notification(self, url: str | None = None) -> messaging.Transport:
+        """The notification transport (``None``: ``[oslo_messaging_notifications]
+        transport_url``, else ``[DEFAULT] transport_url``)."""
+        return self._get(url, notification=True)
+
+    def _get(self, url: str | None, notification: bool) -> messaging.Transport:
+        with self._lock:
+            transport = self._opened.get((url, notification))
+            if transport is None:
+                factory = (
+                    messaging.get_notification_transport if notification
+                    else messaging.get_rpc_transport
+                )
+                transport = factory(self.conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
+                self._opened[(url, notification)] = transport
+            return transport
+
+    def cleanup(self) -> None:
+        """Close every transport opened here (the service is stopping); idempotent."""
+        with self._lock:
+            transports = list(self._opened.values())
+            self._opened.clear()
+        for transport in transports:
+            transport.cleanup()
 
 
 class ContextSerializer(messaging.Serializer):  # type: ignore[misc]
@@ -141,12 +159,9 @@ def get_server(
     )
 
 
-def get_notifier(
-    conf: cfg.ConfigOpts, publisher_id: str, transport: messaging.Transport | None = None
-) -> messaging.Notifier:
-    """A notifier using ``[oslo_messaging_notifications]`` (driver, topics)."""
-    if transport is None:
-        transport = get_transport(conf, notification=True)
+def get_notifier(transport: messaging.Transport, publisher_id: str) -> messaging.Notifier:
+    """A notifier on ``transport`` (:meth:`Transports.notification`) using
+    ``[oslo_messaging_notifications]`` (driver, topics)."""
     return messaging.Notifier(
         transport, publisher_id=publisher_id, serializer=ContextSerializer()
     )

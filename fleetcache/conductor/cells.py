@@ -5,6 +5,10 @@ RPC clients into a cell's computes (``compute_api``). :class:`CellListeners` kee
 conductor RPC server per transport running in a :class:`~fleetcache.common.service.Service`,
 following the cells table: a cell created while the conductor runs is served within
 ``[conductor] cell_refresh_interval``, a deleted one is dropped.
+
+The transports themselves are the conductor's :class:`~fleetcache.common.rpc.Transports`,
+built at start-up and passed in. The endpoints are built by a factory the caller passes in
+(``fleetcache.cmd.conductor``), so this module never imports the manager that uses it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import oslo_messaging as messaging
 from oslo_config import cfg
@@ -23,9 +27,6 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service
 from fleetcache.compute.rpcapi import ComputeAPI
-
-if TYPE_CHECKING:
-    from fleetcache.conductor.manager import ConductorManager
 
 LOG = logging.getLogger(__name__)
 
@@ -39,12 +40,23 @@ def redact_url(url: str | None) -> str:
     return _URL_PASSWORD.sub(r"\1***@", url)
 
 
-class CellTransports:
-    """The default transport and every cell's, deduplicated by URL."""
+class CellEndpoint(Protocol):
+    """What :class:`CellListeners` needs of the endpoint serving one transport
+    (``ConductorManager``): the cell it serves, updated when that cell is renamed."""
 
-    def __init__(self, conf: cfg.ConfigOpts, db: Database) -> None:
+    cell: db_api.CellDict | None
+
+
+class CellTransports:
+    """The default transport and every cell's, deduplicated by URL.
+
+    :param transports: the conductor's transports, opened per URL on first use.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports) -> None:
         self.conf = conf
         self.db = db
+        self._transports = transports
         self._computes: dict[str | None, ComputeAPI] = {}
         self._lock = threading.Lock()
         self._warned: set[tuple[str, str]] = set()
@@ -72,7 +84,7 @@ class CellTransports:
                         redact_url(cell["transport_url"]), owner["name"])
 
     def transport(self, url: str | None) -> messaging.Transport:
-        return rpc.get_transport(self.conf, url)
+        return self._transports.get(url)
 
     def compute_api(self, cell: db_api.CellDict | None) -> ComputeAPI:
         """The compute RPC client for ``cell``'s broker (``None``: the default transport)."""
@@ -87,21 +99,22 @@ class CellTransports:
 class CellListeners:
     """One conductor RPC server per transport of :class:`CellTransports`, kept in ``service``.
 
-    :param make_endpoint: builds the endpoint serving one cell (``None``: no cell).
+    :param make_endpoint: builds the endpoint serving one cell (``None``: no cell), e.g. a
+        ``ConductorManager`` sharing the process's ``ConductorState``.
     """
 
     def __init__(
         self,
         transports: CellTransports,
         service: Service,
-        make_endpoint: Callable[[db_api.CellDict | None], ConductorManager],
+        make_endpoint: Callable[[db_api.CellDict | None], CellEndpoint],
         topic: str = "conductor",
     ) -> None:
         self.transports = transports
         self.service = service
         self.make_endpoint = make_endpoint
         self.topic = topic
-        self._served: dict[str | None, tuple[str, ConductorManager]] = {}
+        self._served: dict[str | None, tuple[str, CellEndpoint]] = {}
 
     def refresh(self, strict: bool = False) -> None:
         """Serve new cells' transports, stop serving deleted ones.

@@ -1,12 +1,18 @@
 """The bounded pool the conductor calls computes from: at most ``size`` calls at once.
 
-NOTE: neither ready-made pool fits. futurist's ``ThreadPoolExecutor`` starts a new thread on
-every submit until it is full, even when workers idle (research/runtime-probe.md §2b), and both
-it and the standard library's join their workers at interpreter exit, so a conductor stopping
-while a compute downloads would hang until that call ends (up to ``long_rpc_timeout``). This
-pool starts a worker only when no idle one can take the work (the standard library's rule), and
-its workers are daemon threads that nobody joins at exit: a stopping conductor leaves at once,
-and the next one marks the job interrupted.
+Built once by the conductor process (``ConductorState``, ``[image_cache]
+precache_concurrency`` workers) and shared by all its pre-cache jobs, so the limit holds
+across jobs. Its :attr:`HostCallPool.stopping` event tells a job waiting for its host calls
+that the conductor is stopping.
+
+NOTE: neither ready-made pool fits. futurist's ``ThreadPoolExecutor`` (3.5) starts a new
+thread on every submit until it is full, even when workers idle (``_maybe_spin_up``), and its
+workers never exit: a server that has handled k calls keeps min(k, size) threads, each waking
+every second. Both it and the standard library's pool join their workers at interpreter exit,
+so a conductor stopping while a compute downloads would hang until that call ends (up to
+``long_rpc_timeout``). This pool starts a worker only when no idle one can take the work (the
+standard library's rule), and its workers are daemon threads that nobody joins at exit: a
+stopping conductor leaves at once, and the next one marks the job interrupted.
 """
 
 from __future__ import annotations

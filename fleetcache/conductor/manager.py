@@ -6,103 +6,99 @@ The conductor serves the same API on the default transport and on every cell's t
 that knows the cell it serves, so a compute that registers through its cell's broker is mapped
 to that cell: the broker a message came through *is* the compute's cell.
 
-State every endpoint shares (the database, the cell transports, one pool for background
-jobs) lives in one :class:`ConductorState`, built once per conductor process.
+State every endpoint shares (the database, the cell transports, the two pools of pre-cache
+jobs, the notifier) lives in one :class:`ConductorState`, built once per conductor process at
+start-up from its configuration (``fleetcache.cmd.conductor.build_service``).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 import futurist
 import oslo_messaging as messaging
 from oslo_config import cfg
 
-from fleetcache.common import exception, rpc
+from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import host_images
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
-from fleetcache.conductor import precache, rpcapi
+from fleetcache.conductor import notifications, precache, rpcapi
 from fleetcache.conductor.cells import CellTransports
+from fleetcache.conductor.hostpool import HostCallPool
+from fleetcache.image.source import ImageSource
 
 LOG = logging.getLogger(__name__)
 
-#: Pre-cache jobs running at once in one conductor; each fans out to many hosts itself.
-MAX_CONCURRENT_JOBS = 4
-
 
 class ConductorState:
-    """What every :class:`ConductorManager` of one process shares.
+    """What every :class:`ConductorManager` of one process shares, built from ``conf`` at
+    start-up; :meth:`shutdown` stops its pools when the conductor stops.
 
+    :param transports: the conductor's transports (it cleans them up itself, after
+        :meth:`shutdown`).
+    :param images: the image source; default ``[image_source] backend``, loaded on first use.
     :ivar cells: the transports of the default broker and every cell, and compute RPC clients
         into them (``cells.compute_api(cell)``).
-    :ivar executor: a small pool for work that outlives the RPC call starting it (a pre-cache
-        job runs here after ``cache_images`` has returned the queued job).
+    :ivar host_calls: the pool every job calls computes from, ``[image_cache]
+        precache_concurrency`` workers, so that the limit holds across jobs.
+    :ivar job_coordinators: the pool a job's coordinator runs on after ``cache_images`` has
+        returned the queued job, ``[conductor] max_concurrent_jobs`` workers; a job beyond
+        that waits ``queued``.
+    :ivar precacher: starts pre-cache jobs on these pools.
     """
-
-    def __init__(self, conf: cfg.ConfigOpts, db: Database) -> None:
-        self.conf = conf
-        self.db = db
-        self.cells = CellTransports(conf, db)
-        self._executor: futurist.ThreadPoolExecutor | None = None
-        self._precacher: precache.Precacher | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def executor(self) -> futurist.ThreadPoolExecutor:
-        with self._lock:
-            if self._executor is None:
-                self._executor = futurist.ThreadPoolExecutor(max_workers=MAX_CONCURRENT_JOBS)
-            return self._executor
-
-    @property
-    def precacher(self) -> precache.Precacher:
-        """Starts pre-cache jobs; each job's coordinator runs on :attr:`executor`."""
-        with self._lock:
-            if self._precacher is None:
-                self._precacher = precache.Precacher(
-                    self.conf, self.db, self.conf.host, clients=self.cells,
-                    job_runner=lambda run: self.executor.submit(run),
-                )
-            return self._precacher
-
-    def shutdown(self, wait: bool = False) -> None:
-        """Stop accepting background work; running jobs are failed as ``interrupted`` by the
-        next conductor start on this host if the process dies before they end."""
-        with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=wait)
-        precache.shutdown_executors()
-
-
-class ConductorManager:
-    """Serves the conductor RPC API for one transport.
-
-    :param cell: the cell whose transport this endpoint listens on; ``None`` for the default
-        transport when that is no cell's.
-    :param state: shared by every endpoint of the process; built from ``conf`` and ``db``
-        when not given (unit tests).
-    """
-
-    RPC_API_VERSION = rpcapi.RPC_API_VERSION
-    target = messaging.Target(version=RPC_API_VERSION)
 
     def __init__(
         self,
         conf: cfg.ConfigOpts,
         db: Database,
-        cell: db_api.CellDict | None = None,
-        state: ConductorState | None = None,
+        transports: rpc.Transports,
+        images: ImageSource | None = None,
     ) -> None:
         self.conf = conf
         self.db = db
+        self.cells = CellTransports(conf, db, transports)
+        self.host_calls = HostCallPool(conf.image_cache.precache_concurrency, name="precache")
+        self.job_coordinators = futurist.ThreadPoolExecutor(
+            max_workers=conf.conductor.max_concurrent_jobs)
+        notifier = rpc.get_notifier(transports.notification(),
+                                    publisher_id=f"{binaries.CONDUCTOR}:{conf.host}")
+        self.precacher = precache.Precacher(
+            conf, db, conf.host, clients=self.cells,
+            notifier=notifications.CacheNotifier(notifier),
+            host_calls=self.host_calls, job_runner=self.job_coordinators.submit, images=images,
+        )
+
+    def shutdown(self, wait: bool = False) -> None:
+        """Stop both pools: queued host calls are dropped and running jobs end ``failed``
+        (interrupted); if the process dies first, the next conductor start on this host marks
+        them so.
+
+        :param wait: return only once every job's coordinator has ended.
+        """
+        self.host_calls.shutdown(wait=False, cancel_futures=True)
+        self.job_coordinators.shutdown(wait=wait)
+
+
+class ConductorManager:
+    """Serves the conductor RPC API for one transport.
+
+    :param state: shared by every endpoint of the process.
+    :param cell: the cell whose transport this endpoint listens on; ``None`` for the default
+        transport when that is no cell's.
+    """
+
+    RPC_API_VERSION = rpcapi.RPC_API_VERSION
+    target = messaging.Target(version=RPC_API_VERSION)
+
+    def __init__(self, state: ConductorState, cell: db_api.CellDict | None = None) -> None:
+        self.state = state
+        self.conf = state.conf
+        self.db = state.db
         self.cell = cell
-        self.state = state if state is not None else ConductorState(conf, db)
 
     @property
     def cell_name(self) -> str:

@@ -1,25 +1,34 @@
 """The image pre-cache job: have every compute of an aggregate cache a list of images.
 
-Nova's ``ComputeTaskManager.cache_images`` as a class, with what it lacks (nova-anchor.md §1):
+Nova's ``ComputeTaskManager.cache_images`` (Ussuri, ``nova/conductor/manager.py``) as a class,
+with what Nova's lacks: a job record with per-host results the API can poll (Nova's spec has no
+status API), one bulk host-to-cell query (Nova has one ``HostMapping`` query per host), an
+outcome for every host (in Nova a failed call stays in an uninspected future, and an unmapped
+host aborts the operation without ``.end``), and progress numbered under a lock.
 
 1. :meth:`Precacher.start` runs inside the conductor's ``cache_images`` RPC. It looks the
    aggregate and each image up once (a missing image fails the request before any host is
-   asked), maps the hosts to cells in one query, creates the job (``queued``), starts it on a
-   thread of its own and returns it.
+   asked), maps the hosts to cells in one query, creates the job (``queued``), hands it to the
+   conductor's job coordinators and returns it.
 2. :class:`PrecacheJob` marks the job ``running`` and sends ``aggregate.cache_images.start``.
    Hosts that will not be asked are settled at once: no compute service is ``error``, a down
    or disabled compute is ``skipped`` with that reason. Every other host is one long
-   ``cache_images`` call through its cell's transport, run on the process-wide pool of
-   ``[image_cache] precache_concurrency`` workers, so the limit holds across concurrent jobs.
+   ``cache_images`` call through its cell's transport, run on the conductor's
+   :class:`~.hostpool.HostCallPool` of ``[image_cache] precache_concurrency`` workers, so the
+   limit holds across concurrent jobs.
 3. Every host ends in a state: an RPC failure or timeout is that host's ``error`` with the
    reason. Each outcome is counted under the job's lock (which numbers the ``progress``
    notification) and stored in batches by a :class:`~.jobresults.ResultWriter`.
-4. The job ends ``done`` (``failed`` when the job itself broke) with ``.end`` and one summary
-   log line, plus a warning per image that failed somewhere.
+4. The job ends ``done`` (``failed`` when the job itself broke or the host pool stopped under
+   it, the conductor stopping) with ``.end`` and one summary log line, plus a warning per
+   image that failed somewhere.
 
-Use::
+The conductor process builds both pools and the notifier at start-up
+(:class:`~fleetcache.conductor.manager.ConductorState`)::
 
-    precacher = Precacher(conf, db, host=conf.host, clients=cell_transports)
+    precacher = Precacher(conf, db, conf.host, clients=cells, notifier=notifier,
+                          host_calls=HostCallPool(conf.image_cache.precache_concurrency),
+                          job_runner=coordinators.submit)
     job = precacher.start(ctxt, aggregate_id, image_ids)   # returns at once
 """
 
@@ -31,11 +40,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from oslo_config import cfg
 
-from fleetcache.common import binaries, exception, rpc
+from fleetcache.common import binaries, exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs
@@ -51,31 +60,6 @@ from fleetcache.image import source as image_source
 
 LOG = logging.getLogger(__name__)
 
-_EXECUTORS: dict[int, HostCallPool] = {}
-_EXECUTORS_LOCK = threading.Lock()
-
-
-def get_executor(size: int) -> HostCallPool:
-    """The process-wide pool that calls computes, ``size`` workers (one per configured size).
-
-    Jobs share it, so ``precache_concurrency`` bounds them all together.
-    """
-    with _EXECUTORS_LOCK:
-        executor = _EXECUTORS.get(size)
-        if executor is None:
-            executor = _EXECUTORS[size] = HostCallPool(size, name="precache")
-        return executor
-
-
-def shutdown_executors() -> None:
-    """Drop queued host calls (their jobs are marked interrupted at the next start)."""
-    with _EXECUTORS_LOCK:
-        executors = list(_EXECUTORS.values())
-        _EXECUTORS.clear()
-    for executor in executors:
-        executor.shutdown(wait=False, cancel_futures=True)
-
-
 class ComputeClient(Protocol):
     """What the job needs of a compute RPC client (``compute.rpcapi.ComputeAPI``)."""
 
@@ -90,7 +74,10 @@ class ComputeClients(Protocol):
     def compute_api(self, cell: CellDict | None) -> ComputeClient: ...
 
 
-def _all(image_ids: list[str], state: str, reason: str | None) -> dict[str, ImageResult]:
+def _same_result_per_image(
+    image_ids: list[str], state: str, reason: str | None
+) -> dict[str, ImageResult]:
+    """A host's results when one outcome (skipped, unreachable, ...) settles all its images."""
     return {i: ImageResult(state=state, reason=reason, bytes_downloaded=0) for i in image_ids}
 
 
@@ -103,21 +90,18 @@ class HostPlan:
     service: ServiceDict | None
 
 
-def _run_on_thread(func: Callable[[], None]) -> threading.Thread:
-    thread = threading.Thread(target=func, name="precache-job", daemon=True)
-    thread.start()
-    return thread
-
-
 class Precacher:
     """Starts pre-cache jobs for one conductor.
 
     :param host: the conductor's host name, stored on its jobs so that a restart marks the
         ones it left unfinished.
     :param clients: compute RPC clients per cell.
-    :param executor: the pool that calls computes; default the process-wide one.
-    :param job_runner: runs a job's coordinating function in the background (e.g. a bounded
-        pool's ``submit``); default a new thread per job.
+    :param notifier: sends the jobs' notifications.
+    :param host_calls: the conductor's pool that calls computes, shared by its jobs; a job
+        stops waiting for its hosts once the pool is :attr:`~HostCallPool.stopping`.
+    :param job_runner: runs a job's coordinating function in the background (the conductor's
+        bounded coordinator pool's ``submit``); it raises ``RuntimeError`` once stopped.
+    :param images: the image source; default ``[image_source] backend``, loaded on first use.
     """
 
     def __init__(
@@ -126,29 +110,19 @@ class Precacher:
         db: Database,
         host: str,
         clients: ComputeClients,
+        notifier: notifications.CacheNotifier,
+        host_calls: HostCallPool,
+        job_runner: Callable[[Callable[[], None]], object],
         images: image_source.ImageSource | None = None,
-        notifier: notifications.CacheNotifier | None = None,
-        executor: concurrent.futures.Executor | None = None,
-        job_runner: Callable[[Callable[[], None]], Any] | None = None,
     ) -> None:
         self.conf = conf
         self.db = db
         self.host = host
         self.clients = clients
+        self.notifier = notifier
+        self.host_calls = host_calls
+        self.job_runner = job_runner
         self._images = images
-        self.job_runner = job_runner or _run_on_thread
-        self.notifier = notifier or notifications.CacheNotifier(
-            rpc.get_notifier(conf, publisher_id=f"fleetcache-conductor:{host}")
-        )
-        self._executor = executor
-
-    @property
-    def executor(self) -> concurrent.futures.Executor:
-        """The injected pool, else the process-wide one (looked up each time: it is rebuilt
-        after :func:`shutdown_executors`)."""
-        if self._executor is not None:
-            return self._executor
-        return get_executor(self.conf.image_cache.precache_concurrency)
 
     @property
     def images(self) -> image_source.ImageSource:
@@ -236,48 +210,48 @@ class PrecacheJob:
     def _fan_out(self) -> str | None:
         """Settle or submit every host, then wait for all. :returns: an error, if interrupted."""
         futures = []
-        executor = self.precacher.executor
+        host_calls = self.precacher.host_calls
         for plan in self.plans:
             settled = self._settle(plan)
             if settled is not None:
                 self._host_done(plan.host, settled)
                 continue
             try:
-                futures.append(executor.submit(self._call_host, plan))
+                futures.append(host_calls.submit(self._call_host, plan))
             except RuntimeError:  # the pool was shut down: the conductor is stopping
                 break
-        self._wait(futures, getattr(executor, "stopping", None))
+        self._wait(futures, host_calls.stopping)
         missing = [p.host for p in self.plans if p.host not in self._done_hosts]
         if not missing:
             return None
         reason = "interrupted: the conductor stopped before this host answered"
         for host in missing:
-            self._host_done(host, _all(self.image_ids, "error", reason))
+            self._host_done(host, _same_result_per_image(self.image_ids, "error", reason))
         return "interrupted: the conductor stopped while the job ran"
 
     @staticmethod
     def _wait(futures: list[concurrent.futures.Future[None]],
-              stopping: threading.Event | None) -> None:
+              stopping: threading.Event) -> None:
         """Wait for every host call, or until the pool is stopping (then the calls in flight
         are abandoned: they may run for up to ``long_rpc_timeout``)."""
         pending = set(futures)
         while pending:
             _done, pending = concurrent.futures.wait(pending, timeout=1.0)
-            if stopping is not None and stopping.is_set():
+            if stopping.is_set():
                 return
 
     def _settle(self, plan: HostPlan) -> dict[str, ImageResult] | None:
         """The results of a host that will not be asked, or ``None`` to ask it."""
         service = plan.service
         if service is None:
-            return _all(self.image_ids, "error", "host has no compute service")
+            return _same_result_per_image(self.image_ids, "error", "host has no compute service")
         if not service_is_up(service, self.precacher.conf.service_down_time):
             LOG.info("Skipping image pre-cache request to compute %s: it is down", plan.host)
-            return _all(self.image_ids, "skipped", "down")
+            return _same_result_per_image(self.image_ids, "skipped", "down")
         if service["disabled"]:
             LOG.info("Skipping image pre-cache request to compute %s: it is disabled",
                      plan.host)
-            return _all(self.image_ids, "skipped", "disabled")
+            return _same_result_per_image(self.image_ids, "skipped", "disabled")
         return None
 
     def _call_host(self, plan: HostPlan) -> None:
@@ -291,7 +265,8 @@ class PrecacheJob:
         except Exception as exc:
             LOG.warning("Image pre-cache request to compute %s failed: %s: %s",
                         plan.host, type(exc).__name__, exc)
-            results = _all(self.image_ids, "error", f"{type(exc).__name__}: {exc}")
+            results = _same_result_per_image(
+                self.image_ids, "error", f"{type(exc).__name__}: {exc}")
         self._host_done(plan.host, results)
 
     def _check_replies(self, replies: Mapping[str, ImageResult]) -> dict[str, ImageResult]:

@@ -28,14 +28,14 @@ RPC_API_VERSION = "1.1"
 
 
 class ConductorAPI:
-    """Calls into a conductor over the given transport (default: ``[DEFAULT] transport_url``).
+    """Calls into a conductor over ``transport`` (the caller's
+    :class:`~fleetcache.common.rpc.Transports`, usually ``get()``: ``[DEFAULT] transport_url``).
 
     The version cap is ``[upgrade_levels] conductor`` when set, else :data:`RPC_API_VERSION`.
     """
 
-    def __init__(self, conf: cfg.ConfigOpts, transport: messaging.Transport | None = None) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, transport: messaging.Transport) -> None:
         self.conf = conf
-        transport = transport or rpc.get_transport(conf)
         self.version_cap: str = conf.upgrade_levels.conductor or RPC_API_VERSION
         self.client = rpc.get_client(transport, TOPIC, version_cap=self.version_cap)
 

@@ -30,10 +30,10 @@ HEADERS = {"OpenStack-API-Version": "compute 2.81", "X-Roles": "admin"}
 class Notifications:
     """Captures every notification on topic ``notifications`` of the in-process transport."""
 
-    def __init__(self, conf: Any) -> None:
+    def __init__(self, transports: rpc.Transports) -> None:
         self.seen: list[tuple[str, str, dict[str, Any]]] = []
         self._lock = threading.Lock()
-        transport = rpc.get_transport(conf, notification=True)
+        transport = transports.notification()
         self.listener = messaging.get_notification_listener(
             transport, [messaging.Target(topic="notifications")], [self])
 
@@ -65,10 +65,12 @@ class Stack:
         self.db = Database.from_conf(self.conf)
         db_sync(self.db)
         db_api.cell_create(self.db, "cell1", "fake://")
-        self.notifications = Notifications(self.conf)
+        self.transports = [rpc.Transports(self.conf)]
+        self.notifications = Notifications(self.transports[0])
         self.notifications.listener.start()
         self.services: list[Any] = []
-        conductor, self.state = conductor_cmd.build_service(self.conf, self.db)
+        conductor, self.state = conductor_cmd.build_service(self.conf, self.db,
+                                                            self.transports[0])
         conductor.start()
         self.services.append(conductor)
         self.computes: dict[str, Any] = {}
@@ -80,7 +82,9 @@ class Stack:
     def start_compute(self, name: str, **overrides: Any) -> str:
         host = f"{name}-{self.tag}"
         conf = make_conf(self.workdir, host, compute_driver="fake", **overrides)
-        service = compute_cmd.build_service(conf)
+        transports = rpc.Transports(conf)
+        self.transports.append(transports)
+        service = compute_cmd.build_service(conf, transports)
         service.start()
         self.services.append(service)
         self.computes[host] = service
@@ -122,7 +126,9 @@ class Stack:
             t.join(30)
         self.notifications.listener.stop()
         self.notifications.listener.wait()
-        rpc.cleanup()
+        self.state.shutdown()
+        for transports in self.transports:
+            transports.cleanup()
         self.db.dispose()
 
 

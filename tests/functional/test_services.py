@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from oslo_config import cfg
 from oslo_messaging._drivers import impl_fake
+from sqlalchemy import delete
 
 from fleetcache.cmd import compute as compute_cmd
 from fleetcache.cmd import conductor as conductor_cmd
@@ -21,11 +22,12 @@ from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, rpc, servicegroup
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import migration
+from fleetcache.common.db import migration, models
 from fleetcache.common.db.api import ServiceDict
 from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service
 from fleetcache.compute.rpcapi import ComputeAPI
+from fleetcache.conductor.manager import ConductorState
 
 REPORT_INTERVAL = 1
 SERVICE_DOWN_TIME = 3
@@ -72,13 +74,20 @@ class Cloud:
         self.db = Database.from_conf(self.conf)
         migration.db_sync(self.db)
         self.services: list[Service] = []
+        self.transports = rpc.Transports(self.conf)
+        self.opened = [self.transports]
+        self.states: list[ConductorState] = []
 
     def start_conductor(self) -> Service:
-        service, _state = conductor_cmd.build_service(self.conf, self.db)
+        service, state = conductor_cmd.build_service(self.conf, self.db, self.transports)
+        self.states.append(state)
         return self._start(service)
 
     def start_compute(self, host: str) -> Service:
-        return self._start(compute_cmd.build_service(make_conf(self.tmp_path, host)))
+        conf = make_conf(self.tmp_path, host)
+        transports = rpc.Transports(conf)
+        self.opened.append(transports)
+        return self._start(compute_cmd.build_service(conf, transports))
 
     def _start(self, service: Service) -> Service:
         service.start()
@@ -96,7 +105,10 @@ class Cloud:
     def close(self) -> None:
         for service in reversed(self.services):
             service.stop()
-        rpc.cleanup()
+        for state in self.states:
+            state.shutdown()
+        for transports in self.opened:
+            transports.cleanup()
         impl_fake.FakeExchangeManager.cleanup()
         self.db.dispose()
 
@@ -156,7 +168,8 @@ def test_compute_registers_again_when_its_record_is_deleted(cloud: Cloud) -> Non
     wait_for(lambda: cloud.service("compute-1") is not None, 10, "compute-1 registered")
     svc = cloud.service("compute-1")
     assert svc is not None
-    db_api.service_delete(cloud.db, svc["id"])
+    with cloud.db.transaction() as session:  # no fleetcache command deletes a service; SQL can
+        session.execute(delete(models.Service).where(models.Service.id == svc["id"]))
     wait_for(lambda: cloud.service("compute-1") is not None, 5, "compute-1 registered again")
     again = cloud.service("compute-1")
     assert again is not None and again["uuid"] != svc["uuid"]
@@ -167,7 +180,7 @@ def test_compute_serves_rpc_on_its_host_name(cloud: Cloud) -> None:
     cloud.start_compute("compute-1")
     cloud.start_compute("compute-2")
     wait_for(lambda: cloud.is_up("compute-1") and cloud.is_up("compute-2"), 10, "computes up")
-    api = ComputeAPI(cloud.conf, rpc.get_transport(cloud.conf))
+    api = ComputeAPI(cloud.conf, cloud.transports.get())
     ctxt = get_admin_context()
     first = api.cache_images(ctxt, "compute-1", ["img-a"])
     assert first["img-a"]["state"] == "cached"

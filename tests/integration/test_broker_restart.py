@@ -63,17 +63,20 @@ def deployment(node: Node, tmp_path: Path) -> Iterator[Deployment]:
     dep = Deployment(tmp_path, URL, report_interval=1, service_down_time=10)
     yield dep
     dep.close()
-    rpc.cleanup()  # the test's own client transport
 
 
-def _compute_api() -> ComputeAPI:
+@pytest.fixture
+def compute_api() -> Iterator[ComputeAPI]:
+    """The test's own client of the compute, on a transport of its own."""
     conf = cfg.ConfigOpts()
     config.register_all(conf)
     register_messaging_opts(conf)
     conf([], project="fleetcache", default_config_files=[])
     conf.set_override("rpc_response_timeout", 5)
     conf.set_override("long_rpc_timeout", 10)
-    return ComputeAPI(conf, rpc.get_transport(conf, URL))
+    transports = rpc.Transports(conf)
+    yield ComputeAPI(conf, transports.get(URL))
+    transports.cleanup()
 
 
 def _call_until_answered(api: ComputeAPI, image_id: str, timeout: float) -> tuple[str, int]:
@@ -92,12 +95,13 @@ def _call_until_answered(api: ComputeAPI, image_id: str, timeout: float) -> tupl
             time.sleep(1)
 
 
-def test_daemons_recover_after_the_broker_restarts(node: Node, deployment: Deployment) -> None:
+def test_daemons_recover_after_the_broker_restarts(
+        node: Node, deployment: Deployment, compute_api: ComputeAPI) -> None:
     dep = deployment
     conductor = dep.start_conductor()
     compute = dep.start_compute(HOST)
     wait_for(lambda: dep.is_up(HOST), 60, "compute up before the restart", dep.check_running)
-    api = _compute_api()
+    api = compute_api
     assert _call_until_answered(api, "before", 30)[0] == "cached"
 
     node.run("stop")

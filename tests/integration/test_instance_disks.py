@@ -18,11 +18,11 @@ import pytest
 from fleetcache.cmd.demo import make_conf
 from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db import host_images
 from fleetcache.compute import rpcapi
 from fleetcache.compute.imagecache import cache_name
 from fleetcache.image import local
 from tests.integration.daemons import Deployment, private_vhost, wait_for
+from tests.stored_reports import stored_report
 
 pytestmark = pytest.mark.integration
 
@@ -52,11 +52,8 @@ def deployment(vhost: str, tmp_path: Path) -> Iterator[Deployment]:
 
 
 def _reported(dep: Deployment) -> set[str] | None:
-    try:
-        cache = host_images.get_host_cache(dep.db, HOST)
-    except Exception:
-        return None
-    return {i["image_id"] for i in cache["images"]}
+    cache = stored_report(dep.db, HOST)
+    return {i["image_id"] for i in cache["images"]} if cache else None
 
 
 def test_disk_from_the_cache_and_ageing_over_rabbitmq(deployment: Deployment,
@@ -68,7 +65,8 @@ def test_disk_from_the_cache_and_ageing_over_rabbitmq(deployment: Deployment,
     kept, unused = (local.add_image(images, io.BytesIO(os.urandom(1 << 20)), disk_format="raw").id
                     for _ in range(2))
     conf = make_conf(str(tmp_path), "fctest-client", transport_url=URL, long_rpc_timeout=60)
-    api = rpcapi.ComputeAPI(conf, rpc.get_transport(conf))
+    transports = rpc.Transports(conf)
+    api = rpcapi.ComputeAPI(conf, transports.get())
     ctxt = RequestContext(request_id="req-integration")
     try:
         instance = str(uuid.uuid4())
@@ -97,6 +95,6 @@ def test_disk_from_the_cache_and_ageing_over_rabbitmq(deployment: Deployment,
         wait_for(lambda: not (base_dir / cache_name(kept)).exists(), 20,
                  "the base of the deleted disk to age out", deployment.check_running)
     finally:
-        rpc.cleanup()
+        transports.cleanup()
     assert compute.terminate() == 0
     assert conductor.terminate() == 0

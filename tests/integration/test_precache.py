@@ -43,7 +43,8 @@ class Notifications:
         self._lock = threading.Lock()
         conf = cfg.ConfigOpts()
         conf([], project="fleetcache-it", default_config_files=[], default_config_dirs=[])
-        transport = rpc.get_transport(conf, transport_url, notification=True)
+        self.transports = rpc.Transports(conf)
+        transport = self.transports.notification(transport_url)
         self.listener = messaging.get_notification_listener(
             transport, [messaging.Target(topic="notifications")], [self])
 
@@ -75,6 +76,7 @@ def notifications(stack: Any) -> Any:
     yield listener
     listener.listener.stop()
     listener.listener.wait()
+    listener.transports.cleanup()
 
 
 def _glance_image(stack: Any, image_id: str) -> dict[str, Any]:

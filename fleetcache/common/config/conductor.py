@@ -18,6 +18,19 @@ The conductor listens on every cell's transport; a cell created while it runs is
 within this interval.
 """,
     ),
+    cfg.IntOpt(
+        "max_concurrent_jobs",
+        default=4,
+        min=1,
+        help="""
+Pre-cache jobs one conductor coordinates at once.
+
+Each running job holds one coordinator thread while it fans out to its hosts (the hosts
+themselves are called from the pool of ``[image_cache] precache_concurrency`` workers,
+shared by all jobs). A job accepted beyond this limit stays ``queued`` until a coordinator
+is free.
+""",
+    ),
 ]
 
 

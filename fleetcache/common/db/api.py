@@ -94,12 +94,6 @@ def _cell_lookup(session: Session, ident: str) -> models.Cell:
     return cell
 
 
-def cell_get(db: Database, ident: str) -> CellDict:
-    """Look a cell up by name or uuid. :raises CellNotFound:"""
-    with db.transaction() as session:
-        return _cell_dict(_cell_lookup(session, ident))
-
-
 def cell_update(
     db: Database, ident: str, name: str | None = None, transport_url: str | None = None
 ) -> CellDict:
@@ -207,14 +201,6 @@ def service_get(db: Database, host: str, binary: str) -> ServiceDict:
         return _service_dict(_service_lookup(session, host, binary))
 
 
-def service_get_by_id(db: Database, service_id: int) -> ServiceDict:
-    with db.transaction() as session:
-        svc = session.get(models.Service, service_id)
-        if svc is None:
-            raise exception.NotFound(f"Service {service_id} could not be found.")
-        return _service_dict(svc)
-
-
 def service_list(
     db: Database, binary: str | None = None, hosts: Iterable[str] | None = None
 ) -> list[ServiceDict]:
@@ -242,14 +228,6 @@ def service_update(db: Database, service_id: int, **values: Any) -> ServiceDict:
             setattr(svc, key, value)
         session.flush()
         return _service_dict(svc)
-
-
-def service_delete(db: Database, service_id: int) -> None:
-    with db.transaction() as session:
-        svc = session.get(models.Service, service_id)
-        if svc is None:
-            raise exception.NotFound(f"Service {service_id} could not be found.")
-        session.delete(svc)
 
 
 # -- aggregates -------------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 Each compute reports its whole cache (every image with its size and last use, plus the disk
 bytes the cache takes) after each ageing pass and each pre-cache request; the conductor stores
 it here, replacing that host's previous set in one transaction. A report older than the one
-stored (casts may arrive out of order) is ignored. The scheduler will read this later; job
-status reads it now.
+stored (casts may arrive out of order) is ignored. Nothing reads it yet: the scheduler's
+cached-image weigher will, with the query it needs.
 """
 
 from __future__ import annotations
@@ -31,23 +31,6 @@ class ReportedImage(TypedDict):
     image_id: str
     size: int
     last_used: float
-
-
-class HostImageDict(TypedDict):
-    host: str
-    image_id: str
-    size: int
-    last_used: datetime.datetime
-    updated_at: datetime.datetime
-
-
-class HostCacheDict(TypedDict):
-    host: str
-    usage_bytes: int
-    image_count: int
-    reported_at: datetime.datetime
-    updated_at: datetime.datetime
-    images: list[HostImageDict]
 
 
 def from_epoch(seconds: float) -> datetime.datetime:
@@ -131,41 +114,3 @@ def _replace(session: Session, host: str, images: dict[str, ReportedImage],
         for i in images.values()
     )
     return True
-
-
-def _image_dict(row: models.HostImage) -> HostImageDict:
-    return HostImageDict(host=row.host, image_id=row.image_id, size=row.size,
-                         last_used=row.last_used, updated_at=row.updated_at)
-
-
-def get_host_cache(db: Database, host: str) -> HostCacheDict:
-    """``host``'s last report.
-
-    :raises ComputeHostNotFound: when ``host`` never reported its cache.
-    """
-    with db.transaction() as session:
-        summary = session.scalars(
-            select(models.HostImageCache).where(models.HostImageCache.host == host)).first()
-        if summary is None:
-            raise exception.ComputeHostNotFound(host=host)
-        rows = session.scalars(select(models.HostImage).where(models.HostImage.host == host)
-                               .order_by(models.HostImage.image_id)).all()
-        return HostCacheDict(host=host, usage_bytes=summary.usage_bytes,
-                             image_count=summary.image_count, reported_at=summary.reported_at,
-                             updated_at=summary.updated_at,
-                             images=[_image_dict(r) for r in rows])
-
-
-def get_image_hosts(db: Database, image_id: str) -> list[HostImageDict]:
-    """Every host that reported ``image_id`` as cached, by host name."""
-    with db.transaction() as session:
-        rows = session.scalars(select(models.HostImage).where(models.HostImage.image_id == image_id)
-                               .order_by(models.HostImage.host)).all()
-        return [_image_dict(r) for r in rows]
-
-
-def delete_host_images(db: Database, host: str) -> None:
-    """Forget ``host``'s cache (its service was deleted)."""
-    with db.transaction() as session:
-        session.execute(delete(models.HostImage).where(models.HostImage.host == host))
-        session.execute(delete(models.HostImageCache).where(models.HostImageCache.host == host))

@@ -148,34 +148,16 @@ def job_set_state(db: Database, job_uuid: str, state: str, error: str | None = N
             job.error = error
 
 
-def job_record_host(
-    db: Database, job_uuid: str, host: str, results: Mapping[str, ResultFields]
-) -> None:
-    """Store (or replace) what ``host`` reported for each image of the job."""
-    with db.transaction() as session:
-        job = _lookup(session, job_uuid)
-        existing = {(r.host, r.image_id): r for r in job.results}
-        now = models.utcnow()
-        for image_id, result in results.items():
-            if result["state"] not in RESULT_STATES:
-                raise exception.InvalidInput(reason=f"unknown result state {result['state']!r}")
-            row = existing.get((host, image_id))
-            if row is None:
-                row = models.CacheJobResult(host=host, image_id=image_id)
-                job.results.append(row)
-            row.state = result["state"]
-            row.reason = result["reason"]
-            row.bytes_downloaded = int(result["bytes_downloaded"])
-            row.updated_at = now
-
-
 def job_record_hosts(
     db: Database, job_uuid: str, results_by_host: Mapping[str, Mapping[str, ResultFields]]
 ) -> None:
     """Store (or replace) what several hosts reported, in one transaction.
 
-    Unlike :func:`job_record_host` it never loads the job's other results, so its cost follows
-    the batch, not the job: the conductor writes a 1,000-host job in a few batches.
+    It never loads the job's other results, so its cost follows the batch, not the job: the
+    conductor writes a 1,000-host job in a few batches.
+
+    :raises JobNotFound:
+    :raises InvalidInput: for an unknown result state (nothing of the batch is stored).
     """
     if not results_by_host:
         return

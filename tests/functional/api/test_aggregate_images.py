@@ -140,12 +140,11 @@ def _job_with_results(db: Database) -> db_jobs.JobDict:
     def result(state: str, reason: str | None = None, size: int = 0) -> db_jobs.ResultFields:
         return db_jobs.ResultFields(state=state, reason=reason, bytes_downloaded=size)
 
-    db_jobs.job_record_host(db, job["uuid"], "c1", {IMG1: result("cached", size=100),
-                                                    IMG2: result("existing")})
-    db_jobs.job_record_host(db, job["uuid"], "c2", {IMG1: result("error", "checksum mismatch"),
-                                                    IMG2: result("cached", size=50)})
-    db_jobs.job_record_host(db, job["uuid"], "c3", {IMG1: result("skipped", "down"),
-                                                    IMG2: result("skipped", "down")})
+    db_jobs.job_record_hosts(db, job["uuid"], {
+        "c1": {IMG1: result("cached", size=100), IMG2: result("existing")},
+        "c2": {IMG1: result("error", "checksum mismatch"), IMG2: result("cached", size=50)},
+        "c3": {IMG1: result("skipped", "down"), IMG2: result("skipped", "down")},
+    })
     db_jobs.job_set_state(db, job["uuid"], db_jobs.DONE)
     return db_jobs.job_get(db, job["uuid"])
 

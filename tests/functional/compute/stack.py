@@ -17,13 +17,13 @@ from fleetcache.cmd.demo import make_conf
 from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import host_images
 from fleetcache.common.db.migration import db_sync
 from fleetcache.common.db.session import Database
 from fleetcache.compute import rpcapi
 from fleetcache.compute.imagecache import cache_name
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.image import local
+from tests.stored_reports import StoredReport, stored_report
 
 CTXT = RequestContext(request_id="req-functional")
 T = TypeVar("T")
@@ -47,16 +47,19 @@ class Stack:
         self.conf = make_conf(self.workdir, f"conductor-{tag}")
         self.db = Database.from_conf(self.conf)
         db_sync(self.db)
-        self.conductor, _state = conductor_cmd.build_service(self.conf, self.db)
+        self.transports = rpc.Transports(self.conf)
+        self.conductor, self.state = conductor_cmd.build_service(self.conf, self.db,
+                                                                 self.transports)
         self.conductor.start()
         self.host = f"compute-{tag}"
         self.compute_conf = make_conf(self.workdir, self.host, compute_driver="disk",
                                       **compute_overrides)
-        self.compute = compute_cmd.build_service(self.compute_conf)
+        self.compute_transports = rpc.Transports(self.compute_conf)
+        self.compute = compute_cmd.build_service(self.compute_conf, self.compute_transports)
         self.compute.start()
         wait_for(lambda: any(s["host"] == self.host for s in db_api.service_list(self.db)),
                  "the compute to register")
-        self.api = rpcapi.ComputeAPI(self.conf, rpc.get_transport(self.conf))
+        self.api = rpcapi.ComputeAPI(self.conf, self.transports.get())
         self.images_dir = self.conf.image_source.local_directory
 
     @property
@@ -77,11 +80,8 @@ class Stack:
     def base(self, image_id: str) -> pathlib.Path:
         return pathlib.Path(self.compute_conf.instances_path) / "_base" / cache_name(image_id)
 
-    def reported(self) -> host_images.HostCacheDict | None:
-        try:
-            return host_images.get_host_cache(self.db, self.host)
-        except Exception:
-            return None
+    def reported(self) -> StoredReport | None:
+        return stored_report(self.db, self.host)
 
     def reported_ids(self) -> set[str]:
         cache = self.reported()
@@ -90,5 +90,7 @@ class Stack:
     def stop(self) -> None:
         self.compute.stop()
         self.conductor.stop()
-        rpc.cleanup()
+        self.state.shutdown()
+        self.compute_transports.cleanup()
+        self.transports.cleanup()
         self.db.dispose()

@@ -30,7 +30,6 @@ def conf(tmp_path: pathlib.Path) -> cfg.ConfigOpts:
                      instances_path=str(tmp_path / "instances"), compute_driver="disk",
                      image_source__backend="local",
                      image_source__local_directory=str(tmp_path / "images"))
-    rpc.init(conf)
     return conf
 
 
@@ -38,7 +37,8 @@ def conf(tmp_path: pathlib.Path) -> cfg.ConfigOpts:
 def compute(conf: cfg.ConfigOpts) -> Iterator[rpcapi.ComputeAPI]:
     driver = load_compute_driver(conf)
     driver.init_host(conf.host)
-    transport = rpc.get_transport(conf, "fake:///")
+    transports = rpc.Transports(conf)
+    transport = transports.get("fake:///")
     server = rpc.get_server(transport, rpcapi.TOPIC, conf.host, [ComputeManager(conf, driver)])
     server.start()
     try:
@@ -46,6 +46,7 @@ def compute(conf: cfg.ConfigOpts) -> Iterator[rpcapi.ComputeAPI]:
     finally:
         server.stop()
         server.wait()
+        transports.cleanup()
 
 
 def test_cache_images_over_rpc(conf: cfg.ConfigOpts, compute: rpcapi.ComputeAPI,

@@ -71,7 +71,6 @@ def conf(tmp_path: pathlib.Path) -> cfg.ConfigOpts:
                      instances_path=str(tmp_path / "instances"), compute_driver="disk",
                      image_source__backend="local",
                      image_source__local_directory=str(tmp_path / "images"))
-    rpc.init(conf)
     return conf
 
 
@@ -85,7 +84,8 @@ def driver(conf: cfg.ConfigOpts) -> DiskDriver:
 
 @pytest.fixture
 def compute(conf: cfg.ConfigOpts, driver: DiskDriver) -> Iterator[rpcapi.ComputeAPI]:
-    transport = rpc.get_transport(conf, "fake:///")
+    transports = rpc.Transports(conf)
+    transport = transports.get("fake:///")
     server = rpc.get_server(transport, rpcapi.TOPIC, conf.host, [ComputeManager(conf, driver)])
     server.start()
     try:
@@ -93,6 +93,7 @@ def compute(conf: cfg.ConfigOpts, driver: DiskDriver) -> Iterator[rpcapi.Compute
     finally:
         server.stop()
         server.wait()
+        transports.cleanup()
 
 
 @pytest.fixture

@@ -11,12 +11,10 @@ from fleetcache.common.db.session import Database
 pytestmark = pytest.mark.db
 
 
-def test_create_list_get(db: Database) -> None:
+def test_create_and_list(db: Database) -> None:
     c1 = db_api.cell_create(db, "cell1", "rabbit://guest:guest@127.0.0.1:5672/cell1")
     c2 = db_api.cell_create(db, "cell2", "rabbit://guest:guest@127.0.0.1:5672/cell2")
-    assert [c["name"] for c in db_api.cell_list(db)] == ["cell1", "cell2"]
-    assert db_api.cell_get(db, "cell1") == c1
-    assert db_api.cell_get(db, c2["uuid"]) == c2
+    assert db_api.cell_list(db) == [c1, c2]
 
 
 def test_duplicate_name_conflicts(db: Database) -> None:
@@ -30,9 +28,11 @@ def test_update_name_and_url(db: Database) -> None:
     cell = db_api.cell_create(db, "cell1", "rabbit://h/1")
     updated = db_api.cell_update(db, "cell1", name="cellA", transport_url="rabbit://h/A")
     assert updated["uuid"] == cell["uuid"]
-    assert db_api.cell_get(db, cell["uuid"])["transport_url"] == "rabbit://h/A"
+    assert db_api.cell_list(db) == [updated]
+    assert updated["name"] == "cellA" and updated["transport_url"] == "rabbit://h/A"
+    assert db_api.cell_update(db, cell["uuid"], name="cellB")["name"] == "cellB"  # by uuid
     with pytest.raises(exception.CellNotFound):
-        db_api.cell_get(db, "cell1")
+        db_api.cell_update(db, "cell1", name="again")
 
 
 def test_delete(db: Database) -> None:

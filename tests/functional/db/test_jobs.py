@@ -44,10 +44,10 @@ def test_states_stamp_times(db: Database) -> None:
 
 def test_record_host_results_and_replace_them(db: Database) -> None:
     job = _job(db)
-    jobs.job_record_host(db, job["uuid"], "c1", {
-        "img-a": _result("cached", size=1024), "img-b": _result("error", "disk full")})
-    jobs.job_record_host(db, job["uuid"], "c2", {"img-a": _result("existing")})
-    jobs.job_record_host(db, job["uuid"], "c1", {"img-b": _result("cached", size=2048)})
+    jobs.job_record_hosts(db, job["uuid"], {"c1": {
+        "img-a": _result("cached", size=1024), "img-b": _result("error", "disk full")}})
+    jobs.job_record_hosts(db, job["uuid"], {"c2": {"img-a": _result("existing")},
+                                            "c1": {"img-b": _result("cached", size=2048)}})
     results = {(r["host"], r["image_id"]): r for r in jobs.job_get(db, job["uuid"])["results"]}
     assert len(results) == 3
     assert results[("c1", "img-a")]["bytes_downloaded"] == 1024
@@ -55,7 +55,9 @@ def test_record_host_results_and_replace_them(db: Database) -> None:
     assert results[("c1", "img-b")]["bytes_downloaded"] == 2048
     assert results[("c2", "img-a")]["state"] == "existing"
     with pytest.raises(exception.InvalidInput):
-        jobs.job_record_host(db, job["uuid"], "c3", {"img-a": _result("weird")})
+        jobs.job_record_hosts(db, job["uuid"], {"c3": {"img-a": _result("cached")},
+                                                "c4": {"img-a": _result("weird")}})
+    assert len(jobs.job_get(db, job["uuid"])["results"]) == 3  # nothing of that batch
 
 
 def test_list_by_aggregate(db: Database) -> None:

@@ -75,14 +75,6 @@ def test_disable_enable_force_down(db: Database) -> None:
         db_api.service_update(db, svc["id"] + 1000, disabled=True)
 
 
-def test_delete(db: Database) -> None:
-    svc = db_api.service_register(db, "c1", COMPUTE, "compute", None)
-    db_api.service_delete(db, svc["id"])
-    assert db_api.service_list(db) == []
-    with pytest.raises(exception.NotFound):
-        db_api.service_get_by_id(db, svc["id"])
-
-
 def test_hosts_by_cell(db: Database) -> None:
     cell = db_api.cell_create(db, "cell1", "rabbit://h/1")
     db_api.service_register(db, "c1", COMPUTE, "compute", cell["id"])

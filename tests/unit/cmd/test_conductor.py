@@ -34,27 +34,50 @@ def db(tmp_path: pathlib.Path) -> Iterator[Database]:
     migration.db_sync(database)
     yield database
     database.dispose()
-    rpc.cleanup()
+
+
+@pytest.fixture
+def transports(conf: cfg.ConfigOpts) -> Iterator[rpc.Transports]:
+    opened = rpc.Transports(conf)
+    yield opened
+    opened.cleanup()
     impl_fake.FakeExchangeManager.cleanup()
 
 
 def test_start_fails_the_jobs_a_previous_conductor_here_left(
-    conf: cfg.ConfigOpts, db: Database
+    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
 ) -> None:
     mine = jobs.job_create(db, 1, "agg-uuid", ["img"], 1, "cond-1")
     other = jobs.job_create(db, 1, "agg-uuid", ["img"], 1, "cond-2")
-    service, state = conductor_cmd.build_service(conf, db)
+    service, state = conductor_cmd.build_service(conf, db, transports)
     assert jobs.job_get(db, mine["uuid"])["state"] == jobs.FAILED
     assert jobs.job_get(db, other["uuid"])["state"] == jobs.QUEUED
     state.shutdown()
 
 
-def test_serves_the_default_transport_and_each_cell(conf: cfg.ConfigOpts, db: Database) -> None:
+def test_serves_the_default_transport_and_each_cell(
+    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
+) -> None:
     db_api.cell_create(db, "cell1", "fake:///cell1")
-    service, state = conductor_cmd.build_service(conf, db)
+    service, state = conductor_cmd.build_service(conf, db, transports)
     service.start()
     try:
         assert len(service.servers) == 2
     finally:
         service.stop()
         state.shutdown()
+
+
+def test_pools_are_built_at_start_up_from_the_options(
+    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
+) -> None:
+    conf.set_override("precache_concurrency", 5, group="image_cache")
+    conf.set_override("max_concurrent_jobs", 2, group="conductor")
+    _service, state = conductor_cmd.build_service(conf, db, transports)
+    try:
+        assert state.host_calls.size == 5
+        assert state.precacher.host_calls is state.host_calls
+        assert state.job_coordinators._max_workers == 2  # futurist keeps no public copy
+    finally:
+        state.shutdown()
+    assert state.host_calls.stopping.is_set()

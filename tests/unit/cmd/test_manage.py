@@ -91,8 +91,8 @@ def test_cell_delete_refuses_while_services_are_mapped(synced: Manage) -> None:
     run = synced
     run("cell", "create", "--name", "c", "--transport-url", "rabbit://h/")
     db = run.db()
-    db_api.service_register(db, "h1", "fleetcache-compute", "compute",
-                            db_api.cell_get(db, "c")["id"])
+    [cell] = db_api.cell_list(db)
+    db_api.service_register(db, "h1", "fleetcache-compute", "compute", cell["id"])
     code, _, err = run("cell", "delete", "c")
     assert code == 1 and "h1" in err
 
@@ -101,8 +101,8 @@ def test_service_list_shows_cell_state_and_status(synced: Manage) -> None:
     run = synced
     run("cell", "create", "--name", "cell1", "--transport-url", "rabbit://h/")
     db = run.db()
-    db_api.service_register(db, "h1", "fleetcache-compute", "compute",
-                            db_api.cell_get(db, "cell1")["id"])
+    [cell1] = db_api.cell_list(db)
+    db_api.service_register(db, "h1", "fleetcache-compute", "compute", cell1["id"])
     db_api.service_register(db, "h2", "fleetcache-compute", "compute", None)
     svc = db_api.service_get(db, "h2", "fleetcache-compute")
     db_api.service_update(db, svc["id"], forced_down=True)

@@ -30,19 +30,19 @@ class OldCompute:
 
 @pytest.fixture
 def conf() -> cfg.ConfigOpts:
-    conf = make_conf(host=f"h-{uuid.uuid4().hex[:8]}", long_rpc_timeout=2)
-    rpc.init(conf)
-    return conf
+    return make_conf(host=f"h-{uuid.uuid4().hex[:8]}", long_rpc_timeout=2)
 
 
 @pytest.fixture
 def old_compute(conf: cfg.ConfigOpts) -> Iterator[messaging.Transport]:
-    transport = rpc.get_transport(conf, "fake:///")
+    transports = rpc.Transports(conf)
+    transport = transports.get("fake:///")
     server = rpc.get_server(transport, rpcapi.TOPIC, conf.host, [OldCompute()])
     server.start()
     yield transport
     server.stop()
     server.wait()
+    transports.cleanup()
 
 
 def test_capped_client_refuses_1_1_methods_before_sending(

@@ -18,7 +18,7 @@ from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service
 from fleetcache.compute.rpcapi import ComputeAPI
 from fleetcache.conductor.cells import CellListeners, CellTransports, redact_url
-from fleetcache.conductor.manager import ConductorManager
+from fleetcache.conductor.manager import ConductorManager, ConductorState
 
 
 @pytest.fixture
@@ -37,8 +37,22 @@ def db(tmp_path: pathlib.Path) -> Iterator[Database]:
     migration.db_sync(database)
     yield database
     database.dispose()
-    rpc.cleanup()
+
+
+@pytest.fixture
+def transports(conf: cfg.ConfigOpts) -> Iterator[rpc.Transports]:
+    opened = rpc.Transports(conf)
+    yield opened
+    opened.cleanup()
     impl_fake.FakeExchangeManager.cleanup()
+
+
+@pytest.fixture
+def state(conf: cfg.ConfigOpts, db: Database,
+          transports: rpc.Transports) -> Iterator[ConductorState]:
+    built = ConductorState(conf, db, transports)
+    yield built
+    built.shutdown(wait=True)
 
 
 def test_redact_url_hides_the_password_only() -> None:
@@ -49,40 +63,44 @@ def test_redact_url_hides_the_password_only() -> None:
 
 
 def test_routes_default_transport_is_no_cell_and_cells_are_their_own(
-    conf: cfg.ConfigOpts, db: Database
+    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
 ) -> None:
     c1 = db_api.cell_create(db, "cell1", "fake:///cell1")
-    routes = CellTransports(conf, db).routes()
+    routes = CellTransports(conf, db, transports).routes()
     assert routes == {"fake:///": None, "fake:///cell1": c1}
 
 
 def test_routes_default_transport_that_is_a_cells_maps_to_it(
-    conf: cfg.ConfigOpts, db: Database
+    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
 ) -> None:
     c1 = db_api.cell_create(db, "cell1", "fake:///")
-    assert CellTransports(conf, db).routes() == {"fake:///": c1}
+    assert CellTransports(conf, db, transports).routes() == {"fake:///": c1}
 
 
-def test_routes_cells_sharing_a_url_map_to_the_first(conf: cfg.ConfigOpts, db: Database) -> None:
+def test_routes_cells_sharing_a_url_map_to_the_first(
+    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
+) -> None:
     c1 = db_api.cell_create(db, "cell1", "fake:///shared")
     db_api.cell_create(db, "cell2", "fake:///shared")
-    assert CellTransports(conf, db).routes() == {"fake:///": None, "fake:///shared": c1}
+    assert CellTransports(conf, db, transports).routes() == {"fake:///": None, "fake:///shared": c1}
 
 
-def test_compute_api_is_one_client_per_transport(conf: cfg.ConfigOpts, db: Database) -> None:
+def test_compute_api_is_one_client_per_transport(
+    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
+) -> None:
     c1 = db_api.cell_create(db, "cell1", "fake:///cell1")
-    transports = CellTransports(conf, db)
+    transports = CellTransports(conf, db, transports)
     api = transports.compute_api(c1)
     assert isinstance(api, ComputeAPI)
     assert transports.compute_api(c1) is api
     assert transports.compute_api(None) is not api
 
 
-def _listeners(conf: cfg.ConfigOpts, db: Database, service: Service) -> CellListeners:
+def _listeners(state: ConductorState, service: Service) -> CellListeners:
     def make(cell: CellDict | None) -> ConductorManager:
-        return ConductorManager(conf, db, cell=cell)
+        return ConductorManager(state, cell=cell)
 
-    return CellListeners(CellTransports(conf, db), service, make)
+    return CellListeners(state.cells, service, make)
 
 
 def _served_cells(listeners: CellListeners) -> dict[str | None, str | None]:
@@ -92,9 +110,9 @@ def _served_cells(listeners: CellListeners) -> dict[str | None, str | None]:
     }
 
 
-def test_listeners_follow_the_cells_table(conf: cfg.ConfigOpts, db: Database) -> None:
+def test_listeners_follow_the_cells_table(state: ConductorState, db: Database) -> None:
     service = Service("test", stop_timeout=5)
-    listeners = _listeners(conf, db, service)
+    listeners = _listeners(state, service)
     listeners.refresh(strict=True)
     service.start()
     try:
@@ -119,18 +137,18 @@ def test_listeners_follow_the_cells_table(conf: cfg.ConfigOpts, db: Database) ->
         service.stop()
 
 
-def test_listeners_survive_a_bad_cell_url(conf: cfg.ConfigOpts, db: Database) -> None:
+def test_listeners_survive_a_bad_cell_url(state: ConductorState, db: Database) -> None:
     service = Service("test", stop_timeout=5)
-    listeners = _listeners(conf, db, service)
+    listeners = _listeners(state, service)
     db_api.cell_create(db, "broken", "nosuchdriver://x/")
     listeners.refresh(strict=True)  # only the default transport is fatal
     assert _served_cells(listeners) == {"fake:///": None}
 
 
 def test_listeners_strict_refresh_raises_when_the_default_fails(
-    conf: cfg.ConfigOpts, db: Database
+    conf: cfg.ConfigOpts, state: ConductorState
 ) -> None:
-    conf.set_override("transport_url", "nosuchdriver://x/")
-    listeners = _listeners(conf, db, Service("test"))
+    conf.set_override("transport_url", "nosuchdriver://x/")  # after the state was built
+    listeners = _listeners(state, Service("test"))
     with pytest.raises(Exception, match="nosuchdriver"):
         listeners.refresh(strict=True)

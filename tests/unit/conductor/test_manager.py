@@ -10,8 +10,10 @@ from collections.abc import Iterator
 import oslo_messaging as messaging
 import pytest
 from oslo_config import cfg
+from oslo_messaging._drivers import impl_fake
 
-from fleetcache.common import config, exception
+from fleetcache.cmd.common import register_messaging_opts
+from fleetcache.common import config, exception, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import migration
@@ -35,7 +37,9 @@ def raises_expected(exc_type: type[Exception]) -> Iterator[None]:
 def conf() -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     config.register_all(conf)
+    register_messaging_opts(conf)
     conf([], project="fleetcache", default_config_files=[])
+    conf.set_override("transport_url", "fake:///")
     return conf
 
 
@@ -45,6 +49,17 @@ def db(tmp_path: pathlib.Path) -> Iterator[Database]:
     migration.db_sync(database)
     yield database
     database.dispose()
+
+
+@pytest.fixture
+def state(conf: cfg.ConfigOpts, db: Database) -> Iterator[ConductorState]:
+    """What ``fleetcache-conductor`` builds at start-up (pools included), stopped after."""
+    transports = rpc.Transports(conf)
+    built = ConductorState(conf, db, transports)
+    yield built
+    built.shutdown(wait=True)
+    transports.cleanup()
+    impl_fake.FakeExchangeManager.cleanup()
 
 
 def test_rpc_versions_in_sync() -> None:
@@ -60,9 +75,9 @@ def test_every_client_method_has_a_server_method() -> None:
 
 
 def test_register_through_the_default_transport_maps_to_no_cell(
-    conf: cfg.ConfigOpts, db: Database
+    state: ConductorState, db: Database
 ) -> None:
-    manager = ConductorManager(conf, db)
+    manager = ConductorManager(state)
     service = manager.register_service(CTXT, "c1", "fleetcache-compute", "compute",
                                        {"has_imagecache": True})
     assert service["cell"] is None
@@ -71,12 +86,11 @@ def test_register_through_the_default_transport_maps_to_no_cell(
 
 
 def test_register_through_a_cell_transport_maps_to_that_cell(
-    conf: cfg.ConfigOpts, db: Database
+    state: ConductorState, db: Database
 ) -> None:
     cell1 = db_api.cell_create(db, "cell1", "rabbit://guest:guest@127.0.0.1:5672/c1")
     cell2 = db_api.cell_create(db, "cell2", "rabbit://guest:guest@127.0.0.1:5672/c2")
-    state = ConductorState(conf, db)
-    by_cell = {c["name"]: ConductorManager(conf, db, cell=c, state=state) for c in (cell1, cell2)}
+    by_cell = {c["name"]: ConductorManager(state, cell=c) for c in (cell1, cell2)}
     by_cell["cell1"].register_service(CTXT, "c1", "fleetcache-compute", "compute", {})
     by_cell["cell2"].register_service(CTXT, "c2", "fleetcache-compute", "compute", {})
     cells = {s["host"]: s["cell"]["name"] for s in db_api.service_list(db) if s["cell"]}
@@ -84,23 +98,23 @@ def test_register_through_a_cell_transport_maps_to_that_cell(
 
 
 def test_registering_again_moves_a_service_to_the_new_cell(
-    conf: cfg.ConfigOpts, db: Database
+    state: ConductorState, db: Database
 ) -> None:
     cell1 = db_api.cell_create(db, "cell1", "rabbit://h/c1")
-    ConductorManager(conf, db).register_service(CTXT, "c1", "fleetcache-compute", "compute", {})
-    ConductorManager(conf, db, cell=cell1).register_service(
+    ConductorManager(state).register_service(CTXT, "c1", "fleetcache-compute", "compute", {})
+    ConductorManager(state, cell=cell1).register_service(
         CTXT, "c1", "fleetcache-compute", "compute", {})
     [service] = db_api.service_list(db)
     assert service["cell"] is not None and service["cell"]["name"] == "cell1"
 
 
-def test_register_refuses_an_empty_host(conf: cfg.ConfigOpts, db: Database) -> None:
+def test_register_refuses_an_empty_host(state: ConductorState, db: Database) -> None:
     with raises_expected(exception.InvalidInput):
-        ConductorManager(conf, db).register_service(CTXT, "", "fleetcache-compute", "compute", {})
+        ConductorManager(state).register_service(CTXT, "", "fleetcache-compute", "compute", {})
 
 
-def test_heartbeat_updates_last_seen_and_capabilities(conf: cfg.ConfigOpts, db: Database) -> None:
-    manager = ConductorManager(conf, db)
+def test_heartbeat_updates_last_seen_and_capabilities(state: ConductorState, db: Database) -> None:
+    manager = ConductorManager(state)
     first = manager.register_service(CTXT, "c1", "fleetcache-compute", "compute", {"a": 1})
     manager.service_heartbeat(CTXT, "c1", "fleetcache-compute")
     after = db_api.service_get(db, "c1", "fleetcache-compute")
@@ -112,15 +126,13 @@ def test_heartbeat_updates_last_seen_and_capabilities(conf: cfg.ConfigOpts, db: 
     assert db_api.service_get(db, "c1", "fleetcache-compute")["capabilities"] == {"a": 2}
 
 
-def test_heartbeat_of_an_unknown_service_says_so(conf: cfg.ConfigOpts, db: Database) -> None:
+def test_heartbeat_of_an_unknown_service_says_so(state: ConductorState, db: Database) -> None:
     with raises_expected(exception.ComputeHostNotFound):
-        ConductorManager(conf, db).service_heartbeat(CTXT, "ghost", "fleetcache-compute")
+        ConductorManager(state).service_heartbeat(CTXT, "ghost", "fleetcache-compute")
 
 
-def test_state_executor_is_shared_and_shut_down(conf: cfg.ConfigOpts, db: Database) -> None:
-    state = ConductorState(conf, db)
-    a = ConductorManager(conf, db, state=state)
-    b = ConductorManager(conf, db, cell=None, state=state)
-    assert a.state.executor is b.state.executor
-    assert a.state.executor.submit(lambda: 42).result(timeout=5) == 42
-    state.shutdown(wait=True)
+def test_endpoints_of_one_process_share_its_state(state: ConductorState) -> None:
+    a = ConductorManager(state)
+    b = ConductorManager(state, cell=None)
+    assert a.state is b.state
+    assert (a.conf, a.db) == (state.conf, state.db)

@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import futurist
 import oslo_messaging as messaging
 import pytest
 from oslo_config import cfg
+from oslo_messaging._drivers import impl_fake
+from sqlalchemy import delete
 
-from fleetcache.common import config, exception
+from fleetcache.cmd.common import register_messaging_opts
+from fleetcache.common import config, exception, rpc
 from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import jobs
+from fleetcache.common.db import jobs, models
 from fleetcache.common.db.migration import db_sync
 from fleetcache.common.db.session import Database
 from fleetcache.conductor import jobresults, notifications, precache
+from fleetcache.conductor.hostpool import HostCallPool
+from fleetcache.conductor.manager import ConductorManager, ConductorState
 from fleetcache.image.source import ImageMeta
 
 IMG_A = "a26887c6-c47b-4654-abb5-dfadf7d3f803"
@@ -86,12 +91,45 @@ class FakeNotifier:
         return [p for e, p in self.sent if e == event_type]
 
 
+class Pools:
+    """The pools one test builds, as the conductor builds its own; all shut down after it."""
+
+    def __init__(self) -> None:
+        self._made: list[Any] = []
+
+    def host_calls(self, size: int = 1) -> HostCallPool:
+        pool = HostCallPool(size, name="test-precache")
+        self._made.append(pool)
+        return pool
+
+    def coordinators(self, size: int = 4) -> futurist.ThreadPoolExecutor:
+        pool = futurist.ThreadPoolExecutor(max_workers=size)
+        self._made.append(pool)
+        return pool
+
+    def shutdown(self) -> None:
+        for pool in self._made:
+            if isinstance(pool, HostCallPool):
+                pool.shutdown(wait=False, cancel_futures=True)
+            else:
+                pool.shutdown(wait=True)
+
+
 @pytest.fixture
 def conf() -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    conf([], project="fleetcache")
+    register_messaging_opts(conf)
+    conf([], project="fleetcache", default_config_files=[])
+    conf.set_override("transport_url", "fake:///")
     return conf
+
+
+@pytest.fixture
+def pools() -> Iterator[Pools]:
+    made = Pools()
+    yield made
+    made.shutdown()
 
 
 @pytest.fixture
@@ -119,13 +157,20 @@ def service_id(db: Database, host: str) -> int:
     return db_api.service_get(db, host, "fleetcache-compute")["id"]
 
 
-def make_precacher(conf: cfg.ConfigOpts, db: Database, computes: FakeComputes,
+def make_precacher(conf: cfg.ConfigOpts, db: Database, computes: FakeComputes, pools: Pools,
                    notifier: FakeNotifier | None = None, sync: bool = True,
-                   **kwargs: Any) -> precache.Precacher:
+                   host_calls: HostCallPool | None = None,
+                   job_runner: Callable[[Callable[[], None]], object] | None = None,
+                   ) -> precache.Precacher:
+    """A precacher on fake computes; ``sync`` runs each job inside ``start`` (no coordinator
+    pool), else on a coordinator pool of the test's own."""
+    if job_runner is None:
+        job_runner = (lambda f: f()) if sync else pools.coordinators().submit
     return precache.Precacher(
         conf, db, "conductor1", clients=computes, images=FakeImages(),  # type: ignore[arg-type]
         notifier=notifications.CacheNotifier(notifier),
-        job_runner=(lambda f: f()) if sync else None, **kwargs,
+        host_calls=host_calls or pools.host_calls(conf.image_cache.precache_concurrency),
+        job_runner=job_runner,
     )
 
 
@@ -146,10 +191,11 @@ def wait_done(db: Database, job_uuid: str, timeout: float = 10) -> jobs.JobDict:
     raise AssertionError(f"job {job_uuid} did not finish")
 
 
-def test_all_hosts_cached_results_persisted_and_notified(conf, db):
+def test_all_hosts_cached_results_persisted_and_notified(conf, db, pools):
     agg_id = make_aggregate(db, ["h1", "h2", "h3"])
     computes, notifier = FakeComputes(), FakeNotifier()
-    job = make_precacher(conf, db, computes, notifier).start(_ctxt(), agg_id, [IMG_A, IMG_B])
+    job = make_precacher(conf, db, computes, pools, notifier).start(
+        _ctxt(), agg_id, [IMG_A, IMG_B])
 
     assert job["state"] == jobs.QUEUED and job["total_hosts"] == 3
     done = jobs.job_get(db, job["uuid"])
@@ -168,10 +214,10 @@ def test_all_hosts_cached_results_persisted_and_notified(conf, db):
     assert progress[0]["job_uuid"] == job["uuid"] and progress[0]["name"] == "agg1"
 
 
-def test_images_looked_up_once_in_order_and_hosts_called_in_aggregate_order(conf, db):
+def test_images_looked_up_once_in_order_and_hosts_called_in_aggregate_order(conf, db, pools):
     agg_id = make_aggregate(db, ["h1", "h2", "h3"])
     computes = FakeComputes()
-    precacher = make_precacher(conf, db, computes)
+    precacher = make_precacher(conf, db, computes, pools)
     images = precacher.images
     precacher.start(_ctxt(), agg_id, [IMG_B, IMG_A, IMG_B])
 
@@ -179,28 +225,29 @@ def test_images_looked_up_once_in_order_and_hosts_called_in_aggregate_order(conf
     assert computes.calls == [(h, [IMG_B, IMG_A]) for h in ("h1", "h2", "h3")]
 
 
-def test_missing_image_fails_before_any_host_and_leaves_no_job(conf, db):
+def test_missing_image_fails_before_any_host_and_leaves_no_job(conf, db, pools):
     agg_id = make_aggregate(db, ["h1", "h2"])
     computes, notifier = FakeComputes(), FakeNotifier()
     with pytest.raises(exception.ImageNotFound):
-        make_precacher(conf, db, computes, notifier).start(_ctxt(), agg_id, [IMG_A, IMG_MISSING])
+        make_precacher(conf, db, computes, pools, notifier).start(
+            _ctxt(), agg_id, [IMG_A, IMG_MISSING])
     assert computes.calls == []
     assert jobs.job_list(db) == []
     assert notifier.sent == []
 
 
-def test_unknown_aggregate_is_not_found(conf, db):
+def test_unknown_aggregate_is_not_found(conf, db, pools):
     with pytest.raises(exception.AggregateNotFound):
-        make_precacher(conf, db, FakeComputes()).start(_ctxt(), 42, [IMG_A])
+        make_precacher(conf, db, FakeComputes(), pools).start(_ctxt(), 42, [IMG_A])
     assert jobs.job_list(db) == []
 
 
-def test_down_and_disabled_hosts_are_skipped_with_why(conf, db):
+def test_down_and_disabled_hosts_are_skipped_with_why(conf, db, pools):
     agg_id = make_aggregate(db, ["up", "down", "off"])
     db_api.service_update(db, service_id(db, "down"), forced_down=True)
     db_api.service_update(db, service_id(db, "off"), disabled=True)
     computes, notifier = FakeComputes(), FakeNotifier()
-    job = make_precacher(conf, db, computes, notifier).start(_ctxt(), agg_id, [IMG_A])
+    job = make_precacher(conf, db, computes, pools, notifier).start(_ctxt(), agg_id, [IMG_A])
 
     assert [h for h, _ in computes.calls] == ["up"]
     assert results_by_host(db, job["uuid"]) == {
@@ -214,11 +261,12 @@ def test_down_and_disabled_hosts_are_skipped_with_why(conf, db):
     assert skipped["images_failed"] == [IMG_A] and skipped["images_cached"] == []
 
 
-def test_host_without_compute_service_is_error(conf, db):
+def test_host_without_compute_service_is_error(conf, db, pools):
     agg_id = make_aggregate(db, ["h1", "gone"])
-    db_api.service_delete(db, service_id(db, "gone"))
+    with db.transaction() as session:  # no fleetcache command deletes a service; SQL can
+        session.execute(delete(models.Service).where(models.Service.host == "gone"))
     computes = FakeComputes()
-    job = make_precacher(conf, db, computes).start(_ctxt(), agg_id, [IMG_A])
+    job = make_precacher(conf, db, computes, pools).start(_ctxt(), agg_id, [IMG_A])
 
     assert [h for h, _ in computes.calls] == ["h1"]
     assert results_by_host(db, job["uuid"])["gone"] == {
@@ -233,13 +281,14 @@ def _raise(exc: Exception) -> Callable[[list[str]], Any]:
     return fail
 
 
-def test_rpc_timeout_and_failure_are_that_hosts_error(conf, db):
+def test_rpc_timeout_and_failure_are_that_hosts_error(conf, db, pools):
     agg_id = make_aggregate(db, ["ok", "slow", "broken"])
     computes, notifier = FakeComputes({
         "slow": _raise(messaging.MessagingTimeout("Timed out waiting for a reply")),
         "broken": _raise(RuntimeError("connection reset")),
     }), FakeNotifier()
-    job = make_precacher(conf, db, computes, notifier).start(_ctxt(), agg_id, [IMG_A, IMG_B])
+    job = make_precacher(conf, db, computes, pools, notifier).start(
+        _ctxt(), agg_id, [IMG_A, IMG_B])
 
     results = results_by_host(db, job["uuid"])
     assert results["ok"][IMG_A] == ("cached", None)
@@ -251,18 +300,18 @@ def test_rpc_timeout_and_failure_are_that_hosts_error(conf, db):
     assert jobs.job_get(db, job["uuid"])["state"] == jobs.DONE
 
 
-def test_invalid_reply_is_error_for_the_images_it_lacks(conf, db):
+def test_invalid_reply_is_error_for_the_images_it_lacks(conf, db, pools):
     agg_id = make_aggregate(db, ["h1"])
     computes = FakeComputes({"h1": lambda ids: {IMG_A: {"state": "existing", "reason": None,
                                                         "bytes_downloaded": 0}}})
-    job = make_precacher(conf, db, computes).start(_ctxt(), agg_id, [IMG_A, IMG_B])
+    job = make_precacher(conf, db, computes, pools).start(_ctxt(), agg_id, [IMG_A, IMG_B])
     results = results_by_host(db, job["uuid"])["h1"]
     assert results[IMG_A] == ("existing", None)
     assert results[IMG_B][0] == "error"
     assert results[IMG_B][1].startswith("compute returned no valid result")
 
 
-def test_summary_line_and_warning_per_failed_image(conf, db, caplog):
+def test_summary_line_and_warning_per_failed_image(conf, db, pools, caplog):
     agg_id = make_aggregate(db, ["cached", "mixed", "down", "dead"])
     db_api.service_update(db, service_id(db, "down"), forced_down=True)
     computes = FakeComputes({
@@ -273,7 +322,7 @@ def test_summary_line_and_warning_per_failed_image(conf, db, caplog):
         "dead": _raise(messaging.MessagingTimeout("gone")),
     })
     caplog.set_level(logging.INFO, logger="fleetcache.conductor.precache")
-    job = make_precacher(conf, db, computes).start(_ctxt(), agg_id, [IMG_A, IMG_B])
+    job = make_precacher(conf, db, computes, pools).start(_ctxt(), agg_id, [IMG_A, IMG_B])
 
     infos = [r.getMessage() for r in caplog.records if "completed in" in r.getMessage()]
     assert len(infos) == 1
@@ -288,13 +337,13 @@ def test_summary_line_and_warning_per_failed_image(conf, db, caplog):
                               for i in (IMG_A, IMG_B))
 
 
-def test_concurrency_limit_is_shared_by_concurrent_jobs(conf, db):
+def test_concurrency_limit_is_shared_by_concurrent_jobs(conf, db, pools):
     conf.set_override("precache_concurrency", 3, group="image_cache")
     hosts = [f"h{n}" for n in range(8)]
     agg_id = make_aggregate(db, hosts)
     computes = FakeComputes(delay=0.1)
-    precacher = make_precacher(conf, db, computes, sync=False)
-    assert precacher.executor is precache.get_executor(3)
+    precacher = make_precacher(conf, db, computes, pools, sync=False)
+    assert precacher.host_calls.size == 3
 
     first = precacher.start(_ctxt(), agg_id, [IMG_A])
     second = precacher.start(_ctxt(), agg_id, [IMG_B])
@@ -304,13 +353,13 @@ def test_concurrency_limit_is_shared_by_concurrent_jobs(conf, db):
     assert computes.max_in_flight == 3
 
 
-def test_progress_index_counts_every_host_once_in_order_under_concurrency(conf, db):
+def test_progress_index_counts_every_host_once_in_order_under_concurrency(conf, db, pools):
     hosts = [f"h{n:02d}" for n in range(40)]
     agg_id = make_aggregate(db, hosts)
     db_api.service_update(db, service_id(db, "h07"), forced_down=True)
     notifier = FakeNotifier()
-    precacher = make_precacher(conf, db, FakeComputes(delay=0.01), notifier,
-                               executor=concurrent.futures.ThreadPoolExecutor(16))
+    precacher = make_precacher(conf, db, FakeComputes(delay=0.01), pools, notifier,
+                               host_calls=pools.host_calls(16))
     job = precacher.start(_ctxt(), agg_id, [IMG_A])
 
     progress = notifier.events(notifications.PROGRESS)
@@ -320,7 +369,8 @@ def test_progress_index_counts_every_host_once_in_order_under_concurrency(conf, 
     assert len(jobs.job_get(db, job["uuid"])["results"]) == 40
 
 
-def test_job_that_cannot_store_results_ends_failed_with_end_notification(conf, db, monkeypatch):
+def test_job_that_cannot_store_results_ends_failed_with_end_notification(
+        conf, db, pools, monkeypatch):
     agg_id = make_aggregate(db, ["h1"])
 
     def broken(*args: Any, **kwargs: Any) -> None:
@@ -328,7 +378,8 @@ def test_job_that_cannot_store_results_ends_failed_with_end_notification(conf, d
 
     monkeypatch.setattr(jobs, "job_record_hosts", broken)
     notifier = FakeNotifier()
-    job = make_precacher(conf, db, FakeComputes(), notifier).start(_ctxt(), agg_id, [IMG_A])
+    job = make_precacher(conf, db, FakeComputes(), pools, notifier).start(
+        _ctxt(), agg_id, [IMG_A])
 
     done = jobs.job_get(db, job["uuid"])
     assert done["state"] == jobs.FAILED
@@ -336,11 +387,11 @@ def test_job_that_cannot_store_results_ends_failed_with_end_notification(conf, d
     assert [e for e, _ in notifier.sent][-1] == notifications.END
 
 
-def test_stopped_pool_interrupts_the_job_and_settles_every_host(conf, db):
+def test_stopped_pool_interrupts_the_job_and_settles_every_host(conf, db, pools):
     agg_id = make_aggregate(db, ["h1", "h2"])
-    executor = concurrent.futures.ThreadPoolExecutor(1)
-    executor.shutdown()
-    job = make_precacher(conf, db, FakeComputes(), executor=executor).start(
+    host_calls = pools.host_calls()
+    host_calls.shutdown()
+    job = make_precacher(conf, db, FakeComputes(), pools, host_calls=host_calls).start(
         _ctxt(), agg_id, [IMG_A])
 
     done = jobs.job_get(db, job["uuid"])
@@ -367,13 +418,11 @@ def test_result_writer_batches_what_arrives_meanwhile(db, monkeypatch):
     assert len(jobs.job_get(db, job["uuid"])["results"]) == 450
 
 
-def test_pool_stopped_mid_job_abandons_the_call_in_flight_and_ends_interrupted(conf, db):
-    from fleetcache.conductor.hostpool import HostCallPool
-
+def test_pool_stopped_mid_job_abandons_the_call_in_flight_and_ends_interrupted(conf, db, pools):
     agg_id = make_aggregate(db, ["h1", "h2", "h3"])
-    pool = HostCallPool(1)
+    pool = pools.host_calls(1)
     computes = FakeComputes(delay=3)
-    job = make_precacher(conf, db, computes, sync=False, executor=pool).start(
+    job = make_precacher(conf, db, computes, pools, sync=False, host_calls=pool).start(
         _ctxt(), agg_id, [IMG_A])
     deadline = time.monotonic() + 5
     while not computes.calls and time.monotonic() < deadline:
@@ -393,7 +442,7 @@ def test_pool_stopped_mid_job_abandons_the_call_in_flight_and_ends_interrupted(c
     assert done["finished_at"] is not None
 
 
-def test_progress_is_sent_once_the_result_is_stored(conf, db):
+def test_progress_is_sent_once_the_result_is_stored(conf, db, pools):
     agg_id = make_aggregate(db, ["h1", "h2"])
     seen: list[tuple[str, int]] = []
 
@@ -404,18 +453,27 @@ def test_progress_is_sent_once_the_result_is_stored(conf, db):
                 seen.append((payload["host"], int(payload["host"] in stored)))
             super().info(ctxt, event_type, payload)
 
-    make_precacher(conf, db, FakeComputes(), CheckingNotifier()).start(_ctxt(), agg_id, [IMG_A])
+    make_precacher(conf, db, FakeComputes(), pools, CheckingNotifier()).start(
+        _ctxt(), agg_id, [IMG_A])
     assert sorted(seen) == [("h1", 1), ("h2", 1)]
 
 
-def test_manager_cache_images_checks_then_delegates(conf, db):
-    from fleetcache.conductor.manager import ConductorManager, ConductorState
+@pytest.fixture
+def state(conf: cfg.ConfigOpts, db: Database) -> Iterator[ConductorState]:
+    """The conductor's shared state as ``fleetcache-conductor`` builds it, stopped after."""
+    transports = rpc.Transports(conf)
+    built = ConductorState(conf, db, transports, images=FakeImages())  # type: ignore[arg-type]
+    yield built
+    built.shutdown(wait=True)
+    transports.cleanup()
+    impl_fake.FakeExchangeManager.cleanup()
 
+
+def test_manager_cache_images_checks_then_delegates(conf, db, pools, state):
     agg_id = make_aggregate(db, ["h1"])
-    state = ConductorState(conf, db)
     computes = FakeComputes()
-    state._precacher = make_precacher(conf, db, computes)
-    manager = ConductorManager(conf, db, state=state)
+    state.precacher = make_precacher(conf, db, computes, pools)
+    manager = ConductorManager(state)
 
     with pytest.raises(messaging.ExpectedException) as raised:  # the caller's error
         manager.cache_images(_ctxt(), agg_id, [])
@@ -425,3 +483,51 @@ def test_manager_cache_images_checks_then_delegates(conf, db):
     assert job["aggregate_id"] == agg_id and job["state"] == jobs.QUEUED
     assert computes.calls == [("h1", [IMG_A])]
     assert [j["uuid"] for j in jobs.job_list(db)] == [job["uuid"]]
+
+
+def test_conductor_pools_come_from_configuration(conf, db):
+    conf.set_override("precache_concurrency", 3, group="image_cache")
+    conf.set_override("max_concurrent_jobs", 2, group="conductor")
+    transports = rpc.Transports(conf)
+    state = ConductorState(conf, db, transports)
+    try:
+        assert state.precacher.host_calls is state.host_calls
+        assert state.host_calls.size == 3
+        assert state.job_coordinators.submit(lambda: 42).result(timeout=5) == 42
+    finally:
+        state.shutdown(wait=True)
+        transports.cleanup()
+    assert state.host_calls.stopping.is_set()
+    with pytest.raises(RuntimeError):
+        state.job_coordinators.submit(lambda: None)
+
+
+def test_a_job_beyond_max_concurrent_jobs_stays_queued_until_a_coordinator_is_free(
+        conf, db, pools):
+    conf.set_override("max_concurrent_jobs", 1, group="conductor")
+    conf.set_override("precache_concurrency", 2, group="image_cache")
+    agg_id = make_aggregate(db, ["h1"])
+    release = threading.Event()
+    computes = FakeComputes({"h1": lambda ids: release.wait(10) and {
+        i: {"state": "cached", "reason": None, "bytes_downloaded": 1} for i in ids}})
+    transports = rpc.Transports(conf)
+    state = ConductorState(conf, db, transports)
+    try:
+        precacher = make_precacher(conf, db, computes, pools, host_calls=state.host_calls,
+                                   job_runner=state.job_coordinators.submit)
+        first = precacher.start(_ctxt(), agg_id, [IMG_A])
+        deadline = time.monotonic() + 5
+        while not computes.calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        second = precacher.start(_ctxt(), agg_id, [IMG_B])
+        time.sleep(0.3)
+        assert jobs.job_get(db, first["uuid"])["state"] == jobs.RUNNING
+        assert jobs.job_get(db, second["uuid"])["state"] == jobs.QUEUED
+        assert len(computes.calls) == 1  # the first job's only host, still answering
+        release.set()
+        assert wait_done(db, first["uuid"])["state"] == jobs.DONE
+        assert wait_done(db, second["uuid"])["state"] == jobs.DONE
+    finally:
+        release.set()
+        state.shutdown(wait=True)
+        transports.cleanup()

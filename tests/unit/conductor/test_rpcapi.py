@@ -31,8 +31,8 @@ class Conductor:
 
 def test_report_image_cache_is_a_1_1_cast_with_a_timestamp() -> None:
     conf = make_conf()
-    rpc.init(conf)
-    transport = rpc.get_transport(conf, "fake:///")
+    transports = rpc.Transports(conf)
+    transport = transports.get("fake:///")
     endpoint = Conductor()
     server = rpc.get_server(transport, rpcapi.TOPIC, "conductor-1", [endpoint])
     server.start()
@@ -45,6 +45,7 @@ def test_report_image_cache_is_a_1_1_cast_with_a_timestamp() -> None:
     finally:
         server.stop()
         server.wait()
+        transports.cleanup()
     [report] = endpoint.reports
     assert report["host"] == "h1" and report["images"] == images
     assert report["usage_bytes"] == 4096 and report["reported_at"] >= before
@@ -52,7 +53,8 @@ def test_report_image_cache_is_a_1_1_cast_with_a_timestamp() -> None:
 
 def test_capped_client_does_not_report() -> None:
     conf = make_conf(upgrade_levels__conductor="1.0")
-    rpc.init(conf)
-    client = rpcapi.ConductorAPI(conf, rpc.get_transport(conf, "fake:///"))
+    transports = rpc.Transports(conf)
+    client = rpcapi.ConductorAPI(conf, transports.get("fake:///"))
     with pytest.raises(exception.RPCVersionCapped, match="report_image_cache needs 1.1"):
         client.report_image_cache(CTXT, "h1", [], 0)
+    transports.cleanup()

@@ -1,0 +1,89 @@
+"""Tests of fleetcache.common.rpc: the transports a service owns."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import oslo_messaging as messaging
+import pytest
+from oslo_config import cfg
+from oslo_messaging._drivers import impl_fake
+
+from fleetcache.cmd.common import register_messaging_opts
+from fleetcache.common import config, rpc
+
+
+def _conf(transport_url: str) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    register_messaging_opts(conf)
+    conf([], project="fleetcache", default_config_files=[])
+    conf.set_override("transport_url", transport_url)
+    return conf
+
+
+def _vhost(transport: messaging.Transport) -> str:
+    return str(transport._driver._url.virtual_host)
+
+
+def test_a_new_config_never_gets_a_transport_built_for_an_earlier_one() -> None:
+    """The old process-wide cache was keyed by ``id(conf)``: once a config was collected, a new
+    one could get its id, and with it the earlier config's transport. Configs here are made
+    and collected one after the other, so that ids do come back."""
+    ids: set[int] = set()
+    reused = False
+    for n in range(20):
+        conf = _conf(f"fake:///vhost{n}")
+        reused = reused or id(conf) in ids
+        ids.add(id(conf))
+        transports = rpc.Transports(conf)
+        transport = transports.get()
+        assert transport.conf is conf
+        assert _vhost(transport) == f"vhost{n}"
+        assert transports.notification() is not transport
+        assert transports.notification().conf is conf
+        transports.cleanup()
+        gone = weakref.ref(conf)
+        del conf, transports, transport
+        gc.collect()
+        assert gone() is None  # nothing kept the earlier config alive
+    impl_fake.FakeExchangeManager.cleanup()
+    assert reused, "no config got an earlier one's id: the case above was never exercised"
+
+
+def test_one_transport_per_url_until_cleanup() -> None:
+    conf = _conf("fake:///default")
+    transports = rpc.Transports(conf)
+    default = transports.get()
+    assert transports.get(None) is default
+    cell = transports.get("fake:///cell1")
+    assert cell is not default and transports.get("fake:///cell1") is cell
+    assert _vhost(cell) == "cell1"
+    transports.cleanup()
+    assert transports.get() is not default  # opened again after a cleanup
+    transports.cleanup()
+    impl_fake.FakeExchangeManager.cleanup()
+
+
+def test_two_services_of_one_process_share_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo and the functional tests run a conductor and computes in one process: each
+    owns its transports, and stopping one closes none of the other's."""
+    conf = _conf("fake:///")
+    conductor, compute = rpc.Transports(conf), rpc.Transports(conf)
+    theirs = compute.get()
+    assert conductor.get() is not theirs
+    closed: list[messaging.Transport] = []
+    real_cleanup = messaging.Transport.cleanup
+
+    def spy(self: messaging.Transport) -> None:
+        closed.append(self)
+        real_cleanup(self)
+
+    monkeypatch.setattr(messaging.Transport, "cleanup", spy)
+    conductor.cleanup()
+    monkeypatch.undo()
+    assert theirs not in closed and len(closed) == 1
+    assert compute.get() is theirs
+    compute.cleanup()
+    impl_fake.FakeExchangeManager.cleanup()
