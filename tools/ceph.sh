@@ -79,7 +79,8 @@ own_daemons() {
 
 start_daemon() {  # type id: the daemon forks into the background and writes its pid file
     local type=$1 id=$2
-    "ceph-$type" --conf "$CONF" -i "$id" 2>>"$D/log/ceph-$type.$id.start.log" \
+    # stdio to the directory's log: the daemon must not keep a caller's pipe or log open
+    "ceph-$type" --conf "$CONF" -i "$id" >>"$D/log/ceph-$type.$id.start.log" 2>&1 </dev/null \
         || fail "$type.$id" "ceph-$type -i $id exited $?"
 }
 
