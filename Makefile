@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test unit functional integration db-test lint genconfig stack-up stack-down bench clean
+.PHONY: venv debian-deps demo test unit functional integration db-test lint genconfig stack-up stack-down bench clean
 
 venv: $(STAMP)
 
@@ -15,25 +15,29 @@ $(STAMP): setup.cfg pyproject.toml test-requirements.txt
 	$(BIN)/pip install -q -e '.[postgresql,mysql]' -r test-requirements.txt
 	touch $(STAMP)
 
+# Debian packages the tests need (qemu-utils, Ceph...), and Debian's rados/rbd bindings linked
+# into the venv (they are not on PyPI; tools/ceph-bindings.sh says why a link).
+debian-deps: venv
+	tools/install-debian-deps.sh
+	tools/ceph-bindings.sh $(VENV)
+
 demo: venv
 	$(BIN)/fleetcache demo
 
 # Unit and functional tests, then the integration tests on the real local stack
 # (RabbitMQ, PostgreSQL, MariaDB, Glance in its own venv, the WSGI server, the daemons).
-test: venv
-	tools/install-debian-deps.sh
+test: debian-deps
 	tools/test-services.sh
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/functional
 	tools/run-integration.sh
 
-unit: venv
+unit: debian-deps
 	$(BIN)/pytest -q tests/unit
 
 functional: venv
 	$(BIN)/pytest -q tests/functional
 
-integration: venv
-	tools/install-debian-deps.sh
+integration: debian-deps
 	tools/test-services.sh
 	tools/run-integration.sh
 

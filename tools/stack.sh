@@ -8,23 +8,28 @@
 #   tools/stack.sh start NAME           start it again with the same command and config
 #
 # Pieces (all on 127.0.0.1, state under .stack/ in the checkout, or $FLEETCACHE_STACK_DIR):
+# - ceph:      a throwaway single-node Ceph (tools/ceph.sh: one mon, one OSD, pools images and
+#              instances, users glance, compute, instances) in .stack/ceph.
 # - glance:    Glance 33.0.0 in its own venv (.stack/glance-venv, tools/glance/requirements.txt,
-#              rebuilt only when that file changes) under gunicorn on :19292; SQLite, file store
-#              with 4 MiB chunks, no Keystone (paste "default" flavor; tools/glance/). Its
-#              access log (.stack/log/glance-access.log) records every request.
+#              rebuilt only when that file changes; Debian's rados/rbd bindings linked in) under
+#              gunicorn on :19292; SQLite, no Keystone (paste "default" flavor; tools/glance/).
+#              Stores: "file" (the default, 4 MiB chunks) and "ceph" (rbd, user glance, pool
+#              images). Its access log (.stack/log/glance-access.log) records every request.
 # - api:       fleetcache-api (gunicorn) on :18774, [api] auth_strategy = noauth.
 # - conductor: one fleetcache-conductor; DEFAULT transport_url vhost fleetcache. It also reads
 #              .stack/etc/conductor.d/*.conf (empty: for tests that restart it with options).
 # - compute1, compute2 (cell1, vhost fleetcache_cell1) and compute3 (cell2, fleetcache_cell2):
 #              fleetcache-compute, disk driver, each with its own config and instances_path.
-# Two sample images (a real qcow2 and a raw, a few MiB each) are uploaded to Glance.
+# Two sample images (a real qcow2 and a raw, a few MiB each) are uploaded to Glance's file store,
+# and one raw image to its rbd store (direct_url rbd://<fsid>/images/<id>/snap).
 #
 # Every daemon runs in its own session (setsid), so stopping its process group stops its
 # children too and nothing else. `up` fails naming the piece that did not come up, with the
 # tail of its log, and stops what it had started. One stack.sh command runs at a time (flock).
 #
-# STACK_GLANCE_PORT, STACK_API_PORT and STACK_VHOST_PREFIX (vhosts <prefix>, <prefix>_cell1,
-# <prefix>_cell2, which must exist) with FLEETCACHE_STACK_DIR run a second stack beside this one.
+# STACK_GLANCE_PORT, STACK_API_PORT, STACK_VHOST_PREFIX (vhosts <prefix>, <prefix>_cell1,
+# <prefix>_cell2, which must exist) and tools/ceph.sh's STACK_CEPH_* ports with
+# FLEETCACHE_STACK_DIR run a second stack beside this one.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,6 +39,10 @@ GLANCE_PYTHON=${GLANCE_PYTHON:-python3}
 GLANCE_VENV=$STACK/glance-venv
 GLANCE_REQS=$ROOT/tools/glance/requirements.txt
 GLANCE_DIR=$STACK/glance
+CEPH_SH=$ROOT/tools/ceph.sh
+CEPH_DIR=$STACK/ceph
+# Glance's rbd store (glance-api.conf.in: enabled_backends)
+GLANCE_RBD_STORE=ceph
 ETC=$STACK/etc
 LOG=$STACK/log
 # One line per Glance request, written when the response ends: client, time, request line,
@@ -60,6 +69,7 @@ SERVICE_DOWN_TIME=10
 
 T0=$SECONDS
 GLANCE_START_PID=
+CEPH_START_PID=
 
 log() { echo "stack: $*"; }
 phase() { log "[$((SECONDS - T0))s] $*"; }
@@ -185,6 +195,9 @@ fail() {  # name message: report with the tail of name's logs, stop everything, 
         echo "stack: waiting for Glance's start (a venv build stays cached)" >&2
         wait "$GLANCE_START_PID" || true
     fi
+    if [[ -n $CEPH_START_PID ]]; then
+        wait "$CEPH_START_PID" || true
+    fi
     echo "stack: stopping what was started" >&2
     cmd_down >&2 || true
     exit 1
@@ -231,6 +244,7 @@ write_glance_config() {
     local f
     for f in glance-api.conf glance-api-paste.ini; do
         sed -e "s#@GLANCE_DIR@#$GLANCE_DIR#g" -e "s#@LOG_DIR@#$LOG#g" \
+            -e "s#@CEPH_CONF@#$CEPH_DIR/ceph.conf#g" \
             "$ROOT/tools/glance/$f.in" >"$GLANCE_DIR/etc/$f"
     done
     cp "$ROOT/tools/glance/policy.yaml" "$GLANCE_DIR/etc/policy.yaml"
@@ -238,6 +252,8 @@ write_glance_config() {
 
 start_glance() {  # in the background during `up`: report failure by status, not through fail()
     ensure_glance_venv || return 10
+    # Glance's rbd store needs rados/rbd; re-linked every time, a rebuilt venv lacks them
+    "$ROOT/tools/ceph-bindings.sh" "$GLANCE_VENV" >"$LOG/glance-bindings.log" 2>&1 || return 12
     "$GLANCE_VENV/bin/glance-manage" --config-file "$GLANCE_DIR/etc/glance-api.conf" db_sync \
         >"$LOG/glance-manage.log" 2>&1 || return 11
     start_daemon glance env OS_GLANCE_CONFIG_DIR="$GLANCE_DIR/etc" \
@@ -255,6 +271,7 @@ wait_glance_started() {
     0) ;;
     10) fail glance-venv "pip install -r $GLANCE_REQS failed" ;;
     11) fail glance-manage "glance-manage db_sync failed" ;;
+    12) fail glance-bindings "tools/ceph-bindings.sh $GLANCE_VENV failed" ;;
     *) fail glance "could not start (status $status)" ;;
     esac
 }
@@ -270,17 +287,20 @@ make_sample_images() {  # -> $STACK/samples/sample.qcow2, sample.raw (random con
     qemu-img convert -q -f raw -O qcow2 "$dir/qcow2-source.raw" "$dir/sample.qcow2"
     rm -f "$dir/qcow2-source.raw"
     head -c $((3 * 1024 * 1024)) /dev/urandom >"$dir/sample.raw"
+    # 12 MiB: one whole 8 MiB RBD object and a partial one
+    head -c $((12 * 1024 * 1024)) /dev/urandom >"$dir/sample-rbd.raw"
 }
 
-upload_image() {  # name disk_format file -> image id
-    local name=$1 fmt=$2 file=$3 body id status
+upload_image() {  # name disk_format file [store] -> image id (store: Glance's default, file)
+    local name=$1 fmt=$2 file=$3 store=${4:-} body id status headers=()
+    [[ -n $store ]] && headers=(-H "X-Image-Meta-Store: $store")
     body=$(curl -sf -m 30 -X POST -H 'Content-Type: application/json' \
         -d "{\"name\": \"$name\", \"disk_format\": \"$fmt\", \"container_format\": \"bare\",
              \"visibility\": \"public\"}" "$GLANCE_URL/v2/images") \
         || fail glance "cannot create image $name"
     id=$(json_field id <<<"$body")
-    curl -sf -m 120 -X PUT -H 'Content-Type: application/octet-stream' -T "$file" \
-        "$GLANCE_URL/v2/images/$id/file" || fail glance "upload of $name ($id) failed"
+    curl -sf -m 120 -X PUT -H 'Content-Type: application/octet-stream' "${headers[@]}" \
+        -T "$file" "$GLANCE_URL/v2/images/$id/file" || fail glance "upload of $name ($id) failed"
     status=$(curl -sf -m 30 "$GLANCE_URL/v2/images/$id" | json_field status)
     [[ $status == active ]] || fail glance "image $name ($id) is $status after upload"
     echo "$id"
@@ -425,7 +445,9 @@ wait_services() {  # binary host:cell... ; until each is up (host "*" = any host
     done
 }
 
-write_env() {  # image ids...
+write_env() {  # rbd-image-id file-image-ids...
+    local rbd=$1
+    shift
     local computes=() entry host
     for entry in "${COMPUTES[@]}"; do
         host=${entry%%:*}
@@ -440,7 +462,35 @@ export FLEETCACHE_COMPUTES="${computes[*]}"
 export FLEETCACHE_SAMPLE_IMAGES="$*"
 export FLEETCACHE_STACK_DIR=$STACK
 export FLEETCACHE_GLANCE_ACCESS_LOG=$GLANCE_ACCESS_LOG
+export FLEETCACHE_GLANCE_RBD_STORE=$GLANCE_RBD_STORE
+export FLEETCACHE_RBD_SAMPLE_IMAGE=$rbd
 EOF
+    # FLEETCACHE_CEPH_CONF, FLEETCACHE_CEPH_FSID, FLEETCACHE_CEPH_KEYRING_<USER>
+    cat "$CEPH_DIR/env" >>"$STACK/env"
+}
+
+# -- Ceph -----------------------------------------------------------------------------------
+
+ceph_sh() {  # tools/ceph.sh on this stack's directory, without the stack lock (fd 9): the
+    # daemons it starts outlive it and must not hold the lock
+    FLEETCACHE_STACK_DIR=$STACK "$CEPH_SH" "$@" 9>&-
+}
+
+start_ceph() {  # in the background during `up`, output in $LOG/ceph.log
+    ceph_sh up >"$LOG/ceph.log" 2>&1
+}
+
+wait_ceph_started() {
+    wait "$CEPH_START_PID" || { CEPH_START_PID=; fail ceph "tools/ceph.sh up failed"; }
+    CEPH_START_PID=
+    log "$(tail -n 1 "$LOG/ceph.log")"
+}
+
+check_rbd_image() {  # id: Glance stored it in Ceph (direct_url rbd://<fsid>/images/<id>/snap)
+    local url
+    url=$(curl -sf -m 30 "$GLANCE_URL/v2/images/$1" | json_field direct_url)
+    [[ $url == rbd://*/images/$1/snap ]] \
+        || fail glance "image $1 uploaded to store $GLANCE_RBD_STORE has direct_url $url"
 }
 
 # -- commands -------------------------------------------------------------------------------
@@ -474,12 +524,16 @@ reset_state() {  # everything of a previous stack except the cached Glance venv
 }
 
 cmd_up() {
-    local qcow2 raw entry
+    local qcow2 raw rbd entry
     T0=$SECONDS
     mkdir -p "$STACK" "$RUN"
     cmd_down   # pid files and strays both: a daemon that lost its pid file dies here too
     reset_state
     check_prerequisites
+    # Ceph (about 15 s) starts while Glance and fleetcache do; Glance's rbd store connects
+    # only when an image is stored or read.
+    start_ceph &
+    CEPH_START_PID=$!
     write_glance_config
     # Glance (with its venv: about a minute when not cached) starts while fleetcache does.
     start_glance &
@@ -495,11 +549,16 @@ cmd_up() {
     qcow2=$(upload_image fleetcache-sample-qcow2 qcow2 "$STACK/samples/sample.qcow2")
     raw=$(upload_image fleetcache-sample-raw raw "$STACK/samples/sample.raw")
     phase "Glance up, sample images $qcow2 (qcow2) $raw (raw) active"
+    wait_ceph_started
+    rbd=$(upload_image fleetcache-sample-rbd raw "$STACK/samples/sample-rbd.raw" \
+        "$GLANCE_RBD_STORE")
+    check_rbd_image "$rbd"
+    phase "Ceph up, sample image $rbd (raw) active in Glance's rbd store"
     wait_http api "$API_URL/" 200
     wait_services fleetcache-compute "${COMPUTES[@]}"
-    write_env "$qcow2" "$raw"
+    write_env "$rbd" "$qcow2" "$raw"
     log "up in $((SECONDS - T0))s: Glance $GLANCE_URL, API $API_URL/v2.1," \
-        "computes ${COMPUTES[*]}; source $STACK/env"
+        "computes ${COMPUTES[*]}, Ceph $CEPH_DIR; source $STACK/env"
 }
 
 cmd_down() {
@@ -510,6 +569,7 @@ cmd_down() {
     # its pid file; it still runs this stack's config, so it is stopped here as well.
     mapfile -t strays < <(stray_daemons)
     ((${#strays[@]})) && stop_groups TERM "${strays[@]}"
+    ceph_sh down
     rm -f "$STACK/env"
     names+=("${strays[@]%%=*}")
     ((${#names[@]})) && log "stopped ${names[*]}"
@@ -537,6 +597,7 @@ cmd_status() {
     echo "glance $GLANCE_URL/: HTTP $(http_code "$GLANCE_URL/")"
     echo "api $API_URL/: HTTP $(http_code "$API_URL/")"
     "$VENV_BIN/fleetcache-manage" --config-file "$CONF" service list || rc=1
+    ceph_sh status || rc=1
     return "$rc"
 }
 

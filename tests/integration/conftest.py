@@ -78,6 +78,8 @@ class Stack:
     :ivar api_url: the compute API endpoint (``.../v2.1``), as ``OS_ENDPOINT``.
     :ivar glance_url: the Glance root URL, as ``OS_IMAGE_ENDPOINT_OVERRIDE``.
     :ivar glance_access_log: Glance's access log (see :meth:`glance_requests`).
+    :ivar ceph: the stack's throwaway Ceph cluster (``tools/ceph.sh``).
+    :ivar rbd_sample_image: the Glance id of the raw sample image in Glance's rbd store.
     """
 
     def __init__(self, directory: Path, env: dict[str, str]) -> None:
@@ -93,6 +95,11 @@ class Stack:
         self.sample_images = env["FLEETCACHE_SAMPLE_IMAGES"].split()
         self.glance_access_log = Path(env.get("FLEETCACHE_GLANCE_ACCESS_LOG",
                                               directory / "log" / "glance-access.log"))
+        self.ceph = CephCluster(
+            conf=Path(env["FLEETCACHE_CEPH_CONF"]), fsid=env["FLEETCACHE_CEPH_FSID"],
+            keyrings={user: Path(env[f"FLEETCACHE_CEPH_KEYRING_{user.upper()}"])
+                      for user in CephCluster.USERS})
+        self.rbd_sample_image = env["FLEETCACHE_RBD_SAMPLE_IMAGE"]
         self.conf = _load_conf(self.conf_file)
         self._db: Database | None = None
 
@@ -255,6 +262,34 @@ class Stack:
         if proc.returncode != 0:
             raise AssertionError(f"tools/stack.sh {' '.join(args)} failed: "
                                  f"{proc.stdout}{proc.stderr}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CephCluster:
+    """The stack's Ceph as ``tools/ceph.sh up`` described it (``FLEETCACHE_CEPH_*``)."""
+
+    #: The cluster's users, each with its own keyring: ``admin`` (all caps), ``glance``
+    #: (rbd on pool images), ``compute`` (read-only on images), ``instances`` (rbd on pool
+    #: instances, read-only on images).
+    USERS = ("admin", "glance", "compute", "instances")
+
+    conf: Path
+    fsid: str
+    keyrings: dict[str, Path]
+
+    def rbd(self, user: str, *args: str, check: bool = True,
+            timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[bytes]:
+        """Run the ``rbd`` CLI as ``client.<user>`` with explicit conf and keyring.
+
+        :raises AssertionError: when ``check`` and it exits non-zero (with its stderr).
+        """
+        cmd = ["rbd", "--conf", str(self.conf), "--id", user,
+               "--keyring", str(self.keyrings[user]), *args]
+        proc = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{shlex.join(cmd)} exited {proc.returncode}: "
+                                 f"{proc.stderr.decode(errors='replace')}")
+        return proc
 
 
 _ACCESS_LINE = re.compile(
