@@ -43,6 +43,9 @@ def _conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     conf([], project="fleetcache", default_config_files=[])
     conf.set_override("compute_driver", "fake")
     conf.set_override("executor_thread_pool_size", args.executor_pool)
+    # As fleetcache-compute requires: long calls leave a worker free to answer.
+    conf.set_override("max_concurrent_long_calls", max(1, args.executor_pool - 1),
+                      group="compute")
     rpc.init(conf)
     return conf
 

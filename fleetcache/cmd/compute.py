@@ -21,7 +21,7 @@ from fleetcache.cmd import common
 from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.service import Service, ServiceReporter
-from fleetcache.compute import config_check
+from fleetcache.compute import config_check, long_calls
 from fleetcache.compute import rpcapi as compute_rpcapi
 from fleetcache.compute.imagecache import CachedImage, ReportFunc
 from fleetcache.compute.manager import ComputeManager
@@ -31,11 +31,13 @@ from fleetcache.conductor.rpcapi import ConductorAPI
 LOG = logging.getLogger(__name__)
 
 BINARY = binaries.COMPUTE
-#: Worker threads of the compute's RPC server, i.e. RPC calls it runs at once. A
-#: ``cache_images`` call holds its worker for a whole download, and one conductor job sends one
-#: call per host, so a few workers serve several concurrent jobs; more only add idle threads,
-#: which the threading executor never releases (research/runtime-probe.md, P3).
-EXECUTOR_THREAD_POOL_SIZE = 8
+#: Worker threads of the compute's RPC server, i.e. RPC calls it runs at once. A long call
+#: (``cache_images``) holds its worker for a whole download, so the default leaves room for
+#: ``[compute] max_concurrent_long_calls`` (24) of them plus 8 workers that always answer short
+#: calls and refuse a long call over the limit at once (:mod:`fleetcache.compute.long_calls`).
+#: Not more: futurist's pool behind oslo.messaging's threading executor keeps every thread it
+#: ever started until the server stops.
+EXECUTOR_THREAD_POOL_SIZE = 32
 
 CHECK_CONFIG_OPT = cfg.BoolOpt(
     "check-config",
@@ -52,6 +54,7 @@ def build_service(conf: cfg.ConfigOpts, transports: rpc.Transports) -> Service:
     :raises InvalidConfiguration: when the driver is unknown or the host cannot run it.
     """
     _warn_database_settings(conf)
+    long_calls.check_limit(conf)
     driver = virt_driver.load_compute_driver(conf)
     driver.init_host(conf.host)
     transport = transports.get()

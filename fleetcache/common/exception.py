@@ -25,6 +25,7 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── AggregateHostExists
     │   ├── AggregateNotEmpty
     │   ├── CellExists
+    │   ├── ComputeBusy
     │   └── RPCVersionCapped
     ├── ImageFetchError (a download failed; carries the reason)
     └── QemuImgError (a qemu-img conversion or disk creation failed)
@@ -174,6 +175,12 @@ class AggregateNotEmpty(Conflict):
 class CellExists(Conflict):
     msg_fmt = "Cell %(name)s already exists."
     error_code = "fleetcache.cell.exists"
+
+
+class ComputeBusy(Conflict):
+    msg_fmt = ("Compute %(host)s is busy: it already serves %(limit)d long calls "
+               "([compute] max_concurrent_long_calls); %(method)s was refused, try again later")
+    error_code = "fleetcache.compute.busy"
 
 
 class RPCVersionCapped(Conflict):

@@ -18,6 +18,7 @@ from fleetcache.common.context import RequestContext
 from fleetcache.compute import rpcapi
 from fleetcache.compute.imagecache import ImageCacheManager, ReportFunc, manager_interval
 from fleetcache.compute.instance_disks import InstanceDisks
+from fleetcache.compute.long_calls import LongCallSlots
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.compute.virt import driver as virt_driver
 
@@ -42,36 +43,47 @@ class ComputeManager:
         if driver.image_cache is not None:
             self.instance_disks = InstanceDisks(conf, driver.image_cache)
             self.cache_manager = ImageCacheManager(conf, driver.image_cache, report)
+        #: Long calls admitted at once (``[compute] max_concurrent_long_calls``).
+        self.long_calls = LongCallSlots(conf.compute.max_concurrent_long_calls, conf.host)
         self._reported_once = False
 
     def cache_images(self, ctxt: RequestContext, image_ids: list[str]) -> dict[str, ImageResult]:
         """Cache each image in order, then report the cache (the report function); never raises.
 
+        A call beyond ``[compute] max_concurrent_long_calls`` is answered at once with every
+        image in ``error``, the reason naming the limit (see :mod:`.long_calls`).
+
         :returns: ``{image_id: {"state": cached|existing|error|unsupported, "reason": ...,
             "bytes_downloaded": N}}``, one entry per requested image.
         """
-        results: dict[str, ImageResult] = {}
-        for image_id in image_ids:
-            results[image_id] = self._cache_one(ctxt, image_id)
-        if self.cache_manager is not None:
-            self.cache_manager.report()
+        try:
+            with self.long_calls.hold("cache_images"):
+                results = {image_id: self._cache_one(ctxt, image_id) for image_id in image_ids}
+                if self.cache_manager is not None:
+                    self.cache_manager.report()
+        except exception.ComputeBusy as exc:
+            LOG.warning("%s", exc)
+            return {image_id: ImageResult(state="error", reason=str(exc), bytes_downloaded=0)
+                    for image_id in image_ids}
         return results
 
     @rpc.expected_exceptions(exception.Invalid, exception.NotFound, exception.Conflict,
-               exception.ImageFetchError)
+                             exception.ImageFetchError, exception.QemuImgError)
     def create_instance_disk(self, ctxt: RequestContext, instance_uuid: str, image_id: str,
                              size: int | None = None) -> rpcapi.InstanceDiskResult:
         """Create the instance's disk from ``image_id`` (see :class:`InstanceDisks`).
 
         :raises InstanceDisksNotSupported: when the virt driver keeps no image cache, or the
             backend chosen for the image is not implemented.
+        :raises ComputeBusy: at once, beyond ``[compute] max_concurrent_long_calls``.
         """
         if self.instance_disks is None or self.cache_manager is None:
             raise exception.InstanceDisksNotSupported(
                 reason=f"virt driver {type(self.driver).__name__} keeps no image cache")
-        result = self.instance_disks.create(ctxt, instance_uuid, image_id, size)
-        if result["image_fetched"]:
-            self.cache_manager.report()
+        with self.long_calls.hold("create_instance_disk"):
+            result = self.instance_disks.create(ctxt, instance_uuid, image_id, size)
+            if result["image_fetched"]:
+                self.cache_manager.report()
         return result
 
     @rpc.expected_exceptions(exception.Invalid)

@@ -104,6 +104,9 @@ class ComputeAPI:
         :raises ImageNotFound, ImageNotAvailable, ImageFetchError, ImageFormatRejected:
         :raises InstanceDisksNotSupported: the host's virt driver or the chosen backend makes
             no disks.
+        :raises QemuImgError: the backend could not create the disk (or not in time).
+        :raises ComputeBusy: the host already serves ``[compute] max_concurrent_long_calls``
+            long calls; nothing was done.
         """
         cctxt = rpc.prepare(
             self.client, "create_instance_disk", "1.1", server=host,

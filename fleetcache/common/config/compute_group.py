@@ -31,6 +31,27 @@ Possible values:
 * A list of Glance ``disk_format`` names, for example ``qcow2``.
 """,
     ),
+    cfg.IntOpt(
+        "max_concurrent_long_calls",
+        default=24,
+        min=1,
+        help="""
+RPC calls that may run for minutes (``cache_images``, ``create_instance_disk``: a download,
+then a conversion) this compute serves at once. Not Nova's.
+
+Each such call holds one of the RPC server's ``[DEFAULT] executor_thread_pool_size`` worker
+threads for its whole length, and oslo.messaging sends the call-monitor heartbeats that keep
+the caller waiting only for a call a worker has picked up: a call queued behind busy workers
+gets none, and its caller gives up after ``rpc_response_timeout`` although this compute is
+alive. So this limit must stay below ``executor_thread_pool_size`` (the compute refuses to
+start otherwise), which keeps workers free for short calls and for answering; a long call
+beyond it is answered at once with an error naming this option (a pre-cache job records it as
+the host's ``error`` reason), never left to time out.
+
+Possible values:
+* An integer from 1 to ``executor_thread_pool_size - 1``.
+""",
+    ),
 ]
 
 

@@ -141,3 +141,14 @@ def test_a_capped_conductor_is_warned_about_once_then_not_reported_to(
         report([], 0)
     assert sum("Not reporting the image cache" in r.message for r in caplog.records) == 1
     assert conductor.reports == []
+
+
+def test_long_call_limit_not_below_the_workers_exits_2_naming_both_options(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = ("compute_driver = fake\nexecutor_thread_pool_size = 4\n"
+            "[compute]\nmax_concurrent_long_calls = 4\n")
+    assert _main(tmp_path, text) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "max_concurrent_long_calls (4)" in err and "executor_thread_pool_size (4)" in err
+    assert "Traceback" not in err
