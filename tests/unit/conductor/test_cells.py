@@ -2,49 +2,19 @@
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import Iterator
 
 import pytest
 from oslo_config import cfg
-from oslo_messaging._drivers import impl_fake
 
-from fleetcache.cmd.common import register_messaging_opts
-from fleetcache.common import config, rpc
+from fleetcache.common import rpc
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import migration
 from fleetcache.common.db.api import CellDict
 from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service
 from fleetcache.compute.rpcapi import ComputeAPI
 from fleetcache.conductor.cells import CellListeners, CellTransports, redact_url
 from fleetcache.conductor.manager import ConductorManager, ConductorState
-
-
-@pytest.fixture
-def conf() -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    config.register_all(conf)
-    register_messaging_opts(conf)
-    conf([], project="fleetcache", default_config_files=[])
-    conf.set_override("transport_url", "fake:///")
-    return conf
-
-
-@pytest.fixture
-def db(tmp_path: pathlib.Path) -> Iterator[Database]:
-    database = Database(f"sqlite:///{tmp_path}/cells.sqlite")
-    migration.db_sync(database)
-    yield database
-    database.dispose()
-
-
-@pytest.fixture
-def transports(conf: cfg.ConfigOpts) -> Iterator[rpc.Transports]:
-    opened = rpc.Transports(conf)
-    yield opened
-    opened.cleanup()
-    impl_fake.FakeExchangeManager.cleanup()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import pathlib
 from collections.abc import Iterator
 
 import oslo_messaging as messaging
@@ -12,11 +11,9 @@ import pytest
 from oslo_config import cfg
 from oslo_messaging._drivers import impl_fake
 
-from fleetcache.cmd.common import register_messaging_opts
-from fleetcache.common import config, exception, rpc
+from fleetcache.common import exception, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import migration
 from fleetcache.common.db.session import Database
 from fleetcache.conductor import rpcapi
 from fleetcache.conductor.manager import ConductorManager, ConductorState
@@ -31,24 +28,6 @@ def raises_expected(exc_type: type[Exception]) -> Iterator[None]:
     with pytest.raises(messaging.ExpectedException) as caught:
         yield
     assert isinstance(caught.value.exc_info[1], exc_type)
-
-
-@pytest.fixture
-def conf() -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    config.register_all(conf)
-    register_messaging_opts(conf)
-    conf([], project="fleetcache", default_config_files=[])
-    conf.set_override("transport_url", "fake:///")
-    return conf
-
-
-@pytest.fixture
-def db(tmp_path: pathlib.Path) -> Iterator[Database]:
-    database = Database(f"sqlite:///{tmp_path}/conductor.sqlite")
-    migration.db_sync(database)
-    yield database
-    database.dispose()
 
 
 @pytest.fixture

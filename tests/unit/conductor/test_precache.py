@@ -16,12 +16,10 @@ from oslo_config import cfg
 from oslo_messaging._drivers import impl_fake
 from sqlalchemy import delete
 
-from fleetcache.cmd.common import register_messaging_opts
-from fleetcache.common import config, exception, rpc
+from fleetcache.common import exception, rpc
 from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs, models
-from fleetcache.common.db.migration import db_sync
 from fleetcache.common.db.session import Database
 from fleetcache.conductor import jobresults, notifications, precache
 from fleetcache.conductor.hostpool import HostCallPool
@@ -116,27 +114,10 @@ class Pools:
 
 
 @pytest.fixture
-def conf() -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    config.register_all(conf)
-    register_messaging_opts(conf)
-    conf([], project="fleetcache", default_config_files=[])
-    conf.set_override("transport_url", "fake:///")
-    return conf
-
-
-@pytest.fixture
 def pools() -> Iterator[Pools]:
     made = Pools()
     yield made
     made.shutdown()
-
-
-@pytest.fixture
-def db(tmp_path: Any) -> Database:
-    database = Database(f"sqlite:///{tmp_path}/fleetcache.db")
-    db_sync(database)
-    return database
 
 
 def _ctxt() -> RequestContext:

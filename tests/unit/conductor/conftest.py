@@ -1,0 +1,42 @@
+"""What the conductor's unit tests share: a configuration on the ``fake://`` transport, a
+synced SQLite database, and the transports a conductor opens (closed after each test)."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+from oslo_config import cfg
+from oslo_messaging._drivers import impl_fake
+
+from fleetcache.cmd.common import register_messaging_opts
+from fleetcache.common import config, rpc
+from fleetcache.common.db import migration
+from fleetcache.common.db.session import Database
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    register_messaging_opts(conf)
+    conf([], project="fleetcache", default_config_files=[])
+    conf.set_override("transport_url", "fake:///")
+    return conf
+
+
+@pytest.fixture
+def db(tmp_path: pathlib.Path) -> Iterator[Database]:
+    database = Database(f"sqlite:///{tmp_path}/conductor.sqlite")
+    migration.db_sync(database)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def transports(conf: cfg.ConfigOpts) -> Iterator[rpc.Transports]:
+    opened = rpc.Transports(conf)
+    yield opened
+    opened.cleanup()
+    impl_fake.FakeExchangeManager.cleanup()
