@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
+import time
 from typing import Any
 
 import pytest
@@ -55,8 +56,21 @@ exec {real} "$@"
     return pidfile
 
 
-def process_gone(pid: int) -> bool:
-    """Whether ``pid`` is no longer running (a zombie counts as gone)."""
+def process_gone(pid: int, within: float = 2.0) -> bool:
+    """Whether ``pid`` stops running within ``within`` seconds (a zombie counts as gone).
+
+    SIGKILL is delivered asynchronously: a process killed an instant ago may still show as
+    running (seen under load: the check right after ``killpg`` failed about once in 20).
+    """
+    deadline = time.monotonic() + within
+    while not _gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _gone(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
