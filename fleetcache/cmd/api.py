@@ -2,10 +2,10 @@
 
 Listens on ``[api] bind_host``:``[api] bind_port`` with ``[api] workers`` processes of
 ``[api] threads`` threads each; a request that takes longer than ``[api] client_timeout`` to
-arrive is cut off (``api_worker.DeadlineThreadWorker``). Each worker builds the application itself after the fork, so
-no database connection or RPC transport is shared between processes. SIGTERM (and SIGINT)
-stop accepting connections and let requests in flight finish for ``[api] graceful_timeout``
-seconds: gunicorn's arbiter does that.
+arrive is cut off (``api_worker.DeadlineThreadWorker``). Each worker builds the application
+itself after the fork, so no database connection or RPC transport is shared between processes.
+SIGTERM (and SIGINT) stop accepting connections and let requests in flight finish for
+``[api] graceful_timeout`` seconds: gunicorn's arbiter does that.
 """
 
 from __future__ import annotations

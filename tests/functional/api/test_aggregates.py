@@ -135,7 +135,8 @@ def test_add_and_remove_host(app: webtest.TestApp, computes: list[str], db: Data
 def test_add_host_errors(app: webtest.TestApp, computes: list[str]) -> None:
     create_aggregate(app, "a")
     _action(app, 1, {"add_host": {"host": "c1"}})
-    fault(_action(app, 1, {"add_host": {"host": "c1"}}, expect_errors=True), "conflictingRequest", 409)
+    fault(_action(app, 1, {"add_host": {"host": "c1"}}, expect_errors=True),
+          "conflictingRequest", 409)
     fault(_action(app, 1, {"add_host": {"host": "nohost"}}, expect_errors=True),
           "itemNotFound", 404)
     fault(_action(app, 9, {"add_host": {"host": "c2"}}, expect_errors=True), "itemNotFound", 404)
