@@ -6,7 +6,16 @@ from typing import Any
 
 from oslo_config import cfg
 
-from fleetcache.api import fault, microversion, middleware, paths, policy, router, routes
+from fleetcache.api import (
+    fault,
+    guard,
+    microversion,
+    middleware,
+    paths,
+    policy,
+    router,
+    routes,
+)
 from fleetcache.api.state import ApiState, CacheImagesAPI
 from fleetcache.common.db.session import Database
 
@@ -14,8 +23,11 @@ from fleetcache.common.db.session import Database
 def deploy(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None) -> Any:
     """The WSGI application for ``conf``, outermost middleware first::
 
-        request id -> request log -> fault wrapper -> [keystone auth_token] -> context
-        -> microversion -> router -> handler
+        request id -> request log -> fault wrapper -> body size limit -> request guard
+        -> [keystone auth_token] -> context -> microversion -> router -> handler
+
+    The size limit and the guard come before authentication, as Nova's ``sizelimit`` does:
+    nothing reads a body, a token or a path before they have been checked.
 
     ``[api] auth_strategy = noauth`` drops ``auth_token`` and gives a request without
     ``X-Roles`` the roles of ``[api] noauth_default_roles`` (labs and tests only).
@@ -33,6 +45,8 @@ def deploy(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None) ->
         application = middleware.KeystoneAuth(
             application, {"oslo_config_config": conf}, public_paths=paths.PUBLIC_PATHS
         )
+    application = guard.RequestGuard(application)
+    application = guard.BodySizeLimit(application, conf)
     application = fault.FaultWrapper(application)
     application = middleware.RequestLog(application)
     application = middleware.ComputeRequestId(application)

@@ -28,7 +28,8 @@ FAULT_NAMES = {
     403: "forbidden",
     404: "itemNotFound",
     405: "badMethod",
-    409: "conflict",
+    408: "requestTimeout",  # not Nova's (Nova never answers 408): the client sent too slowly
+    409: "conflictingRequest",
     413: "overLimit",
     415: "badMediaType",
     429: "overLimit",
@@ -44,7 +45,10 @@ GENERIC_ERROR_CODES = {
     404: "fleetcache.not_found",
     405: "fleetcache.method_not_allowed",
     406: "fleetcache.microversion.not_acceptable",
+    408: "fleetcache.request_timeout",
     409: "fleetcache.conflict",
+    413: "fleetcache.request_too_large",
+    415: "fleetcache.media_type",
     503: "fleetcache.service_unavailable",
 }
 
@@ -86,12 +90,12 @@ class FaultWrapper(util.Middleware):
             response = self.forward(req)
         except exception.FleetcacheException as exc:
             if exc.code >= 500:
-                LOG.error("%s %s failed: %s", req.method, req.path, exc)
+                LOG.error("%s %s failed: %s", req.method, util.request_path(req), exc)
             return fault_response(exc.code, exc.message, exc.error_code)
         except webob.exc.HTTPException as exc:
             return from_http_error(exc)
         except Exception:
-            LOG.exception("Unexpected error serving %s %s", req.method, req.path)
+            LOG.exception("Unexpected error serving %s %s", req.method, util.request_path(req))
             return fault_response(
                 500,
                 "Unexpected API Error. Please report this at the fleetcache bug tracker and "

@@ -57,7 +57,8 @@ class ContextMiddleware(util.Middleware):
     """Builds the :class:`RequestContext` from the identity headers into the environ.
 
     With keystone the headers come from ``auth_token`` (which strips forged ones). In noauth
-    mode they are the client's own, and a request without ``X-Roles`` gets ``default_roles``.
+    mode they are the client's own, and a request without ``X-Roles`` gets ``default_roles``;
+    an empty ``X-Roles:`` is a request with no roles, not one without the header.
     """
 
     def __init__(
@@ -68,7 +69,7 @@ class ContextMiddleware(util.Middleware):
         self.default_roles = default_roles
 
     def process(self, req: webob.Request) -> webob.Response:
-        if self.default_roles is not None and not req.headers.get("X-Roles"):
+        if self.default_roles is not None and "X-Roles" not in req.headers:
             req.headers["X-Roles"] = ",".join(self.default_roles)
         if req.headers.get("X-Identity-Status", "Confirmed") != "Confirmed":
             return fault.fault_response(401, "Authentication required")
@@ -91,7 +92,7 @@ class RequestLog(util.Middleware):
             {
                 "addr": req.remote_addr,
                 "method": req.method,
-                "path": req.path_qs,
+                "path": util.request_path(req),
                 "status": response.status_code,
                 "length": response.content_length,
                 "version": req.environ.get(microversion.ENVIRON_KEY, "-"),

@@ -4,6 +4,12 @@ Every route of the table given (``routes.ROUTE_DECLARATIONS`` when served) appea
 handler's docstring as summary, the JSON Schema its body is validated with, and the microversion
 it needs. Paths come from ``paths.py``, not from the route table, which imports this module
 through the document's handler.
+
+The document states what the validators enforce, so that a client generated from it (or a
+fuzzer) is never refused for a reason it could not read: the request schemas themselves, the
+path and query parameters, the microversion headers (required, with the versions a route
+accepts, where a route needs more than the base version), and response schemas with their
+``required`` fields, so that checking a response against them proves something.
 """
 
 from __future__ import annotations
@@ -11,11 +17,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fleetcache.api import microversion
+from fleetcache.api import microversion, util
 from fleetcache.api.paths import AGGREGATE, OPENAPI, PREFIX, PUBLIC_PATHS
 from fleetcache.api.router import Handler, RouteTable
 from fleetcache.api.schemas import aggregate_images as image_schemas
 from fleetcache.api.schemas import aggregates as aggregate_schemas
+from fleetcache.api.schemas import parameter_types
 
 AGG = AGGREGATE
 REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
@@ -24,6 +31,72 @@ REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", AGG + "/action"): {"oneOf": list(aggregate_schemas.ACTIONS.values())},
     ("POST", AGG + "/images"): image_schemas.CACHE_V2_81,
 }
+
+#: Schemas shared by several bodies, published once under ``components`` (a name pattern is
+#: 12 KB); they are replaced by a reference wherever the very same object appears.
+SHARED_SCHEMAS: dict[str, dict[str, Any]] = {
+    "Name": parameter_types.NAME,
+    "AvailabilityZone": parameter_types.AVAILABILITY_ZONE,
+}
+_INT_ID = {"type": "string", "pattern": "^[0-9]{1,18}" + parameter_types.END}
+PATH_PARAMETERS: dict[str, dict[str, Any]] = {
+    "aggregate_id": {**_INT_ID, "description": "The aggregate's integer id (GET also takes "
+                     "its uuid); anything else is an unknown aggregate (404)"},
+    "job_id": {"type": "string", "format": "uuid"},
+    "image_id": {"type": "string"},
+}
+QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
+    ("GET", PREFIX + "/os-services"): [
+        {"name": "host", "in": "query", "required": False, "schema": {"type": "string"},
+         "description": "Only the services of this host"},
+        {"name": "binary", "in": "query", "required": False, "schema": {"type": "string"},
+         "description": "Only the services of this binary, e.g. fleetcache-compute"},
+    ],
+    **{
+        ("GET", path): [
+            {"name": "id", "in": "query", "required": False, "schema": {"type": "string"},
+             "description": "An image id, or in:ID1,ID2 (repeatable); other filters find "
+             "nothing"},
+        ]
+        for path in (PREFIX + "/images", PREFIX + "/v2/images")
+    },
+}
+
+
+def _version_headers(min_version: microversion.Version | None) -> list[dict[str, Any]]:
+    """The two microversion headers, with the versions the operation is served at.
+
+    Without a header a request is served at the minimum version; a route that needs more
+    requires ``OpenStack-API-Version`` (404 otherwise, as Nova).
+    """
+    low = min_version or microversion.MIN_VERSION
+    versions = [
+        str(microversion.Version(microversion.MAX_VERSION.major, minor))
+        for minor in range(low.minor, microversion.MAX_VERSION.minor + 1)
+    ] + ["latest"]
+    required = min_version is not None and min_version > microversion.MIN_VERSION
+    headers = [
+        {"name": microversion.HEADER, "in": "header", "required": required,
+         "schema": {"enum": [f"{microversion.SERVICE_TYPE} {v}" for v in versions]},
+         "description": "The microversion to serve the request at"},
+    ]
+    if not required:
+        headers.append({"name": microversion.LEGACY_HEADER, "in": "header", "required": False,
+                        "schema": {"enum": versions},
+                        "description": "The legacy form of the microversion header"})
+    return headers
+
+
+def _shared(schema: Any) -> Any:
+    """``schema`` with each of :data:`SHARED_SCHEMAS` replaced by a reference."""
+    for name, shared in SHARED_SCHEMAS.items():
+        if schema is shared:
+            return _ref(name)
+    if isinstance(schema, dict):
+        return {key: _shared(value) for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [_shared(value) for value in schema]
+    return schema
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -86,15 +159,19 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "Fault": {
         "type": "object",
         "description": "One key naming the fault (badRequest, itemNotFound, ...)",
+        "minProperties": 1,
+        "maxProperties": 1,
         "additionalProperties": {
             "type": "object",
             "properties": {"message": _STR, "code": _INT, "error_code": _STR},
+            "required": ["message", "code", "error_code"],
         },
     },
     "Version": {
         "type": "object",
         "properties": {k: _STR for k in ("id", "status", "version", "min_version", "updated")}
         | {"links": {"type": "array"}},
+        "required": ["id", "status", "version", "min_version", "updated", "links"],
     },
     "Versions": _wrapped("versions", {"type": "array", "items": _ref("Version")}),
     "Aggregate": {
@@ -107,6 +184,9 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "created_at": _STR, "updated_at": _NSTR, "deleted_at": {"type": "null"},
             "deleted": {"type": "boolean"},
         },
+        "required": ["id", "name", "availability_zone", "hosts", "metadata", "created_at",
+                     "updated_at", "deleted_at", "deleted"],
+        "additionalProperties": False,
     },
     "Service": {
         "type": "object",
@@ -117,6 +197,9 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "updated_at": _NSTR, "disabled_reason": _NSTR,
             "forced_down": {"type": "boolean", "description": "From microversion 2.11"},
         },
+        "required": ["id", "binary", "host", "zone", "status", "state", "updated_at",
+                     "disabled_reason"],
+        "additionalProperties": False,
     },
     "Job": {
         "type": "object",
@@ -128,6 +211,9 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "bytes_downloaded": _INT, "created_at": _STR, "started_at": _NSTR,
             "finished_at": _NSTR, "links": {"type": "array"},
         },
+        "required": ["id", "aggregate_id", "aggregate_uuid", "image_ids", "state", "error",
+                     "total_hosts", "hosts_reported", "counts", "bytes_downloaded",
+                     "created_at", "started_at", "finished_at", "links"],
     },
     "JobDetail": {
         "allOf": [
@@ -137,6 +223,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                 "properties": {
                     "host": _STR, "bytes_downloaded": _INT,
                     "images": {"type": "array", "items": {
+                        "required": ["image_id", "state", "reason", "bytes_downloaded",
+                                     "updated_at"],
                         "type": "object",
                         "properties": {
                             "image_id": _STR,
@@ -146,26 +234,28 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                         },
                     }},
                 },
+                "required": ["host", "bytes_downloaded", "images"],
             }}),
         ],
     },
 }
 
 
-def _operation(method: str, path: str, func: Handler) -> dict[str, Any]:
+def _operation(method: str, path: str, func: Handler, operation_id: str) -> dict[str, Any]:
     doc = (func.__doc__ or func.__name__).strip().splitlines()[0]
     status, success = SUCCESS.get((method, path), ("200", {"description": "OK"}))
     fault = _json(_ref("Fault"), "Error, in Nova's fault format")
+    min_version = getattr(func, "min_version", None)
     operation: dict[str, Any] = {
-        "operationId": func.__name__,
+        "operationId": operation_id,
         "summary": doc,
+        "parameters": QUERY_PARAMETERS.get((method, path), []) + _version_headers(min_version),
         "responses": {status: success, "default": fault},
     }
     body = REQUEST_BODIES.get((method, path))
     if body is not None:
         operation["requestBody"] = {"required": True, "content": {"application/json": {
-            "schema": body}}}
-    min_version = getattr(func, "min_version", None)
+            "schema": _shared(body)}}}
     if min_version is not None:
         operation["x-openstack-min-microversion"] = str(min_version)
     if path in PUBLIC_PATHS:
@@ -173,16 +263,33 @@ def _operation(method: str, path: str, func: Handler) -> dict[str, Any]:
     return operation
 
 
+def _operation_ids(declarations: RouteTable) -> dict[tuple[str, str], str]:
+    """Each operation's id: its handler's name, made unique with the path where one handler
+    serves several paths."""
+    ids: dict[tuple[str, str], str] = {}
+    for path, targets in declarations.items():
+        for method, func in targets.items():
+            name = func.__name__
+            if name in ids.values():
+                name += "_" + "_".join(re.findall(r"\w+", path.replace(".", "_")))
+            ids[(method, path)] = name
+    return ids
+
+
 def build_document(declarations: RouteTable, server_url: str = "") -> dict[str, Any]:
     """The OpenAPI document of ``declarations``; ``server_url`` is the API's base URL."""
     paths: dict[str, Any] = {}
+    ids = _operation_ids(declarations)
     for path, targets in declarations.items():
-        item: dict[str, Any] = {method.lower(): _operation(method, path, func)
-                                for method, func in targets.items()}
+        item: dict[str, Any] = {
+            method.lower(): _operation(method, path, func, ids[(method, path)])
+            for method, func in targets.items()
+        }
         names = re.findall(r"{(\w+)}", path)
         if names:
             item["parameters"] = [
-                {"name": n, "in": "path", "required": True, "schema": _STR} for n in names
+                {"name": n, "in": "path", "required": True, "schema": PATH_PARAMETERS[n]}
+                for n in names
             ]
         paths[path] = item
     return {
@@ -192,11 +299,14 @@ def build_document(declarations: RouteTable, server_url: str = "") -> dict[str, 
             "version": str(microversion.MAX_VERSION),
             "description": "Microversions: send `OpenStack-API-Version: compute X` "
             f"({microversion.MIN_VERSION} to {microversion.MAX_VERSION}; none means "
-            f"{microversion.MIN_VERSION}). See docs/api.md.",
+            f"{microversion.MIN_VERSION}). Request bodies are JSON (UTF-8, at most "
+            f"{util.MAX_JSON_DEPTH} levels deep, no lone surrogates) sent as "
+            "application/json, at most [oslo_middleware] max_request_body_size bytes "
+            "(114,688 by default: 413 above, 415 for another media type). See docs/api.md.",
         },
         "servers": [{"url": server_url or "/"}],
         "components": {
-            "schemas": COMPONENTS,
+            "schemas": COMPONENTS | SHARED_SCHEMAS,
             "securitySchemes": {"keystone": {"type": "apiKey", "in": "header",
                                              "name": "X-Auth-Token"}},
         },

@@ -12,6 +12,8 @@ from fleetcache.api import util
 from fleetcache.common import exception
 
 FORMAT_CHECKER = jsonschema.FormatChecker()
+#: Longest rendering of a refused value in an error message (a body may hold 100 KiB).
+MAX_VALUE_REPR = 100
 
 
 @FORMAT_CHECKER.checks("uuid")
@@ -26,14 +28,20 @@ def validate(body: Any, schema: dict[str, Any]) -> None:
     if error is None:
         return
     path = "/".join(str(p) for p in error.path)
+    value = _short(repr(error.instance))
+    reason = _short(error.message)
+    if error.validator == "pattern" and isinstance(error.schema, dict):
+        # The message would quote the whole pattern (12 KB for a name): say what it means.
+        reason = f"{value} is not {error.schema.get('description', 'of the expected form')}"
     if path:
-        message = (
-            f"Invalid input for field/attribute {path}. Value: {error.instance!r}. "
-            f"{error.message}"
-        )
+        message = f"Invalid input for field/attribute {path}. Value: {value}. {reason}"
     else:
-        message = f"Invalid input: {error.message}"
+        message = f"Invalid input: {reason}"
     raise exception.InvalidInput(message)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_VALUE_REPR else text[:MAX_VALUE_REPR] + "..."
 
 
 def extract_body(req: webob.Request, schema: dict[str, Any]) -> Any:

@@ -1,10 +1,11 @@
-"""``fleetcache-api``: the REST API under gunicorn (``gthread`` workers).
+"""``fleetcache-api``: the REST API under gunicorn (``gthread`` workers with a read deadline).
 
 Listens on ``[api] bind_host``:``[api] bind_port`` with ``[api] workers`` processes of
-``[api] threads`` threads each. Each worker builds the application itself after the fork, so
-no database connection or RPC transport is shared between processes. SIGTERM (and SIGINT)
-stop accepting connections and let requests in flight finish for ``[api] graceful_timeout``
-seconds: gunicorn's arbiter does that.
+``[api] threads`` threads each; a request that takes longer than ``[api] client_timeout`` to
+arrive is cut off (``api_worker.DeadlineThreadWorker``). Each worker builds the application
+itself after the fork, so no database connection or RPC transport is shared between processes.
+SIGTERM (and SIGINT) stop accepting connections and let requests in flight finish for
+``[api] graceful_timeout`` seconds: gunicorn's arbiter does that.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]
 from oslo_config import cfg
 
 from fleetcache.api import wsgi
-from fleetcache.cmd import common
+from fleetcache.cmd import api_worker, common
 from fleetcache.common import binaries
 
 BINARY = binaries.API
@@ -46,7 +47,7 @@ def gunicorn_options(conf: cfg.ConfigOpts) -> dict[str, Any]:
         host = f"[{host}]"
     return {
         "bind": [f"{host}:{conf.api.bind_port}"],
-        "worker_class": "gthread",
+        "worker_class": api_worker.DeadlineThreadWorker,
         "workers": conf.api.workers,
         "threads": conf.api.threads,
         "graceful_timeout": conf.api.graceful_timeout,

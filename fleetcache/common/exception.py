@@ -12,7 +12,8 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── InstanceDisksNotSupported
     │   └── InvalidConfiguration
     ├── Forbidden (403)
-    │   └── PolicyNotAuthorized
+    │   ├── PolicyNotAuthorized
+    │   └── AggregateMetadataLimitExceeded
     ├── NotFound (404)
     │   ├── AggregateNotFound
     │   ├── AggregateHostNotFound
@@ -113,6 +114,11 @@ class Forbidden(FleetcacheException):
 class PolicyNotAuthorized(Forbidden):
     msg_fmt = "Policy doesn't allow %(action)s to be performed."
     error_code = "fleetcache.policy.not_authorized"
+
+
+class AggregateMetadataLimitExceeded(Forbidden):
+    msg_fmt = "Quota exceeded: an aggregate holds at most %(limit)s metadata items."
+    error_code = "fleetcache.aggregate.metadata_limit"
 
 
 class NotFound(FleetcacheException):

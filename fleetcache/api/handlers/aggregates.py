@@ -135,5 +135,16 @@ def post_aggregate_action(req: webob.Request) -> webob.Response:
     elif action == "remove_host":
         aggregate = db_api.aggregate_remove_host(db, ident, args["host"])
     else:
+        _check_metadata_limit(db_api.aggregate_get(db, ident), args["metadata"])
         aggregate = db_api.aggregate_set_metadata(db, ident, args["metadata"])
     return _one(req, aggregate)
+
+
+def _check_metadata_limit(aggregate: AggregateDict, changes: dict[str, str | None]) -> None:
+    """:raises AggregateMetadataLimitExceeded: (403, as Nova's metadata quota) when the
+    aggregate would hold more than ``MAX_METADATA_ITEMS`` keys after ``changes``."""
+    keys = set(aggregate["metadata"])
+    keys |= {key for key, value in changes.items() if value is not None}
+    keys -= {key for key, value in changes.items() if value is None}
+    if len(keys) > schemas.MAX_METADATA_ITEMS:
+        raise exception.AggregateMetadataLimitExceeded(limit=schemas.MAX_METADATA_ITEMS)

@@ -4,30 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-#: 1-255 characters, no leading or trailing whitespace (Nova's ``name`` format).
-NAME: dict[str, Any] = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 255,
-    "pattern": r"^\S(.*\S)?$",
-}
-AVAILABILITY_ZONE: dict[str, Any] = {
-    "type": ["string", "null"],
-    "minLength": 1,
-    "maxLength": 255,
-    "pattern": r"^[^:]*$",
-}
+from fleetcache.api.schemas.parameter_types import AVAILABILITY_ZONE, END, NAME
+
+#: Metadata keys an aggregate may hold, per request and in all (Nova's ``[quota]
+#: metadata_items`` default); the body size limit alone would let 16,000 keys in per request.
+MAX_METADATA_ITEMS = 128
 HOST: dict[str, Any] = {
     "type": "string",
     "minLength": 1,
     "maxLength": 255,
-    "pattern": r"^[a-zA-Z0-9-._]*$",
+    "pattern": r"^[a-zA-Z0-9-._]*" + END,
 }
 #: A null value deletes the key.
 METADATA_WITH_NULL: dict[str, Any] = {
     "type": "object",
+    "maxProperties": MAX_METADATA_ITEMS,
     "patternProperties": {
-        r"^[a-zA-Z0-9-_:. ]{1,255}$": {"type": ["string", "null"], "maxLength": 255},
+        r"^[a-zA-Z0-9-_:. ]{1,255}" + END: {"type": ["string", "null"], "maxLength": 255},
     },
     "additionalProperties": False,
 }

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from oslo_config import cfg
+from oslo_middleware import sizelimit
 
 api_group = cfg.OptGroup("api", title="REST API options")
+#: Nova's own option for the body size limit (oslo.middleware's ``sizelimit``, 114,688 bytes).
+oslo_middleware_group = cfg.OptGroup("oslo_middleware", title="oslo.middleware options")
 
 api_opts: list[cfg.Opt] = [
     cfg.StrOpt(
@@ -67,6 +70,21 @@ Related options:
 Seconds ``fleetcache-api`` lets requests in flight finish after SIGTERM before it exits.
 """,
     ),
+    cfg.IntOpt(
+        "client_timeout",
+        default=10,
+        min=1,
+        help="""
+Seconds a client has to send a whole request, headers and body, to ``fleetcache-api``.
+
+A client still sending when they are up gets 408 (or, in the middle of its headers, a closed
+connection), and the request thread it held is free again. Until then a slow client holds one
+of the ``threads``: put a buffering proxy in front of an API that faces untrusted networks.
+
+Related options:
+* threads
+""",
+    ),
     cfg.StrOpt(
         "public_endpoint",
         help="""
@@ -98,7 +116,13 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_group(api_group)
     conf.register_opts(api_opts, group=api_group)
     conf.register_opts(availability_zone_opts)
+    conf.register_group(oslo_middleware_group)
+    conf.register_opts(sizelimit.OPTS, group=oslo_middleware_group)
 
 
 def list_opts() -> list[tuple[cfg.OptGroup | None, list[cfg.Opt]]]:
-    return [(api_group, api_opts), (None, availability_zone_opts)]
+    return [
+        (api_group, api_opts),
+        (None, availability_zone_opts),
+        (oslo_middleware_group, list(sizelimit.OPTS)),
+    ]

@@ -68,7 +68,7 @@ def test_update_errors(app: webtest.TestApp) -> None:
     create_aggregate(app, "a")
     create_aggregate(app, "b")
     fault(app.put_json(f"{AGGS}/1", {"aggregate": {"name": "b"}}, expect_errors=True),
-          "conflict", 409)
+          "conflictingRequest", 409)
     fault(app.put_json(f"{AGGS}/1", {"aggregate": {}}, expect_errors=True), "badRequest", 400)
     fault(app.put_json(f"{AGGS}/9", {"aggregate": {"name": "c"}}, expect_errors=True),
           "itemNotFound", 404)
@@ -94,7 +94,7 @@ def test_delete_with_hosts_is_400_as_nova(app: webtest.TestApp, computes: list[s
 def test_duplicate_name_is_409(app: webtest.TestApp) -> None:
     create_aggregate(app, "a")
     response = app.post_json(AGGS, {"aggregate": {"name": "a"}}, expect_errors=True)
-    assert "already exists" in fault(response, "conflict", 409)
+    assert "already exists" in fault(response, "conflictingRequest", 409)
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,8 @@ def test_add_and_remove_host(app: webtest.TestApp, computes: list[str], db: Data
 def test_add_host_errors(app: webtest.TestApp, computes: list[str]) -> None:
     create_aggregate(app, "a")
     _action(app, 1, {"add_host": {"host": "c1"}})
-    fault(_action(app, 1, {"add_host": {"host": "c1"}}, expect_errors=True), "conflict", 409)
+    fault(_action(app, 1, {"add_host": {"host": "c1"}}, expect_errors=True),
+          "conflictingRequest", 409)
     fault(_action(app, 1, {"add_host": {"host": "nohost"}}, expect_errors=True),
           "itemNotFound", 404)
     fault(_action(app, 9, {"add_host": {"host": "c2"}}, expect_errors=True), "itemNotFound", 404)

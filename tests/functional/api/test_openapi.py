@@ -22,3 +22,44 @@ def test_openapi_documents_bodies_and_microversions(app: webtest.TestApp) -> Non
     assert schema["properties"]["cache"]["minItems"] == 1
     assert "202" in images["responses"]
     assert paths["/v2.1/os-aggregates"]["post"]["summary"].startswith("Create an aggregate")
+
+
+def _operations(document: dict[str, object]) -> list[dict[str, object]]:
+    paths = document["paths"]
+    assert isinstance(paths, dict)
+    return [op for item in paths.values() for method, op in item.items()
+            if method != "parameters"]
+
+
+def test_operation_ids_are_unique(app: webtest.TestApp) -> None:
+    ids = [op["operationId"] for op in _operations(app.get("/openapi.json").json)]
+    assert len(ids) == len(set(ids))
+
+
+def test_query_parameters_and_microversion_headers_are_documented(app: webtest.TestApp) -> None:
+    paths = app.get("/openapi.json").json["paths"]
+    services = {p["name"] for p in paths["/v2.1/os-services"]["get"]["parameters"]}
+    assert {"host", "binary", "OpenStack-API-Version",
+            "X-OpenStack-Nova-API-Version"} <= services
+    assert "id" in {p["name"] for p in paths["/v2.1/v2/images"]["get"]["parameters"]}
+    (header,) = paths["/v2.1/os-aggregates/{aggregate_id}/images"]["post"]["parameters"]
+    assert header["required"] is True
+    assert header["schema"]["enum"] == ["compute 2.81", "compute latest"]
+
+
+def test_response_schemas_have_required_fields(app: webtest.TestApp) -> None:
+    schemas = app.get("/openapi.json").json["components"]["schemas"]
+    for name in ("Aggregate", "Service", "Job", "Version"):
+        assert schemas[name]["required"], name
+
+
+def test_published_patterns_are_the_validators(app: webtest.TestApp) -> None:
+    from fleetcache.api.schemas import aggregates, parameter_types
+
+    document = app.get("/openapi.json").json
+    assert document["components"]["schemas"]["Name"] == parameter_types.NAME
+    create = document["paths"]["/v2.1/os-aggregates"]["post"]["requestBody"]
+    inner = create["content"]["application/json"]["schema"]["properties"]["aggregate"]
+    assert inner["properties"]["name"] == {"$ref": "#/components/schemas/Name"}
+    assert aggregates.CREATE["properties"]["aggregate"]["properties"]["name"] is (
+        parameter_types.NAME)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from fleetcache.cmd import api
+from fleetcache.cmd import api, api_worker
 from fleetcache.common import config
 
 
@@ -23,7 +23,7 @@ def test_gunicorn_options_from_api_group() -> None:
         _conf(bind_host="127.0.0.1", bind_port=18774, workers=3, threads=4, graceful_timeout=7)
     )
     assert options["bind"] == ["127.0.0.1:18774"]
-    assert options["worker_class"] == "gthread"
+    assert options["worker_class"] is api_worker.DeadlineThreadWorker
     assert (options["workers"], options["threads"], options["graceful_timeout"]) == (3, 4, 7)
     assert options["preload_app"] is False
     assert options["control_socket_disable"] is True
@@ -35,5 +35,5 @@ def test_ipv6_bind_host_is_bracketed() -> None:
 
 def test_every_option_is_known_to_gunicorn() -> None:
     app = api.GunicornApplication(_conf())  # loads the settings; serves nothing until run()
-    assert app.cfg.worker_class_str == "gthread"
+    assert app.cfg.worker_class is api_worker.DeadlineThreadWorker
     assert app.cfg.bind == ["0.0.0.0:8774"]
