@@ -54,13 +54,15 @@ def build_service(conf: cfg.ConfigOpts, transports: rpc.Transports) -> Service:
     :raises InvalidConfiguration: when the driver is unknown or the host cannot run it.
     """
     _warn_database_settings(conf)
-    long_calls.check_limit(conf)
+    slots = long_calls.LongCallSlots(long_calls.effective_limit(conf), conf.host)
+    if (lowered := long_calls.limit_problem(conf)) is not None:
+        LOG.warning("%s", lowered)
     driver = virt_driver.load_compute_driver(conf)
     driver.init_host(conf.host)
     transport = transports.get()
     service = Service(BINARY)
     conductor = ConductorAPI(conf, transport)
-    manager = ComputeManager(conf, driver, make_cache_report(conf, conductor))
+    manager = ComputeManager(conf, driver, make_cache_report(conf, conductor), slots)
     server = rpc.get_server(transport, compute_rpcapi.TOPIC, conf.host, [manager])
     service.add_server(compute_rpcapi.TOPIC, server)
     reporter = make_reporter(conf, conductor, driver)

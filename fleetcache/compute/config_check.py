@@ -17,6 +17,7 @@ from oslo_log import log as logging
 
 from fleetcache.common import exception
 from fleetcache.common.disk_formats import DISK_FORMATS
+from fleetcache.compute import long_calls
 from fleetcache.compute.imagebackend import backends, mapping, selection
 
 LOG = logging.getLogger(__name__)
@@ -144,6 +145,15 @@ def main_check_config(conf: cfg.ConfigOpts, out: TextIO | None = None) -> int:
     """``fleetcache-compute --check-config``: print problems; 0 when no error, else 1."""
     out = out or sys.stderr
     problems = check_config(conf, strict=False)
+    try:
+        long_calls.effective_limit(conf)
+        lowered = long_calls.limit_problem(conf)
+        if lowered is not None:
+            problems.append(Problem(WARNING, "[compute] max_concurrent_long_calls",
+                                    "below executor_thread_pool_size", lowered))
+    except exception.InvalidConfiguration as exc:
+        problems.append(Problem(ERROR, "[DEFAULT] executor_thread_pool_size",
+                                "at least 2 on a compute", str(exc)))
     for problem in problems:
         print(problem, file=out)
     errors = sum(p.severity == ERROR for p in problems)

@@ -45,15 +45,30 @@ class LongCallSlots:
             self._slots.release()
 
 
-def check_limit(conf: cfg.ConfigOpts) -> None:
-    """Refuse a long-call limit that would let long calls take every RPC worker.
-
-    :raises InvalidConfiguration: naming both options.
-    """
+def limit_problem(conf: cfg.ConfigOpts) -> str | None:
+    """Why :func:`effective_limit` is below ``[compute] max_concurrent_long_calls``, if it is."""
     limit = conf.compute.max_concurrent_long_calls
     workers = conf.executor_thread_pool_size
-    if limit >= workers:
+    if limit < workers:
+        return None
+    return (f"[compute] max_concurrent_long_calls ({limit}) is not below [DEFAULT] "
+            f"executor_thread_pool_size ({workers}); {workers - 1} long calls are admitted, so "
+            "that one RPC worker stays free to answer the others")
+
+
+def effective_limit(conf: cfg.ConfigOpts) -> int:
+    """The long calls admitted at once: ``[compute] max_concurrent_long_calls``, lowered to
+    ``executor_thread_pool_size - 1`` when it is not below it, so that a configuration which
+    set the pool itself (say 8, the compute's default before this limit existed) keeps
+    starting, with one worker left free (:func:`limit_problem` says so).
+
+    :raises InvalidConfiguration: when the RPC server has a single worker: any long call
+        would leave no worker to answer the others.
+    """
+    workers: int = conf.executor_thread_pool_size
+    if workers < 2:
         raise exception.InvalidConfiguration(
-            reason=f"[compute] max_concurrent_long_calls ({limit}) must be below [DEFAULT] "
-            f"executor_thread_pool_size ({workers}): long calls holding every RPC worker "
-            "leave other calls without heartbeats until their callers time out")
+            reason=f"[DEFAULT] executor_thread_pool_size ({workers}) must be at least 2 on a "
+            "compute: a long call holds its worker, and one must stay free to answer the rest")
+    limit: int = conf.compute.max_concurrent_long_calls
+    return min(limit, workers - 1)

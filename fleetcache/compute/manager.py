@@ -35,7 +35,8 @@ class ComputeManager:
     target = messaging.Target(version=rpcapi.RPC_API_VERSION)
 
     def __init__(self, conf: cfg.ConfigOpts, driver: virt_driver.ComputeDriver,
-                 report: ReportFunc | None = None) -> None:
+                 report: ReportFunc | None = None,
+                 long_calls: LongCallSlots | None = None) -> None:
         self.conf = conf
         self.driver = driver
         self.instance_disks: InstanceDisks | None = None
@@ -43,8 +44,10 @@ class ComputeManager:
         if driver.image_cache is not None:
             self.instance_disks = InstanceDisks(conf, driver.image_cache)
             self.cache_manager = ImageCacheManager(conf, driver.image_cache, report)
-        #: Long calls admitted at once (``[compute] max_concurrent_long_calls``).
-        self.long_calls = LongCallSlots(conf.compute.max_concurrent_long_calls, conf.host)
+        #: Long calls admitted at once; ``fleetcache-compute`` passes the limit its RPC server
+        #: allows (:func:`.long_calls.effective_limit`), else ``max_concurrent_long_calls``.
+        self.long_calls = long_calls or LongCallSlots(
+            conf.compute.max_concurrent_long_calls, conf.host)
         self._reported_once = False
 
     def cache_images(self, ctxt: RequestContext, image_ids: list[str]) -> dict[str, ImageResult]:

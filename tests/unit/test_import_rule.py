@@ -139,7 +139,5 @@ def test_from_fleetcache_import_room_is_checked(tmp_path: pathlib.Path) -> None:
     ]
 
 
-#: Broken in a parallel change of issue 7 (conductor/cells.py <-> conductor/manager.py); the
-#: exclusion goes when that change is merged.
 def test_tree_follows_the_rule() -> None:
     assert check_imports.check(check_imports.ROOT) == []

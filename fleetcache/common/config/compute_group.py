@@ -43,10 +43,11 @@ Each such call holds one of the RPC server's ``[DEFAULT] executor_thread_pool_si
 threads for its whole length, and oslo.messaging sends the call-monitor heartbeats that keep
 the caller waiting only for a call a worker has picked up: a call queued behind busy workers
 gets none, and its caller gives up after ``rpc_response_timeout`` although this compute is
-alive. So this limit must stay below ``executor_thread_pool_size`` (the compute refuses to
-start otherwise), which keeps workers free for short calls and for answering; a long call
-beyond it is answered at once with an error naming this option (a pre-cache job records it as
-the host's ``error`` reason), never left to time out.
+alive. So this limit stays below ``executor_thread_pool_size``, which keeps workers free for
+short calls and for answering (a value that is not below it is lowered to
+``executor_thread_pool_size - 1``, with a warning); a long call beyond it is answered at once
+with an error naming this option (a pre-cache job records it as the host's ``error`` reason),
+never left to time out.
 
 Possible values:
 * An integer from 1 to ``executor_thread_pool_size - 1``.

@@ -11,7 +11,7 @@ from oslo_config import cfg
 
 from fleetcache.cmd import compute as compute_cmd
 from fleetcache.cmd.common import EXIT_CONFIG, register_messaging_opts
-from fleetcache.common import config, exception
+from fleetcache.common import config, exception, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.virt.fake import FakeDriver
 
@@ -143,12 +143,26 @@ def test_a_capped_conductor_is_warned_about_once_then_not_reported_to(
     assert conductor.reports == []
 
 
-def test_long_call_limit_not_below_the_workers_exits_2_naming_both_options(
+def test_a_single_rpc_worker_exits_2_naming_the_option(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    text = ("compute_driver = fake\nexecutor_thread_pool_size = 4\n"
-            "[compute]\nmax_concurrent_long_calls = 4\n")
-    assert _main(tmp_path, text) == EXIT_CONFIG
+    assert _main(tmp_path, "compute_driver = fake\nexecutor_thread_pool_size = 1\n") == EXIT_CONFIG
     err = capsys.readouterr().err
-    assert "max_concurrent_long_calls (4)" in err and "executor_thread_pool_size (4)" in err
-    assert "Traceback" not in err
+    assert "executor_thread_pool_size (1) must be at least 2" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_old_pool_of_8_keeps_starting_with_7_long_calls_and_a_warning(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    conf = _load(_conf_file(tmp_path, "compute_driver = fake\ntransport_url = fake:///\n"
+                                         "executor_thread_pool_size = 8\n"))
+    transports = rpc.Transports(conf)
+    try:
+        with caplog.at_level(logging.WARNING):
+            service = compute_cmd.build_service(conf, transports)
+        manager = service.servers["compute"].dispatcher.endpoints[0]
+        assert manager.long_calls.limit == 7
+        assert "max_concurrent_long_calls (24) is not below" in caplog.text
+    finally:
+        transports.cleanup()

@@ -81,3 +81,14 @@ def test_real_start_up_refuses_what_the_check_refuses(tmp_path: pathlib.Path) ->
     except SystemExit as exc:
         code = int(exc.code or 0)
     assert code == EXIT_CONFIG
+
+
+def test_long_call_limit_is_checked_against_the_rpc_workers(tmp_path: pathlib.Path) -> None:
+    done = _check(tmp_path, "executor_thread_pool_size = 8\n")
+    assert done.returncode == 0, done.stderr
+    assert ("WARNING: [compute] max_concurrent_long_calls: [compute] max_concurrent_long_calls "
+            "(24) is not below [DEFAULT] executor_thread_pool_size (8); 7 long calls are "
+            "admitted") in done.stderr
+    done = _check(tmp_path, "executor_thread_pool_size = 1\n")
+    assert done.returncode == 1
+    assert "ERROR: [DEFAULT] executor_thread_pool_size:" in done.stderr

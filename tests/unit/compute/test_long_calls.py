@@ -9,12 +9,15 @@ import uuid
 import oslo_messaging as messaging
 import pytest
 
+from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import exception
+from fleetcache.compute import long_calls
 from fleetcache.compute.long_calls import LongCallSlots
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt.disk import DiskDriver
 from fleetcache.image.local import LocalImageSource
 from tests.unit.compute.diskfixtures import CTXT, Host
+from tests.unit.image.fixtures import make_conf
 
 
 def test_slots_admit_up_to_the_limit_refuse_the_next_and_free_on_exit() -> None:
@@ -65,3 +68,16 @@ def test_create_instance_disk_over_the_limit_raises_compute_busy(tmp_path: pathl
         manager.create_instance_disk(CTXT, str(uuid.uuid4()), image)
     assert isinstance(caught.value.exc_info[1], exception.ComputeBusy)
     assert not host.base(image).exists()
+
+
+def test_the_limit_leaves_one_worker_free_and_says_when_it_lowers_it() -> None:
+    conf = make_conf()
+    register_messaging_opts(conf)
+    conf.set_override("executor_thread_pool_size", 32)
+    assert (long_calls.effective_limit(conf), long_calls.limit_problem(conf)) == (24, None)
+    conf.set_override("executor_thread_pool_size", 8)
+    assert long_calls.effective_limit(conf) == 7
+    assert "7 long calls are admitted" in (long_calls.limit_problem(conf) or "")
+    conf.set_override("executor_thread_pool_size", 1)
+    with pytest.raises(exception.InvalidConfiguration, match="at least 2"):
+        long_calls.effective_limit(conf)
