@@ -153,17 +153,17 @@ def check_config(
 
 
 def enforce_config(conf: cfg.ConfigOpts, which: backends.Which = shutil.which) -> None:
-    """Start-up gate: log warnings, raise on errors (strict mode).
+    """Start-up gate: raise on errors (strict mode), else log the warnings (a compute that
+    does not start says only why).
 
     :raises InvalidConfiguration: listing every error.
     """
     problems = check_config(conf, strict=True, which=which)
-    for problem in problems:
-        if problem.severity == WARNING:
-            LOG.warning("%s", problem)
     errors = [str(p) for p in problems if p.severity == ERROR]
     if errors:
         raise exception.InvalidConfiguration(reason="; ".join(errors))
+    for problem in problems:
+        LOG.warning("%s", problem)
 
 
 def main_check_config(conf: cfg.ConfigOpts, out: TextIO | None = None) -> int:
