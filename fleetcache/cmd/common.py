@@ -138,8 +138,9 @@ def _check(namespace: Any, group: str | None, name: str) -> None:
 def open_database(conf: cfg.ConfigOpts, prog: str, check_schema: bool = True) -> Database:
     """Connect to ``[database] connection`` and check that its schema is current.
 
-    Exits with status 1 and one line saying what to do when the database cannot be reached
-    or (with ``check_schema``) is not at the newest schema revision.
+    Exits with one line saying what to do: status :data:`EXIT_CONFIG` when the URL does not
+    parse or names a driver that is not installed, status 1 when the database cannot be
+    reached or (with ``check_schema``) is not at the newest schema revision.
     """
     try:
         db = Database.from_conf(conf)
