@@ -9,8 +9,11 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
+# A fresh Debian lacks python3-venv (ensurepip): installed first; a venv left without pip by
+# a failed `python3 -m venv` is made again.
 $(STAMP): setup.cfg pyproject.toml test-requirements.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/pip || $(PYTHON) -c 'import ensurepip' 2>/dev/null || tools/install-debian-deps.sh venv
+	test -x $(BIN)/pip || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[postgresql,mysql]' -r test-requirements.txt
 	touch $(STAMP)
@@ -59,9 +62,10 @@ stack-up: venv
 stack-down:
 	tools/stack.sh down
 
-bench: venv
-	$(BIN)/python bench/fanout.py --hosts 1000 --concurrency 64
-	$(BIN)/python bench/download.py
+# Every benchmark, each with what it needs (the local stack for download.py) started and
+# stopped by bench/run.sh; `bench/run.sh NAME` runs one.
+bench: debian-deps
+	bench/run.sh
 
 clean:
 	rm -rf $(VENV) .stack

@@ -10,7 +10,7 @@ and the same disk, one after the other:
   (the digest is checked against Glance's ``os_hash_value``);
 * fleetcache: the disk driver's ``cache_image`` in this process, the full pipeline (Glance
   HTTP source, sha512 multihash and size verified and the format detected while streaming,
-  fsync, format rules + ``qemu-img info`` on the file, rename into ``_base``). Its reads per
+  fsync, format rules (no ``qemu-img`` for this raw image), rename into ``_base``). Its reads per
   byte cached come from ``/proc/self/io`` (reaped children, i.e. qemu-img, included):
   ``read_bytes``, fetched from storage (0 plus the header reads that miss the page cache), and
   ``rchar``, every byte that went through file read calls, page cache hits included (the

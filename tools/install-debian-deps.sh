@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the Debian packages the tests need, only when missing.
+# Install the Debian packages the tests need, only when missing (with `venv`: only python3-venv).
 #
 # Fast and silent when everything is present (one `command -v` per tool, one import per Python
 # module); otherwise one `apt-get update` and one `apt-get install` of exactly the missing
@@ -30,6 +30,13 @@ declare -A PY_MODULES=(
     [rados]=python3-rados
     [rbd]=python3-rbd
 )
+
+# `install-debian-deps.sh venv`: only what creating the project's venv needs (`make venv`):
+# Debian ships the standard library's ensurepip, without which `python3 -m venv` fails, apart.
+if [[ ${1:-} == venv ]]; then
+    PACKAGES=()
+    PY_MODULES=([ensurepip]=python3-venv)
+fi
 
 have_module() { "$DEBIAN_PYTHON" -c "import $1" >/dev/null 2>&1; }
 

@@ -101,7 +101,9 @@ class ApiClient:
                 method, self.url(path), json=body, timeout=self.timeout
             )
         except requests.RequestException as exc:
-            raise ApiError(0, f"cannot reach the API at {self.url(path)}: {exc}") from exc
+            raise ApiError(0, f"cannot reach the API at {self.url(path)}: {exc}; check "
+                           "--os-endpoint (or OS_ENDPOINT) and that fleetcache-api runs there"
+                           ) from exc
         if response.status_code >= 400:
             raise ApiError(response.status_code, _error_message(response))
         return response

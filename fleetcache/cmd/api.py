@@ -6,10 +6,16 @@ arrive is cut off (``api_worker.DeadlineThreadWorker``). Each worker builds the 
 itself after the fork, so no database connection or RPC transport is shared between processes.
 SIGTERM (and SIGINT) stop accepting connections and let requests in flight finish for
 ``[api] graceful_timeout`` seconds: gunicorn's arbiter does that.
+
+Before gunicorn starts, the database schema, the transport URL, the policy file and the
+listening address are checked, so that a configuration or environment problem ends the
+command with one line (the workers would otherwise each print a traceback, or gunicorn retry
+the bind for 5 s).
 """
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +23,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]
 from oslo_config import cfg
 
-from fleetcache.api import wsgi
+from fleetcache.api import policy, wsgi
 from fleetcache.cmd import api_worker, common
 from fleetcache.common import binaries
 
@@ -62,9 +68,44 @@ def gunicorn_options(conf: cfg.ConfigOpts) -> dict[str, Any]:
     }
 
 
+def check_bind(conf: cfg.ConfigOpts) -> None:
+    """Exit with one line when ``[api] bind_host``:``bind_port`` cannot be listened on (in
+    use, or not an address of this host), binding as gunicorn does (``SO_REUSEADDR``)."""
+    host, port = conf.api.bind_host, conf.api.bind_port
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            common.config_error(
+                BINARY, f"cannot listen on {host}:{port} ([api] bind_host, bind_port): "
+                f"{exc.strerror or exc}; stop what listens there or choose another address")
+
+
+def check_policy(conf: cfg.ConfigOpts) -> None:
+    """Exit with one line when ``[oslo_policy] policy_file`` cannot be loaded.
+
+    oslo.policy lets whatever reading or parsing the file raised through (``OSError``,
+    ``UnicodeDecodeError``, a YAML error, ``TypeError`` or ``AttributeError`` for a document
+    of the wrong shape), hence the broad catch of this start-up check.
+    """
+    try:
+        policy.get_enforcer(conf)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        reason = " ".join(str(exc).split())
+        common.config_error(
+            BINARY, f"cannot load the policy file {conf.oslo_policy.policy_file} "
+            f"([oslo_policy] policy_file): {type(exc).__name__}: {reason}; fix or remove it "
+            "(etc/fleetcache/policy.yaml.sample shows the format)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     conf = common.parse_config(argv, BINARY, conf=cfg.ConfigOpts())
     common.open_database(conf, BINARY).dispose()  # fail now if the schema is not current
+    common.check_transport_url(conf, BINARY)
+    check_policy(conf)
+    check_bind(conf)
     GunicornApplication(conf).run()
     return 0
 

@@ -1,11 +1,16 @@
 """What every fleetcache command does first: options, configuration files, logging.
 
-A bad command line or configuration value ends the command with one line naming the option
-and exit status :data:`EXIT_CONFIG` (systemd units do not restart on it), never a traceback.
+A bad command line or configuration value, an unreadable configuration file or an unusable
+``[database] connection`` or ``transport_url`` ends the command with one line naming the
+problem and the fix, and exit status :data:`EXIT_CONFIG` (systemd units do not restart on
+it), never a traceback. A database that is down or not synced ends it with status 1.
 """
 
 from __future__ import annotations
 
+import argparse
+import glob
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -17,7 +22,7 @@ from oslo_log import log
 from oslo_messaging import opts as messaging_opts
 
 import fleetcache
-from fleetcache.common import config
+from fleetcache.common import config, rpc
 from fleetcache.common.db import migration
 from fleetcache.common.db.session import Database
 
@@ -60,7 +65,9 @@ def parse_config(
     config.register_all(conf)
     register_messaging_opts(conf)
     log.register_options(conf)
-    log.set_defaults(default_log_levels=log.get_default_log_levels() + ["alembic=WARN"])
+    # stevedore.named warns about a driver name it cannot find; the command says it itself.
+    log.set_defaults(default_log_levels=log.get_default_log_levels()
+                     + ["alembic=WARN", "stevedore.named=ERROR"])
     if cli_opts:
         conf.register_cli_opts(list(cli_opts))
     for name, value in (defaults or {}).items():
@@ -71,8 +78,36 @@ def parse_config(
         check_values(conf)
     except cfg.Error as exc:
         config_error(prog, f"configuration error: {exc}")
+    except (OSError, UnicodeDecodeError) as exc:
+        config_error(prog, unreadable_config(args, prog, exc))
     log.setup(conf, "fleetcache", version=fleetcache.__version__)
     return conf
+
+
+def unreadable_config(args: Sequence[str], prog: str, exc: OSError | UnicodeDecodeError) -> str:
+    """The message for a configuration file oslo.config could not read, naming the file.
+
+    oslo.config raises the bare ``OSError`` or ``UnicodeDecodeError`` of ``open``/``read``
+    (without the file's name for the latter), so the candidates are read again to find it.
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--config-file", action="append", default=[])
+    parser.add_argument("--config-dir", action="append", default=[])
+    known, _ = parser.parse_known_args(list(args))
+    files = list(known.config_file) or cfg.find_config_files(project="fleetcache", prog=prog)
+    for directory in known.config_dir or cfg.find_config_dirs(project="fleetcache", prog=prog):
+        files += sorted(glob.glob(os.path.join(directory, "*.conf")))
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                f.read()
+        except OSError as error:
+            return (f"cannot read the configuration file {path}: {error.strerror or error}; "
+                    "give a readable file (--config-file)")
+        except UnicodeDecodeError as error:
+            return (f"the configuration file {path} is not UTF-8 text ({error.reason} at byte "
+                    f"{error.start}); give an oslo.config INI file (--config-file)")
+    return f"cannot read the configuration files: {exc}"
 
 
 def check_values(conf: cfg.ConfigOpts) -> None:
@@ -103,17 +138,28 @@ def _check(namespace: Any, group: str | None, name: str) -> None:
 def open_database(conf: cfg.ConfigOpts, prog: str, check_schema: bool = True) -> Database:
     """Connect to ``[database] connection`` and check that its schema is current.
 
-    Exits with status 1 and one line saying what to do when the database cannot be reached
-    or (with ``check_schema``) is not at the newest schema revision.
+    Exits with one line saying what to do: status :data:`EXIT_CONFIG` when the URL does not
+    parse or names a driver that is not installed, status 1 when the database cannot be
+    reached or (with ``check_schema``) is not at the newest schema revision.
     """
-    db = Database.from_conf(conf)
+    try:
+        db = Database.from_conf(conf)
+    except ImportError as exc:
+        config_error(prog, f"invalid value for option [database] connection "
+                     f"{redact_db_url(conf.database.connection)}: its driver is not installed "
+                     f"({exc}); install it, or name an installed one "
+                     "(postgresql+psycopg2://, mysql+pymysql://, sqlite://)")
+    except sqlalchemy.exc.ArgumentError as exc:
+        config_error(prog, f"invalid value for option [database] connection: {exc}; give a "
+                     "SQLAlchemy URL (postgresql+psycopg2://, mysql+pymysql://, sqlite://)")
     try:
         current = migration.db_version(db)
         head = migration.head_revision() if check_schema else current
     except sqlalchemy.exc.SQLAlchemyError as exc:
         db.dispose()
-        print(f"{prog}: cannot use the database {redact_db_url(db.url)}: "
-              f"{getattr(exc, 'orig', None) or exc}", file=sys.stderr)
+        reason = " ".join(str(getattr(exc, "orig", None) or exc).split())
+        print(f"{prog}: cannot use the database {redact_db_url(db.url)}: {reason}; check "
+              "[database] connection and that the server is up", file=sys.stderr)
         sys.exit(1)
     if current != head:
         db.dispose()
@@ -124,5 +170,22 @@ def open_database(conf: cfg.ConfigOpts, prog: str, check_schema: bool = True) ->
 
 
 def redact_db_url(url: str) -> str:
-    """The URL with its password hidden, for messages."""
-    return str(sqlalchemy.engine.make_url(url).render_as_string(hide_password=True))
+    """The URL with its password hidden, for messages (a URL that does not parse: its
+    scheme only)."""
+    try:
+        return str(sqlalchemy.engine.make_url(url).render_as_string(hide_password=True))
+    except sqlalchemy.exc.ArgumentError:
+        return url.partition(":")[0] + ":..."
+
+
+def check_transport_url(conf: cfg.ConfigOpts, prog: str) -> None:
+    """Load the drivers of ``transport_url`` and the notifications' transport (no connection
+    is made), for a command that otherwise would first use them at its first request."""
+    transports = rpc.Transports(conf)
+    try:
+        transports.get()
+        transports.notification()
+    except TRANSPORT_URL_ERRORS as exc:
+        config_error(prog, f"invalid value for option [DEFAULT] transport_url: {exc}")
+    finally:
+        transports.cleanup()

@@ -9,6 +9,11 @@ path as production (``POST /os-aggregates/{id}/images``, then the job resource),
 per-host, per-image table, and checks every compute's ``_base``. A second request shows the
 images reported ``existing``. Exit status 0 when every image reached every host.
 
+Without ``qemu-img`` (a fresh machine) the demo says so in one line and runs on what such a
+host can honestly do: only the raw image, on computes with ``[libvirt] images_type = flat``
+(a qcow2 overlay needs qemu-img) that exclude every image type with a header (format
+inspection of those needs qemu-img; raw content needs only the format inspector).
+
 Each service builds its own :class:`~fleetcache.common.rpc.Transports` from its own
 configuration, as the daemons do; ``fake://`` keeps its queues in one class-level table, so
 they all meet there.
@@ -46,6 +51,7 @@ from fleetcache.common import config, rpc
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db.migration import db_sync
 from fleetcache.common.db.session import Database
+from fleetcache.common.disk_formats import INSPECTABLE_FORMATS, RAW_CONTENT_FORMATS
 from fleetcache.common.service import Service
 from fleetcache.image import local
 
@@ -79,10 +85,18 @@ def make_conf(workdir: str, host: str, **overrides: Any) -> cfg.ConfigOpts:
     return conf
 
 
-def make_images(workdir: str, directory: str) -> list[tuple[str, str]]:
-    """Two small images in the local source: ``[(image_id, name)]``."""
+def compute_overrides(qemu_img: str | None) -> dict[str, Any]:
+    """The computes' settings: the defaults, or without qemu-img a raw-only compute."""
+    if qemu_img:
+        return {}
+    with_header = [f for f in INSPECTABLE_FORMATS if f not in RAW_CONTENT_FORMATS]
+    return {"libvirt.images_type": "flat", "compute.image_type_exclude_list": with_header}
+
+
+def make_images(workdir: str, directory: str, qemu_img: str | None) -> list[tuple[str, str]]:
+    """Two small images in the local source (only the raw one without ``qemu_img``):
+    ``[(image_id, name)]``."""
     images = []
-    qemu_img = shutil.which("qemu-img")
     if qemu_img:
         path = os.path.join(workdir, "cirros-like.qcow2")
         subprocess.run([qemu_img, "create", "-q", "-f", "qcow2", path, "64M"],  # noqa: S603
@@ -187,7 +201,12 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
     db = Database.from_conf(conf)
     db_sync(db)
     db_api.cell_create(db, "cell1", TRANSPORT_URL)
-    images = make_images(workdir, conf.image_source.local_directory)
+    qemu_img = shutil.which("qemu-img")
+    if not qemu_img:
+        _say("qemu-img not found: pre-caching only the raw image, on computes with [libvirt] "
+             "images_type = flat that refuse qcow2 and other formats (install qemu-utils, "
+             "e.g. tools/install-debian-deps.sh, for the qcow2 image and qcow2 overlays)")
+    images = make_images(workdir, conf.image_source.local_directory, qemu_img)
     names = {image_id: name for image_id, name in images}
     _say(f"Working in {workdir}; images: " + ", ".join(f"{n} ({i})" for i, n in images))
 
@@ -201,7 +220,8 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
     services.append(conductor)
     hosts = [f"compute{n}" for n in range(1, n_hosts + 1)]
     for host in hosts:
-        cconf = make_conf(workdir, host, instances_path=os.path.join(workdir, "instances", host))
+        cconf = make_conf(workdir, host, instances_path=os.path.join(workdir, "instances", host),
+                          **compute_overrides(qemu_img))
         compute_transports = rpc.Transports(cconf)
         cleanups.callback(compute_transports.cleanup)
         compute = compute_cmd.build_service(cconf, compute_transports)

@@ -3,6 +3,8 @@
 :func:`check_config` lists every :class:`Problem`. A missing host tool is a warning when only
 checking (``strict=False``: the file may be meant for another host) and an error at real
 start-up (``strict=True``), so a compute never starts and then fails at its first instance.
+A missing ``qemu-img`` with a backend that does not need it (``flat``, ``raw``) is only a
+warning: such a compute accepts raw images and refuses the others at format inspection.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from fleetcache.common import exception
-from fleetcache.common.disk_formats import DISK_FORMATS
+from fleetcache.common.disk_formats import DISK_FORMATS, INSPECTABLE_FORMATS, RAW_CONTENT_FORMATS
 from fleetcache.compute import long_calls
 from fleetcache.compute.imagebackend import backends, mapping, selection
+from fleetcache.image import qemu
 
 LOG = logging.getLogger(__name__)
 
@@ -60,7 +63,8 @@ def _backend_problems(
                     ERROR if strict else WARNING,
                     option,
                     "backend tools present",
-                    f"backend {name} needs {', '.join(missing)}, not found on this host",
+                    f"backend {name} needs {', '.join(missing)}, not found on this host: "
+                    f"install {backends.packages_for(missing)}",
                 )
             )
         elif not backend.implemented:
@@ -73,6 +77,27 @@ def _backend_problems(
                 )
             )
     return problems
+
+
+def _qemu_img_problems(conf: cfg.ConfigOpts, which: backends.Which) -> list[Problem]:
+    """Without qemu-img only raw content passes format inspection: say so, unless
+    ``[compute] image_type_exclude_list`` already excludes every other type."""
+    if which(qemu.QEMU_IMG) is not None:
+        return []
+    others = set(INSPECTABLE_FORMATS) - set(RAW_CONTENT_FORMATS)
+    accepted = sorted(others - set(conf.compute.image_type_exclude_list))
+    if not accepted:
+        return []
+    return [
+        Problem(
+            WARNING,
+            "[compute] image_type_exclude_list",
+            "qemu-img for images with a header",
+            f"qemu-img is not installed: only raw images ({', '.join(RAW_CONTENT_FORMATS)}) "
+            f"can be accepted, {', '.join(accepted)} images are refused at format inspection; "
+            "install qemu-utils, or exclude those types",
+        )
+    ]
 
 
 def _other_problems(conf: cfg.ConfigOpts) -> list[Problem]:
@@ -123,22 +148,23 @@ def check_config(
     for backend in entries.values():
         used.setdefault(backend, mapping.OPTION)
     problems += _backend_problems(conf, used, strict, which)
+    problems += _qemu_img_problems(conf, which)
     problems += _other_problems(conf)
     return problems
 
 
 def enforce_config(conf: cfg.ConfigOpts, which: backends.Which = shutil.which) -> None:
-    """Start-up gate: log warnings, raise on errors (strict mode).
+    """Start-up gate: raise on errors (strict mode), else log the warnings (a compute that
+    does not start says only why).
 
     :raises InvalidConfiguration: listing every error.
     """
     problems = check_config(conf, strict=True, which=which)
-    for problem in problems:
-        if problem.severity == WARNING:
-            LOG.warning("%s", problem)
     errors = [str(p) for p in problems if p.severity == ERROR]
     if errors:
         raise exception.InvalidConfiguration(reason="; ".join(errors))
+    for problem in problems:
+        LOG.warning("%s", problem)
 
 
 def main_check_config(conf: cfg.ConfigOpts, out: TextIO | None = None) -> int:

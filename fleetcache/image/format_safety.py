@@ -10,9 +10,15 @@ CVE-2024-32498, CVE-2024-40767), on oslo.utils' ``imageutils.format_inspector``:
 3. VMDK create-types must be in ``[compute] vmdk_allowed_types``;
 4. the inspector's ``safety_check()`` must pass (no qcow2 backing file or data-file, no VMDK
    extent outside the file, ...);
-5. only then, ``qemu-img info -f <format>`` under ``[libvirt] images_*_limit`` must agree on
-   the format and report no backing file and no data-file;
+5. only then, for a format with a header (anything qemu reads as other than raw), ``qemu-img
+   info -f <format>`` under ``[libvirt] images_*_limit`` must agree on the format and report
+   no backing file and no data-file;
 6. a qcow2 must also pass ``qemu-img check`` (a truncated qcow2 passes ``info``).
+
+Raw content (raw, a partitioned raw disk, iso, ami, aki, ari) has no header, hence no backing
+or data file: rules 1-4 are its whole check (the inspector matched no other format), and
+``qemu-img info -f raw`` would only report the file's size, so it is not run. A host without
+``qemu-img`` can therefore accept raw images, and refuses every other format saying so.
 
 Any refusal raises :class:`~fleetcache.common.exception.ImageFormatRejected` saying why.
 
@@ -34,6 +40,8 @@ reads just the headers). Check the multihash first: a corrupted download is no i
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 from typing import Any
 
 from oslo_config import cfg
@@ -66,8 +74,9 @@ class InspectedImage:
     :ivar disk_format: the format Glance declared.
     :ivar detected: what the format inspector found (``gpt`` for a partitioned raw disk).
     :ivar format: the format qemu-img reads it as (``raw`` for iso, gpt, ami, aki, ari).
-    :ivar virtual_size: bytes, as ``qemu-img info`` reports.
-    :ivar actual_size: bytes allocated on disk, as ``qemu-img info`` reports (0 if unknown).
+    :ivar virtual_size: bytes, as ``qemu-img info`` reports (raw content: the file's size).
+    :ivar actual_size: bytes allocated on disk, as ``qemu-img info`` reports (raw content: from
+        ``stat``; 0 if unknown).
     :ivar vmdk_create_type: the VMDK create-type, for VMDK images.
     """
 
@@ -183,6 +192,14 @@ def inspect_image(
     create_type = _check_inspector(inspector, disk_format, conf, image_id)
     detected = str(inspector)
     qemu_format = "raw" if detected == "gpt" else content_format(detected)
+    if qemu_format == "raw":
+        st = os.stat(path)
+        LOG.debug("Image %s passed format inspection as raw content (%s)", image_id, detected)
+        return InspectedImage(disk_format=disk_format, detected=detected, format="raw",
+                              virtual_size=st.st_size, actual_size=st.st_blocks * 512)
+    if shutil.which(qemu.QEMU_IMG) is None:
+        raise reject(image_id, f"a {qemu_format} image is checked with qemu-img, which is not "
+                     "installed on this host (Debian package qemu-utils)")
     try:
         data = qemu.info(
             path,

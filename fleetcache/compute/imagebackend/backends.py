@@ -4,6 +4,8 @@ Every backend writes one instance disk, ``<instances_path>/<uuid>/disk``, from a
 image that already passed format inspection. ``qcow2`` (an overlay whose backing file is the
 base) and ``raw``/``flat`` (a sparse copy) run here; ``lvm``, ``rbd`` and ``ploop`` are declared
 (names, formats, tools, config rules) and raise ``NotImplementedError`` when asked for a disk.
+``raw``/``flat`` need ``qemu-img`` only for a base that is not raw, and a host without it never
+has one (format inspection refuses every other format there), so they do not require it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,16 @@ from fleetcache.common import exception
 from fleetcache.image import qemu
 
 Which = Callable[[str], str | None]
+
+#: The Debian package that provides each tool a backend needs, for the fix a message names.
+TOOL_PACKAGES = {"qemu-img": "qemu-utils", "cp": "coreutils", "lvcreate": "lvm2",
+                 "lvremove": "lvm2", "lvs": "lvm2", "vgs": "lvm2", "rbd": "ceph-common",
+                 "ploop": "ploop"}
+
+
+def packages_for(tools: list[str]) -> str:
+    """The Debian packages providing ``tools``, for an install hint."""
+    return " ".join(sorted({TOOL_PACKAGES.get(tool, tool) for tool in tools}))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,13 +76,16 @@ class ImageBackend:
         raise NotImplementedError(f"the {self.name} disk backend is not implemented yet")
 
     def _check_size(self, base: str, base_format: str, size: int | None) -> int:
-        info = qemu.info(
-            base,
-            base_format,
-            cpu_time_s=self.conf.libvirt.images_cpu_time_limit,
-            address_space_gib=self.conf.libvirt.images_address_space_limit,
-        )
-        virtual_size = int(info["virtual-size"])
+        if base_format == "raw":  # no header: the virtual size is the file's size
+            virtual_size = os.path.getsize(base)
+        else:
+            info = qemu.info(
+                base,
+                base_format,
+                cpu_time_s=self.conf.libvirt.images_cpu_time_limit,
+                address_space_gib=self.conf.libvirt.images_address_space_limit,
+            )
+            virtual_size = int(info["virtual-size"])
         if size is not None and size < virtual_size:
             raise exception.InvalidInput(
                 reason=f"disk size {size} is smaller than the image's virtual size {virtual_size}"
@@ -93,7 +108,7 @@ class FlatBackend(ImageBackend):
     """``raw`` and ``flat``: the same sparse raw copy (Nova's ``Flat``)."""
 
     name = "flat"
-    required_tools = ("qemu-img", "cp")
+    required_tools = ("cp",)
 
     def create_disk(self, base: str, base_format: str, disk: str, size: int | None) -> str:
         virtual_size = self._check_size(base, base_format, size)

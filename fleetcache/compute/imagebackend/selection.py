@@ -18,11 +18,13 @@ The rules (the table ``tests/unit/compute/test_imagebackend.py`` spells out):
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 from oslo_config import cfg
 
 from fleetcache.common import disk_formats
 from fleetcache.compute.imagebackend import backends, mapping
+from fleetcache.image import qemu
 
 #: Every image type a compute may report (os-traits ``COMPUTE_IMAGE_TYPE_*``): the Glance
 #: disk formats.
@@ -82,27 +84,32 @@ def choose(conf: cfg.ConfigOpts, disk_format: str) -> DiskPlan:
                     convert_timeout=conf.libvirt.images_convert_timeout)
 
 
-def supported_image_types(conf: cfg.ConfigOpts) -> set[str]:
+def supported_image_types(conf: cfg.ConfigOpts, which: backends.Which = shutil.which) -> set[str]:
     """Image types (Glance ``disk_format``) this node can turn into instance disks.
 
     Derived per format from the same plan the disks use. A type is supported when its images
     can pass format inspection (``ploop`` cannot: there is no inspector for it; ``vmdk`` not
-    with an empty ``[compute] vmdk_allowed_types``), the backend chosen for it can create disks
-    in this release, and it is not in ``[compute] image_type_exclude_list``.
+    with an empty ``[compute] vmdk_allowed_types``; nothing but raw content without
+    ``qemu-img``), the backend chosen for it can create disks in this release with the tools
+    this host has, and it is not in ``[compute] image_type_exclude_list``.
 
     Nova's libvirt rule (qcow2 unless ``images_type`` is rbd/lvm without force_raw_images)
     exists because Nova does not convert for those backends then; here the plan converts
     whenever the backend needs it, so that rule reduces to "the chosen backend works".
     """
     excluded = set(conf.compute.image_type_exclude_list)
+    has_qemu_img = which(qemu.QEMU_IMG) is not None
     supported = set()
     for image_type in IMAGE_TYPES:
         if image_type in excluded or image_type not in disk_formats.INSPECTABLE_FORMATS:
             continue
         if image_type == "vmdk" and not conf.compute.vmdk_allowed_types:
             continue
+        if not has_qemu_img and image_type not in disk_formats.RAW_CONTENT_FORMATS:
+            continue
         plan = choose(conf, image_type)
-        backend = backends.BACKEND_CLASSES[plan.backend]
-        if backend.implemented and plan.base_format in backend.native_formats:
+        backend = backends.get_backend(plan.backend, conf)
+        if (backend.implemented and plan.base_format in backend.native_formats
+                and not backend.missing_tools(which)):
             supported.add(image_type)
     return supported

@@ -72,11 +72,13 @@ class DiskDriver(ComputeDriver):
         except OSError as exc:
             raise exception.InvalidConfiguration(
                 reason=f"[DEFAULT] instances_path {path!r} is not usable on host {host}: "
-                f"{exc.strerror or exc} ({getattr(exc, 'filename', None) or path})"
+                f"{exc.strerror or exc} ({getattr(exc, 'filename', None) or path}); make it a "
+                "directory this user can write, or set another path"
             ) from exc
         if not os.access(path, os.W_OK | os.X_OK):
             raise exception.InvalidConfiguration(
-                reason=f"[DEFAULT] instances_path {path!r} is not writable on host {host}")
+                reason=f"[DEFAULT] instances_path {path!r} is not writable on host {host}; "
+                "make it a directory this user can write, or set another path")
         self.image_cache.remove_stale_partials()
 
     def cache_image(self, ctxt: RequestContext, image_id: str) -> CacheOutcome:

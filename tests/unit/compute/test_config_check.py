@@ -124,9 +124,32 @@ def test_rbd_needs_force_raw_images_as_nova(tmp_path: pathlib.Path) -> None:
 def test_missing_qemu_img_fails_start_up(tmp_path: pathlib.Path) -> None:
     conf = load(tmp_path, "")
     problems = config_check.check_config(conf, strict=False, which=host_without("qemu-img"))
-    assert rules(problems) == {("warning", "[libvirt] images_type", "backend tools present")}
-    with pytest.raises(exception.InvalidConfiguration, match="backend qcow2 needs qemu-img"):
+    assert rules(problems) == {
+        ("warning", "[libvirt] images_type", "backend tools present"),
+        ("warning", "[compute] image_type_exclude_list", "qemu-img for images with a header"),
+    }
+    with pytest.raises(exception.InvalidConfiguration,
+                       match="backend qcow2 needs qemu-img, not found on this host: install "
+                       "qemu-utils"):
         config_check.enforce_config(conf, which=host_without("qemu-img"))
+
+
+def test_flat_without_qemu_img_starts_accepting_raw_content_only(tmp_path: pathlib.Path) -> None:
+    conf = load(tmp_path, "[libvirt]\nimages_type = flat\n")
+    problems = config_check.check_config(conf, strict=True, which=host_without("qemu-img"))
+    assert rules(problems) == {
+        ("warning", "[compute] image_type_exclude_list", "qemu-img for images with a header")}
+    assert ("qemu-img is not installed: only raw images (raw, iso, ami, aki, ari) can be "
+            "accepted, qcow2, vdi, vhd, vhdx, vmdk images are refused") in str(problems[0])
+    config_check.enforce_config(conf, which=host_without("qemu-img"))
+
+
+def test_excluding_every_type_with_a_header_silences_the_qemu_img_warning(
+    tmp_path: pathlib.Path,
+) -> None:
+    conf = load(tmp_path, "[libvirt]\nimages_type = raw\n"
+                "[compute]\nimage_type_exclude_list = qcow2, vdi, vhd, vhdx, vmdk\n")
+    assert config_check.check_config(conf, strict=True, which=host_without("qemu-img")) == []
 
 
 def test_vmdk_types_the_inspector_refuses_are_flagged(tmp_path: pathlib.Path) -> None:

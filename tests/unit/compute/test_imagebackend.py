@@ -246,6 +246,22 @@ def test_supported_image_types(
     assert imagebackend.supported_image_types(conf) == expected
 
 
+@pytest.mark.parametrize(("images_type", "expected"), [
+    ("flat", {"raw", "iso", "ami", "aki", "ari"}),
+    ("raw", {"raw", "iso", "ami", "aki", "ari"}),
+    ("qcow2", set()),  # every overlay is made by qemu-img
+])
+def test_without_qemu_img_only_raw_content_is_supported(
+    conf: cfg.ConfigOpts, images_type: str, expected: set[str]
+) -> None:
+    conf.set_override("images_type", images_type, group="libvirt")
+
+    def which(tool: str) -> str | None:
+        return None if tool == "qemu-img" else f"/usr/bin/{tool}"
+
+    assert imagebackend.supported_image_types(conf, which=which) == expected
+
+
 # --- real disks -------------------------------------------------------------------------------
 
 

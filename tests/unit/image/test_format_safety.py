@@ -72,9 +72,39 @@ def test_limits_come_from_config(
 ) -> None:
     conf.set_override("images_cpu_time_limit", 7, group="libvirt")
     conf.set_override("images_address_space_limit", 3, group="libvirt")
-    format_safety.inspect_image(str(corpus.raw(tmp_path)), "raw", conf)
-    (_, limits) = qemu_calls[0]
-    assert (limits.cpu_time, limits.address_space) == (7, 3 * units.Gi)
+    format_safety.inspect_image(str(corpus.qcow2(tmp_path)), "qcow2", conf)
+    for _, limits in qemu_calls:
+        assert (limits.cpu_time, limits.address_space) == (7, 3 * units.Gi)
+    assert len(qemu_calls) == 2
+
+
+@pytest.mark.parametrize("disk_format", ["raw", "ami"])
+def test_raw_content_needs_no_qemu_img(
+    conf: cfg.ConfigOpts, tmp_path: pathlib.Path, qemu_calls: list[Any],
+    monkeypatch: pytest.MonkeyPatch, disk_format: str,
+) -> None:
+    """No header, so no backing or data file: the inspector's verdict is the whole check."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    path = corpus.raw(tmp_path)
+    got = format_safety.inspect_image(str(path), disk_format, conf)
+    assert (got.format, got.detected) == ("raw", "raw")
+    assert got.virtual_size == path.stat().st_size
+    assert got.actual_size == path.stat().st_blocks * 512
+    assert qemu_calls == []
+
+
+def test_without_qemu_img_an_image_with_a_header_is_refused_saying_why(
+    conf: cfg.ConfigOpts, tmp_path: pathlib.Path, qemu_calls: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = corpus.qcow2(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(exception.ImageFormatRejected) as caught:
+        format_safety.inspect_image(str(path), "qcow2", conf, image_id="i1")
+    assert str(caught.value) == (
+        "Image i1 was refused by format inspection: a qcow2 image is checked with qemu-img, "
+        "which is not installed on this host (Debian package qemu-utils)")
+    assert qemu_calls == []
 
 
 def test_raw_declared_with_gpt_content_is_raw(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> None:
