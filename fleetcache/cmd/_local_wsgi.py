@@ -15,7 +15,7 @@ LOG = logging.getLogger(__name__)
 
 class _QuietHandler(simple_server.WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
-        LOG.debug("%s: " + format, self.server.server_name, *args)
+        LOG.debug(format, *args)
 
 
 class _ThreadingServer(simple_server.WSGIServer):

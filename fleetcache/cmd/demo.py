@@ -4,9 +4,9 @@ A conductor, the API and ``hosts`` compute agents run in this process on oslo.me
 in-process ``fake://`` transport, with SQLite and a ``local`` image source in a temporary
 directory, and a real Placement (openstack-placement's WSGI application on SQLite, served on
 127.0.0.1: :mod:`fleetcache.cmd._placement_embedded`) that the conductor keeps the computes'
-resource providers in. The demo generates two small images (a real qcow2 made with ``qemu-img`` when it is
-installed, and a raw one), registers the computes, creates an aggregate over them through the
-REST API (served on 127.0.0.1, a free port), pre-caches the images on it through the same code
+resource providers in. The demo generates two small images (a real qcow2 made with
+``qemu-img`` when it is installed, and a raw one), registers the computes, creates an aggregate
+over them through the REST API (served on 127.0.0.1, a free port), pre-caches the images on it through the same code
 path as production (``POST /os-aggregates/{id}/images``, then the job resource), prints the
 per-host, per-image table, and checks every compute's ``_base``. A second request shows the
 images reported ``existing``, and the computes' resource providers are printed (inventory,

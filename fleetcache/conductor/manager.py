@@ -13,8 +13,9 @@ was unreachable) tries again. The API's aggregate host changes arrive as
 ``sync_host_aggregates`` casts and are mirrored into the provider's Placement aggregates.
 
 State every endpoint shares (the database, the cell transports, the two pools of pre-cache
-jobs, the notifier, the Placement client) lives in one :class:`ConductorState`, built once per conductor process at
-start-up from its configuration (``fleetcache.cmd.conductor.build_service``).
+jobs, the notifier, the Placement client) lives in one :class:`ConductorState`, built once per
+conductor process at start-up from its configuration
+(``fleetcache.cmd.conductor.build_service``).
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ can find any host's provider without asking the database.
 
 What the provider holds, from the compute's registration (``capabilities``):
 
-* inventory: ``capabilities["inventory"]`` (keys: :mod:`fleetcache.compute.rpcapi`) as the compute measured and configured it
-  (:mod:`fleetcache.compute.resources`), written as given;
+* inventory: ``capabilities["inventory"]`` as the compute measured and configured it
+  (:mod:`fleetcache.compute.resources`; the keys are :mod:`fleetcache.compute.rpcapi`'s),
+  written as given;
 * traits: ``COMPUTE_IMAGE_TYPE_<FMT>`` (os-traits) for every ``supports_image_type_<fmt>`` that
   is true, plus ``capabilities["custom_traits"]``. fleetcache owns the ``COMPUTE_IMAGE_TYPE_*``
   and ``CUSTOM_*`` traits of its providers; other traits someone else set are kept;
@@ -140,8 +141,9 @@ class ProviderSync:
         result = SyncResult(rp)
         if self.client.get_provider(rp) is None:
             result.created = self.client.create_provider(rp, host) is not None
+        inventory = dict(capabilities.get(INVENTORY_CAPABILITY) or {})
         result.inventory_changed = self._retrying(
-            rp, lambda: self._sync_inventory(rp, dict(capabilities.get(INVENTORY_CAPABILITY) or {})))
+            rp, lambda: self._sync_inventory(rp, inventory))
         result.traits_added, result.traits_removed = self._retrying(
             rp, lambda: self._sync_traits(rp, self.desired_traits(capabilities)))
         result.aggregates_added, result.aggregates_removed = self._retrying(
