@@ -8,10 +8,11 @@ resource providers in. The demo generates two small images (a real qcow2 made wi
 ``qemu-img`` when it is installed, and a raw one), registers the computes, creates an aggregate
 over them through the REST API (served on 127.0.0.1, a free port), pre-caches the images on it
 through the same code path as production (``POST /os-aggregates/{id}/images``, then the job
-resource), prints the per-host, per-image table, and checks every compute's ``_base``. A second request shows the
-images reported ``existing``, and the computes' resource providers are printed (inventory,
-``COMPUTE_IMAGE_TYPE_*`` traits, the aggregate mirrored from ``add_host``). Exit status 0 when
-every image reached every host and every provider is in the aggregate.
+resource), prints the per-host, per-image table, and checks every compute's ``_base``. A
+second request shows the images reported ``existing``, and the computes' resource providers
+are printed (inventory, ``COMPUTE_IMAGE_TYPE_*`` traits, the aggregate mirrored from
+``add_host``). Exit status 0 when every image reached every host and every provider is in the
+aggregate.
 
 Each service builds its own :class:`~fleetcache.common.rpc.Transports` from its own
 configuration, as the daemons do; ``fake://`` keeps its queues in one class-level table, so
