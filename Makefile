@@ -12,7 +12,7 @@ venv: $(STAMP)
 $(STAMP): setup.cfg pyproject.toml test-requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[postgresql,mysql]' -r test-requirements.txt
+	$(BIN)/pip install -q -e '.[postgresql,mysql,demo]' -r test-requirements.txt
 	touch $(STAMP)
 
 # Debian packages the tests need (qemu-utils, Ceph...), and Debian's rados/rbd bindings linked
