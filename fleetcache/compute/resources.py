@@ -33,10 +33,15 @@ class HostSize:
 
 
 def measure(conf: cfg.ConfigOpts) -> HostSize:
-    """Measure this host (``os.cpu_count``, ``sysconf`` pages, ``shutil.disk_usage``)."""
+    """Measure this host (``os.cpu_count``, ``sysconf`` pages, ``shutil.disk_usage``); the disk
+    is the file system ``instances_path`` is (or will be) on: a driver without disks never
+    creates that directory."""
     vcpus = os.cpu_count() or 1
     memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // MIB
-    disk_gb = shutil.disk_usage(conf.instances_path).total // GIB
+    path = os.path.abspath(conf.instances_path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    disk_gb = shutil.disk_usage(path).total // GIB
     return HostSize(vcpus=vcpus, memory_mb=memory_mb, disk_gb=disk_gb)
 
 

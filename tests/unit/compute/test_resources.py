@@ -59,3 +59,12 @@ def test_report_measures_this_host(conf: cfg.ConfigOpts) -> None:
 def test_custom_traits_must_be_custom(conf: cfg.ConfigOpts) -> None:
     with pytest.raises(ValueError):
         conf.set_override("custom_traits", ["HW_CPU_X86_AVX2"], group="compute")
+
+
+def test_the_disk_is_measured_before_instances_path_exists(
+    conf: cfg.ConfigOpts, tmp_path: pathlib.Path,
+) -> None:
+    conf.set_override("instances_path", str(tmp_path / "not" / "yet"))
+    conf_now = resources.measure(conf)
+    conf.set_override("instances_path", str(tmp_path))
+    assert conf_now.disk_gb == resources.measure(conf).disk_gb
