@@ -327,8 +327,9 @@ start_placement() {  # in the background during `up`: report failure by status, 
         "$ROOT/tools/placement/placement.conf.in" >"$PLACEMENT_DIR/etc/placement.conf"
     ensure_placement_venv || return 10
     reset_placement_db >"$LOG/placement-db.log" 2>&1 || return 12
-    OS_PLACEMENT_CONFIG_DIR="$PLACEMENT_DIR/etc" "$PLACEMENT_VENV/bin/placement-manage" db sync \
-        >"$LOG/placement-manage.log" 2>&1 || return 11
+    # placement-manage reads --config-file; the WSGI app reads $OS_PLACEMENT_CONFIG_DIR.
+    "$PLACEMENT_VENV/bin/placement-manage" --config-file "$PLACEMENT_DIR/etc/placement.conf" \
+        db sync >"$LOG/placement-manage.log" 2>&1 || return 11
     start_daemon placement env OS_PLACEMENT_CONFIG_DIR="$PLACEMENT_DIR/etc" \
         "$PLACEMENT_VENV/bin/gunicorn" --bind "127.0.0.1:$PLACEMENT_PORT" --workers 1 \
         --threads 8 --access-logfile "$LOG/placement-access.log" placement.wsgi.api:application
