@@ -37,6 +37,9 @@ schedulable) and the next heartbeat tries again.
 ]
 
 DEFAULT_SERVICE_TYPE = "placement"
+#: Seconds a Placement request may take (keystoneauth's ``timeout``, unset = no limit): the
+#: conductor writes providers from its RPC workers, which a hung Placement must not hold.
+DEFAULT_TIMEOUT = 30
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
@@ -47,6 +50,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     ks_loading.register_adapter_conf_options(
         conf, placement_group.name, include_deprecated=False)
     conf.set_default("service_type", DEFAULT_SERVICE_TYPE, group=placement_group.name)
+    conf.set_default("timeout", DEFAULT_TIMEOUT, group=placement_group.name)
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
@@ -56,4 +60,7 @@ def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
     for opt in adapter:
         if opt.dest == "service_type":
             opt.default = DEFAULT_SERVICE_TYPE
+    for opt in session:
+        if opt.dest == "timeout":
+            opt.default = DEFAULT_TIMEOUT
     return [(placement_group, placement_opts + session + auth + adapter)]
