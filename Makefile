@@ -15,7 +15,7 @@ $(STAMP): setup.cfg pyproject.toml test-requirements.txt
 	test -x $(BIN)/pip || $(PYTHON) -c 'import ensurepip' 2>/dev/null || tools/install-debian-deps.sh venv
 	test -x $(BIN)/pip || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[postgresql,mysql]' -r test-requirements.txt
+	$(BIN)/pip install -q -e '.[postgresql,mysql,demo]' -r test-requirements.txt
 	touch $(STAMP)
 
 # Debian packages the tests need (qemu-utils, Ceph...), and Debian's rados/rbd bindings linked

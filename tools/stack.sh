@@ -15,6 +15,12 @@
 #              gunicorn on :19292; SQLite, no Keystone (paste "default" flavor; tools/glance/).
 #              Stores: "file" (the default, 4 MiB chunks) and "ceph" (rbd, user glance, pool
 #              images). Its access log (.stack/log/glance-access.log) records every request.
+# - placement: OpenStack Placement (openstack-placement 16.0.0) in its own venv
+#              (.stack/placement-venv, tools/placement/requirements.txt, rebuilt only when that
+#              file changes) under gunicorn on :18778, noauth2 (token "admin"); its database
+#              fleetcache_placement on the machine's PostgreSQL (dropped and created at each
+#              `up`, like every other piece of state), `placement-manage db sync`. The conductor
+#              keeps one resource provider per compute in it (docs/placement.md).
 # - api:       fleetcache-api (gunicorn) on :18774, [api] auth_strategy = noauth.
 # - conductor: one fleetcache-conductor; DEFAULT transport_url vhost fleetcache. It also reads
 #              .stack/etc/conductor.d/*.conf (empty: for tests that restart it with options).
@@ -27,8 +33,8 @@
 # children too and nothing else. `up` fails naming the piece that did not come up, with the
 # tail of its log, and stops what it had started. One stack.sh command runs at a time (flock).
 #
-# STACK_GLANCE_PORT, STACK_API_PORT, STACK_VHOST_PREFIX (vhosts <prefix>, <prefix>_cell1,
-# <prefix>_cell2, which must exist) and tools/ceph.sh's STACK_CEPH_* ports with
+# STACK_GLANCE_PORT, STACK_API_PORT, STACK_PLACEMENT_PORT, STACK_PLACEMENT_DB, STACK_VHOST_PREFIX
+# (vhosts <prefix>, <prefix>_cell1, <prefix>_cell2, which must exist) and tools/ceph.sh's STACK_CEPH_* ports with
 # FLEETCACHE_STACK_DIR run a second stack beside this one.
 set -euo pipefail
 
@@ -43,6 +49,9 @@ CEPH_SH=$ROOT/tools/ceph.sh
 CEPH_DIR=$STACK/ceph
 # Glance's rbd store (glance-api.conf.in: enabled_backends)
 GLANCE_RBD_STORE=ceph
+PLACEMENT_VENV=$STACK/placement-venv
+PLACEMENT_REQS=$ROOT/tools/placement/requirements.txt
+PLACEMENT_DIR=$STACK/placement
 ETC=$STACK/etc
 LOG=$STACK/log
 # One line per Glance request, written when the response ends: client, time, request line,
@@ -54,6 +63,10 @@ RUN=$STACK/run
 CONF=$ETC/fleetcache.conf
 GLANCE_PORT=${STACK_GLANCE_PORT:-19292}
 API_PORT=${STACK_API_PORT:-18774}
+PLACEMENT_PORT=${STACK_PLACEMENT_PORT:-18778}
+PLACEMENT_DB=${STACK_PLACEMENT_DB:-fleetcache_placement}
+PLACEMENT_URL=http://127.0.0.1:$PLACEMENT_PORT
+PSQL=(psql -h 127.0.0.1 -p 5432 -U postgres -w -v ON_ERROR_STOP=1 -qtA)
 # RabbitMQ vhosts: <prefix> (API, conductor) and <prefix>_cell1, <prefix>_cell2.
 VHOST_PREFIX=${STACK_VHOST_PREFIX:-fleetcache}
 GLANCE_URL=http://127.0.0.1:$GLANCE_PORT
@@ -70,6 +83,7 @@ SERVICE_DOWN_TIME=10
 T0=$SECONDS
 GLANCE_START_PID=
 CEPH_START_PID=
+PLACEMENT_START_PID=
 
 log() { echo "stack: $*"; }
 phase() { log "[$((SECONDS - T0))s] $*"; }
@@ -170,13 +184,14 @@ stray_daemons() {  # name=pid of group leaders writing to this stack's logs, wit
 
 all_daemons() {  # names that have a pid file, API first so it stops taking requests first
     local name f
-    for name in api conductor "${COMPUTES[@]%%:*}" glance; do
+    for name in api conductor "${COMPUTES[@]%%:*}" glance placement; do
         [[ -f $RUN/$name.pid ]] && echo "$name"
     done
     for f in "$RUN"/*.pid; do   # anything else a test may have started through this script
         [[ -e $f ]] || continue
         name=$(basename "$f" .pid)
-        [[ " api conductor ${COMPUTES[*]%%:*} glance " == *" $name "* ]] || echo "$name"
+        [[ " api conductor ${COMPUTES[*]%%:*} glance placement " == *" $name "* ]] \
+            || echo "$name"
     done
 }
 
@@ -197,6 +212,9 @@ fail() {  # name message: report with the tail of name's logs, stop everything, 
     fi
     if [[ -n $CEPH_START_PID ]]; then
         wait "$CEPH_START_PID" || true
+    fi
+    if [[ -n $PLACEMENT_START_PID ]]; then
+        wait "$PLACEMENT_START_PID" || true
     fi
     echo "stack: stopping what was started" >&2
     cmd_down >&2 || true
@@ -276,6 +294,61 @@ wait_glance_started() {
     esac
 }
 
+# -- Placement ------------------------------------------------------------------------------
+
+placement_venv_hash() {
+    { cat "$PLACEMENT_REQS"; "$GLANCE_PYTHON" -VV; } | sha256sum | cut -d' ' -f1
+}
+
+ensure_placement_venv() {  # reuse .stack/placement-venv while the requirements hash matches
+    local want have=""
+    want=$(placement_venv_hash)
+    [[ -f $PLACEMENT_VENV/.requirements.sha256 ]] \
+        && have=$(<"$PLACEMENT_VENV/.requirements.sha256")
+    if [[ $want == "$have" && -x $PLACEMENT_VENV/bin/gunicorn ]]; then
+        return 0
+    fi
+    log "building the Placement venv (pinned openstack-placement 16.0.0; about a minute)"
+    rm -rf "$PLACEMENT_VENV"
+    "$GLANCE_PYTHON" -m venv "$PLACEMENT_VENV"
+    "$PLACEMENT_VENV/bin/pip" install -q -r "$PLACEMENT_REQS" >"$LOG/placement-venv.log" 2>&1 \
+        || return 1
+    echo "$want" >"$PLACEMENT_VENV/.requirements.sha256"
+}
+
+reset_placement_db() {  # a fresh database for a fresh stack, as every other piece of state
+    "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS $PLACEMENT_DB" \
+        && "${PSQL[@]}" -d postgres -c "CREATE DATABASE $PLACEMENT_DB"
+}
+
+start_placement() {  # in the background during `up`: report failure by status, not through fail()
+    mkdir -p "$PLACEMENT_DIR/etc"
+    sed -e "s#@PLACEMENT_DB_URL@#postgresql+psycopg2://postgres@127.0.0.1:5432/$PLACEMENT_DB#g" \
+        "$ROOT/tools/placement/placement.conf.in" >"$PLACEMENT_DIR/etc/placement.conf"
+    ensure_placement_venv || return 10
+    reset_placement_db >"$LOG/placement-db.log" 2>&1 || return 12
+    # placement-manage reads --config-file; the WSGI app reads $OS_PLACEMENT_CONFIG_DIR.
+    "$PLACEMENT_VENV/bin/placement-manage" --config-file "$PLACEMENT_DIR/etc/placement.conf" \
+        db sync >"$LOG/placement-manage.log" 2>&1 || return 11
+    start_daemon placement env OS_PLACEMENT_CONFIG_DIR="$PLACEMENT_DIR/etc" \
+        "$PLACEMENT_VENV/bin/gunicorn" --bind "127.0.0.1:$PLACEMENT_PORT" --workers 1 \
+        --threads 8 --access-logfile "$LOG/placement-access.log" placement.wsgi.api:application
+}
+
+wait_placement_started() {
+    local status=0
+    wait "$PLACEMENT_START_PID" || status=$?
+    PLACEMENT_START_PID=
+    case $status in
+    0) ;;
+    10) fail placement-venv "pip install -r $PLACEMENT_REQS failed" ;;
+    11) fail placement-manage "placement-manage db sync failed" ;;
+    12) fail placement-db "cannot create PostgreSQL database $PLACEMENT_DB" ;;
+    *) fail placement "could not start (status $status)" ;;
+    esac
+    wait_http placement "$PLACEMENT_URL/" 200
+}
+
 json_field() {  # field: read a JSON object on stdin, print one top-level field
     "$VENV_BIN/python" -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
 }
@@ -344,6 +417,12 @@ api_servers = $GLANCE_URL
 
 [image_source]
 backend = glance
+
+# The conductor keeps the computes' resource providers in Placement (noauth2: token "admin").
+[placement]
+auth_type = admin_token
+endpoint = $PLACEMENT_URL
+token = admin
 
 # aggregate.cache_images.* notifications on the default transport (integration tests read them)
 [oslo_messaging_notifications]
@@ -445,6 +524,15 @@ wait_services() {  # binary host:cell... ; until each is up (host "*" = any host
     done
 }
 
+wait_in_placement() {  # until `fleetcache-manage status` finds every up compute in Placement
+    local deadline=$((SECONDS + WAIT))
+    until manage status; do
+        ((SECONDS < deadline)) \
+            || fail conductor "computes not in Placement after ${WAIT}s (fleetcache-manage status)"
+        sleep 0.5
+    done
+}
+
 write_env() {  # rbd-image-id file-image-ids...
     local rbd=$1
     shift
@@ -464,6 +552,14 @@ export FLEETCACHE_STACK_DIR=$STACK
 export FLEETCACHE_GLANCE_ACCESS_LOG=$GLANCE_ACCESS_LOG
 export FLEETCACHE_GLANCE_RBD_STORE=$GLANCE_RBD_STORE
 export FLEETCACHE_RBD_SAMPLE_IMAGE=$rbd
+export OS_PLACEMENT_ENDPOINT=$PLACEMENT_URL
+EOF
+    # `source .stack/placement-env`, then the unmodified `openstack resource provider ...`
+    # (osc-placement): admin_token sends the noauth2 admin token to Placement's endpoint.
+    cat >"$STACK/placement-env" <<EOF
+export OS_AUTH_TYPE=admin_token
+export OS_TOKEN=admin
+export OS_ENDPOINT=$PLACEMENT_URL
 EOF
     # FLEETCACHE_CEPH_CONF, FLEETCACHE_CEPH_FSID, FLEETCACHE_CEPH_KEYRING_<USER>
     cat "$CEPH_DIR/env" >>"$STACK/env"
@@ -501,11 +597,13 @@ check_prerequisites() {
         command -v "$tool" >/dev/null \
             || fail prerequisites "$tool missing (run make venv / tools/install-debian-deps.sh)"
     done
-    for port in $GLANCE_PORT $API_PORT; do
+    for port in $GLANCE_PORT $API_PORT $PLACEMENT_PORT; do
         if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
             fail prerequisites "port $port is already taken by another process"
         fi
     done
+    "${PSQL[@]}" -d postgres -c 'SELECT 1' >/dev/null 2>&1 \
+        || fail prerequisites "PostgreSQL (127.0.0.1:5432, user postgres) does not answer"
     vhosts=$(rabbitmqctl -q list_vhosts name 2>&1) \
         || fail prerequisites "RabbitMQ does not answer: $vhosts"
     for vh in "$VHOST_PREFIX" "${CELLS[@]/#/${VHOST_PREFIX}_}"; do
@@ -514,10 +612,10 @@ check_prerequisites() {
     done
 }
 
-reset_state() {  # everything of a previous stack except the cached Glance venv
+reset_state() {  # everything of a previous stack except the cached Glance and Placement venvs
     local entry
     for entry in "$STACK"/* "$STACK"/.[!.]*; do
-        case $entry in "$GLANCE_VENV" | "$STACK/.lock") continue ;; esac
+        case $entry in "$GLANCE_VENV" | "$PLACEMENT_VENV" | "$STACK/.lock") continue ;; esac
         [[ -e $entry ]] && rm -rf "$entry"
     done
     mkdir -p "$ETC" "$LOG" "$RUN"
@@ -538,10 +636,15 @@ cmd_up() {
     # Glance (with its venv: about a minute when not cached) starts while fleetcache does.
     start_glance &
     GLANCE_START_PID=$!
+    # Placement before the conductor, so that the computes' registrations reach it at once.
+    start_placement &
+    PLACEMENT_START_PID=$!
     make_sample_images
     write_fleetcache_config
     for entry in "${COMPUTES[@]}"; do write_compute_config "${entry%%:*}" "${entry#*:}"; done
     setup_database
+    wait_placement_started
+    phase "Placement up on $PLACEMENT_URL"
     start_fleetcache
     phase "conductor up; computes and API starting"
     wait_glance_started
@@ -556,9 +659,10 @@ cmd_up() {
     phase "Ceph up, sample image $rbd (raw) active in Glance's rbd store"
     wait_http api "$API_URL/" 200
     wait_services fleetcache-compute "${COMPUTES[@]}"
+    wait_in_placement
     write_env "$rbd" "$qcow2" "$raw"
     log "up in $((SECONDS - T0))s: Glance $GLANCE_URL, API $API_URL/v2.1," \
-        "computes ${COMPUTES[*]}, Ceph $CEPH_DIR; source $STACK/env"
+        "Placement $PLACEMENT_URL, computes ${COMPUTES[*]}, Ceph $CEPH_DIR; source $STACK/env"
 }
 
 cmd_down() {
@@ -570,7 +674,7 @@ cmd_down() {
     mapfile -t strays < <(stray_daemons)
     ((${#strays[@]})) && stop_groups TERM "${strays[@]}"
     ceph_sh down
-    rm -f "$STACK/env"
+    rm -f "$STACK/env" "$STACK/placement-env"
     names+=("${strays[@]%%=*}")
     ((${#names[@]})) && log "stopped ${names[*]}"
     return 0
@@ -596,6 +700,7 @@ cmd_status() {
     [[ -f $RUN/glance.pid ]] || { echo "stack: not up"; return 1; }
     echo "glance $GLANCE_URL/: HTTP $(http_code "$GLANCE_URL/")"
     echo "api $API_URL/: HTTP $(http_code "$API_URL/")"
+    echo "placement $PLACEMENT_URL/: HTTP $(http_code "$PLACEMENT_URL/")"
     "$VENV_BIN/fleetcache-manage" --config-file "$CONF" service list || rc=1
     ceph_sh status || rc=1
     return "$rc"

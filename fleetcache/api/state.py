@@ -23,6 +23,8 @@ class CacheImagesAPI(Protocol):
         self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]
     ) -> JobDict: ...
 
+    def sync_host_aggregates(self, ctxt: RequestContext, host: str) -> None: ...
+
 
 class ApiState:
     """Built once per application by :func:`fleetcache.api.deploy.deploy`.

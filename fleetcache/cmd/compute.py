@@ -21,7 +21,7 @@ from fleetcache.cmd import common
 from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.service import Service, ServiceReporter
-from fleetcache.compute import config_check, long_calls
+from fleetcache.compute import config_check, long_calls, resources
 from fleetcache.compute import rpcapi as compute_rpcapi
 from fleetcache.compute.imagecache import CachedImage, ReportFunc
 from fleetcache.compute.manager import ComputeManager
@@ -76,7 +76,9 @@ def build_service(conf: cfg.ConfigOpts, transports: rpc.Transports) -> Service:
 def make_reporter(
     conf: cfg.ConfigOpts, conductor: ConductorAPI, driver: virt_driver.ComputeDriver
 ) -> ServiceReporter:
-    """Registration (with the driver's capabilities) and heartbeats through the conductor.
+    """Registration (with the driver's capabilities, the host's measured inventory and its
+    operator traits: :func:`fleetcache.compute.resources.report`) and heartbeats through the
+    conductor, which keeps the host's Placement resource provider in step with them.
 
     Each call carries a fresh request id, so that its log lines on both sides match up.
     """
@@ -85,8 +87,9 @@ def make_reporter(
         return RequestContext(is_admin=True, roles=["admin"], overwrite=True)
 
     def register() -> None:
+        capabilities = {**driver.get_capabilities(), **resources.report(conf)}
         service = conductor.register_service(
-            _context(), conf.host, BINARY, compute_rpcapi.TOPIC, driver.get_capabilities()
+            _context(), conf.host, BINARY, compute_rpcapi.TOPIC, capabilities
         )
         cell = service.get("cell") if isinstance(service, dict) else None
         LOG.info("Registered with the conductor as %s on %s (cell %s)", BINARY, conf.host,

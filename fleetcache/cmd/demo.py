@@ -2,12 +2,17 @@
 
 A conductor, the API and ``hosts`` compute agents run in this process on oslo.messaging's
 in-process ``fake://`` transport, with SQLite and a ``local`` image source in a temporary
-directory. The demo generates two small images (a real qcow2 made with ``qemu-img`` when it is
-installed, and a raw one), registers the computes, creates an aggregate over them through the
-REST API (served on 127.0.0.1, a free port), pre-caches the images on it through the same code
-path as production (``POST /os-aggregates/{id}/images``, then the job resource), prints the
-per-host, per-image table, and checks every compute's ``_base``. A second request shows the
-images reported ``existing``. Exit status 0 when every image reached every host.
+directory, and a real Placement (openstack-placement's WSGI application on SQLite, served on
+127.0.0.1: :mod:`fleetcache.cmd._placement_embedded`) that the conductor keeps the computes'
+resource providers in. The demo generates two small images (a real qcow2 made with
+``qemu-img`` when it is installed, and a raw one), registers the computes, creates an aggregate
+over them through the REST API (served on 127.0.0.1, a free port), pre-caches the images on it
+through the same code path as production (``POST /os-aggregates/{id}/images``, then the job
+resource), prints the per-host, per-image table, and checks every compute's ``_base``. A
+second request shows the images reported ``existing``, and the computes' resource providers
+are printed (inventory, ``COMPUTE_IMAGE_TYPE_*`` traits, the aggregate mirrored from
+``add_host``). Exit status 0 when every image reached every host and every provider is in the
+aggregate.
 
 Without ``qemu-img`` (a fresh machine) the demo says so in one line and runs on what such a
 host can honestly do: only the raw image, on computes with ``[libvirt] images_type = flat``
@@ -36,13 +41,12 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any
-from wsgiref import simple_server
 
 from oslo_config import cfg
 from oslo_messaging import opts as messaging_opts
 
 from fleetcache.api import wsgi
-from fleetcache.cmd import _render, common
+from fleetcache.cmd import _local_wsgi, _placement_embedded, _render, common
 from fleetcache.cmd import compute as compute_cmd
 from fleetcache.cmd import conductor as conductor_cmd
 from fleetcache.cmd._api_client import ApiClient
@@ -53,6 +57,7 @@ from fleetcache.common.db.migration import db_sync
 from fleetcache.common.db.session import Database
 from fleetcache.common.disk_formats import INSPECTABLE_FORMATS, RAW_CONTENT_FORMATS
 from fleetcache.common.service import Service
+from fleetcache.conductor.placement import PlacementClient, provider_uuid
 from fleetcache.image import local
 
 LOG = logging.getLogger(__name__)
@@ -112,41 +117,38 @@ def make_images(workdir: str, directory: str, qemu_img: str | None) -> list[tupl
     return images
 
 
-class _QuietHandler(simple_server.WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
-        LOG.debug("api: " + format, *args)
-
-
-class _ThreadingServer(simple_server.WSGIServer):
-    daemon_threads = True
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(target=self._serve_one, args=(request, client_address),
-                                  daemon=True)
-        thread.start()
-
-    def _serve_one(self, request: Any, client_address: Any) -> None:
-        try:
-            self.finish_request(request, client_address)
-        except Exception:
-            self.handle_error(request, client_address)
-        finally:
-            self.shutdown_request(request)
-
-
 @contextlib.contextmanager
 def serve_api(conf: cfg.ConfigOpts) -> Iterator[str]:
     """Serve the real API application on 127.0.0.1, a free port; yields its endpoint."""
-    app = wsgi.init_application(conf)
-    server = simple_server.make_server("127.0.0.1", 0, app, server_class=_ThreadingServer,
-                                       handler_class=_QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, name="demo-api", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/v2.1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _local_wsgi.serve(wsgi.init_application(conf), "demo-api") as url:
+        yield f"{url}/v2.1"
+
+
+def wait_in_placement(db: Database, hosts: list[str], timeout: float = 30.0) -> None:
+    """Wait until the conductor has written every compute's resource provider."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        services = db_api.service_list(db, binary=compute_cmd.BINARY, hosts=hosts)
+        if len(services) == len(hosts) and all(s["placement_synced_at"] for s in services):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"computes did not reach Placement within {timeout:.0f} s")
+
+
+def placement_summary(conf: cfg.ConfigOpts, hosts: list[str]) -> list[str]:
+    """One line per compute: its resource provider's inventory, traits and aggregates."""
+    client = PlacementClient.from_conf(conf)
+    assert client is not None
+    lines = []
+    for host in hosts:
+        rp = provider_uuid(host)
+        _, inventory = client.get_inventories(rp)
+        _, traits = client.get_traits(rp)
+        _, aggregates = client.get_aggregates(rp)
+        sizes = ", ".join(f"{rc} {inv['total']}" for rc, inv in sorted(inventory.items()))
+        lines.append(f"  {host} ({rp}): {sizes}; traits {', '.join(sorted(traits))}; "
+                     f"aggregates {', '.join(sorted(aggregates)) or '-'}")
+    return lines
 
 
 def wait_registered(db: Database, hosts: list[str], timeout: float = 30.0) -> None:
@@ -157,6 +159,23 @@ def wait_registered(db: Database, hosts: list[str], timeout: float = 30.0) -> No
             return
         time.sleep(0.1)
     raise RuntimeError(f"computes did not register within {timeout:.0f} s")
+
+
+def wait_aggregate_mirrored(
+    conf: cfg.ConfigOpts, hosts: list[str], aggregate_uuid: str, timeout: float = 10.0
+) -> list[str]:
+    """Problems left once every host's provider is in ``aggregate_uuid`` (the conductor
+    mirrors ``add_host`` from a cast) or ``timeout`` passed."""
+    client = PlacementClient.from_conf(conf)
+    assert client is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        missing = [h for h in hosts
+                   if aggregate_uuid not in client.get_aggregates(provider_uuid(h))[1]]
+        if not missing or time.monotonic() > deadline:
+            return [f"{h}: aggregate {aggregate_uuid} not mirrored into Placement"
+                    for h in missing]
+        time.sleep(0.1)
 
 
 def _stop_all(services: list[Service]) -> None:
@@ -198,6 +217,8 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
         "image_cache.precache_concurrency": n_hosts,
         "oslo_messaging_notifications.driver": ["messaging"],
     })
+    placement_endpoint = cleanups.enter_context(_placement_embedded.serve(workdir))
+    _placement_embedded.point_at(conf, placement_endpoint)
     db = Database.from_conf(conf)
     db_sync(db)
     db_api.cell_create(db, "cell1", TRANSPORT_URL)
@@ -228,15 +249,17 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
         compute.start()
         services.append(compute)
     wait_registered(db, hosts)
-    _say(f"Conductor and {len(hosts)} computes running in cell1 on {TRANSPORT_URL}")
+    wait_in_placement(db, hosts)
+    _say(f"Conductor and {len(hosts)} computes running in cell1 on {TRANSPORT_URL}; "
+         f"Placement (in-process, SQLite) on {placement_endpoint}")
 
     with serve_api(conf) as endpoint:
         api = ApiClient(endpoint)
         aggregate = api.create_aggregate("demo-aggregate")
         for host in hosts:
             api.add_host(aggregate["id"], host)
-        _say(f"API on {endpoint}; aggregate {aggregate['name']} ({aggregate['id']}) "
-             f"holds {', '.join(hosts)}")
+        _say(f"API on {endpoint}; aggregate {aggregate['name']} ({aggregate['id']}, "
+             f"{aggregate['uuid']}) holds {', '.join(hosts)}")
         image_ids = [i for i, _ in images]
         bar = _render.ProgressBar(sys.stderr)
         try:
@@ -249,6 +272,10 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
         again = api.wait_job(api.cache_images(aggregate["id"], image_ids), timeout=300)
         _say("Second request (already cached, leases renewed): " + _render.job_summary(again))
     problems = check_caches(conf.image_source.local_directory, workdir, hosts, image_ids)
+    problems += wait_aggregate_mirrored(conf, hosts, aggregate["uuid"])
+    _say("Resource providers in Placement:")
+    for line in placement_summary(conf, hosts):
+        _say(line)
     problems += notifications.check(len(hosts) * 2)
     notifications.stop()
     ok = not problems and not _render.job_failed(job) and not _render.job_failed(again)

@@ -8,9 +8,12 @@
     fleetcache-manage cell delete CELL
     fleetcache-manage service list [--binary B]
     fleetcache-manage service disable HOST [--binary B] [--reason R] | service enable HOST
+    fleetcache-manage placement sync-aggregates
+    fleetcache-manage status
 
-Exit status: 0 done, 1 failed (not found, conflict, database unreachable), 2 bad usage or
-configuration.
+Exit status: 0 done, 1 failed (not found, conflict, database or Placement unreachable), 2 bad
+usage or configuration. ``status`` (the upgrade checks, :mod:`fleetcache.cmd._status`) exits
+as oslo.upgradecheck does: 0 success, 1 warning, 2 failure.
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ import prettytable
 import sqlalchemy
 from oslo_config import cfg
 
-from fleetcache.cmd import common
+from fleetcache.cmd import _status, common
 from fleetcache.common import binaries, exception, servicegroup
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import migration
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.cells import redact_url
+from fleetcache.conductor.placement import PlacementClient, ProviderSync
 
 PROG = "fleetcache-manage"
 
@@ -136,6 +140,34 @@ def service_enable(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
     return _set_disabled(db, args, False)
 
 
+# -- placement ----------------------------------------------------------------------------------
+
+
+def placement_sync_aggregates(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
+    """Set every compute provider's Placement aggregates to the fleetcache aggregates its host
+    is in, printing what changed (drift a lost ``sync_host_aggregates`` cast left)."""
+    client = PlacementClient.from_conf(conf)
+    if client is None:
+        raise exception.InvalidInput(reason="Placement is not configured ([placement] auth_type)")
+    providers = ProviderSync(client, conf.placement.generation_conflict_retries)
+    services = db_api.service_list(db, binary=binaries.COMPUTE)
+    wanted = db_api.aggregate_uuids_by_host(db, [s["host"] for s in services])
+    changed = 0
+    for svc in services:
+        result = providers.sync_aggregates(svc["host"], wanted[svc["host"]])
+        if result is None:
+            print(f"{svc['host']}: no resource provider yet (skipped)")
+        elif result.changed:
+            changed += 1
+            print(f"{svc['host']}: {result.describe()}")
+    print(f"{changed} of {len(services)} resource provider(s) changed")
+    return 0
+
+
+def status(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
+    return int(_status.Checks(conf, db).check())
+
+
 # -- parsing and dispatch -----------------------------------------------------------------------
 
 
@@ -194,6 +226,14 @@ def add_command_parsers(subparsers: Any) -> None:
         p.add_argument("--binary", default=binaries.COMPUTE)
         if name == "disable":
             p.add_argument("--reason")
+
+    placement = subparsers.add_parser(
+        "placement", help="the computes' resource providers in Placement").add_subparsers(
+        dest="action", required=True, parser_class=_Parser)
+    _add(placement, "sync-aggregates", placement_sync_aggregates,
+         "mirror every compute's aggregates into Placement, printing what changed")
+
+    subparsers.add_parser("status", help="upgrade checks").set_defaults(func=status)
 
 
 CATEGORY_OPT = cfg.SubCommandOpt(

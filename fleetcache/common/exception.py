@@ -203,3 +203,14 @@ class ImageFetchError(FleetcacheException):
 class QemuImgError(FleetcacheException):
     msg_fmt = "qemu-img %(action)s failed: %(reason)s"
     error_code = "fleetcache.qemu_img.failed"
+
+
+class PlacementError(FleetcacheException):
+    msg_fmt = "Placement %(method)s %(url)s failed: %(reason)s"
+    error_code = "fleetcache.placement.failed"
+
+
+class PlacementGenerationConflict(PlacementError):
+    msg_fmt = ("Resource provider %(uuid)s changed in Placement %(attempts)d times while it "
+               "was being updated ([placement] generation_conflict_retries)")
+    error_code = "fleetcache.placement.generation_conflict"

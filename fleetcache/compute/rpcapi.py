@@ -22,6 +22,15 @@ from fleetcache.common.context import RequestContext
 TOPIC = "compute"
 RPC_API_VERSION = "1.1"
 
+# Keys of the capabilities a compute sends with ``register_service`` (the conductor keeps the
+# host's Placement resource provider from them):
+#: ``supports_image_type_<disk_format>``: bool, whether this host can boot such an image.
+IMAGE_TYPE_CAPABILITY = "supports_image_type_"
+#: Placement inventory records by resource class (``VCPU``, ``MEMORY_MB``, ``DISK_GB``).
+INVENTORY_CAPABILITY = "inventory"
+#: The operator's ``CUSTOM_*`` traits of this host (``[compute] custom_traits``).
+CUSTOM_TRAITS_CAPABILITY = "custom_traits"
+
 
 class ImageResult(TypedDict):
     """What a compute did with one image of a ``cache_images`` call.

@@ -6,9 +6,16 @@ The conductor serves the same API on the default transport and on every cell's t
 that knows the cell it serves, so a compute that registers through its cell's broker is mapped
 to that cell: the broker a message came through *is* the compute's cell.
 
+Registration and heartbeats of computes also keep their Placement resource providers in step
+(:mod:`fleetcache.conductor.placement`): a registration writes the provider (created, updated
+only where it differs); a heartbeat of a compute whose provider is not yet in step (Placement
+was unreachable) tries again. The API's aggregate host changes arrive as
+``sync_host_aggregates`` casts and are mirrored into the provider's Placement aggregates.
+
 State every endpoint shares (the database, the cell transports, the two pools of pre-cache
-jobs, the notifier) lives in one :class:`ConductorState`, built once per conductor process at
-start-up from its configuration (``fleetcache.cmd.conductor.build_service``).
+jobs, the notifier, the Placement client) lives in one :class:`ConductorState`, built once per
+conductor process at start-up from its configuration
+(``fleetcache.cmd.conductor.build_service``).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from fleetcache.common.db.session import Database
 from fleetcache.conductor import notifications, precache, rpcapi
 from fleetcache.conductor.cells import CellTransports
 from fleetcache.conductor.hostpool import HostCallPool
+from fleetcache.conductor.placement import PlacementClient, ProviderSync
 from fleetcache.image.source import ImageSource
 
 LOG = logging.getLogger(__name__)
@@ -49,6 +57,8 @@ class ConductorState:
         returned the queued job, ``[conductor] max_concurrent_jobs`` workers; a job beyond
         that waits ``queued``.
     :ivar precacher: starts pre-cache jobs on these pools.
+    :ivar providers: keeps computes' Placement resource providers in step; ``None`` when
+        ``[placement]`` is not configured (no compute is then schedulable).
     """
 
     def __init__(
@@ -71,6 +81,12 @@ class ConductorState:
             notifier=notifications.CacheNotifier(notifier),
             host_calls=self.host_calls, job_runner=self.job_coordinators.submit, images=images,
         )
+        client = PlacementClient.from_conf(conf)
+        self.providers = (ProviderSync(client, conf.placement.generation_conflict_retries)
+                          if client is not None else None)
+        if self.providers is None:
+            LOG.warning("[placement] auth_type is not set: no compute will be reported to "
+                        "Placement, so none is schedulable")
 
     def shutdown(self, wait: bool = False) -> None:
         """Stop both pools: queued host calls are dropped and running jobs end ``failed``
@@ -125,6 +141,7 @@ class ConductorManager:
             self.db, host, binary, topic, cell_id, capabilities=capabilities
         )
         LOG.info("Registered %s on %s in cell %s", binary, host, self.cell_name)
+        self._sync_provider(service)
         return service
 
     @rpc.expected_exceptions(exception.ComputeHostNotFound)
@@ -140,7 +157,39 @@ class ConductorManager:
         :raises ComputeHostNotFound: when the service never registered or was deleted; the
             service then registers again.
         """
-        db_api.service_heartbeat(self.db, host, binary, capabilities=capabilities)
+        service = db_api.service_heartbeat(self.db, host, binary, capabilities=capabilities)
+        if service["placement_synced_at"] is None:
+            self._sync_provider(service)
+
+    def _sync_provider(self, service: db_api.ServiceDict) -> None:
+        """Bring a compute's resource provider in step with its registration; a failure is
+        logged and the compute stays unschedulable until a later heartbeat succeeds."""
+        providers = self.state.providers
+        if providers is None or service["binary"] != binaries.COMPUTE:
+            return
+        host = service["host"]
+        try:
+            aggregates = db_api.aggregate_uuids_by_host(self.db, [host])[host]
+            providers.sync(host, service["capabilities"], aggregates)
+        except exception.PlacementError as exc:
+            LOG.warning("Compute %s is not schedulable yet: %s", host, exc)
+            return
+        db_api.service_placement_synced(self.db, host, service["binary"],
+                                        service["capabilities"])
+
+    def sync_host_aggregates(self, ctxt: RequestContext, host: str) -> None:
+        """Mirror the fleetcache aggregates ``host`` is in into its provider's Placement
+        aggregates (a cast from the API after ``add_host`` / ``remove_host``). A failure is
+        logged: ``fleetcache-manage placement sync-aggregates`` repairs what it left, and the
+        compute's next registration writes its aggregates too."""
+        providers = self.state.providers
+        if providers is None:
+            return
+        try:
+            aggregates = db_api.aggregate_uuids_by_host(self.db, [host])[host]
+            providers.sync_aggregates(host, aggregates)
+        except exception.PlacementError as exc:
+            LOG.warning("Placement aggregates of %s not updated: %s", host, exc)
 
     # -- pre-cache --------------------------------------------------------------------------
 

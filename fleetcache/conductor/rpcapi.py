@@ -7,6 +7,7 @@ API version history:
 
 * 1.0 - Initial version: register_service, service_heartbeat, cache_images
 * 1.1 - Added report_image_cache
+* 1.2 - Added sync_host_aggregates
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from fleetcache.common.db.host_images import ReportedImage
 from fleetcache.common.db.jobs import JobDict
 
 TOPIC = "conductor"
-RPC_API_VERSION = "1.1"
+RPC_API_VERSION = "1.2"
 
 
 class ConductorAPI:
@@ -109,3 +110,11 @@ class ConductorAPI:
         cctxt.cast(ctxt, "report_image_cache", host=host, images=images,
                    usage_bytes=usage_bytes,
                    reported_at=time.time() if reported_at is None else reported_at)
+
+    def sync_host_aggregates(self, ctxt: RequestContext, host: str) -> None:
+        """Have the conductor mirror ``host``'s aggregates into Placement (a cast).
+
+        :raises RPCVersionCapped: when ``[upgrade_levels] conductor`` is below 1.2.
+        """
+        cctxt = self._prepare("sync_host_aggregates", "1.2")
+        cctxt.cast(ctxt, "sync_host_aggregates", host=host)

@@ -80,6 +80,8 @@ class Stack:
     :ivar glance_access_log: Glance's access log (see :meth:`glance_requests`).
     :ivar ceph: the stack's throwaway Ceph cluster (``tools/ceph.sh``).
     :ivar rbd_sample_image: the Glance id of the raw sample image in Glance's rbd store.
+    :ivar placement_env: ``.stack/placement-env``: what makes the unmodified ``openstack
+        resource provider ...`` commands (osc-placement) talk to the stack's Placement.
     """
 
     def __init__(self, directory: Path, env: dict[str, str]) -> None:
@@ -100,6 +102,7 @@ class Stack:
             keyrings={user: Path(env[f"FLEETCACHE_CEPH_KEYRING_{user.upper()}"])
                       for user in CephCluster.USERS})
         self.rbd_sample_image = env["FLEETCACHE_RBD_SAMPLE_IMAGE"]
+        self.placement_env = read_env_file(directory / "placement-env")
         self.conf = _load_conf(self.conf_file)
         self._db: Database | None = None
 
@@ -143,13 +146,16 @@ class Stack:
         """``os.environ`` with the stack's variables, for a client subprocess."""
         return {**os.environ, **self.env}
 
-    def run_openstack(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run_openstack(self, *args: str, check: bool = True,
+                      placement: bool = False) -> subprocess.CompletedProcess[str]:
         """Run the real ``openstack`` client of the venv against the stack.
 
+        :param placement: with :attr:`placement_env` (for osc-placement's commands).
         :raises AssertionError: when ``check`` and the command exits non-zero (with its output).
         """
         cmd = [str(VENV_BIN / "openstack"), *args]
-        proc = subprocess.run(cmd, env=self.process_env(), capture_output=True, text=True,
+        env = {**self.process_env(), **(self.placement_env if placement else {})}
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                               timeout=CLI_TIMEOUT, check=False)
         if check and proc.returncode != 0:
             raise AssertionError(
@@ -157,9 +163,9 @@ class Stack:
                 f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
         return proc
 
-    def openstack_json(self, *args: str) -> Any:
+    def openstack_json(self, *args: str, placement: bool = False) -> Any:
         """``run_openstack(*args, "-f", "json")`` and the parsed output."""
-        return json.loads(self.run_openstack(*args, "-f", "json").stdout)
+        return json.loads(self.run_openstack(*args, "-f", "json", placement=placement).stdout)
 
     def api_request(self, method: str, path: str, *, roles: str | None = "admin",
                     microversion: str | None = None, **kwargs: Any) -> requests.Response:

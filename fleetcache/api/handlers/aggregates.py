@@ -1,5 +1,10 @@
 """``/os-aggregates``: host aggregates, shaped as Nova's (nova/api/openstack/compute/aggregates.py).
 
+Adding or removing a host asks the conductor (a cast) to mirror the host's aggregates into its
+Placement resource provider, as Nova's API does with its report client; the API holds no
+Placement credentials. A lost cast leaves drift that ``fleetcache-manage placement
+sync-aggregates`` repairs.
+
 Differences from Nova, all friendlier to the clients: a non-integer id is 404 rather than 400
 (novaclient gives up on a 400), ``GET /os-aggregates/{uuid}`` also works (so look-ups by uuid
 do), and create returns ``hosts`` and ``metadata`` as every other call does.
@@ -7,8 +12,10 @@ do), and create returns ``hosts`` and ``metadata`` as every other call does.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import oslo_messaging as messaging
 import webob
 from oslo_utils import uuidutils
 
@@ -20,6 +27,8 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db.api import AggregateDict
 
 UUID_VERSION = microversion.Version(2, 41)
+
+LOG = logging.getLogger(__name__)
 
 
 def _authorize(req: webob.Request, action: str) -> None:
@@ -132,8 +141,10 @@ def post_aggregate_action(req: webob.Request) -> webob.Response:
     args = body[action]
     if action == "add_host":
         aggregate = db_api.aggregate_add_host(db, ident, args["host"])
+        _mirror_to_placement(req, args["host"])
     elif action == "remove_host":
         aggregate = db_api.aggregate_remove_host(db, ident, args["host"])
+        _mirror_to_placement(req, args["host"])
     else:
         _check_metadata_limit(db_api.aggregate_get(db, ident), args["metadata"])
         aggregate = db_api.aggregate_set_metadata(db, ident, args["metadata"])
@@ -148,3 +159,13 @@ def _check_metadata_limit(aggregate: AggregateDict, changes: dict[str, str | Non
     keys -= {key for key, value in changes.items() if value is None}
     if len(keys) > schemas.MAX_METADATA_ITEMS:
         raise exception.AggregateMetadataLimitExceeded(limit=schemas.MAX_METADATA_ITEMS)
+
+
+def _mirror_to_placement(req: webob.Request, host: str) -> None:
+    """Cast the host's aggregate change to the conductor; the change itself is already
+    committed, so a failure here is logged, not returned."""
+    try:
+        util.get_state(req).conductor_api.sync_host_aggregates(util.get_context(req), host)
+    except (exception.RPCVersionCapped, messaging.MessagingException) as exc:
+        LOG.warning("Placement aggregates of %s not updated (fleetcache-manage placement "
+                    "sync-aggregates repairs them): %s", host, exc)

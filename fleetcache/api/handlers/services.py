@@ -4,6 +4,11 @@ A service is ``up`` while its last heartbeat is younger than ``[DEFAULT] service
 A compute agent's zone is the availability zone of its aggregates (joined with ``,`` when it
 is in several), else ``default_availability_zone``; other services are in
 ``internal_service_availability_zone``.
+
+A compute the conductor has not yet written to Placement (just registered, or Placement
+unreachable) is not schedulable: while it is enabled, its ``disabled_reason`` says so
+(:data:`NOT_IN_PLACEMENT`), the one free-text field of Nova's service shape, so the unmodified
+clients show it (``openstack compute service list --long``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from fleetcache.common.db.api import ServiceDict
 
 FORCED_DOWN_VERSION = microversion.Version(2, 11)
 UUID_ID_VERSION = microversion.Version(2, 53)
+
+NOT_IN_PLACEMENT = "not schedulable: not yet reported to Placement"
 
 
 def _host_zones(req: webob.Request) -> dict[str, str]:
@@ -42,6 +49,10 @@ def _format_service(
     else:
         zone = conf.internal_service_availability_zone
     is_up = servicegroup.service_is_up(service, conf.service_down_time)
+    reason = service["disabled_reason"]
+    if (service["binary"] == binaries.COMPUTE and not service["disabled"]
+            and service["placement_synced_at"] is None):
+        reason = NOT_IN_PLACEMENT
     body: dict[str, Any] = {
         "id": service["uuid"] if version.matches(UUID_ID_VERSION) else service["id"],
         "binary": service["binary"],
@@ -50,7 +61,7 @@ def _format_service(
         "status": "disabled" if service["disabled"] else "enabled",
         "state": "up" if is_up else "down",
         "updated_at": util.format_time(service["last_seen_up"] or service["updated_at"]),
-        "disabled_reason": service["disabled_reason"],
+        "disabled_reason": reason,
     }
     if version.matches(FORCED_DOWN_VERSION):
         body["forced_down"] = service["forced_down"]

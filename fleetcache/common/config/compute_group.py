@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oslo_config import cfg
+from oslo_config import cfg, types
 
 compute_group = cfg.OptGroup("compute", title="Compute host options")
 
@@ -29,6 +29,19 @@ Image formats this compute must not report as supported, even when it could hand
 
 Possible values:
 * A list of Glance ``disk_format`` names, for example ``qcow2``.
+""",
+    ),
+    cfg.ListOpt(
+        "custom_traits",
+        default=[],
+        item_type=types.String(regex=r"^CUSTOM_[A-Z0-9_]{1,248}$"),
+        help="""
+Operator traits this compute's resource provider carries in Placement besides those derived
+from its capabilities. Not Nova's (Nova takes them from a provider config file).
+
+Possible values:
+* A list of ``CUSTOM_*`` trait names (upper case letters, digits and ``_``), for example
+  ``CUSTOM_TROVE``; the conductor creates a trait in Placement before it first uses it.
 """,
     ),
     cfg.IntOpt(

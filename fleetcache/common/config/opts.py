@@ -15,6 +15,8 @@ from fleetcache.common.config import (
     image_cache,
     image_source,
     libvirt,
+    placement,
+    resources,
     upgrade_levels,
 )
 
@@ -29,6 +31,8 @@ MODULES = (
     image_cache,
     image_source,
     libvirt,
+    placement,
+    resources,
     upgrade_levels,
 )
 

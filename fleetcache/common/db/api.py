@@ -43,6 +43,7 @@ class ServiceDict(TypedDict):
     last_seen_up: datetime.datetime | None
     report_count: int
     capabilities: dict[str, Any]
+    placement_synced_at: datetime.datetime | None
     created_at: datetime.datetime
     updated_at: datetime.datetime | None
 
@@ -138,6 +139,7 @@ def _service_dict(svc: models.Service) -> ServiceDict:
         last_seen_up=svc.last_seen_up,
         report_count=svc.report_count,
         capabilities=dict(svc.capabilities or {}),
+        placement_synced_at=svc.placement_synced_at,
         created_at=svc.created_at,
         updated_at=svc.updated_at,
     )
@@ -151,7 +153,11 @@ def service_register(
     cell_id: int | None,
     capabilities: dict[str, Any] | None = None,
 ) -> ServiceDict:
-    """Create or refresh the record of a starting service and count it as seen now."""
+    """Create or refresh the record of a starting service and count it as seen now.
+
+    Its Placement provider counts as out of step until the conductor has written these
+    capabilities (:func:`service_placement_synced`).
+    """
     with db.transaction() as session:
         svc = session.scalars(
             select(models.Service).where(
@@ -166,6 +172,7 @@ def service_register(
         svc.topic = topic
         svc.cell_id = cell_id
         svc.capabilities = dict(capabilities or {})
+        svc.placement_synced_at = None
         svc.last_seen_up = models.utcnow()
         svc.report_count = (svc.report_count or 0) + 1
         session.flush()
@@ -185,6 +192,25 @@ def service_heartbeat(
             svc.capabilities = dict(capabilities)
         session.flush()
         return _service_dict(svc)
+
+
+def service_placement_synced(
+    db: Database, host: str, binary: str, capabilities: dict[str, Any]
+) -> bool:
+    """Record that ``host``'s Placement provider now holds ``capabilities``.
+
+    :returns: False (nothing recorded) when the service registered again meanwhile with other
+        capabilities, or is gone: the newer registration gets its own synchronisation.
+    """
+    with db.transaction() as session:
+        svc = session.scalars(
+            select(models.Service).where(
+                models.Service.host == host, models.Service.binary == binary)
+        ).first()
+        if svc is None or dict(svc.capabilities or {}) != capabilities:
+            return False
+        svc.placement_synced_at = models.utcnow()
+        return True
 
 
 def _service_lookup(session: Session, host: str, binary: str) -> models.Service:
@@ -396,6 +422,23 @@ def aggregate_set_metadata(
         agg.updated_at = models.utcnow()
         session.flush()
         return _aggregate_dict(agg)
+
+
+def aggregate_uuids_by_host(
+    db: Database, hosts: Iterable[str] | None = None
+) -> dict[str, set[str]]:
+    """``{host: {aggregate uuid, ...}}`` for ``hosts`` (default: every host in an aggregate),
+    in one query; a host in no aggregate maps to an empty set when asked for."""
+    wanted = None if hosts is None else list(hosts)
+    result: dict[str, set[str]] = {h: set() for h in wanted or ()}
+    with db.transaction() as session:
+        query = select(models.AggregateHost.host, models.Aggregate.uuid).join(
+            models.Aggregate, models.Aggregate.id == models.AggregateHost.aggregate_id)
+        if wanted is not None:
+            query = query.where(models.AggregateHost.host.in_(wanted))
+        for host, agg_uuid in session.execute(query):
+            result.setdefault(host, set()).add(agg_uuid)
+    return result
 
 
 def aggregate_hosts_by_cell(

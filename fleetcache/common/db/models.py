@@ -75,6 +75,10 @@ class Service(TimestampMixin, Base):
     last_seen_up: Mapped[datetime.datetime | None] = mapped_column(PreciseDateTime, nullable=True)
     report_count: Mapped[int] = mapped_column(Integer, default=0)
     capabilities: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: When the conductor last brought the host's Placement resource provider in step with
+    #: these capabilities; NULL until then (the host is not schedulable).
+    placement_synced_at: Mapped[datetime.datetime | None] = mapped_column(
+        PreciseDateTime, nullable=True)
 
     cell: Mapped[Cell | None] = relationship(lazy="joined")
 

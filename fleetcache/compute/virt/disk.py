@@ -23,6 +23,7 @@ from fleetcache.common.context import RequestContext
 from fleetcache.compute import config_check, imagebackend
 from fleetcache.compute.imagebackend.selection import IMAGE_TYPES
 from fleetcache.compute.imagecache import CacheOutcome, ImageCache
+from fleetcache.compute.rpcapi import IMAGE_TYPE_CAPABILITY
 from fleetcache.compute.virt.driver import ComputeDriver
 from fleetcache.image import ImageSource, load_image_source, signature
 
@@ -53,7 +54,7 @@ class DiskDriver(ComputeDriver):
         """The declared capabilities plus ``supports_image_type_<t>`` for every image type."""
         supported = imagebackend.supported_image_types(self.conf)
         return {**self.capabilities,
-                **{f"supports_image_type_{t}": t in supported for t in IMAGE_TYPES}}
+                **{f"{IMAGE_TYPE_CAPABILITY}{t}": t in supported for t in IMAGE_TYPES}}
 
     def init_host(self, host: str) -> None:
         """Check the configuration, create the cache and lock directories, check that they

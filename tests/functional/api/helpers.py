@@ -16,11 +16,13 @@ MEMBER = {"X-Roles": "member", "X-User-Id": "u1", "X-Project-Id": "p1"}
 
 
 class StubConductorAPI:
-    """Stands in for ConductorAPI in these fast tests: queues a job row, or raises ``error``."""
+    """Stands in for ConductorAPI in these fast tests: queues a job row, or raises ``error``;
+    records the hosts whose aggregates it was asked to mirror into Placement."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self.calls: list[tuple[int, list[str]]] = []
+        self.aggregate_syncs: list[str] = []
         self.error: Exception | None = None
 
     def cache_images(
@@ -34,6 +36,11 @@ class StubConductorAPI:
         return db_jobs.job_create(
             self.db, aggregate_id, aggregate["uuid"], image_ids, len(aggregate["hosts"]), "cond1"
         )
+
+
+    def sync_host_aggregates(self, ctxt: RequestContext, host: str) -> None:
+        assert isinstance(ctxt, RequestContext)
+        self.aggregate_syncs.append(host)
 
 
 def create_aggregate(app: webtest.TestApp, name: str = "agg1", **extra: Any) -> dict[str, Any]:

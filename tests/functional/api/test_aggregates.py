@@ -7,9 +7,16 @@ import json
 import pytest
 import webtest
 
+from fleetcache.common import exception
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db.session import Database
-from tests.functional.api.helpers import LATEST, MEMBER, create_aggregate, fault
+from tests.functional.api.helpers import (
+    LATEST,
+    MEMBER,
+    StubConductorAPI,
+    create_aggregate,
+    fault,
+)
 
 AGGS = "/v2.1/os-aggregates"
 
@@ -123,13 +130,29 @@ def test_unparsable_body_is_400(app: webtest.TestApp, raw: bytes) -> None:
     fault(response, "badRequest", 400)
 
 
-def test_add_and_remove_host(app: webtest.TestApp, computes: list[str], db: Database) -> None:
+def test_add_and_remove_host(
+    app: webtest.TestApp, computes: list[str], db: Database, conductor: StubConductorAPI
+) -> None:
     create_aggregate(app, "a")
     agg = _action(app, 1, {"add_host": {"host": "c1"}}).json["aggregate"]
     assert agg["hosts"] == ["c1"] and agg["metadata"] == {}
     assert db_api.aggregate_get(db, 1)["hosts"] == ["c1"]
+    assert conductor.aggregate_syncs == ["c1"]
     agg = _action(app, 1, {"remove_host": {"host": "c1"}}).json["aggregate"]
     assert agg["hosts"] == []
+    assert conductor.aggregate_syncs == ["c1", "c1"]
+
+
+def test_add_host_is_answered_when_the_placement_mirror_cannot_be_cast(
+    app: webtest.TestApp, computes: list[str], conductor: StubConductorAPI
+) -> None:
+    def refuse(ctxt: object, host: str) -> None:
+        raise exception.RPCVersionCapped(topic="conductor", cap="1.1",
+                                         method="sync_host_aggregates", version="1.2")
+
+    conductor.sync_host_aggregates = refuse  # type: ignore[method-assign]
+    create_aggregate(app, "a")
+    assert _action(app, 1, {"add_host": {"host": "c1"}}).json["aggregate"]["hosts"] == ["c1"]
 
 
 def test_add_host_errors(app: webtest.TestApp, computes: list[str]) -> None:

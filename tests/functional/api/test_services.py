@@ -33,6 +33,7 @@ def test_list_shows_state_status_and_zone(
     _age(db, "c2", conf.service_down_time + 5)
     svc = db_api.service_get(db, "c3", "fleetcache-compute")
     db_api.service_update(db, svc["id"], disabled=True, disabled_reason="maintenance")
+    db_api.service_placement_synced(db, "c1", "fleetcache-compute", {})
 
     services = {s["host"]: s for s in app.get(SERVICES).json["services"]}
     assert services["c1"] == {
@@ -42,9 +43,12 @@ def test_list_shows_state_status_and_zone(
     }
     assert isinstance(services["c1"]["id"], int)
     assert services["c2"]["state"] == "down" and services["c2"]["zone"] == "nova"
+    assert services["c2"]["status"] == "enabled"
+    assert services["c2"]["disabled_reason"] == "not schedulable: not yet reported to Placement"
     assert services["c3"]["status"] == "disabled"
     assert services["c3"]["disabled_reason"] == "maintenance"
     assert services["ctl"]["zone"] == "internal"
+    assert services["ctl"]["disabled_reason"] is None
 
 
 def test_filters(app: webtest.TestApp, db: Database, computes: list[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import pathlib
 from typing import Any
 
@@ -92,12 +93,18 @@ class StubConductor:
 
 
 def test_reporter_registers_capabilities_heartbeats_and_reregisters(tmp_path: pathlib.Path) -> None:
-    conf = _load(_conf_file(tmp_path, "report_interval = 7\n"))
+    conf = _load(_conf_file(tmp_path, "report_interval = 7\ninstances_path = $state_path\n"
+                                      "[compute]\ncustom_traits = CUSTOM_B,CUSTOM_A\n"))
     conductor = StubConductor()
     reporter = compute_cmd.make_reporter(conf, conductor, FakeDriver(conf))  # type: ignore[arg-type]
     assert reporter.run_once() == 7
-    assert conductor.registered == [dict(host="c1", binary="fleetcache-compute",
-                                         topic="compute", caps=FakeDriver.capabilities)]
+    [registered] = conductor.registered
+    caps = registered.pop("caps")
+    assert registered == dict(host="c1", binary="fleetcache-compute", topic="compute")
+    inventory = caps.pop("inventory")
+    assert caps == {**FakeDriver.capabilities, "custom_traits": ["CUSTOM_A", "CUSTOM_B"]}
+    assert inventory["VCPU"]["total"] == os.cpu_count()
+    assert inventory["MEMORY_MB"]["reserved"] == 512
     reporter.run_once()
     assert conductor.heartbeats == 1
     conductor.forget = True

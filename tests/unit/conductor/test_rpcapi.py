@@ -18,14 +18,19 @@ CTXT = RequestContext()
 
 
 class Conductor:
-    target = messaging.Target(version="1.1")
+    target = messaging.Target(version="1.2")
 
     def __init__(self) -> None:
         self.reports: list[dict[str, Any]] = []
+        self.aggregate_syncs: list[str] = []
         self.got = threading.Event()
 
     def report_image_cache(self, ctxt: Any, **kwargs: Any) -> None:
         self.reports.append(kwargs)
+        self.got.set()
+
+    def sync_host_aggregates(self, ctxt: Any, host: str) -> None:
+        self.aggregate_syncs.append(host)
         self.got.set()
 
 
@@ -57,4 +62,30 @@ def test_capped_client_does_not_report() -> None:
     client = rpcapi.ConductorAPI(conf, transports.get("fake:///"))
     with pytest.raises(exception.RPCVersionCapped, match="report_image_cache needs 1.1"):
         client.report_image_cache(CTXT, "h1", [], 0)
+    transports.cleanup()
+
+
+def test_sync_host_aggregates_is_a_1_2_cast() -> None:
+    conf = make_conf()
+    transports = rpc.Transports(conf)
+    transport = transports.get("fake:///")
+    endpoint = Conductor()
+    server = rpc.get_server(transport, rpcapi.TOPIC, "conductor-1", [endpoint])
+    server.start()
+    try:
+        rpcapi.ConductorAPI(conf, transport).sync_host_aggregates(CTXT, "h1")
+        assert endpoint.got.wait(5)
+    finally:
+        server.stop()
+        server.wait()
+        transports.cleanup()
+    assert endpoint.aggregate_syncs == ["h1"]
+
+
+def test_client_capped_at_1_1_does_not_ask_for_the_aggregate_mirror() -> None:
+    conf = make_conf(upgrade_levels__conductor="1.1")
+    transports = rpc.Transports(conf)
+    client = rpcapi.ConductorAPI(conf, transports.get("fake:///"))
+    with pytest.raises(exception.RPCVersionCapped, match="sync_host_aggregates needs 1.2"):
+        client.sync_host_aggregates(CTXT, "h1")
     transports.cleanup()
