@@ -1,5 +1,5 @@
-"""Serve a WSGI application on 127.0.0.1 (a free port) from a thread, one thread per request:
-the embedded default's API and Placement (``fleetcache demo``)."""
+"""Serve a WSGI application on 127.0.0.1 (a free port) from a thread, one thread per request
+or one request at a time: the embedded default's API and Placement (``fleetcache demo``)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,13 @@ class _ThreadingServer(simple_server.WSGIServer):
 
 
 @contextlib.contextmanager
-def serve(app: Any, name: str) -> Iterator[str]:
-    """Serve ``app`` until the block ends; yields ``http://127.0.0.1:<port>``."""
-    server = simple_server.make_server("127.0.0.1", 0, app, server_class=_ThreadingServer,
+def serve(app: Any, name: str, threaded: bool = True) -> Iterator[str]:
+    """Serve ``app`` until the block ends; yields ``http://127.0.0.1:<port>``.
+
+    :param threaded: a thread per request; else one request at a time (an app on SQLite).
+    """
+    server_class = _ThreadingServer if threaded else simple_server.WSGIServer
+    server = simple_server.make_server("127.0.0.1", 0, app, server_class=server_class,
                                        handler_class=_QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
     thread.start()

@@ -49,7 +49,10 @@ def serve(state_dir: str) -> Iterator[str]:
     db_api.configure(conf)
     # Placement logs every request at INFO; its warnings stay.
     logging.getLogger("placement.requestlog").setLevel(logging.WARNING)
-    with _local_wsgi.serve(deploy.loadapp(conf), "placement") as endpoint:
+    # NOTE: one request at a time: with a thread per request, concurrent writes from the
+    # computes' registrations made Placement answer 500 "(sqlite3.OperationalError) database
+    # is locked" (seen in tests/functional/test_demo.py under load); SQLite has one writer.
+    with _local_wsgi.serve(deploy.loadapp(conf), "placement", threaded=False) as endpoint:
         yield endpoint
 
 

@@ -142,7 +142,8 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
         cli_opts=[CHECK_CONFIG_OPT],
     )
     if conf.check_config:
-        return config_check.main_check_config(conf)
+        return config_check.main_check_config(
+            conf, extra=config_check.long_call_problems(conf))
     transports = rpc.Transports(conf)
     try:
         service = build_service(conf, transports)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 from oslo_config import cfg
@@ -167,19 +168,27 @@ def enforce_config(conf: cfg.ConfigOpts, which: backends.Which = shutil.which) -
         LOG.warning("%s", problem)
 
 
-def main_check_config(conf: cfg.ConfigOpts, out: TextIO | None = None) -> int:
-    """``fleetcache-compute --check-config``: print problems; 0 when no error, else 1."""
-    out = out or sys.stderr
-    problems = check_config(conf, strict=False)
+def long_call_problems(conf: cfg.ConfigOpts) -> list[Problem]:
+    """The long-call limit against the RPC server's workers (:mod:`.long_calls`); ``conf``
+    must have oslo.messaging's server options (the daemon's command line registers them)."""
     try:
         long_calls.effective_limit(conf)
-        lowered = long_calls.limit_problem(conf)
-        if lowered is not None:
-            problems.append(Problem(WARNING, "[compute] max_concurrent_long_calls",
-                                    "below executor_thread_pool_size", lowered))
     except exception.InvalidConfiguration as exc:
-        problems.append(Problem(ERROR, "[DEFAULT] executor_thread_pool_size",
-                                "at least 2 on a compute", str(exc)))
+        return [Problem(ERROR, "[DEFAULT] executor_thread_pool_size", "at least 2 on a compute",
+                        str(exc))]
+    lowered = long_calls.limit_problem(conf)
+    if lowered is None:
+        return []
+    return [Problem(WARNING, "[compute] max_concurrent_long_calls",
+                    "below executor_thread_pool_size", lowered)]
+
+
+def main_check_config(conf: cfg.ConfigOpts, out: TextIO | None = None,
+                      extra: Sequence[Problem] = ()) -> int:
+    """``fleetcache-compute --check-config``: print problems (``extra`` too); 0 when no
+    error, else 1."""
+    out = out or sys.stderr
+    problems = [*check_config(conf, strict=False), *extra]
     for problem in problems:
         print(problem, file=out)
     errors = sum(p.severity == ERROR for p in problems)
