@@ -132,6 +132,22 @@ Related options:
 * images_convert_timeout
 """,
     ),
+    cfg.StrOpt(
+        "rbd_user",
+        default="",
+        help="""
+The Ceph user of the rbd disk backend; also the user of direct image downloads when
+``[glance] rbd_user`` is empty (as Nova).
+""",
+    ),
+    cfg.StrOpt(
+        "images_rbd_ceph_conf",
+        default="",
+        help="""
+The ``ceph.conf`` of the rbd disk backend's cluster; also the cluster of direct image downloads
+when ``[glance] rbd_ceph_conf`` is empty (as Nova).
+""",
+    ),
 ]
 
 
