@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
+from fleetcache import privsep
 from fleetcache.cmd import common
 from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.context import RequestContext, get_admin_context
@@ -55,6 +56,7 @@ def build_service(conf: cfg.ConfigOpts, transports: rpc.Transports) -> Service:
     """
     _warn_database_settings(conf)
     long_calls.check_limit(conf)
+    privsep.configure(conf)
     driver = virt_driver.load_compute_driver(conf)
     driver.init_host(conf.host)
     transport = transports.get()

@@ -54,7 +54,8 @@ class ComputeManager:
         image in ``error``, the reason naming the limit (see :mod:`.long_calls`).
 
         :returns: ``{image_id: {"state": cached|existing|error|unsupported, "reason": ...,
-            "bytes_downloaded": N}}``, one entry per requested image.
+            "bytes_downloaded": N, "download_path": rbd|http|None, "fallback_reason": ...}}``,
+            one entry per requested image.
         """
         try:
             with self.long_calls.hold("cache_images"):
@@ -134,4 +135,6 @@ class ComputeManager:
             return ImageResult(state="error", reason=str(exc) or type(exc).__name__,
                                bytes_downloaded=0)
         state = "cached" if outcome.downloaded else "existing"
-        return ImageResult(state=state, reason=None, bytes_downloaded=outcome.bytes_downloaded)
+        return ImageResult(state=state, reason=None, bytes_downloaded=outcome.bytes_downloaded,
+                           download_path=outcome.download_path,
+                           fallback_reason=outcome.fallback_reason)

@@ -11,7 +11,7 @@ API version history:
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import oslo_messaging as messaging
 from oslo_config import cfg
@@ -30,11 +30,17 @@ class ImageResult(TypedDict):
         ``error`` or ``unsupported`` (the virt driver keeps no image cache).
     :ivar reason: why, for ``error`` and ``unsupported``.
     :ivar bytes_downloaded: bytes fetched from the image source for it.
+    :ivar download_path: for a download, where the bytes came from: ``rbd`` (exported from
+        Ceph directly) or ``http`` (the image source). Absent from computes before it existed.
+    :ivar fallback_reason: why an image with an ``rbd://`` location was downloaded over HTTP
+        (the direct path was refused or failed); absent or None otherwise.
     """
 
     state: str
     reason: str | None
     bytes_downloaded: int
+    download_path: NotRequired[str | None]
+    fallback_reason: NotRequired[str | None]
 
 
 class InstanceDiskResult(TypedDict):
