@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -297,9 +298,11 @@ class ImageCache:
         return sum(e.disk_usage for e in self.list_entries())
 
     def _scan(self) -> list[os.DirEntry[str]]:
+        """Regular files, and the FIFOs of direct downloads (hidden partial names only)."""
         try:
             with os.scandir(self.base_dir) as it:
-                return [e for e in it if e.is_file(follow_symlinks=False)]
+                return [e for e in it if e.is_file(follow_symlinks=False)
+                        or (is_partial(e.name) and _is_fifo(e))]
         except FileNotFoundError:
             return []
 
@@ -318,3 +321,10 @@ class ImageCache:
             self.index.record(image_id, disk_format, base_format)
         except OSError:
             LOG.exception("Could not index cached image %s", image_id)
+
+
+def _is_fifo(entry: os.DirEntry[str]) -> bool:
+    try:
+        return stat.S_ISFIFO(entry.stat(follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False

@@ -16,6 +16,7 @@ import pytest
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import ImageCache, RbdDirect
+from fleetcache.compute.imagecache.layout import partial_prefix
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.rbd_location import RbdSettings
 from fleetcache.image.source import ImageMeta
@@ -164,3 +165,13 @@ def test_bad_bytes_from_both_paths_cache_nothing(env, tmp_path):
         cache.fetch(CTXT, env["meta"].id)
     assert not os.path.exists(cache.path_for(env["meta"].id))
     assert _leftovers(cache) == []
+
+
+def test_fifo_left_by_a_killed_compute_is_a_stale_partial(env):
+    cache = _cache(env, FakeExport())
+    cache.ensure_dirs()
+    fifo = os.path.join(cache.base_dir, f"{partial_prefix(env['meta'].id)}rbd0badf00d")
+    os.mkfifo(fifo)
+    assert cache.list_entries() == []
+    assert cache.remove_stale_partials() == [fifo]
+    assert not os.path.lexists(fifo)
