@@ -28,8 +28,9 @@ from fleetcache.privsep import compute_ctx
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
 #: A download under way in ``_base``: ``.<sha1 of the image id>.part-<token>``.
 PARTIAL = re.compile(r"\.[0-9a-f]{40}\.part-[A-Za-z0-9_-]{1,64}")
-#: Bytes of ``rbd``'s stderr kept for the error.
+#: Bytes of ``rbd``'s stderr kept for the error, and how many of its own ``rbd:`` lines.
 STDERR_KEPT = 2000
+STDERR_LINES = 3
 
 
 class RbdExportError(Exception):
@@ -148,7 +149,7 @@ def run_export(pool: object, image: object, snapshot: object, user: object,
         raise RbdExportError(f"rbd export of {pool}/{image}@{snapshot} killed after the "
                              f"time limit of {limit} s") from None
     if proc.returncode != 0:
-        text = err.decode("utf-8", "replace").strip()[-STDERR_KEPT:]
+        text = _summary(err.decode("utf-8", "replace"))
         if proc.returncode < 0:
             detail = f"killed by signal {-proc.returncode}"
         else:
@@ -157,6 +158,14 @@ def run_export(pool: object, image: object, snapshot: object, user: object,
         raise RbdExportError(f"{prefix}rbd export of {pool}/{image}@{snapshot} {detail}: "
                              f"{text}")
     return 0
+
+
+def _summary(stderr: str) -> str:
+    """The ``rbd:`` lines of the CLI's stderr (its own verdicts; librados' timestamped log
+    lines repeat them), the last few, else the end of stderr."""
+    own = [line.strip() for line in stderr.splitlines() if line.startswith("rbd:")]
+    text = "; ".join(dict.fromkeys(own[-STDERR_LINES:])) if own else stderr.strip()
+    return text[-STDERR_KEPT:]
 
 
 def _denied(stderr: str) -> bool:

@@ -191,3 +191,21 @@ def test_export_over_the_time_limit_is_killed(base, ceph_files, fifo, tmp_path, 
     finally:
         os.close(fd)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_failure_keeps_rbds_own_lines_not_librados_log(base, ceph_files, fifo, tmp_path,
+                                                       monkeypatch):
+    _fake_rbd(tmp_path, monkeypatch, "\n".join([
+        'echo "2026-11-22T19:45:45.735+0000 7f29 -1 librbd::io::ObjectRequest: failed" >&2',
+        'echo "rbd: error reading from source image at offset 0: (110) Connection timed out" >&2',
+        'echo "rbd: export error: (110) Connection timed out" >&2', "exit 110"]))
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with pytest.raises(RbdExportError) as caught:
+            run_export(**_args(base, ceph_files, fifo))  # type: ignore[arg-type]
+    finally:
+        os.close(fd)
+    assert str(caught.value) == (
+        "rbd export of images/8c4f0d5e-1a2b-4c3d-9e8f-7a6b5c4d3e2f@snap exited 110: "
+        "rbd: error reading from source image at offset 0: (110) Connection timed out; "
+        "rbd: export error: (110) Connection timed out")
