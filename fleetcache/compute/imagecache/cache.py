@@ -11,7 +11,11 @@ cache directory and is published only once it passed size and multihash, the dow
 the bytes), then converted if the disk backend needs it (see
 :mod:`~fleetcache.compute.imagecache.download`). Nothing partial is ever visible under the
 final name, and any failure (a refused image included) removes the temporary files, so a
-refused image never lands in the cache and its reason is the exception's message.
+refused image never lands in the cache and its reason is the exception's message. With a
+direct path (:mod:`~fleetcache.compute.imagecache.direct`), an image with an ``rbd://``
+location of this compute's cluster is first exported from Ceph through the same pipeline;
+any failure of that attempt leaves nothing and the image is downloaded from the source
+instead, the reason kept in the outcome and logged, and counted.
 
 The cache owns its :class:`~fleetcache.compute.imagecache.index.CacheIndex` and is the only
 writer of it, always under the image's lock: a published download records its image id and
