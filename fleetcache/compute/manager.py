@@ -69,7 +69,8 @@ class ComputeManager:
         return results
 
     @rpc.expected_exceptions(exception.Invalid, exception.NotFound, exception.Conflict,
-                             exception.ImageFetchError, exception.QemuImgError)
+                             exception.ImageFetchError, exception.QemuImgError,
+                             exception.RbdError)
     def create_instance_disk(self, ctxt: RequestContext, instance_uuid: str, image_id: str,
                              size: int | None = None) -> rpcapi.InstanceDiskResult:
         """Create the instance's disk from ``image_id`` (see :class:`InstanceDisks`).
@@ -87,7 +88,7 @@ class ComputeManager:
                 self.cache_manager.report()
         return result
 
-    @rpc.expected_exceptions(exception.Invalid)
+    @rpc.expected_exceptions(exception.Invalid, exception.RbdError)
     def delete_instance_disk(self, ctxt: RequestContext, instance_uuid: str) -> bool:
         """Remove the instance's directory; returns whether there was one.
 

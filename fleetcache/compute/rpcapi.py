@@ -46,10 +46,10 @@ class ImageResult(TypedDict):
 class InstanceDiskResult(TypedDict):
     """What ``create_instance_disk`` made.
 
-    :ivar backend: the disk backend that created it (``qcow2``, ``raw``, ``flat``...).
-    :ivar path: the disk, ``<instances_path>/<uuid>/disk``.
+    :ivar backend: the disk backend that created it (``qcow2``, ``raw``, ``flat``, ``rbd``...).
+    :ivar path: the disk, ``<instances_path>/<uuid>/disk``, or ``rbd:<pool>/<uuid>_disk``.
     :ivar format: the disk's format (``qcow2`` or ``raw``).
-    :ivar base: the cached base image it was made from.
+    :ivar base: the cached base image it was made from (``rbd://...`` for an rbd clone).
     :ivar image_fetched: whether the image had to be downloaded first.
     """
 
@@ -111,6 +111,7 @@ class ComputeAPI:
         :raises InstanceDisksNotSupported: the host's virt driver or the chosen backend makes
             no disks.
         :raises QemuImgError: the backend could not create the disk (or not in time).
+        :raises RbdError: the rbd backend could not create the disk in Ceph.
         :raises ComputeBusy: the host already serves ``[compute] max_concurrent_long_calls``
             long calls; nothing was done.
         """
@@ -130,6 +131,7 @@ class ComputeAPI:
 
         :raises RPCVersionCapped: when ``[upgrade_levels] compute`` is below 1.1.
         :raises InvalidInput: a bad UUID.
+        :raises RbdError: the rbd backend could not remove the disk from Ceph.
         """
         cctxt = rpc.prepare(self.client, "delete_instance_disk", "1.1", server=host,
                             retry=self.conf.rpc_send_retries)
