@@ -25,7 +25,9 @@
 # - conductor: one fleetcache-conductor; DEFAULT transport_url vhost fleetcache. It also reads
 #              .stack/etc/conductor.d/*.conf (empty: for tests that restart it with options).
 # - compute1, compute2 (cell1, vhost fleetcache_cell1) and compute3 (cell2, fleetcache_cell2):
-#              fleetcache-compute, disk driver, each with its own config and instances_path.
+#              fleetcache-compute, disk driver, each with its own config and instances_path,
+#              and .stack/etc/<host>.d/*.conf (empty: for tests). Images in Glance's rbd store
+#              are exported from Ceph directly (client.compute; HTTP when that fails).
 # Two sample images (a real qcow2 and a raw, a few MiB each) are uploaded to Glance's file store,
 # and one raw image to its rbd store (direct_url rbd://<fsid>/images/<id>/snap).
 #
@@ -449,6 +451,16 @@ transport_url = $(cell_url "$cell")
 
 [glance]
 api_servers = $GLANCE_URL
+# Images in the stack's Ceph come straight from it (rbd export through privsep) as
+# client.compute, read-only on pool images; short Ceph timeouts so that a dead OSD means a
+# quick fallback to HTTP.
+allowed_direct_url_schemes = rbd
+rbd_user = compute
+rbd_ceph_conf = $CEPH_DIR/ceph.conf
+rbd_keyring = $CEPH_DIR/ceph.client.compute.keyring
+rbd_connect_timeout = 5
+rbd_osd_op_timeout = 10
+rbd_export_timeout = 300
 
 [image_source]
 backend = glance
@@ -483,7 +495,10 @@ start_fleetcache() {
     wait_services fleetcache-conductor "*:*"
     for entry in "${COMPUTES[@]}"; do
         host=${entry%%:*}
-        start_daemon "$host" "$VENV_BIN/fleetcache-compute" --config-file "$ETC/$host.conf"
+        # $host.d: options a test drops in (e.g. another Ceph user) before restarting it.
+        mkdir -p "$ETC/$host.d"
+        start_daemon "$host" "$VENV_BIN/fleetcache-compute" --config-file "$ETC/$host.conf" \
+            --config-dir "$ETC/$host.d"
     done
     start_daemon api "$VENV_BIN/fleetcache-api" --config-file "$CONF"
 }

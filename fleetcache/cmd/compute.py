@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
+from fleetcache import privsep
 from fleetcache.cmd import common
 from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.context import RequestContext, get_admin_context
@@ -57,6 +58,7 @@ def build_service(conf: cfg.ConfigOpts, transports: rpc.Transports) -> Service:
     slots = long_calls.LongCallSlots(long_calls.effective_limit(conf), conf.host)
     if (lowered := long_calls.limit_problem(conf)) is not None:
         LOG.warning("%s", lowered)
+    privsep.configure(conf)
     driver = virt_driver.load_compute_driver(conf)
     driver.init_host(conf.host)
     transport = transports.get()

@@ -200,6 +200,11 @@ class ImageFetchError(FleetcacheException):
     error_code = "fleetcache.image.fetch_failed"
 
 
+class RbdError(FleetcacheException):
+    msg_fmt = "rbd %(action)s failed: %(reason)s"
+    error_code = "fleetcache.rbd.failed"
+
+
 class QemuImgError(FleetcacheException):
     msg_fmt = "qemu-img %(action)s failed: %(reason)s"
     error_code = "fleetcache.qemu_img.failed"

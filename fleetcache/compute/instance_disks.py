@@ -17,6 +17,11 @@
    pass ``-f`` to ``qemu-img`` from what fleetcache wrote, never from what a disk's header
    claims.
 
+The ``rbd`` backend keeps the disk in Ceph (:mod:`~fleetcache.compute.imagebackend.rbd_disks`):
+a raw image Glance stores in the same cluster is cloned from Glance's snapshot without
+touching the cache (step 2 is skipped; ``disk.json`` names the ``rbd://`` parent), any other is
+imported from its raw cached base; ``delete`` removes the Ceph image before the directory.
+
 Instances are serialized by their own lock (``fleetcache-instance-<uuid>``), so a create and a
 delete of one instance never interleave. The UUID is checked strictly (canonical form only),
 which is also what keeps it from naming any other path.
@@ -37,10 +42,18 @@ from oslo_log import log as logging
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute import imagebackend
-from fleetcache.compute.disk_record import DISK_NAME, RECORD_NAME, DiskRecord, write_record
+from fleetcache.compute.disk_record import (
+    DISK_NAME,
+    RECORD_NAME,
+    DiskRecord,
+    read_record,
+    write_record,
+)
+from fleetcache.compute.imagebackend.rbd_disks import RbdDisks
 from fleetcache.compute.imagecache import LOCK_PREFIX, ImageCache, require_disk_format
 from fleetcache.compute.rpcapi import InstanceDiskResult
 from fleetcache.image import format_safety
+from fleetcache.image.rbd_location import RbdLocation
 
 LOG = logging.getLogger(__name__)
 
@@ -62,9 +75,12 @@ def validate_uuid(value: object) -> str:
 class InstanceDisks:
     """Creates and deletes instance disks on one host, from its image cache."""
 
-    def __init__(self, conf: cfg.ConfigOpts, cache: ImageCache) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, cache: ImageCache,
+                 rbd: RbdDisks | None = None) -> None:
+        """:param rbd: the rbd backend's pool (built from ``conf`` when not given)."""
         self.conf = conf
         self.cache = cache
+        self.rbd = rbd or RbdDisks(conf)
 
     def create(self, ctxt: RequestContext, instance_uuid: str, image_id: str,
                size: int | None = None) -> InstanceDiskResult:
@@ -82,7 +98,8 @@ class InstanceDisks:
         if size is not None and (isinstance(size, bool) or not isinstance(size, int)
                                  or size <= 0):
             raise exception.InvalidInput(reason=f"disk size {size!r} is not a positive integer")
-        disk_format = require_disk_format(self.cache.source.show(ctxt, image_id))
+        meta = self.cache.source.show(ctxt, image_id)
+        disk_format = require_disk_format(meta)
         plan = imagebackend.choose(self.conf, disk_format)
         if not imagebackend.get_backend(plan.backend, self.conf).implemented:
             raise exception.InstanceDisksNotSupported(
@@ -90,8 +107,13 @@ class InstanceDisks:
                 "is not implemented yet")
         with self._instance_lock(uuid):
             directory = imagebackend.instance_dir(self.conf, uuid)
-            if os.path.lexists(os.path.join(directory, DISK_NAME)):
+            if any(os.path.lexists(os.path.join(directory, name))
+                   for name in (DISK_NAME, RECORD_NAME)):
                 raise exception.Conflict(reason=f"instance {uuid} already has a disk")
+            if plan.backend == "rbd":
+                parent = self.rbd.cloneable(meta, plan.source_format)
+                if parent is not None:
+                    return self._clone(uuid, image_id, parent, size)
             fetched = False
             for _attempt in range(MAX_FETCH_ATTEMPTS):
                 fetched = self.cache.fetch(ctxt, image_id).downloaded or fetched
@@ -114,6 +136,9 @@ class InstanceDisks:
         """
         uuid = validate_uuid(instance_uuid)
         with self._instance_lock(uuid):
+            record = read_record(imagebackend.instance_dir(self.conf, uuid))
+            if record is not None and record["backend"] == "rbd":
+                self.rbd.remove(uuid)
             deleted = imagebackend.delete_instance_disk(self.conf, uuid)
         if deleted:
             LOG.info("Deleted the disk of instance %s", uuid)
@@ -133,11 +158,19 @@ class InstanceDisks:
         os.makedirs(directory, exist_ok=True)
         backend = imagebackend.get_backend(plan.backend, self.conf)
         disk_format = "qcow2" if backend.name == "qcow2" else "raw"
+        if backend.name == "rbd" and base_format != "raw":
+            raise exception.InstanceDisksNotSupported(
+                reason=f"the cached base of {image_id} is {base_format}; the rbd backend "
+                "imports raw bases only")
         write_record(directory, DiskRecord(image_id=image_id, backend=backend.name,
                                            format=disk_format, base=base,
                                            base_format=base_format))
         try:
-            disk = imagebackend.create_instance_disk(self.conf, plan, uuid, base, size)
+            if backend.name == "rbd":
+                self.rbd.import_base(base, uuid, size)
+                disk = imagebackend.InstanceDisk("rbd", self.rbd.uri(uuid), "raw")
+            else:
+                disk = imagebackend.create_instance_disk(self.conf, plan, uuid, base, size)
         except BaseException:
             _discard(directory)
             raise
@@ -145,6 +178,22 @@ class InstanceDisks:
         return InstanceDiskResult(instance_uuid=uuid, image_id=image_id, backend=disk.backend,
                                   path=disk.path, format=disk.format, base=base,
                                   image_fetched=fetched)
+
+    def _clone(self, uuid: str, image_id: str, parent: RbdLocation,
+               size: int | None) -> InstanceDiskResult:
+        """The rbd disk as a clone of Glance's snapshot (we hold the instance's lock)."""
+        directory = imagebackend.instance_dir(self.conf, uuid)
+        os.makedirs(directory, exist_ok=True)
+        write_record(directory, DiskRecord(image_id=image_id, backend="rbd", format="raw",
+                                           base=parent.url, base_format="raw"))
+        try:
+            self.rbd.clone(parent, uuid, size)
+        except BaseException:
+            _discard(directory)
+            raise
+        return InstanceDiskResult(instance_uuid=uuid, image_id=image_id, backend="rbd",
+                                  path=self.rbd.uri(uuid), format="raw", base=parent.url,
+                                  image_fetched=False)
 
     def _instance_lock(self, uuid: str) -> contextlib.AbstractContextManager[Any]:
         return lockutils.lock(f"instance-{uuid}", lock_file_prefix=LOCK_PREFIX, external=True,

@@ -57,7 +57,8 @@ class ComputeManager:
         image in ``error``, the reason naming the limit (see :mod:`.long_calls`).
 
         :returns: ``{image_id: {"state": cached|existing|error|unsupported, "reason": ...,
-            "bytes_downloaded": N}}``, one entry per requested image.
+            "bytes_downloaded": N, "download_path": rbd|http|None, "fallback_reason": ...}}``,
+            one entry per requested image.
         """
         try:
             with self.long_calls.hold("cache_images"):
@@ -71,7 +72,8 @@ class ComputeManager:
         return results
 
     @rpc.expected_exceptions(exception.Invalid, exception.NotFound, exception.Conflict,
-                             exception.ImageFetchError, exception.QemuImgError)
+                             exception.ImageFetchError, exception.QemuImgError,
+                             exception.RbdError)
     def create_instance_disk(self, ctxt: RequestContext, instance_uuid: str, image_id: str,
                              size: int | None = None) -> rpcapi.InstanceDiskResult:
         """Create the instance's disk from ``image_id`` (see :class:`InstanceDisks`).
@@ -89,7 +91,7 @@ class ComputeManager:
                 self.cache_manager.report()
         return result
 
-    @rpc.expected_exceptions(exception.Invalid)
+    @rpc.expected_exceptions(exception.Invalid, exception.RbdError)
     def delete_instance_disk(self, ctxt: RequestContext, instance_uuid: str) -> bool:
         """Remove the instance's directory; returns whether there was one.
 
@@ -137,4 +139,6 @@ class ComputeManager:
             return ImageResult(state="error", reason=str(exc) or type(exc).__name__,
                                bytes_downloaded=0)
         state = "cached" if outcome.downloaded else "existing"
-        return ImageResult(state=state, reason=None, bytes_downloaded=outcome.bytes_downloaded)
+        return ImageResult(state=state, reason=None, bytes_downloaded=outcome.bytes_downloaded,
+                           download_path=outcome.download_path,
+                           fallback_reason=outcome.fallback_reason)

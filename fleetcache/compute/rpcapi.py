@@ -11,7 +11,7 @@ API version history:
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import oslo_messaging as messaging
 from oslo_config import cfg
@@ -39,20 +39,26 @@ class ImageResult(TypedDict):
         ``error`` or ``unsupported`` (the virt driver keeps no image cache).
     :ivar reason: why, for ``error`` and ``unsupported``.
     :ivar bytes_downloaded: bytes fetched from the image source for it.
+    :ivar download_path: for a download, where the bytes came from: ``rbd`` (exported from
+        Ceph directly) or ``http`` (the image source). Absent from computes before it existed.
+    :ivar fallback_reason: why an image with an ``rbd://`` location was downloaded over HTTP
+        (the direct path was refused or failed); absent or None otherwise.
     """
 
     state: str
     reason: str | None
     bytes_downloaded: int
+    download_path: NotRequired[str | None]
+    fallback_reason: NotRequired[str | None]
 
 
 class InstanceDiskResult(TypedDict):
     """What ``create_instance_disk`` made.
 
-    :ivar backend: the disk backend that created it (``qcow2``, ``raw``, ``flat``...).
-    :ivar path: the disk, ``<instances_path>/<uuid>/disk``.
+    :ivar backend: the disk backend that created it (``qcow2``, ``raw``, ``flat``, ``rbd``...).
+    :ivar path: the disk, ``<instances_path>/<uuid>/disk``, or ``rbd:<pool>/<uuid>_disk``.
     :ivar format: the disk's format (``qcow2`` or ``raw``).
-    :ivar base: the cached base image it was made from.
+    :ivar base: the cached base image it was made from (``rbd://...`` for an rbd clone).
     :ivar image_fetched: whether the image had to be downloaded first.
     """
 
@@ -114,6 +120,7 @@ class ComputeAPI:
         :raises InstanceDisksNotSupported: the host's virt driver or the chosen backend makes
             no disks.
         :raises QemuImgError: the backend could not create the disk (or not in time).
+        :raises RbdError: the rbd backend could not create the disk in Ceph.
         :raises ComputeBusy: the host already serves ``[compute] max_concurrent_long_calls``
             long calls; nothing was done.
         """
@@ -133,6 +140,7 @@ class ComputeAPI:
 
         :raises RPCVersionCapped: when ``[upgrade_levels] compute`` is below 1.1.
         :raises InvalidInput: a bad UUID.
+        :raises RbdError: the rbd backend could not remove the disk from Ceph.
         """
         cctxt = rpc.prepare(self.client, "delete_instance_disk", "1.1", server=host,
                             retry=self.conf.rpc_send_retries)

@@ -279,6 +279,8 @@ class PrecacheJob:
             results[image_id] = ImageResult(
                 state=reply["state"], reason=reply.get("reason"),
                 bytes_downloaded=int(reply.get("bytes_downloaded") or 0),
+                download_path=_text_or_none(reply.get("download_path")),
+                fallback_reason=_text_or_none(reply.get("fallback_reason")),
             )
         return results
 
@@ -313,3 +315,8 @@ class PrecacheJob:
                         image_id, count, self.uuid)
         if error:
             LOG.error("Image pre-cache job %s failed: %s", self.uuid, error)
+
+
+def _text_or_none(value: object) -> str | None:
+    """An optional text field of a compute's reply (None from a compute that predates it)."""
+    return value if isinstance(value, str) else None

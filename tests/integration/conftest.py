@@ -244,6 +244,33 @@ class Stack:
             override.unlink(missing_ok=True)
             self.restart_conductor()
 
+    @contextlib.contextmanager
+    def compute_options(self, host: str, name: str, text: str) -> Iterator[None]:
+        """Run the block with compute ``host`` restarted on ``etc/<host>.d/<name>.conf``
+        (``text``: ini lines); the file is removed and the compute restarted after."""
+        override = self.dir / "etc" / f"{host}.d" / f"{name}.conf"
+        override.write_text(text)
+        try:
+            self.restart_compute(host)
+            yield
+        finally:
+            override.unlink(missing_ok=True)
+            self.restart_compute(host)
+
+    def restart_compute(self, host: str, timeout: float = 60) -> None:
+        """Stop compute ``host``, start it again and wait until the new process reported
+        (its ``report_count`` grew: registration and heartbeats bump it)."""
+        self.stop_service(host)
+        before = self.service(host)["report_count"]
+        self.start_service(host)
+        deadline = time.monotonic() + timeout
+        while self.service(host)["report_count"] <= before:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"compute {host} did not report within {timeout}s after "
+                                     f"its restart; see {self.log_file(host)}")
+            time.sleep(0.3)
+        self.wait_service_state(host, up=True)
+
     def restart_conductor(self, timeout: float = 60) -> None:
         """Stop the conductor, start it again, and wait until it registered and every
         compute is up."""

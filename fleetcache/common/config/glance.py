@@ -62,6 +62,86 @@ Nova's client uses 64 KiB; larger chunks cost fewer Python round trips per byte.
         min=1,
         help="Seconds to wait for the image service to answer or to send the next bytes.",
     ),
+    cfg.ListOpt(
+        "allowed_direct_url_schemes",
+        default=[],
+        item_type=types.String(choices=["rbd"]),
+        help="""
+Schemes of an image's ``direct_url`` (or ``locations``) this compute downloads from directly
+instead of through the image service's HTTP API. Only ``rbd`` is known: an image stored in a
+Ceph cluster this compute can reach (``rbd://<fsid>/<pool>/<image>/<snapshot>``, with the fsid
+of ``[glance] rbd_ceph_conf``'s cluster) is exported from Ceph with ``rbd export``. Any
+failure of the direct path falls back to HTTP, and the job result records why.
+
+Glance shows ``direct_url`` only with ``show_image_direct_url = true``. Not deprecated (the
+"Download images directly via RBD" spec of Nova Victoria undeprecated it; Nova itself later
+replaced it by ``enable_rbd_download``, accepted here too).
+
+Related options:
+* enable_rbd_download, rbd_user, rbd_ceph_conf, rbd_keyring, rbd_connect_timeout
+""",
+    ),
+    cfg.BoolOpt(
+        "enable_rbd_download",
+        default=False,
+        help="""
+Nova's name for ``allowed_direct_url_schemes = rbd``: true adds ``rbd`` to the allowed schemes.
+""",
+    ),
+    cfg.StrOpt(
+        "rbd_user",
+        default="",
+        help="""
+The Ceph user (without ``client.``) that exports Glance's images; it needs only read access to
+Glance's pool (``osd 'profile rbd-read-only pool=images'``). Empty: ``[libvirt] rbd_user``.
+""",
+    ),
+    cfg.StrOpt(
+        "rbd_ceph_conf",
+        default="",
+        help="""
+The ``ceph.conf`` of the cluster to export from; its ``fsid`` must be the one of the image's
+``rbd://`` URL, else the image is downloaded over HTTP. Empty: ``[libvirt]
+images_rbd_ceph_conf``, else ``/etc/ceph/ceph.conf``.
+""",
+    ),
+    cfg.StrOpt(
+        "rbd_keyring",
+        default="",
+        help="""
+The keyring of ``rbd_user``. Empty: ``ceph.client.<rbd_user>.keyring`` beside
+``rbd_ceph_conf``. It is passed to ``rbd`` explicitly, so nothing depends on the environment
+of the process that runs it.
+""",
+    ),
+    cfg.IntOpt(
+        "rbd_connect_timeout",
+        default=5,
+        min=1,
+        help="""
+Seconds ``rbd export`` may take to reach the cluster's monitors and for each monitor request
+(Ceph's ``client_mount_timeout`` and ``rados_mon_op_timeout``; Ceph's own default waits 300 s
+for an unreachable cluster).
+""",
+    ),
+    cfg.IntOpt(
+        "rbd_osd_op_timeout",
+        default=30,
+        min=1,
+        help="""
+Seconds one read of ``rbd export`` may wait for an OSD (Ceph's ``rados_osd_op_timeout``; by
+default Ceph waits for ever for an OSD that is down).
+""",
+    ),
+    cfg.IntOpt(
+        "rbd_export_timeout",
+        default=3600,
+        min=1,
+        help="""
+Seconds one ``rbd export`` may take in all; then it is killed and the image is downloaded over
+HTTP instead.
+""",
+    ),
 ]
 
 

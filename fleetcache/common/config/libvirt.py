@@ -38,7 +38,9 @@ Possible values:
 * raw, flat: a sparse raw copy of the cached base image.
 * qcow2: a qcow2 overlay whose backing file is the cached base image.
 * lvm: a logical volume in ``images_volume_group``.
-* rbd: a Ceph RBD volume (not implemented yet: needs the rbd tools on the host).
+* rbd: a Ceph RBD image in ``images_rbd_pool`` (the rados/rbd Python bindings): a
+  copy-on-write clone of Glance's snapshot for a raw image stored in the same cluster (nothing
+  is downloaded), else an import of the cached base, converted to raw first.
 * ploop: a Parallels ploop disk (needs ``virt_type = parallels`` and the ploop tools).
 * default: qcow2 when ``[DEFAULT] use_cow_images`` is true, else flat.
 
@@ -130,6 +132,38 @@ request fails with a reason naming this option.
 
 Related options:
 * images_convert_timeout
+""",
+    ),
+    cfg.StrOpt(
+        "rbd_user",
+        default="",
+        help="""
+The Ceph user of the rbd disk backend; also the user of direct image downloads when
+``[glance] rbd_user`` is empty (as Nova).
+""",
+    ),
+    cfg.StrOpt(
+        "images_rbd_pool",
+        default="rbd",
+        help="""
+The Ceph pool of the rbd disk backend's instance disks (``<instance uuid>_disk``).
+""",
+    ),
+    cfg.IntOpt(
+        "rbd_connect_timeout",
+        default=5,
+        min=1,
+        help="""
+Seconds the rbd disk backend waits to reach the cluster's monitors and for each monitor
+request; each OSD request may take six times as long.
+""",
+    ),
+    cfg.StrOpt(
+        "images_rbd_ceph_conf",
+        default="",
+        help="""
+The ``ceph.conf`` of the rbd disk backend's cluster; also the cluster of direct image downloads
+when ``[glance] rbd_ceph_conf`` is empty (as Nova).
 """,
     ),
 ]

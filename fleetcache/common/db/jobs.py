@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from oslo_utils import uuidutils
 from sqlalchemy import select
@@ -31,6 +31,10 @@ class ResultFields(TypedDict):
     state: str
     reason: str | None
     bytes_downloaded: int
+    #: ``rbd`` or ``http`` for a download (absent or None: not a download, or an old compute).
+    download_path: NotRequired[str | None]
+    #: Why an image with an ``rbd://`` location went over HTTP.
+    fallback_reason: NotRequired[str | None]
 
 
 class JobResultDict(TypedDict):
@@ -39,6 +43,8 @@ class JobResultDict(TypedDict):
     state: str
     reason: str | None
     bytes_downloaded: int
+    download_path: str | None
+    fallback_reason: str | None
     updated_at: datetime.datetime
 
 
@@ -79,6 +85,8 @@ def _job_dict(job: models.CacheJob) -> JobDict:
                 state=r.state,
                 reason=r.reason,
                 bytes_downloaded=r.bytes_downloaded,
+                download_path=r.download_path,
+                fallback_reason=r.fallback_reason,
                 updated_at=r.updated_at,
             )
             for r in job.results
@@ -188,6 +196,8 @@ def job_record_hosts(
                 row.state = result["state"]
                 row.reason = result["reason"]
                 row.bytes_downloaded = int(result["bytes_downloaded"])
+                row.download_path = result.get("download_path")
+                row.fallback_reason = result.get("fallback_reason")
                 row.updated_at = now
 
 

@@ -164,6 +164,10 @@ class CacheJobResult(Base):
     state: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     bytes_downloaded: Mapped[int] = mapped_column(BigInteger, default=0)
+    #: ``rbd`` or ``http`` for a download; None otherwise (or from an old compute).
+    download_path: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    #: Why an image with an ``rbd://`` location was downloaded over HTTP.
+    fallback_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     updated_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)
 
 

@@ -3,8 +3,9 @@
 * :mod:`.mapping`: parser of ``images_type_mapping`` (seed 001 rules);
 * :mod:`.selection`: :func:`choose` (backend and base format per image) and
   :func:`supported_image_types` (what the node reports, later as traits);
-* :mod:`.backends`: qcow2, raw/flat (implemented), lvm, rbd, ploop (declared);
-* :mod:`.disks`: :func:`prepare_base` (download -> cached base) and instance disk creation.
+* :mod:`.backends`: qcow2, raw/flat, rbd (implemented), lvm, ploop (declared);
+* :mod:`.disks`: :func:`prepare_base` (download -> cached base) and instance disk creation;
+* :mod:`.rbd_disks`: the rbd backend's disks in Ceph (clone of Glance's snapshot, or import).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Every backend writes one instance disk, ``<instances_path>/<uuid>/disk``, from a cached base
 image that already passed format inspection. ``qcow2`` (an overlay whose backing file is the
-base) and ``raw``/``flat`` (a sparse copy) run here; ``lvm``, ``rbd`` and ``ploop`` are declared
+base) and ``raw``/``flat`` (a sparse copy) run here; ``rbd`` makes its disks in Ceph instead
+(:mod:`~fleetcache.compute.imagebackend.rbd_disks`); ``lvm`` and ``ploop`` are declared
 (names, formats, tools, config rules) and raise ``NotImplementedError`` when asked for a disk.
 ``raw``/``flat`` need ``qemu-img`` only for a base that is not raw, and a host without it never
 has one (format inspection refuses every other format there), so they do not require it.
@@ -143,9 +144,17 @@ class LvmBackend(ImageBackend):
 
 
 class RbdBackend(ImageBackend):
+    """Disks in Ceph (:mod:`~fleetcache.compute.imagebackend.rbd_disks`), made by
+    :class:`~fleetcache.compute.instance_disks.InstanceDisks` itself: a clone of Glance's
+    snapshot needs no cached base, and the disk is no file under ``instances_path``. Raw is
+    the only format it holds: any other image is converted to a raw base, then imported."""
+
     name = "rbd"
     required_tools = ("qemu-img", "rbd")
-    implemented = False
+
+    def create_disk(self, base: str, base_format: str, disk: str, size: int | None) -> str:
+        raise NotImplementedError("rbd disks live in Ceph, not in a file: they are made by "
+                                  "InstanceDisks through rbd_disks.RbdDisks")
 
 
 class PloopBackend(ImageBackend):

@@ -8,6 +8,8 @@ use of it.
   index;
 * :mod:`~fleetcache.compute.imagecache.download`: one checked download (size, multihash,
   the download checks, format safety in one pass) and its publication as a cached base;
+* :mod:`~fleetcache.compute.imagecache.direct`: the direct path from Ceph (``rbd://``
+  locations), an image source streaming the privileged ``rbd export``;
 * :mod:`~fleetcache.compute.imagecache.files`: early writeback, quiet unlink, directory fsync;
 * :mod:`~fleetcache.compute.imagecache.index`: :class:`CacheIndex`, which image each cache
   file holds;
@@ -26,6 +28,7 @@ from fleetcache.compute.imagecache.ageing import (
     manager_interval,
 )
 from fleetcache.compute.imagecache.cache import CacheEntry, CacheOutcome, ImageCache
+from fleetcache.compute.imagecache.direct import RbdDirect, RbdExportSource, Route
 from fleetcache.compute.imagecache.download import (
     CheckFactory,
     DownloadCheck,
@@ -53,7 +56,10 @@ __all__ = [
     "IndexRecord",
     "PassResult",
     "Published",
+    "RbdDirect",
+    "RbdExportSource",
     "ReportFunc",
+    "Route",
     "cache_name",
     "fsync_dir",
     "is_partial",

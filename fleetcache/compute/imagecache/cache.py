@@ -11,7 +11,11 @@ cache directory and is published only once it passed size and multihash, the dow
 the bytes), then converted if the disk backend needs it (see
 :mod:`~fleetcache.compute.imagecache.download`). Nothing partial is ever visible under the
 final name, and any failure (a refused image included) removes the temporary files, so a
-refused image never lands in the cache and its reason is the exception's message.
+refused image never lands in the cache and its reason is the exception's message. With a
+direct path (:mod:`~fleetcache.compute.imagecache.direct`), an image with an ``rbd://``
+location of this compute's cluster is first exported from Ceph through the same pipeline;
+any failure of that attempt leaves nothing and the image is downloaded from the source
+instead, the reason kept in the outcome and logged, and counted.
 
 The cache owns its :class:`~fleetcache.compute.imagecache.index.CacheIndex` and is the only
 writer of it, always under the image's lock: a published download records its image id and
@@ -26,6 +30,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -34,7 +39,8 @@ from oslo_concurrency import lockutils
 from oslo_config import cfg
 
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.imagecache.download import CheckFactory, download_checked
+from fleetcache.compute.imagecache.direct import RbdDirect
+from fleetcache.compute.imagecache.download import CheckFactory, Published, download_checked
 from fleetcache.compute.imagecache.files import fsync_dir, unlink
 from fleetcache.compute.imagecache.index import CacheIndex
 from fleetcache.compute.imagecache.layout import (
@@ -46,7 +52,7 @@ from fleetcache.compute.imagecache.layout import (
     locks_dir,
     partial_prefix,
 )
-from fleetcache.image import ImageSource, ProgressCallback
+from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 
 LOG = logging.getLogger(__name__)
 
@@ -54,10 +60,15 @@ LOG = logging.getLogger(__name__)
 @dataclasses.dataclass(frozen=True)
 class CacheOutcome:
     """What a fetch did: downloaded the image now (``downloaded=True``, with the bytes it
-    fetched), or found it already cached and touched it (``downloaded=False``)."""
+    fetched and the path they took), or found it already cached and touched it
+    (``downloaded=False``)."""
 
     downloaded: bool
     bytes_downloaded: int = 0
+    #: ``rbd`` (exported from Ceph) or ``http`` (the image source), for a download.
+    download_path: str | None = None
+    #: Why the direct path was not taken although the image has an ``rbd://`` location.
+    fallback_reason: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,12 +88,18 @@ class ImageCache:
     :param checks: the checks every download passes besides size, hashes and format safety
         (signatures), declared once here: they are the cache's policy, not something callers
         add to.
+    :param direct: the direct path from Ceph (``[glance] allowed_direct_url_schemes = rbd``),
+        tried first for an image with an ``rbd://`` location; None: every image over HTTP.
+    :ivar direct_fallbacks: direct downloads that fell back to HTTP since start-up (each is
+        also logged with its reason).
     """
 
     def __init__(self, conf: cfg.ConfigOpts, source: ImageSource,
-                 checks: Sequence[CheckFactory] = ()) -> None:
+                 checks: Sequence[CheckFactory] = (), direct: RbdDirect | None = None) -> None:
         self.conf = conf
         self.source = source
+        self.direct = direct
+        self.direct_fallbacks = 0
         self._checks = tuple(checks)
         self.index = CacheIndex(conf)
 
@@ -173,16 +190,44 @@ class ImageCache:
             self._remove_partials(image_id)
             started = time.monotonic()
             meta = self.source.show(ctxt, image_id)
-            published = download_checked(
-                self.conf, self.source, ctxt, meta, self._checks, self.path_for(meta.id),
-                partial_prefix(meta.id), progress)
+            published, path, fallback = self._download(ctxt, meta, progress)
             fsync_dir(self.base_dir)
             self._record(meta.id, published.disk_format, published.base_format)
         written = published.bytes_downloaded
         elapsed = time.monotonic() - started
-        LOG.info("Cached image %s (%d bytes) in %.2f s (%.1f MB/s)", image_id, written,
-                 elapsed, written / max(elapsed, 1e-6) / 1e6)
-        return CacheOutcome(downloaded=True, bytes_downloaded=written)
+        LOG.info("Cached image %s (%d bytes, %s) in %.2f s (%.1f MB/s)", image_id, written,
+                 path, elapsed, written / max(elapsed, 1e-6) / 1e6)
+        return CacheOutcome(downloaded=True, bytes_downloaded=written, download_path=path,
+                            fallback_reason=fallback)
+
+    def _download(self, ctxt: RequestContext, meta: ImageMeta,
+                  progress: ProgressCallback | None) -> tuple[Published, str, str | None]:
+        """One checked download (we hold the image's lock): from Ceph when the direct path
+        applies, else, or when it fails in any way (nothing of it is left), over HTTP.
+
+        :returns: what was published, the path (``rbd`` or ``http``), the fallback reason.
+        """
+        final, prefix = self.path_for(meta.id), partial_prefix(meta.id)
+        route = self.direct.route(meta) if self.direct is not None else None
+        fallback = route.fallback if route is not None else None
+        if route is not None and route.location is not None:
+            assert self.direct is not None
+            rbd = self.direct.source(route.location, self.base_dir, prefix)
+            try:
+                published = download_checked(self.conf, rbd, ctxt, meta, self._checks, final,
+                                             prefix, progress)
+            except Exception as exc:
+                fallback = f"{type(exc).__name__}: {exc}"
+            else:
+                return published, "rbd", None
+        if fallback is not None:
+            self.direct_fallbacks += 1
+            LOG.warning("Image %s: direct download from Ceph not used, downloading over HTTP "
+                        "(fallback %d on this host): %s", meta.id, self.direct_fallbacks,
+                        fallback)
+        published = download_checked(self.conf, self.source, ctxt, meta, self._checks, final,
+                                     prefix, progress)
+        return published, "http", fallback
 
     def base_format(self, image_id: str, disk_format: str, planned: str) -> str:
         """The format the cached base of ``image_id`` is stored in; the caller holds the
@@ -257,9 +302,11 @@ class ImageCache:
         return sum(e.disk_usage for e in self.list_entries())
 
     def _scan(self) -> list[os.DirEntry[str]]:
+        """Regular files, and the FIFOs of direct downloads (hidden partial names only)."""
         try:
             with os.scandir(self.base_dir) as it:
-                return [e for e in it if e.is_file(follow_symlinks=False)]
+                return [e for e in it if e.is_file(follow_symlinks=False)
+                        or (is_partial(e.name) and _is_fifo(e))]
         except FileNotFoundError:
             return []
 
@@ -278,3 +325,10 @@ class ImageCache:
             self.index.record(image_id, disk_format, base_format)
         except OSError:
             LOG.exception("Could not index cached image %s", image_id)
+
+
+def _is_fifo(entry: os.DirEntry[str]) -> bool:
+    try:
+        return stat.S_ISFIFO(entry.stat(follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False

@@ -3,10 +3,12 @@
 It is the driver real computes run. Its image cache is :class:`ImageCache`; the image source is
 ``[image_source] backend`` (Glance by default), loaded when the driver is built so that a bad
 name stops the compute at start-up. Downloads are checked for format safety always and for
-signatures when ``[glance] verify_glance_signatures`` is on. ``init_host`` refuses a
-configuration the compute cannot run (:func:`~fleetcache.compute.config_check.enforce_config`),
-and the image types it reports derive from that configuration
-(:func:`~fleetcache.compute.imagebackend.supported_image_types`).
+signatures when ``[glance] verify_glance_signatures`` is on; with ``[glance]
+allowed_direct_url_schemes = rbd`` an image stored in this compute's Ceph cluster is exported
+from it directly (:mod:`~fleetcache.compute.imagecache.direct`), falling back to the source.
+``init_host`` refuses a configuration the compute cannot run
+(:func:`~fleetcache.compute.config_check.enforce_config`), and the image types it reports
+derive from that configuration (:func:`~fleetcache.compute.imagebackend.supported_image_types`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute import config_check, imagebackend
 from fleetcache.compute.imagebackend.selection import IMAGE_TYPES
-from fleetcache.compute.imagecache import CacheOutcome, ImageCache
+from fleetcache.compute.imagecache import CacheOutcome, ImageCache, RbdDirect
 from fleetcache.compute.rpcapi import IMAGE_TYPE_CAPABILITY
 from fleetcache.compute.virt.driver import ComputeDriver
 from fleetcache.image import ImageSource, load_image_source, signature
+from fleetcache.image.rbd_location import RbdSettings
 
 
 class DiskDriver(ComputeDriver):
@@ -44,7 +47,9 @@ class DiskDriver(ComputeDriver):
         super().__init__(conf)
         checks = (functools.partial(signature.signature_check, conf,
                                     load_certificate=load_certificate),)
-        self._image_cache = ImageCache(conf, source or load_image_source(conf), checks)
+        settings = RbdSettings.from_conf(conf)
+        self._image_cache = ImageCache(conf, source or load_image_source(conf), checks,
+                                       RbdDirect(settings) if settings else None)
 
     @property
     def image_cache(self) -> ImageCache:

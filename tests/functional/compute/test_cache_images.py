@@ -59,7 +59,8 @@ def test_cache_images_over_rpc(conf: cfg.ConfigOpts, compute: rpcapi.ComputeAPI,
 
     first = compute.cache_images(ctxt, conf.host, [raw.id, missing, small.id])
     assert list(first) == [raw.id, missing, small.id]
-    assert first[raw.id] == {"state": "cached", "reason": None, "bytes_downloaded": 1024 * 1024}
+    assert first[raw.id] == {"state": "cached", "reason": None, "bytes_downloaded": 1024 * 1024,
+                             "download_path": "http", "fallback_reason": None}
     assert first[small.id]["state"] == "cached"
     assert first[missing]["state"] == "error"
     assert f"Image {missing} could not be found" in str(first[missing]["reason"])
@@ -70,7 +71,8 @@ def test_cache_images_over_rpc(conf: cfg.ConfigOpts, compute: rpcapi.ComputeAPI,
     os.utime(base / cache_name(raw.id), (1_000_000, 1_000_000))
 
     second = compute.cache_images(ctxt, conf.host, [raw.id])
-    assert second == {raw.id: {"state": "existing", "reason": None, "bytes_downloaded": 0}}
+    assert second == {raw.id: {"state": "existing", "reason": None, "bytes_downloaded": 0,
+                               "download_path": None, "fallback_reason": None}}
     assert (base / cache_name(raw.id)).stat().st_mtime > 1_000_000
 
 

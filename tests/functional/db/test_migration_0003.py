@@ -21,7 +21,7 @@ def test_upgrade_from_0002_marks_every_service_not_yet_in_placement(db: Database
     migration.db_sync(db, "0002")
     insert_service(db, "h1")
 
-    migration.db_sync(db)
+    migration.db_sync(db, "0003")
 
     assert migration.db_version(db) == "0003"
     [service] = db_api.service_list(db)

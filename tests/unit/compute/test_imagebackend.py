@@ -227,8 +227,9 @@ ALL_BUT_PLOOP = {"aki", "ami", "ari", "iso", "qcow2", "raw", "vdi", "vhd", "vhdx
         # formats whose backend cannot create disks yet are not reported
         ("default", ["raw:lvm", "ploop:ploop"], {}, ALL_BUT_PLOOP - {"raw"}),
         ("lvm", ["qcow2:qcow2"], {}, {"qcow2"}),
-        ("rbd", ["qcow2:qcow2", "raw:raw"], {}, {"qcow2", "raw"}),
-        ("rbd", [], {}, set()),
+        # rbd holds raw only and converts every other format to a raw base first
+        ("rbd", ["qcow2:qcow2", "raw:raw"], {}, ALL_BUT_PLOOP),
+        ("rbd", [], {}, ALL_BUT_PLOOP),
         ("ploop", ["ploop:ploop"], {}, set()),
     ],
 )
@@ -371,7 +372,7 @@ def test_instance_uuid_must_be_a_uuid(conf: cfg.ConfigOpts, bad: str) -> None:
         imagebackend.instance_dir(conf, bad)
 
 
-@pytest.mark.parametrize("images_type", ["lvm", "rbd", "ploop"])
+@pytest.mark.parametrize("images_type", ["lvm", "ploop"])
 def test_declared_backends_do_not_create_disks_yet(
     conf: cfg.ConfigOpts, tmp_path: pathlib.Path, images_type: str
 ) -> None:

@@ -90,6 +90,9 @@ def test_cache_images_reports_what_the_cache_indexed(tmp_path: pathlib.Path) -> 
     results = manager.cache_images(CTXT, [image, existing, "missing"])
     assert [results[i]["state"] for i in (image, existing, "missing")] == [
         "cached", "existing", "error"]
+    assert [results[i].get("download_path") for i in (image, existing, "missing")] == [
+        "http", None, None]
+    assert all(results[i].get("fallback_reason") is None for i in results)
     assert host.index.get(cache_name(image))["image_id"] == image  # type: ignore[index]
     [(images, usage)] = reports.sent
     assert sorted(i["image_id"] for i in images) == sorted([image, existing])

@@ -512,3 +512,23 @@ def test_a_job_beyond_max_concurrent_jobs_stays_queued_until_a_coordinator_is_fr
         release.set()
         state.shutdown(wait=True)
         transports.cleanup()
+
+
+def test_download_path_and_fallback_reason_are_stored_and_optional(conf, db, pools):
+    agg_id = make_aggregate(db, ["new", "old"])
+    computes = FakeComputes({
+        "new": lambda ids: {
+            IMG_A: {"state": "cached", "reason": None, "bytes_downloaded": 5,
+                    "download_path": "rbd", "fallback_reason": None},
+            IMG_B: {"state": "cached", "reason": None, "bytes_downloaded": 5,
+                    "download_path": "http", "fallback_reason": "fsid mismatch: x"}},
+        # a compute from before the fields existed
+        "old": lambda ids: {i: {"state": "cached", "reason": None, "bytes_downloaded": 5}
+                            for i in ids},
+    })
+    job = make_precacher(conf, db, computes, pools).start(_ctxt(), agg_id, [IMG_A, IMG_B])
+    stored = {(r["host"], r["image_id"]): (r["download_path"], r["fallback_reason"])
+              for r in jobs.job_get(db, job["uuid"])["results"]}
+    assert stored == {("new", IMG_A): ("rbd", None),
+                      ("new", IMG_B): ("http", "fsid mismatch: x"),
+                      ("old", IMG_A): (None, None), ("old", IMG_B): (None, None)}

@@ -82,7 +82,8 @@ def test_paths_follow_nova(cache: ImageCache, tmp_path: pathlib.Path) -> None:
 def test_miss_downloads_verifies_and_publishes(cache: ImageCache,
                                                images: pathlib.Path) -> None:
     meta = _add(images)
-    assert cache.fetch(CTXT, meta.id) == CacheOutcome(downloaded=True, bytes_downloaded=len(DATA))
+    assert cache.fetch(CTXT, meta.id) == CacheOutcome(
+        downloaded=True, bytes_downloaded=len(DATA), download_path="http")
     path = pathlib.Path(cache.path_for(meta.id))
     assert path.read_bytes() == DATA
     assert stat.S_IMODE(path.stat().st_mode) == 0o644

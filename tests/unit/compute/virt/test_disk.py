@@ -101,7 +101,9 @@ def test_init_host_refuses_a_backend_whose_tools_are_missing(
     ({}, {"raw", "qcow2", "iso", "ami", "aki", "ari", "vmdk", "vdi", "vhd", "vhdx"}),
     ({"compute__image_type_exclude_list": ["vhd", "vhdx"], "compute__vmdk_allowed_types": []},
      {"raw", "qcow2", "iso", "ami", "aki", "ari", "vdi"}),
-    ({"libvirt__images_type": "rbd"}, set()),
+    # rbd boots raw as it is and converts every other inspectable format to raw first
+    ({"libvirt__images_type": "rbd"},
+     {"raw", "qcow2", "iso", "ami", "aki", "ari", "vmdk", "vdi", "vhd", "vhdx"}),
 ])
 def test_capabilities_derive_image_types_from_configuration(
         tmp_path: pathlib.Path, overrides: dict[str, object], supported: set[str]) -> None:

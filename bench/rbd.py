@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Direct download from Ceph: fleetcache's rbd path against the raw ``rbd export`` (issue 9).
+
+Needs the local stack (``tools/stack.sh up``: Glance with its rbd store, the throwaway Ceph;
+read from ``.stack/env``). Uploads one ``--size-mib`` image of random bytes into Glance's rbd
+store, then, for ``--rounds`` rounds, on the same image and the same disk, one after the other
+(the order rotates each round):
+
+* ``rbd export`` CLI to a file, then ``sync`` of it: the floor (no verification), as
+  ``client.compute`` with the same conf and keyring;
+* fleetcache rbd: the disk driver's ``cache_image`` in this process with ``[glance]
+  allowed_direct_url_schemes = rbd``: the privileged export (privsep daemon, started once
+  before the rounds) streaming through a FIFO into the one-pass pipeline (sha512 multihash and
+  size while written, format detection, fsync, format rules + ``qemu-img info``, rename);
+* fleetcache HTTP: the same driver without the direct path, from Glance (whose rbd store reads
+  the same Ceph image).
+
+Prints per-round and median throughputs (MB = 10^6 bytes) and last the headline ``rbd: ...
+ratio=R``, R = fleetcache rbd throughput / raw CLI throughput (medians), with the worst
+round's ratio beside it. Everything written is removed and the image deleted at the end.
+
+Run: ``.venv/bin/python bench/rbd.py [--size-mib 1024] [--rounds 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import resource
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _benchlib import REPO, headline, loadavg, log, median  # noqa: E402
+
+CHUNK = 4 * 1024 * 1024
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--stack-dir", default=os.environ.get("FLEETCACHE_STACK_DIR",
+                                                              str(REPO / ".stack")))
+    parser.add_argument("--workdir", default="/var/tmp",
+                        help="where the copies are written (one disk for all three)")
+    return parser.parse_args()
+
+
+def stack_env(stack_dir: str) -> dict[str, str]:
+    path = Path(stack_dir) / "env"
+    if not path.is_file():
+        sys.exit(f"{path} is missing: start the local stack first (tools/stack.sh up)")
+    env = {}
+    for line in path.read_text().splitlines():
+        words = shlex.split(line, comments=True)
+        if len(words) == 2 and words[0] == "export":
+            key, _, value = words[1].partition("=")
+            env[key] = value
+    return env
+
+
+@contextlib.contextmanager
+def rbd_image(glance: str, store: str, size: int, workdir: Path) -> Iterator[dict[str, object]]:
+    """A new active image of ``size`` random bytes in Glance's rbd store; deleted after."""
+    resp = requests.post(f"{glance}/v2/images", timeout=30, json={
+        "name": "fcbench-rbd", "disk_format": "raw", "container_format": "bare"})
+    resp.raise_for_status()
+    image_id = resp.json()["id"]
+    try:
+        source = workdir / "upload-source"
+        with open(source, "wb") as f:
+            for _ in range(0, size, CHUNK):
+                f.write(os.urandom(min(CHUNK, size - f.tell())))
+        started = time.monotonic()
+        subprocess.run(
+            ["curl", "-sSf", "-X", "PUT", "-H", "Content-Type: application/octet-stream",
+             "-H", f"X-Image-Meta-Store: {store}", "-T", str(source),
+             f"{glance}/v2/images/{image_id}/file"], check=True)
+        source.unlink()
+        log(f"uploaded {size} bytes to Glance image {image_id} (rbd store) in "
+            f"{time.monotonic() - started:.1f} s")
+        image = requests.get(f"{glance}/v2/images/{image_id}", timeout=30).json()
+        if image["status"] != "active" or not str(image.get("direct_url")).startswith("rbd://"):
+            raise RuntimeError(f"upload did not make an active rbd image: {image}")
+        yield image
+    finally:
+        requests.delete(f"{glance}/v2/images/{image_id}", timeout=60)
+
+
+def rbd_cli(env: dict[str, str], image_id: str, dest: Path) -> None:
+    subprocess.run(
+        ["rbd", "--conf", env["FLEETCACHE_CEPH_CONF"], "--id", "compute", "--keyring",
+         env["FLEETCACHE_CEPH_KEYRING_COMPUTE"], "export", "--no-progress",
+         f"images/{image_id}@snap", str(dest)], check=True)
+    subprocess.run(["sync", str(dest)], check=True)
+
+
+class Fleetcache:
+    """The compute side, in process: the disk driver's ``cache_image``."""
+
+    def __init__(self, env: dict[str, str], instances_path: Path, direct: bool) -> None:
+        from oslo_config import cfg
+
+        from fleetcache import privsep
+        from fleetcache.common import config, context
+        from fleetcache.compute.virt import disk
+
+        conf = cfg.ConfigOpts()
+        config.register_all(conf)
+        conf([], project="fleetcache", default_config_files=[])
+        conf.set_override("instances_path", str(instances_path))
+        conf.set_override("backend", "glance", group="image_source")
+        conf.set_override("api_servers", [env["OS_IMAGE_ENDPOINT_OVERRIDE"]], group="glance")
+        if direct:
+            for name, value in (("allowed_direct_url_schemes", ["rbd"]),
+                                ("rbd_user", "compute"),
+                                ("rbd_ceph_conf", env["FLEETCACHE_CEPH_CONF"]),
+                                ("rbd_keyring", env["FLEETCACHE_CEPH_KEYRING_COMPUTE"])):
+                conf.set_override(name, value, group="glance")
+        privsep.configure(conf)
+        self.path = "rbd" if direct else "http"
+        self.driver = disk.DiskDriver(conf)
+        self.driver.init_host("fcbench")
+        self.ctxt = context.get_admin_context()
+
+    def fetch(self, image_id: str) -> Path:
+        outcome = self.driver.cache_image(self.ctxt, image_id)
+        if not outcome.downloaded or outcome.download_path != self.path:
+            raise RuntimeError(f"expected a download over {self.path}, got {outcome}")
+        return Path(self.driver.image_cache.path_for(image_id))
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and its reaped children (the CLI's ``rbd``; not the
+    privsep daemon's, which is no child of ours)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def main() -> int:
+    args = parse_args()
+    env = stack_env(args.stack_dir)
+    glance = env["OS_IMAGE_ENDPOINT_OVERRIDE"].rstrip("/")
+    size = args.size_mib * 1024 * 1024
+    load_before = loadavg()
+    work = Path(tempfile.mkdtemp(prefix="fcbench-rbd-", dir=args.workdir))
+    names = ("rbd export+sync", "fleetcache rbd", "fleetcache http")
+    walls: dict[str, list[float]] = {k: [] for k in names}
+    cpus: dict[str, list[float]] = {k: [] for k in names}
+    try:
+        with rbd_image(glance, env.get("FLEETCACHE_GLANCE_RBD_STORE", "ceph"), size,
+                       work) as image:
+            image_id = str(image["id"])
+            direct = Fleetcache(env, work / "instances-rbd", direct=True)
+            http = Fleetcache(env, work / "instances-http", direct=False)
+            direct.fetch(image_id).unlink()  # starts the privsep daemon, warms the OSD
+            for rnd in range(args.rounds):
+                runs: dict[str, Callable[[], object]] = {
+                    "rbd export+sync": lambda: rbd_cli(env, image_id, work / "cli"),
+                    "fleetcache rbd": lambda: direct.fetch(image_id),
+                    "fleetcache http": lambda: http.fetch(image_id),
+                }
+                order = list(runs)[rnd % 3:] + list(runs)[:rnd % 3]
+                for name in order:
+                    cpu0, started = cpu_seconds(), time.monotonic()
+                    runs[name]()
+                    walls[name].append(time.monotonic() - started)
+                    cpus[name].append(cpu_seconds() - cpu0)
+                for path in (work / "cli", Path(direct.driver.image_cache.path_for(image_id)),
+                             Path(http.driver.image_cache.path_for(image_id))):
+                    if path.stat().st_size != size:
+                        raise RuntimeError(f"{path} has {path.stat().st_size} bytes")
+                    path.unlink()
+                log(f"round {rnd + 1} ({' -> '.join(order)}): " + ", ".join(
+                    f"{k} {size / walls[k][-1] / 1e6:.0f} MB/s" for k in names))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    mbps = {k: size / median(v) / 1e6 for k, v in walls.items()}
+    ratios = [cli / own for cli, own in zip(walls["rbd export+sync"], walls["fleetcache rbd"],
+                                            strict=True)]
+    print(f"image {size} bytes in the stack's Ceph, {args.rounds} rounds, disk {args.workdir}, "
+          f"loadavg {load_before}->{loadavg()} at "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    for name in names:
+        rounds = ", ".join(f"{size / w / 1e6:.0f}" for w in walls[name])
+        print(f"{name:>16}: {mbps[name]:7.0f} MB/s median (rounds: {rounds} MB/s); CPU of "
+              f"this process and its children {median(cpus[name]):.2f} s")
+    print("fleetcache rbd / rbd export+sync per round: "
+          + ", ".join(f"{r:.3f}" for r in ratios))
+    print(headline("rbd", mbps["fleetcache rbd"] / mbps["rbd export+sync"],
+                   size_mib=args.size_mib, cli_mbps=round(mbps["rbd export+sync"]),
+                   fleetcache_rbd_mbps=round(mbps["fleetcache rbd"]),
+                   fleetcache_http_mbps=round(mbps["fleetcache http"]),
+                   rbd_over_http=round(mbps["fleetcache rbd"] / mbps["fleetcache http"], 3),
+                   worst_round_ratio=round(min(ratios), 3)))
+    return 0
+
+
+if __name__ == "__main__":
+    warnings.simplefilter("ignore")
+    sys.exit(main())

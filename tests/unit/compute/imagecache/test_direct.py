@@ -1,0 +1,177 @@
+"""Unit tests of the direct path from Ceph in the image cache
+(fleetcache.compute.imagecache.direct and ImageCache's fallback), with the privileged export
+replaced by a function that writes into the FIFO as the privsep daemon's ``rbd`` would."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+from fleetcache.compute.imagecache import ImageCache, RbdDirect
+from fleetcache.compute.imagecache.layout import partial_prefix
+from fleetcache.image.local import LocalImageSource, add_image
+from fleetcache.image.rbd_location import RbdSettings
+from fleetcache.image.source import ImageMeta
+from fleetcache.privsep.rbd import RbdExportError, check_destination
+from tests.unit.image.fixtures import make_conf
+
+CTXT = RequestContext()
+FSID = "7d3c1f0e-2a4b-4c5d-8e9f-0a1b2c3d4e5f"
+OTHER_FSID = "11111111-2222-4333-8444-555555555555"
+DATA = os.urandom(9 * 1024 * 1024 + 3)
+
+
+class RbdLocalSource(LocalImageSource):
+    """The local source, whose images carry an rbd:// direct_url; counts HTTP downloads."""
+
+    fsid = FSID
+    downloads = 0
+
+    def show(self, ctxt: RequestContext, image_id: str) -> ImageMeta:
+        meta = super().show(ctxt, image_id)
+        return dataclasses.replace(
+            meta, direct_url=f"rbd://{self.fsid}/images/{image_id}/snap")
+
+    def download(self, *args: Any, **kwargs: Any) -> int:
+        self.downloads += 1
+        return super().download(*args, **kwargs)
+
+
+class FakeExport:
+    """Stands in for ``export_to_fifo``: checks the destination as the daemon does, then
+    writes ``data`` into the FIFO (or fails as told)."""
+
+    def __init__(self, data: bytes = DATA, fail: str | None = None,
+                 before_open: bool = False) -> None:
+        self.data, self.fail, self.before_open = data, fail, before_open
+        self.calls: list[tuple[Any, ...]] = []
+
+    def __call__(self, *args: Any) -> int:
+        self.calls.append(args)
+        base_dir, dest = args[6], args[7]
+        check_destination(base_dir, dest)
+        if self.fail and self.before_open:
+            raise RbdExportError(self.fail)
+        with open(dest, "wb") as f:
+            f.write(self.data[: len(self.data) // 2] if self.fail else self.data)
+        if self.fail:
+            raise RbdExportError(self.fail)
+        return 0
+
+
+@pytest.fixture
+def env(tmp_path: pathlib.Path) -> dict[str, Any]:
+    ceph_conf = tmp_path / "ceph.conf"
+    ceph_conf.write_text(f"[global]\nfsid = {FSID}\n")
+    conf = make_conf(instances_path=str(tmp_path / "instances"),
+                     image_source__local_directory=str(tmp_path / "images"),
+                     glance__allowed_direct_url_schemes=["rbd"],
+                     glance__rbd_ceph_conf=str(ceph_conf), glance__rbd_user="compute")
+    os.makedirs(tmp_path / "images")
+    meta = add_image(str(tmp_path / "images"), io.BytesIO(DATA))
+    return {"conf": conf, "meta": meta}
+
+
+def _cache(env: dict[str, Any], export: Callable[..., Any]) -> ImageCache:
+    settings = RbdSettings.from_conf(env["conf"])
+    assert settings is not None
+    return ImageCache(env["conf"], RbdLocalSource(env["conf"]), (), RbdDirect(settings, export))
+
+
+def _leftovers(cache: ImageCache) -> list[str]:
+    return sorted(n for n in os.listdir(cache.base_dir) if n.startswith("."))
+
+
+def test_image_in_this_cluster_is_exported_verified_and_published(env):
+    export = FakeExport()
+    cache = _cache(env, export)
+    outcome = cache.fetch(CTXT, env["meta"].id)
+    assert (outcome.downloaded, outcome.bytes_downloaded, outcome.download_path,
+            outcome.fallback_reason) == (True, len(DATA), "rbd", None)
+    assert pathlib.Path(cache.path_for(env["meta"].id)).read_bytes() == DATA
+    assert isinstance(cache.source, RbdLocalSource) and cache.source.downloads == 0
+    (call,) = export.calls
+    assert call[:6] == ("images", env["meta"].id, "snap", "compute",
+                        env["conf"].glance.rbd_ceph_conf,
+                        os.path.join(os.path.dirname(env["conf"].glance.rbd_ceph_conf),
+                                     "ceph.client.compute.keyring"))
+    assert call[8:] == (5, 30, 3600)
+    assert _leftovers(cache) == [] and cache.direct_fallbacks == 0
+
+
+@pytest.mark.parametrize("export, reason", [
+    (FakeExport(fail="rbd export of images/x@snap killed after the time limit of 1 s"),
+     "killed after the time limit"),
+    (FakeExport(fail="permission denied: rbd export ... (1) Operation not permitted",
+                before_open=True), "permission denied"),
+    (FakeExport(data=DATA[:-1] + bytes([DATA[-1] ^ 1])), "mismatch: got"),
+    (FakeExport(data=DATA[:-5]), "size mismatch"),
+])
+def test_any_failure_of_the_export_falls_back_to_http_and_leaves_nothing(env, export, reason):
+    cache = _cache(env, export)
+    outcome = cache.fetch(CTXT, env["meta"].id)
+    assert outcome.download_path == "http"
+    assert outcome.fallback_reason is not None and reason in outcome.fallback_reason
+    assert pathlib.Path(cache.path_for(env["meta"].id)).read_bytes() == DATA
+    assert _leftovers(cache) == []
+    assert cache.direct_fallbacks == 1
+
+
+def test_image_of_another_cluster_goes_over_http_with_the_reason(env):
+    export = FakeExport()
+    cache = _cache(env, export)
+    assert isinstance(cache.source, RbdLocalSource)
+    cache.source.fsid = OTHER_FSID
+    outcome = cache.fetch(CTXT, env["meta"].id)
+    assert outcome.download_path == "http" and export.calls == []
+    assert outcome.fallback_reason is not None
+    assert f"fsid mismatch: rbd://{OTHER_FSID}/images/" in outcome.fallback_reason
+    assert FSID in outcome.fallback_reason
+    assert cache.direct_fallbacks == 1
+
+
+def test_unreadable_local_fsid_is_a_fallback(env, tmp_path):
+    env["conf"].set_override("rbd_ceph_conf", str(tmp_path / "missing.conf"), group="glance")
+    cache = _cache(env, FakeExport())
+    outcome = cache.fetch(CTXT, env["meta"].id)
+    assert outcome.download_path == "http"
+    assert "cannot read the local cluster's fsid" in (outcome.fallback_reason or "")
+
+
+def test_without_rbd_allowed_every_image_goes_over_http_without_a_reason(env):
+    env["conf"].set_override("allowed_direct_url_schemes", [], group="glance")
+    assert RbdSettings.from_conf(env["conf"]) is None
+    cache = ImageCache(env["conf"], RbdLocalSource(env["conf"]))
+    outcome = cache.fetch(CTXT, env["meta"].id)
+    assert (outcome.download_path, outcome.fallback_reason) == ("http", None)
+    assert cache.direct_fallbacks == 0
+
+
+def test_bad_bytes_from_both_paths_cache_nothing(env, tmp_path):
+    """Glance's rbd store serves Ceph's copy: a flipped byte fails both paths."""
+    flipped = DATA[:100] + bytes([DATA[100] ^ 0xFF]) + DATA[101:]
+    cache = _cache(env, FakeExport(data=flipped))
+    image_file = next(p for p in (tmp_path / "images").iterdir() if not p.suffix)
+    image_file.write_bytes(flipped)
+    with pytest.raises(exception.ImageFetchError, match="mismatch"):
+        cache.fetch(CTXT, env["meta"].id)
+    assert not os.path.exists(cache.path_for(env["meta"].id))
+    assert _leftovers(cache) == []
+
+
+def test_fifo_left_by_a_killed_compute_is_a_stale_partial(env):
+    cache = _cache(env, FakeExport())
+    cache.ensure_dirs()
+    fifo = os.path.join(cache.base_dir, f"{partial_prefix(env['meta'].id)}rbd0badf00d")
+    os.mkfifo(fifo)
+    assert cache.list_entries() == []
+    assert cache.remove_stale_partials() == [fifo]
+    assert not os.path.lexists(fifo)
