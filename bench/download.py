@@ -27,7 +27,6 @@ Run: ``.venv/bin/python bench/download.py [--size-mib 1024]``
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import os
 import resource
@@ -37,16 +36,13 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _benchlib import headline, loadavg, log, median  # noqa: E402
-
-CHUNK = 4 * 1024 * 1024
+from _glance import CHUNK, glance_image  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -57,37 +53,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workdir", default="/var/tmp",
                         help="where the copies are written (one disk for all three)")
     return parser.parse_args()
-
-
-@contextlib.contextmanager
-def glance_image(glance: str, size: int, workdir: Path) -> Iterator[dict[str, object]]:
-    """A new active Glance image of ``size`` random bytes; deleted afterwards."""
-    try:
-        requests.get(glance, timeout=5)
-    except requests.ConnectionError:
-        sys.exit(f"no Glance at {glance}: start the local stack first (tools/stack.sh up)")
-    resp = requests.post(f"{glance}/v2/images", timeout=30, json={
-        "name": "fcbench-download", "disk_format": "raw", "container_format": "bare"})
-    resp.raise_for_status()
-    image_id = resp.json()["id"]
-    try:
-        source = workdir / "upload-source"
-        with open(source, "wb") as f:
-            for _ in range(0, size, CHUNK):
-                f.write(os.urandom(min(CHUNK, size - f.tell())))
-        started = time.monotonic()
-        subprocess.run(
-            ["curl", "-sSf", "-X", "PUT", "-H", "Content-Type: application/octet-stream",
-             "-T", str(source), f"{glance}/v2/images/{image_id}/file"], check=True)
-        source.unlink()
-        log(f"uploaded {size} bytes to Glance image {image_id} in "
-            f"{time.monotonic() - started:.1f} s")
-        image = requests.get(f"{glance}/v2/images/{image_id}", timeout=30).json()
-        if image["status"] != "active" or image["size"] != size:
-            raise RuntimeError(f"upload did not make an active image: {image}")
-        yield image
-    finally:
-        requests.delete(f"{glance}/v2/images/{image_id}", timeout=60)
 
 
 def curl_plain(url: str, dest: Path) -> None:
@@ -172,7 +137,7 @@ def main() -> int:
         "curl -o": [], "curl|tee|sha512sum": [], "...+sync FILE": [], "fleetcache": []}
     cpus: dict[str, list[float]] = {k: [] for k in walls}
     try:
-        with glance_image(args.glance_url, size, work) as image:
+        with glance_image(args.glance_url, size, work, "fcbench-download") as image:
             image_id, expected = str(image["id"]), str(image["os_hash_value"])
             url = f"{args.glance_url}/v2/images/{image_id}/file"
             fleetcache = Fleetcache(args.glance_url, work / "instances")

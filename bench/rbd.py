@@ -25,7 +25,6 @@ Run: ``.venv/bin/python bench/rbd.py [--size-mib 1024] [--rounds 3]``
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import resource
 import shlex
@@ -35,16 +34,13 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _benchlib import REPO, headline, loadavg, log, median  # noqa: E402
-
-CHUNK = 4 * 1024 * 1024
+from _glance import glance_image  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -69,34 +65,6 @@ def stack_env(stack_dir: str) -> dict[str, str]:
             key, _, value = words[1].partition("=")
             env[key] = value
     return env
-
-
-@contextlib.contextmanager
-def rbd_image(glance: str, store: str, size: int, workdir: Path) -> Iterator[dict[str, object]]:
-    """A new active image of ``size`` random bytes in Glance's rbd store; deleted after."""
-    resp = requests.post(f"{glance}/v2/images", timeout=30, json={
-        "name": "fcbench-rbd", "disk_format": "raw", "container_format": "bare"})
-    resp.raise_for_status()
-    image_id = resp.json()["id"]
-    try:
-        source = workdir / "upload-source"
-        with open(source, "wb") as f:
-            for _ in range(0, size, CHUNK):
-                f.write(os.urandom(min(CHUNK, size - f.tell())))
-        started = time.monotonic()
-        subprocess.run(
-            ["curl", "-sSf", "-X", "PUT", "-H", "Content-Type: application/octet-stream",
-             "-H", f"X-Image-Meta-Store: {store}", "-T", str(source),
-             f"{glance}/v2/images/{image_id}/file"], check=True)
-        source.unlink()
-        log(f"uploaded {size} bytes to Glance image {image_id} (rbd store) in "
-            f"{time.monotonic() - started:.1f} s")
-        image = requests.get(f"{glance}/v2/images/{image_id}", timeout=30).json()
-        if image["status"] != "active" or not str(image.get("direct_url")).startswith("rbd://"):
-            raise RuntimeError(f"upload did not make an active rbd image: {image}")
-        yield image
-    finally:
-        requests.delete(f"{glance}/v2/images/{image_id}", timeout=60)
 
 
 def rbd_cli(env: dict[str, str], image_id: str, dest: Path) -> None:
@@ -161,8 +129,10 @@ def main() -> int:
     walls: dict[str, list[float]] = {k: [] for k in names}
     cpus: dict[str, list[float]] = {k: [] for k in names}
     try:
-        with rbd_image(glance, env.get("FLEETCACHE_GLANCE_RBD_STORE", "ceph"), size,
-                       work) as image:
+        with glance_image(glance, size, work, "fcbench-rbd",
+                          store=env.get("FLEETCACHE_GLANCE_RBD_STORE", "ceph")) as image:
+            if not str(image.get("direct_url")).startswith("rbd://"):
+                raise RuntimeError(f"the upload did not make an rbd image: {image}")
             image_id = str(image["id"])
             direct = Fleetcache(env, work / "instances-rbd", direct=True)
             http = Fleetcache(env, work / "instances-http", direct=False)
