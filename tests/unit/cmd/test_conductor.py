@@ -2,46 +2,21 @@
 
 from __future__ import annotations
 
-import pathlib
-from collections.abc import Iterator
-
 import pytest
 from oslo_config import cfg
-from oslo_messaging._drivers import impl_fake
 
 from fleetcache.cmd import conductor as conductor_cmd
-from fleetcache.cmd.common import register_messaging_opts
-from fleetcache.common import config, rpc
+from fleetcache.common import rpc
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import jobs, migration
+from fleetcache.common.db import jobs
 from fleetcache.common.db.session import Database
 
 
 @pytest.fixture
-def conf() -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    config.register_all(conf)
-    register_messaging_opts(conf)
-    conf([], project="fleetcache", default_config_files=[])
-    conf.set_override("transport_url", "fake:///")
+def conf(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
+    """The shared configuration (tests/unit/conftest.py), on host ``cond-1``."""
     conf.set_override("host", "cond-1")
     return conf
-
-
-@pytest.fixture
-def db(tmp_path: pathlib.Path) -> Iterator[Database]:
-    database = Database(f"sqlite:///{tmp_path}/c.sqlite")
-    migration.db_sync(database)
-    yield database
-    database.dispose()
-
-
-@pytest.fixture
-def transports(conf: cfg.ConfigOpts) -> Iterator[rpc.Transports]:
-    opened = rpc.Transports(conf)
-    yield opened
-    opened.cleanup()
-    impl_fake.FakeExchangeManager.cleanup()
 
 
 def test_start_fails_the_jobs_a_previous_conductor_here_left(

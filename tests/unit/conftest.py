@@ -1,5 +1,6 @@
-"""What the conductor's unit tests share: a configuration on the ``fake://`` transport, a
-synced SQLite database, and the transports a conductor opens (closed after each test)."""
+"""What the unit tests of the conductor and of its command share: a configuration on the
+``fake://`` transport, a synced SQLite database, and the transports a service opens (closed
+after each test). A test module may define its own ``conf`` (or ``db``) instead."""
 
 from __future__ import annotations
 
