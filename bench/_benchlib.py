@@ -25,6 +25,17 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def check_and_remove(paths: Sequence[Path], size: int) -> None:
+    """Every copy a round wrote must hold ``size`` bytes; each is removed for the next round.
+
+    :raises RuntimeError: naming the first copy of another size.
+    """
+    for path in paths:
+        if path.stat().st_size != size:
+            raise RuntimeError(f"{path} has {path.stat().st_size} bytes")
+        path.unlink()
+
+
 def headline(name: str, ratio: float, **values: object) -> str:
     fields = " ".join(f"{k}={_fmt(v)}" for k, v in values.items())
     return f"{name}: {fields} ratio={ratio:.3f}"

@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _benchlib import headline, loadavg, log, median  # noqa: E402
+from _benchlib import check_and_remove, headline, loadavg, log, median  # noqa: E402
 from _glance import CHUNK, glance_image  # noqa: E402
 
 
@@ -157,11 +157,8 @@ def main() -> int:
                     wall, cpu = timed(run)
                     walls[name].append(wall)
                     cpus[name].append(cpu)
-                for path in (work / "plain", work / "tee", work / "teesync",
-                             Path(fleetcache.driver.image_cache.path_for(image_id))):
-                    if path.stat().st_size != size:
-                        raise RuntimeError(f"{path} has {path.stat().st_size} bytes")
-                    path.unlink()
+                check_and_remove([work / "plain", work / "tee", work / "teesync",
+                                  Path(fleetcache.driver.image_cache.path_for(image_id))], size)
                 log(f"round {rnd + 1}: " + ", ".join(
                     f"{k} {size / walls[k][-1] / 1e6:.0f} MB/s" for k in walls))
     finally:

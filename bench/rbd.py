@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _benchlib import REPO, headline, loadavg, log, median  # noqa: E402
+from _benchlib import REPO, check_and_remove, headline, loadavg, log, median  # noqa: E402
 from _glance import glance_image  # noqa: E402
 
 
@@ -149,11 +149,9 @@ def main() -> int:
                     runs[name]()
                     walls[name].append(time.monotonic() - started)
                     cpus[name].append(cpu_seconds() - cpu0)
-                for path in (work / "cli", Path(direct.driver.image_cache.path_for(image_id)),
-                             Path(http.driver.image_cache.path_for(image_id))):
-                    if path.stat().st_size != size:
-                        raise RuntimeError(f"{path} has {path.stat().st_size} bytes")
-                    path.unlink()
+                check_and_remove([work / "cli",
+                                  Path(direct.driver.image_cache.path_for(image_id)),
+                                  Path(http.driver.image_cache.path_for(image_id))], size)
                 log(f"round {rnd + 1} ({' -> '.join(order)}): " + ", ".join(
                     f"{k} {size / walls[k][-1] / 1e6:.0f} MB/s" for k in names))
     finally:

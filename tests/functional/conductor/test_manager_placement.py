@@ -12,7 +12,7 @@ import pytest
 from oslo_config import cfg
 
 from fleetcache.cmd.common import register_messaging_opts
-from fleetcache.common import rpc
+from fleetcache.common import binaries, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import migration
@@ -23,7 +23,7 @@ from tests.functional.conductor.test_placement_provider import capabilities
 from tests.functional.conftest import unique_host, unreachable
 
 CTXT = get_admin_context()
-COMPUTE = "fleetcache-compute"
+COMPUTE = binaries.COMPUTE
 
 
 @pytest.fixture
