@@ -23,6 +23,7 @@ from fleetcache.api.router import Handler, RouteTable
 from fleetcache.api.schemas import aggregate_images as image_schemas
 from fleetcache.api.schemas import aggregates as aggregate_schemas
 from fleetcache.api.schemas import parameter_types
+from fleetcache.common.db import jobs as db_jobs
 
 AGG = AGGREGATE
 REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
@@ -209,7 +210,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "state": {"enum": ["queued", "running", "done", "failed"]}, "error": _NSTR,
             "total_hosts": _INT, "hosts_reported": _INT, "counts": _COUNTS,
             "bytes_downloaded": _INT, "created_at": _STR, "started_at": _NSTR,
-            "finished_at": _NSTR, "links": {"type": "array"},
+            "finished_at": _NSTR, "pin_until": _NSTR, "links": {"type": "array"},
         },
         "required": ["id", "aggregate_id", "aggregate_uuid", "image_ids", "state", "error",
                      "total_hosts", "hosts_reported", "counts", "bytes_downloaded",
@@ -228,8 +229,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                         "type": "object",
                         "properties": {
                             "image_id": _STR,
-                            "state": {"enum": ["cached", "existing", "error", "unsupported",
-                                               "skipped"]},
+                            "state": {"enum": list(db_jobs.STORED_STATES)},
                             "reason": _NSTR, "bytes_downloaded": _INT, "updated_at": _STR,
                         },
                     }},

@@ -29,6 +29,7 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── ComputeBusy
     │   └── RPCVersionCapped
     ├── ImageFetchError (a download failed; carries the reason)
+    │   └── DiskFloorReached (the cache's file system would fall below its floor)
     └── QemuImgError (a qemu-img conversion or disk creation failed)
 
 Exceptions that cross RPC must be built from JSON-serializable keyword arguments only: the
@@ -198,6 +199,12 @@ class RPCVersionCapped(Conflict):
 class ImageFetchError(FleetcacheException):
     msg_fmt = "Could not fetch image %(image_id)s: %(reason)s"
     error_code = "fleetcache.image.fetch_failed"
+
+
+class DiskFloorReached(ImageFetchError):
+    msg_fmt = ("Not caching image %(image_id)s: %(reason)s ([image_cache] disk_free_floor "
+               "= %(floor)s)")
+    error_code = "fleetcache.image.disk_floor"
 
 
 class RbdError(FleetcacheException):

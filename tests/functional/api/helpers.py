@@ -23,13 +23,17 @@ class StubConductorAPI:
         self.db = db
         self.calls: list[tuple[int, list[str]]] = []
         self.aggregate_syncs: list[str] = []
+        #: The ``pin_seconds`` of each ``cache_images`` call.
+        self.pins: list[int | None] = []
         self.error: Exception | None = None
 
     def cache_images(
-        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]
+        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
+        pin_seconds: int | None = None,
     ) -> db_jobs.JobDict:
         assert isinstance(ctxt, RequestContext)
         self.calls.append((aggregate_id, list(image_ids)))
+        self.pins.append(pin_seconds)
         if self.error is not None:
             raise self.error
         aggregate = db_api.aggregate_get(self.db, aggregate_id)
