@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import webtest
@@ -9,6 +10,7 @@ import webtest
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs as db_jobs
+from fleetcache.common.db import models
 from fleetcache.common.db.session import Database
 
 LATEST = {"OpenStack-API-Version": "compute 2.81"}
@@ -37,8 +39,11 @@ class StubConductorAPI:
         if self.error is not None:
             raise self.error
         aggregate = db_api.aggregate_get(self.db, aggregate_id)
+        pin_until = (None if pin_seconds is None else
+                     models.utcnow() + datetime.timedelta(seconds=pin_seconds))
         return db_jobs.job_create(
-            self.db, aggregate_id, aggregate["uuid"], image_ids, len(aggregate["hosts"]), "cond1"
+            self.db, aggregate_id, aggregate["uuid"], image_ids, len(aggregate["hosts"]), "cond1",
+            pin_until=pin_until,
         )
 
 
