@@ -21,7 +21,6 @@ conductor process at start-up from its configuration
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import futurist
@@ -78,7 +77,7 @@ class ConductorState:
         self.host_calls = HostCallPool(conf.image_cache.precache_concurrency, name="precache")
         self.job_coordinators = futurist.ThreadPoolExecutor(
             max_workers=conf.conductor.max_concurrent_jobs)
-        self.gate = DownloadGate.from_conf(conf, db, holder=f"{conf.host}/{os.getpid()}")
+        self.gate = DownloadGate.from_conf(conf, db)
         notifier = rpc.get_notifier(transports.notification(),
                                     publisher_id=f"{binaries.CONDUCTOR}:{conf.host}")
         self.precacher = precache.Precacher(

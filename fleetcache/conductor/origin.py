@@ -26,7 +26,7 @@ time. A host waiting for a slot is stored ``waiting`` in its job, with the limit
 
 Built once per conductor (:class:`~fleetcache.conductor.manager.ConductorState`)::
 
-    gate = DownloadGate.from_conf(conf, db, holder=f"{conf.host}/{os.getpid()}")
+    gate = DownloadGate.from_conf(conf, db)   # holder "<host>/<pid>"
     with gate.hold(host, image_id, job_uuid, on_wait=show, stopping=pool.stopping):
         compute.cache_images(ctxt, host, [image_id])
     gate.stop()
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import threading
 from collections.abc import Callable, Iterator
@@ -80,10 +81,20 @@ class DownloadGate:
             self._renewer.start()
 
     @classmethod
-    def from_conf(cls, conf: cfg.ConfigOpts, db: Database, holder: str) -> DownloadGate:
+    def from_conf(cls, conf: cfg.ConfigOpts, db: Database) -> DownloadGate:
+        """The gate of the conductor on ``conf.host``, holding leases as ``<host>/<pid>``.
+
+        The leases a previous conductor process on this host left are released first (as
+        its unfinished jobs are marked interrupted): that process is gone.
+        """
         opts = conf.image_cache
-        return cls(db, holder, Limits(per_image=opts.max_concurrent_downloads_per_image,
-                                      total=opts.max_concurrent_downloads),
+        released = download_leases.leases_release_holders(db, f"{conf.host}/")
+        if released:
+            LOG.warning("Released %d download lease(s) a previous conductor on %s held",
+                        released, conf.host)
+        return cls(db, f"{conf.host}/{os.getpid()}",
+                   Limits(per_image=opts.max_concurrent_downloads_per_image,
+                          total=opts.max_concurrent_downloads),
                    opts.download_lease_seconds)
 
     @property

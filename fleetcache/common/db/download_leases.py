@@ -142,6 +142,17 @@ def lease_release(db: Database, lease_id: int, gate: str = IMAGE_SERVICE) -> Non
         session.execute(delete(models.DownloadLease).where(models.DownloadLease.id == lease_id))
 
 
+def leases_release_holders(db: Database, prefix: str, gate: str = IMAGE_SERVICE) -> int:
+    """Give back every lease whose holder starts with ``prefix`` (a conductor starting on a
+    host releases what its predecessor there left, instead of waiting for the leases to
+    lapse). :returns: how many were released."""
+    with db.transaction() as session:
+        _lock_gate(session, gate)
+        result = session.execute(delete(models.DownloadLease).where(
+            models.DownloadLease.holder.startswith(prefix, autoescape=True)))
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+
 def leases_list(db: Database, live_only: bool = True) -> list[LeaseDict]:
     """The leases, oldest first (``live_only``: those not yet lapsed)."""
     with db.transaction() as session:

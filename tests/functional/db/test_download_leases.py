@@ -125,3 +125,13 @@ def test_lease_times_keep_microseconds(db: Database) -> None:
             expires_at=models.utcnow().replace(microsecond=999999)))
     (row,) = download_leases.leases_list(db, live_only=False)
     assert row["expires_at"].microsecond == 999999
+
+
+def test_a_restarting_conductor_releases_its_predecessors_leases(db: Database) -> None:
+    limits = Limits(total=5)
+    for holder in ("cond1/100", "cond1/101", "cond10/7", "cond_/1"):
+        assert download_leases.lease_acquire(db, holder, "c1", "A", limits, 60).lease_id
+    assert download_leases.leases_release_holders(db, "cond1/") == 2
+    assert sorted(x["holder"] for x in download_leases.leases_list(db)) == ["cond10/7",
+                                                                          "cond_/1"]
+    assert download_leases.leases_release_holders(db, "cond%/") == 0  # no wildcard
