@@ -145,7 +145,6 @@ class Precacher:
 
         :param pin_seconds: pin the images on the hosts for this long from now (the ageing
             pass keeps them until then); ``None``: no pin.
-
         :returns: the job as created (``queued``).
         :raises AggregateNotFound:
         :raises ImageNotFound, ImageNotAvailable: before any host is asked; no job is created.
