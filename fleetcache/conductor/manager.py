@@ -37,6 +37,7 @@ from fleetcache.conductor import notifications, precache, rpcapi
 from fleetcache.conductor.cells import CellTransports
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.placement import PlacementClient, ProviderSync
+from fleetcache.conductor.scheduler import Scheduler
 from fleetcache.image.source import ImageSource
 
 LOG = logging.getLogger(__name__)
@@ -59,6 +60,9 @@ class ConductorState:
     :ivar precacher: starts pre-cache jobs on these pools.
     :ivar providers: keeps computes' Placement resource providers in step; ``None`` when
         ``[placement]`` is not configured (no compute is then schedulable).
+    :ivar scheduler: places instances (``select_destinations``); ``None`` without
+        ``[placement]``. Built here so that a bad ``[filter_scheduler]`` stops the conductor
+        at start-up.
     """
 
     def __init__(
@@ -87,6 +91,18 @@ class ConductorState:
         if self.providers is None:
             LOG.warning("[placement] auth_type is not set: no compute will be reported to "
                         "Placement, so none is schedulable")
+        try:
+            self.scheduler = self._build_scheduler(conf, db, client)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    @staticmethod
+    def _build_scheduler(
+        conf: cfg.ConfigOpts, db: Database, client: PlacementClient | None
+    ) -> Scheduler | None:
+        """:raises InvalidConfiguration: an unknown host filter or weigher."""
+        return Scheduler(conf, db, client) if client is not None else None
 
     def shutdown(self, wait: bool = False) -> None:
         """Stop both pools: queued host calls are dropped and running jobs end ``failed``
