@@ -38,6 +38,7 @@ from fleetcache.conductor.cells import CellTransports
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.placement import PlacementClient, ProviderSync
 from fleetcache.conductor.scheduler import Scheduler
+from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image.source import ImageSource
 
 LOG = logging.getLogger(__name__)
@@ -80,12 +81,13 @@ class ConductorState:
             max_workers=conf.conductor.max_concurrent_jobs)
         notifier = rpc.get_notifier(transports.notification(),
                                     publisher_id=f"{binaries.CONDUCTOR}:{conf.host}")
+        client = PlacementClient.from_conf(conf)
         self.precacher = precache.Precacher(
             conf, db, conf.host, clients=self.cells,
             notifier=notifications.CacheNotifier(notifier),
             host_calls=self.host_calls, job_runner=self.job_coordinators.submit, images=images,
+            image_support=self._image_support(conf, client),
         )
-        client = PlacementClient.from_conf(conf)
         self.providers = (ProviderSync(client, conf.placement.generation_conflict_retries)
                           if client is not None else None)
         if self.providers is None:
@@ -96,6 +98,16 @@ class ConductorState:
         except BaseException:
             self.shutdown()
             raise
+
+    @staticmethod
+    def _image_support(
+        conf: cfg.ConfigOpts, client: PlacementClient | None
+    ) -> ImageTypeSupport | None:
+        """What lets a pre-cache job mark hosts without an image's format trait
+        ``unsupported`` (the image-type request filter's rule), when both are on."""
+        if client is None or not conf.scheduler.filter_hosts_by_image_type_support:
+            return None
+        return ImageTypeSupport(client)
 
     @staticmethod
     def _build_scheduler(

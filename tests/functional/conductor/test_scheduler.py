@@ -204,3 +204,19 @@ def test_a_multi_instance_request_that_cannot_fit_claims_nothing(
 
     assert placement_client.get_usages(provider_uuid(host)).get("VCPU", 0) == 0
     assert all(not placement_client.get_allocations(u) for u in spec.instance_uuids)
+
+
+def test_precache_targeting_names_hosts_lacking_the_format_trait(
+    db: Database, cloud: Cloud, placement_client: PlacementClient,
+) -> None:
+    from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
+
+    raw_only, both = cloud.compute("rawonly", qcow2=False), cloud.compute("both")
+    outside = cloud.compute("outside", qcow2=False)
+    agg = cloud.aggregate([raw_only, both], {})
+    images = {"q": {"disk_format": "qcow2"}, "r": {"disk_format": "raw"}}
+
+    result = ImageTypeSupport(placement_client).unsupported(
+        agg, [raw_only, both, outside], images)
+
+    assert result == {raw_only: {"q": "host lacks trait COMPUTE_IMAGE_TYPE_QCOW2"}}
