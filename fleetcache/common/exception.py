@@ -29,6 +29,7 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── ComputeBusy
     │   └── RPCVersionCapped
     ├── ImageFetchError (a download failed; carries the reason)
+    ├── NoValidHost (the scheduler found no host; carries the per-filter summary)
     └── QemuImgError (a qemu-img conversion or disk creation failed)
 
 Exceptions that cross RPC must be built from JSON-serializable keyword arguments only: the
@@ -219,3 +220,20 @@ class PlacementGenerationConflict(PlacementError):
     msg_fmt = ("Resource provider %(uuid)s changed in Placement %(attempts)d times while it "
                "was being updated ([placement] generation_conflict_retries)")
     error_code = "fleetcache.placement.generation_conflict"
+
+
+class NoValidHost(FleetcacheException):
+    """No host passed the scheduler for (enough of) a request's instances.
+
+    :ivar filter_summary: ``[(filter name, hosts in, hosts out), ...]`` of the last pass, for
+        admins (``Placement`` first: the candidates it returned). Lists after an RPC hop.
+    """
+
+    msg_fmt = "No valid host was found. %(reason)s"
+    error_code = "fleetcache.scheduler.no_valid_host"
+
+    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("reason", "")
+        kwargs.setdefault("filter_summary", [])
+        super().__init__(message, **kwargs)
+        self.filter_summary: list[Any] = [tuple(row) for row in kwargs["filter_summary"]]
