@@ -224,13 +224,16 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                     "host": _STR, "bytes_downloaded": _INT,
                     "images": {"type": "array", "items": {
                         "required": ["image_id", "state", "reason", "bytes_downloaded",
-                                     "updated_at"],
+                                     "download_path", "fallback_reason", "updated_at"],
                         "type": "object",
                         "properties": {
                             "image_id": _STR,
                             "state": {"enum": ["cached", "existing", "error", "unsupported",
                                                "skipped"]},
-                            "reason": _NSTR, "bytes_downloaded": _INT, "updated_at": _STR,
+                            "reason": _NSTR, "bytes_downloaded": _INT,
+                            # rbd or http for a download; as the compute reported it
+                            "download_path": _NSTR,
+                            "fallback_reason": _NSTR, "updated_at": _STR,
                         },
                     }},
                 },

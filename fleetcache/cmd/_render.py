@@ -2,7 +2,7 @@
 
 Every function takes the job as the API returns it (``GET .../images/jobs/{id}``): ``state``,
 ``total_hosts``, ``hosts_reported``, ``counts`` and, per host, ``images`` with ``state``,
-``reason`` and ``bytes_downloaded``.
+``reason``, ``bytes_downloaded``, ``download_path`` and ``fallback_reason``.
 """
 
 from __future__ import annotations
@@ -58,29 +58,35 @@ def _cell(image: dict[str, Any] | None) -> str:
         return f"skipped ({image['reason']})"
     if state == "error":
         return "error *"
-    return state
+    if image.get("download_path"):
+        state = f"{state} ({image['download_path']})"
+    return state + (" +" if image.get("fallback_reason") else "")
 
 
 def job_table(job: dict[str, Any], image_names: dict[str, str] | None = None) -> str:
-    """One row per host, one column per image, plus the bytes each host downloaded; the
-    reasons of errors follow the table, marked ``*``."""
+    """One row per host, one column per image (a download shows its path, ``rbd`` or
+    ``http``), plus the bytes each host downloaded; the reasons of errors follow the table,
+    marked ``*``, then the reasons of fallbacks from the direct path, marked ``+``."""
     names = image_names or {}
     image_ids = list(job["image_ids"])
     table = prettytable.PrettyTable()
     table.field_names = ["Host", *[names.get(i, i) for i in image_ids], "Downloaded"]
     table.align = "l"
     table.align["Downloaded"] = "r"
-    errors = []
+    errors, fallbacks = [], []
     for host in job.get("hosts") or []:
         by_image = {i["image_id"]: i for i in host["images"]}
         table.add_row([host["host"], *[_cell(by_image.get(i)) for i in image_ids],
                        human_bytes(int(host.get("bytes_downloaded") or 0))])
         for image_id in image_ids:
             image = by_image.get(image_id)
+            where = f"{host['host']}, {names.get(image_id, image_id)}"
             if image is not None and image["state"] in FAILED_STATES:
-                errors.append(f"* {host['host']}, {names.get(image_id, image_id)}: "
-                              f"{image.get('reason') or 'no reason given'}")
-    return "\n".join([table.get_string(), *errors])
+                errors.append(f"* {where}: {image.get('reason') or 'no reason given'}")
+            elif image is not None and image.get("fallback_reason"):
+                fallbacks.append(f"+ {where}: over HTTP, not from Ceph: "
+                                 f"{image['fallback_reason']}")
+    return "\n".join([table.get_string(), *errors, *fallbacks])
 
 
 def job_summary(job: dict[str, Any]) -> str:

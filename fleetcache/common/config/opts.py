@@ -17,6 +17,7 @@ from fleetcache.common.config import (
     image_source,
     libvirt,
     placement,
+    privsep,
     resources,
     scheduler,
     upgrade_levels,
@@ -42,7 +43,9 @@ MODULES = (
 
 
 def list_opts() -> list[tuple[Any, list[Any]]]:
-    """Every option fleetcache registers, grouped for the sample config file."""
+    """Every option fleetcache registers, grouped for the sample config file, and
+    oslo.privsep's options of the compute's privileged context (:mod:`.privsep`: oslo.privsep
+    registers those itself)."""
     merged: dict[str | None, tuple[Any, list[Any]]] = {}
     for module in MODULES:
         for group, opts in module.list_opts():
@@ -51,4 +54,4 @@ def list_opts() -> list[tuple[Any, list[Any]]]:
                 merged[name][1].extend(opts)
             else:
                 merged[name] = (group, list(opts))
-    return list(merged.values())
+    return [*merged.values(), *privsep.list_opts()]
