@@ -32,6 +32,7 @@ import oslo_messaging
 from oslo_config import cfg
 
 from fleetcache.common import config, rpc
+from fleetcache.common.callmonitor import CallMonitor
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt import driver as virt_driver
 
@@ -75,9 +76,10 @@ def main() -> None:
     transport = rpc.Transports(conf).get(args.transport_url)  # closed by os._exit below
     started = time.monotonic()
     servers = []
+    monitor = CallMonitor()  # one heartbeat thread for the shard, as one compute has one
     for host in args.hosts.split(","):
         manager = ComputeManager(conf, _driver(conf, host, args.cached_image))
-        server = rpc.get_server(transport, "compute", host, [manager])
+        server = rpc.get_server(transport, "compute", host, [manager], call_monitor=monitor)
         server.start()
         servers.append(server)
     print(f"READY {len(servers)} {time.monotonic() - started:.2f}", flush=True)
