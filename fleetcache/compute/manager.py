@@ -60,6 +60,7 @@ class ComputeManager:
             "bytes_downloaded": N, "download_path": rbd|http|None, "fallback_reason": ...}}``,
             one entry per requested image.
         """
+        LOG.debug("cache_images: %s", ", ".join(image_ids))
         try:
             with self.long_calls.hold("cache_images"):
                 results = {image_id: self._cache_one(ctxt, image_id) for image_id in image_ids}

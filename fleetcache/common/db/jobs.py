@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from oslo_utils import uuidutils
-from sqlalchemy import select
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from fleetcache.common import exception
@@ -162,43 +162,52 @@ def job_record_hosts(
     """Store (or replace) what several hosts reported, in one transaction.
 
     It never loads the job's other results, so its cost follows the batch, not the job: the
-    conductor writes a 1,000-host job in a few batches.
+    conductor writes a 1,000-host job in a few batches. Rows are written with one multi-row
+    ``INSERT`` (and one ``UPDATE`` by primary key for rows already there), not through ORM
+    objects.
+
+    NOTE: building one ORM object per row and letting the unit of work flush them cost 9 % of
+    the conductor's CPU in ``bench/fanout.py`` at 1,000 hosts (py-spy, docs/performance.md).
 
     :raises JobNotFound:
     :raises InvalidInput: for an unknown result state (nothing of the batch is stored).
     """
     if not results_by_host:
         return
+    rows: list[tuple[tuple[str, str], dict[str, Any]]] = []
+    now = models.utcnow()
+    for host, results in results_by_host.items():
+        for image_id, result in results.items():
+            if result["state"] not in RESULT_STATES:
+                raise exception.InvalidInput(reason=f"unknown result state {result['state']!r}")
+            rows.append(((host, image_id), {
+                "host": host, "image_id": image_id, "state": result["state"],
+                "reason": result["reason"], "bytes_downloaded": int(result["bytes_downloaded"]),
+                "download_path": result.get("download_path"),
+                "fallback_reason": result.get("fallback_reason"), "updated_at": now,
+            }))
+    table = models.CacheJobResult
     with db.transaction() as session:
-        job_id = session.scalars(
-            select(models.CacheJob.id).where(models.CacheJob.uuid == job_uuid)
-        ).first()
+        job_id = session.scalars(select(models.CacheJob.id).where(models.CacheJob.uuid == job_uuid)
+                                 ).first()
         if job_id is None:
             raise exception.JobNotFound(job_id=job_uuid)
-        rows = session.scalars(
-            select(models.CacheJobResult).where(
-                models.CacheJobResult.job_id == job_id,
-                models.CacheJobResult.host.in_(list(results_by_host)),
-            )
-        )
-        existing = {(r.host, r.image_id): r for r in rows}
-        now = models.utcnow()
-        for host, results in results_by_host.items():
-            for image_id, result in results.items():
-                if result["state"] not in RESULT_STATES:
-                    raise exception.InvalidInput(
-                        reason=f"unknown result state {result['state']!r}"
-                    )
-                row = existing.get((host, image_id))
-                if row is None:
-                    row = models.CacheJobResult(job_id=job_id, host=host, image_id=image_id)
-                    session.add(row)
-                row.state = result["state"]
-                row.reason = result["reason"]
-                row.bytes_downloaded = int(result["bytes_downloaded"])
-                row.download_path = result.get("download_path")
-                row.fallback_reason = result.get("fallback_reason")
-                row.updated_at = now
+        existing = {
+            (host, image_id): row_id for row_id, host, image_id in session.execute(
+                select(table.id, table.host, table.image_id).where(
+                    table.job_id == job_id, table.host.in_(list(results_by_host))))
+        }
+        inserts, updates = [], []
+        for key, row in rows:
+            row_id = existing.get(key)
+            if row_id is None:
+                inserts.append({"job_id": job_id, **row})
+            else:
+                updates.append({"id": row_id, **row})
+        if inserts:
+            session.execute(insert(table), inserts)
+        if updates:
+            session.execute(update(table), updates)
 
 
 def jobs_fail_interrupted(db: Database, conductor_host: str) -> list[str]:
