@@ -56,6 +56,7 @@ from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor import notifications
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.jobresults import CACHED_STATES, JobStats, ResultWriter
+from fleetcache.conductor.metrics import ConductorMetrics
 from fleetcache.image import source as image_source
 
 LOG = logging.getLogger(__name__)
@@ -102,6 +103,8 @@ class Precacher:
     :param job_runner: runs a job's coordinating function in the background (the conductor's
         bounded coordinator pool's ``submit``); it raises ``RuntimeError`` once stopped.
     :param images: the image source; default ``[image_source] backend``, loaded on first use.
+    :param metrics: counts host calls in flight and per-host results (the conductor's
+        Prometheus registry); ``None`` counts nothing.
     """
 
     def __init__(
@@ -114,8 +117,10 @@ class Precacher:
         host_calls: HostCallPool,
         job_runner: Callable[[Callable[[], None]], object],
         images: image_source.ImageSource | None = None,
+        metrics: ConductorMetrics | None = None,
     ) -> None:
         self.conf = conf
+        self.metrics = metrics
         self.db = db
         self.host = host
         self.clients = clients
@@ -258,9 +263,16 @@ class PrecacheJob:
         """Worker: one compute's ``cache_images`` call; never raises."""
         self.ctxt.update_store()
         cell = plan.service["cell"] if plan.service is not None else None
+        metrics = self.precacher.metrics
         try:
             client = self.precacher.clients.compute_api(cell)
-            replies = client.cache_images(self.ctxt, plan.host, self.image_ids)
+            if metrics is not None:
+                metrics.in_flight.inc()
+            try:
+                replies = client.cache_images(self.ctxt, plan.host, self.image_ids)
+            finally:
+                if metrics is not None:
+                    metrics.in_flight.dec()
             results = self._check_replies(replies)
         except Exception as exc:
             LOG.warning("Image pre-cache request to compute %s failed: %s: %s",
@@ -298,6 +310,8 @@ class PrecacheJob:
                 return
             self._done_hosts.add(host)
             self.stats.add_host(results)
+            if self.precacher.metrics is not None:
+                self.precacher.metrics.record_host(results)
             payload["index"] = self.stats.hosts_done
             self.writer.put(host, results,
                             lambda: self.precacher.notifier.progress(self.ctxt, payload))

@@ -257,3 +257,11 @@ def job_progress_recent(db: Database, limit: int) -> list[JobProgressDict]:
                 .where(result.job_id.in_(list(by_id))).group_by(result.job_id, result.state)):
             by_id[job_id]["counts"][state] = int(count)
         return list(by_id.values())
+
+
+def job_count_by_state(db: Database) -> dict[str, int]:
+    """How many jobs are in each state (states without a job are absent), in one query."""
+    with db.transaction() as session:
+        rows = session.execute(
+            select(models.CacheJob.state, func.count()).group_by(models.CacheJob.state))
+        return {state: int(count) for state, count in rows}
