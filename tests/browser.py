@@ -31,8 +31,12 @@ def chromium_page() -> Iterator[Any]:
         try:
             context = browser.new_context(viewport={"width": 1400, "height": 900})
             page = context.new_page()
+            # Script errors and what the browser refused (a Content-Security-Policy violation
+            # is a console error); a response's status is the test's to check, not an error.
             errors: list[str] = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error"
+                    and not m.text.startswith("Failed to load resource") else None)
             page.console_errors = errors
             yield page
         finally:

@@ -20,6 +20,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from fleetcache.common.db import jobs
 from fleetcache.compute.imagecache import cache_name
 from tests import hostile_images
 from tests.integration.test_rbd_download import _upload_rbd_image
@@ -90,7 +91,8 @@ def test_exporters_count_what_a_pre_cache_job_did(
     job = _wait_done(stack, aggregate["id"], resp.headers["Location"].rsplit("/", 1)[-1])
     assert job["state"] == "done"
     assert job["counts"]["cached"] == 6 and job["counts"]["error"] == 3, job["counts"]
-    paths = {(h["host"], i["image_id"]): i for h in job["hosts"] for i in h["images"]}
+    paths = {(r["host"], r["image_id"]): r["download_path"]
+             for r in jobs.job_get(stack.db, job["id"])["results"]}
 
     after = scrape(conductor_url)
     def delta(name: str, **labels: str) -> float:
@@ -98,7 +100,7 @@ def test_exporters_count_what_a_pre_cache_job_did(
 
     assert delta("fleetcache_conductor_image_results_total", state="cached") == 6
     assert delta("fleetcache_conductor_image_results_total", state="error") == 3
-    rbd_hosts = sum(1 for h in HOSTS if paths[(h, new_images["rbd"])]["download_path"] == "rbd")
+    rbd_hosts = sum(1 for h in HOSTS if paths[(h, new_images["rbd"])] == "rbd")
     assert rbd_hosts == 3, paths  # the stack's computes all read the stack's Ceph
     assert delta("fleetcache_conductor_image_downloads_total", source="rbd") == 3
     assert delta("fleetcache_conductor_image_downloads_total", source="http") == 3
