@@ -127,7 +127,7 @@ def test_page_follows_a_running_job_to_its_end_and_shows_an_error_reason(
         assert reason.is_visible()
         assert "format inspection" in reason.inner_text()
         page.wait_for_function(  # the reloaded page polls the feed too
-            "document.getElementById('poll-status').textContent.startsWith('updated')",
+            "() => document.getElementById('poll-status').textContent.startsWith('updated')",
             timeout=10_000)
         _screenshot(page, stack, tmp_path, "status-page-done.png")
         assert page.console_errors == []
