@@ -18,7 +18,15 @@ import re
 from typing import Any
 
 from fleetcache.api import microversion, util
-from fleetcache.api.paths import AGGREGATE, OPENAPI, PREFIX, PUBLIC_PATHS
+from fleetcache.api.paths import (
+    AGGREGATE,
+    HOST_IMAGE_CACHE,
+    OPENAPI,
+    PREFIX,
+    PUBLIC_PATHS,
+    STATUS,
+    STATUS_PROGRESS,
+)
 from fleetcache.api.router import Handler, RouteTable
 from fleetcache.api.schemas import aggregate_images as image_schemas
 from fleetcache.api.schemas import aggregates as aggregate_schemas
@@ -44,6 +52,8 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
                      "its uuid); anything else is an unknown aggregate (404)"},
     "job_id": {"type": "string", "format": "uuid"},
     "image_id": {"type": "string"},
+    "host": {"type": "string", "minLength": 1, "maxLength": 255,
+             "description": "A compute host's name"},
 }
 QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("GET", PREFIX + "/os-services"): [
@@ -111,6 +121,8 @@ def _wrapped(key: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": {key: schema}, "required": [key]}
 
 
+_HTML_PAGE = {"description": "The status page (HTML)",
+              "content": {"text/html": {"schema": {"type": "string"}}}}
 _AGGREGATE_BODY = _json(_wrapped("aggregate", _ref("Aggregate")), "The aggregate")
 SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", "/"): ("200", _json(_ref("Versions"), "The API versions")),
@@ -149,6 +161,20 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", PREFIX + "/os-services"): (
         "200", _json(_wrapped("services", {"type": "array", "items": _ref("Service")}), "All"),
     ),
+    ("GET", HOST_IMAGE_CACHE): (
+        "200", _json(_wrapped("image_cache", _ref("HostImageCache")), "As last reported"),
+    ),
+    ("GET", STATUS): ("200", _HTML_PAGE),
+    ("GET", STATUS_PROGRESS): (
+        "200", _json(_wrapped("jobs", {"type": "array", "items": _ref("JobProgress")}),
+                     "The status page's jobs, newest first"),
+    ),
+}
+#: More responses than the success and the fault: the status page's sign-in form (a browser
+#: that ``auth_token`` refused gets it instead of the JSON fault).
+EXTRA_RESPONSES: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", STATUS): {"401": {"description": "Sign-in form (Keystone, no valid token)",
+                              "content": {"text/html": {"schema": {"type": "string"}}}}},
 }
 
 _STR = {"type": "string"}
@@ -215,6 +241,26 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                      "total_hosts", "hosts_reported", "counts", "bytes_downloaded",
                      "created_at", "started_at", "finished_at", "links"],
     },
+    "HostImageCache": {
+        "type": "object",
+        "properties": {
+            "host": _STR, "usage_bytes": _INT, "image_count": _INT, "reported_at": _NSTR,
+            "images": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"image_id": _STR, "size": _INT, "last_used": _STR},
+                "required": ["image_id", "size", "last_used"],
+            }},
+        },
+        "required": ["host", "usage_bytes", "image_count", "reported_at", "images"],
+    },
+    "JobProgress": {
+        "type": "object",
+        "properties": {
+            "id": _STR, "state": {"enum": ["queued", "running", "done", "failed"]},
+            "total_hosts": _INT, "hosts_reported": _INT, "counts": _COUNTS,
+        },
+        "required": ["id", "state", "total_hosts", "hosts_reported", "counts"],
+    },
     "JobDetail": {
         "allOf": [
             _ref("Job"),
@@ -253,7 +299,8 @@ def _operation(method: str, path: str, func: Handler, operation_id: str) -> dict
         "operationId": operation_id,
         "summary": doc,
         "parameters": QUERY_PARAMETERS.get((method, path), []) + _version_headers(min_version),
-        "responses": {status: success, "default": fault},
+        "responses": {status: success, **EXTRA_RESPONSES.get((method, path), {}),
+                      "default": fault},
     }
     body = REQUEST_BODIES.get((method, path))
     if body is not None:

@@ -10,12 +10,21 @@ from __future__ import annotations
 from fleetcache.api.handlers import (
     aggregate_images,
     aggregates,
+    host_image_cache,
     images,
     openapi,
     services,
+    status,
     versions,
 )
-from fleetcache.api.paths import AGGREGATE, OPENAPI, PREFIX
+from fleetcache.api.paths import (
+    AGGREGATE,
+    HOST_IMAGE_CACHE,
+    OPENAPI,
+    PREFIX,
+    STATUS,
+    STATUS_PROGRESS,
+)
 from fleetcache.api.router import Handler
 
 ROUTE_DECLARATIONS: dict[str, dict[str, Handler]] = {}
@@ -44,5 +53,9 @@ ROUTE_DECLARATIONS.update(
         PREFIX + "/images": {"GET": images.list_images},
         PREFIX + "/images/{image_id}": {"GET": images.get_image},
         PREFIX + "/v2/images": {"GET": images.list_images},
+        # fleetcache extensions: a host's image cache, the status page and its feed.
+        HOST_IMAGE_CACHE: {"GET": host_image_cache.list_host_image_cache},
+        STATUS: {"GET": status.get_status},
+        STATUS_PROGRESS: {"GET": status.get_status_progress},
     }
 )

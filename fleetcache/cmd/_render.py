@@ -121,6 +121,41 @@ def jobs_table(jobs: list[dict[str, Any]]) -> str:
     return table.get_string()
 
 
+def host_cache_table(cache: dict[str, Any]) -> str:
+    """A host's image cache (``GET /os-hosts/{host}/image-cache``): a heading, one row per
+    image, most recently used first.
+
+    Keys later API versions may add are shown when present: a ``pinned_until`` per image
+    (a column), and ``pending_catch_ups`` (jobs whose images the host will get when it comes
+    back: a second table).
+    """
+    images = list(cache.get("images") or [])
+    reported = cache.get("reported_at")
+    heading = (f"Image cache of {cache['host']}: {len(images)} image(s), "
+               f"{human_bytes(int(cache.get('usage_bytes') or 0))} on disk, "
+               + (f"reported {reported}" if reported else "no report yet"))
+    pins = any("pinned_until" in i for i in images)
+    table = prettytable.PrettyTable()
+    table.field_names = ["Image", "Size", "Last used", *(["Pinned until"] if pins else [])]
+    table.align = "l"
+    table.align["Size"] = "r"
+    for image in images:
+        table.add_row([image["image_id"], human_bytes(int(image.get("size") or 0)),
+                       image.get("last_used") or "",
+                       *([image.get("pinned_until") or "-"] if pins else [])])
+    parts = [heading, table.get_string()] if images else [heading]
+    pending = cache.get("pending_catch_ups")
+    if pending:
+        catch_ups = prettytable.PrettyTable()
+        catch_ups.field_names = ["Pending catch-up: job", "Images", "Until"]
+        catch_ups.align = "l"
+        for item in pending:
+            catch_ups.add_row([item.get("job_id", ""), " ".join(item.get("image_ids") or []),
+                               item.get("until") or ""])
+        parts.append(catch_ups.get_string())
+    return "\n".join(parts)
+
+
 def human_bytes(n: int) -> str:
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):

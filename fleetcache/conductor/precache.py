@@ -55,6 +55,7 @@ from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor import notifications
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.jobresults import CACHED_STATES, JobStats, ResultWriter
+from fleetcache.conductor.metrics import ConductorMetrics
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image import source as image_source
 
@@ -107,6 +108,8 @@ class Precacher:
     :param images: the image source; default ``[image_source] backend``, loaded on first use.
     :param image_support: tells which hosts lack an image's format trait in Placement (``None``:
         every host is asked).
+    :param metrics: counts host calls in flight and per-host results (the conductor's
+        Prometheus registry); ``None`` counts nothing.
     """
 
     def __init__(
@@ -120,9 +123,11 @@ class Precacher:
         job_runner: Callable[[Callable[[], None]], object],
         images: image_source.ImageSource | None = None,
         image_support: ImageTypeSupport | None = None,
+        metrics: ConductorMetrics | None = None,
     ) -> None:
         self.conf = conf
         self.image_support = image_support
+        self.metrics = metrics
         self.db = db
         self.host = host
         self.clients = clients
@@ -274,10 +279,17 @@ class PrecacheJob:
         """Worker: one compute's ``cache_images`` call; never raises."""
         self.ctxt.update_store()
         cell = plan.service["cell"] if plan.service is not None else None
+        metrics = self.precacher.metrics
         try:
             client = self.precacher.clients.compute_api(cell)
             asked = [i for i in self.image_ids if i not in plan.unsupported]
-            replies = client.cache_images(self.ctxt, plan.host, asked)
+            if metrics is not None:
+                metrics.in_flight.inc()
+            try:
+                replies = client.cache_images(self.ctxt, plan.host, asked)
+            finally:
+                if metrics is not None:
+                    metrics.in_flight.dec()
             results = self._check_replies(replies, asked)
             results.update({i: ImageResult(state="unsupported", reason=reason,
                                            bytes_downloaded=0)
@@ -322,6 +334,8 @@ class PrecacheJob:
                 return
             self._done_hosts.add(host)
             self.stats.add_host(results)
+            if self.precacher.metrics is not None:
+                self.precacher.metrics.record_host(results)
             payload["index"] = self.stats.hosts_done
             self.writer.put(host, results,
                             lambda: self.precacher.notifier.progress(self.ctxt, payload))

@@ -74,17 +74,17 @@ class ImageVerifier:
     def verify(self) -> None:
         """Check the bytes seen so far against the image's size and hash.
 
-        :raises ImageFetchError: naming what differs, got and expected.
+        :raises ImageChecksumMismatch: naming what differs, got and expected.
         """
         meta = self.meta
         if meta.size is not None and self.size != meta.size:
-            raise exception.ImageFetchError(
+            raise exception.ImageChecksumMismatch(
                 image_id=meta.id,
                 reason=f"size mismatch: got {self.size} bytes, expected {meta.size}",
             )
         digest = self.hexdigest()
         if digest is not None and digest != self._expected:
-            raise exception.ImageFetchError(
+            raise exception.ImageChecksumMismatch(
                 image_id=meta.id,
                 reason=f"{self.algorithm} mismatch: got {digest}, expected {self._expected}",
             )

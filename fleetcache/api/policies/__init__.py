@@ -10,7 +10,15 @@ import itertools
 
 from oslo_policy import policy
 
-from fleetcache.api.policies import aggregate_images, aggregates, base, images, services
+from fleetcache.api.policies import (
+    aggregate_images,
+    aggregates,
+    base,
+    host_image_cache,
+    images,
+    services,
+    status,
+)
 
 
 def list_rules() -> list[policy.RuleDefault]:
@@ -21,5 +29,7 @@ def list_rules() -> list[policy.RuleDefault]:
             aggregate_images.list_rules(),
             images.list_rules(),
             services.list_rules(),
+            host_image_cache.list_rules(),
+            status.list_rules(),
         )
     )

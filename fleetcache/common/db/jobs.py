@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 from oslo_utils import uuidutils
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from fleetcache.common import exception
@@ -225,3 +225,52 @@ def jobs_fail_interrupted(db: Database, conductor_host: str) -> list[str]:
             job.finished_at = now
             job.error = "interrupted: the conductor running this job stopped before it finished"
         return [j.uuid for j in jobs]
+
+
+class JobProgressDict(TypedDict):
+    """How far a job is, without its results: what a page polling every few seconds needs."""
+
+    uuid: str
+    state: str
+    total_hosts: int
+    hosts_reported: int
+    counts: dict[str, int]
+
+
+def job_list_recent(db: Database, limit: int) -> list[JobDict]:
+    """The ``limit`` newest jobs of every aggregate, newest first, with their results."""
+    with db.transaction() as session:
+        query = select(models.CacheJob).order_by(models.CacheJob.id.desc()).limit(limit)
+        return [_job_dict(j) for j in session.scalars(query)]
+
+
+def job_progress_recent(db: Database, limit: int) -> list[JobProgressDict]:
+    """The progress of the ``limit`` newest jobs, newest first, in two queries whatever the
+    number of hosts: results are counted by the database, never loaded."""
+    with db.transaction() as session:
+        rows = session.execute(
+            select(models.CacheJob.id, models.CacheJob.uuid, models.CacheJob.state,
+                   models.CacheJob.total_hosts)
+            .order_by(models.CacheJob.id.desc()).limit(limit)).all()
+        by_id = {row.id: JobProgressDict(uuid=row.uuid, state=row.state,
+                                         total_hosts=row.total_hosts, hosts_reported=0,
+                                         counts=dict.fromkeys(RESULT_STATES, 0))
+                 for row in rows}
+        result = models.CacheJobResult
+        for job_id, hosts in session.execute(
+                select(result.job_id, func.count(result.host.distinct()))
+                .where(result.job_id.in_(list(by_id))).group_by(result.job_id)):
+            by_id[job_id]["hosts_reported"] = int(hosts)
+        for job_id, state, count in session.execute(
+                select(result.job_id, result.state, func.count())
+                .where(result.job_id.in_(list(by_id))).group_by(result.job_id, result.state)):
+            by_id[job_id]["counts"][state] = int(count)
+        return list(by_id.values())
+
+
+def job_count_by_state(db: Database) -> dict[str, int]:
+    """How many jobs are in each state (states without a job are absent), in one query."""
+    with db.transaction() as session:
+        rows = session.execute(
+            select(models.CacheJob.state, func.count()).group_by(models.CacheJob.state))
+        return {state: int(count) for state, count in rows}

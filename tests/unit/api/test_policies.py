@@ -20,7 +20,8 @@ NOVA_NAMES = {
 
 def test_rule_names() -> None:
     names = {r.name for r in policies.list_rules()}
-    fleetcache_names = {"fleetcache:aggregates:images:jobs", "fleetcache:images:show"}
+    fleetcache_names = {"fleetcache:aggregates:images:jobs", "fleetcache:images:show",
+                        "fleetcache:status:show", "fleetcache:os-hosts:image-cache:list"}
     assert NOVA_NAMES | {"context_is_admin"} | fleetcache_names == names
 
 
