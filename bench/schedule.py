@@ -52,7 +52,7 @@ from oslo_config import cfg  # noqa: E402
 from sqlalchemy import insert  # noqa: E402
 
 from fleetcache.cmd import _placement_embedded  # noqa: E402
-from fleetcache.common import binaries, config  # noqa: E402
+from fleetcache.common import binaries, config, exception  # noqa: E402
 from fleetcache.common.context import get_admin_context  # noqa: E402
 from fleetcache.common.db import migration, models  # noqa: E402
 from fleetcache.common.db.session import Database  # noqa: E402
@@ -77,6 +77,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cells", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--seed", type=int, default=8)
+    parser.add_argument("--profile", action="store_true",
+                        help="profile the fleetcache path (cProfile, top 25 by cumulative)")
     return parser.parse_args()
 
 
@@ -187,7 +189,10 @@ class Paths:
     def claim(self) -> float:
         spec = make_spec("tesora_edition" in self.spec.image)
         started = time.perf_counter()
-        [selection] = self.s.select_destinations(get_admin_context(), spec)
+        try:
+            [selection] = self.s.select_destinations(get_admin_context(), spec)
+        except exception.NoValidHost as exc:
+            raise RuntimeError(f"claim failed: {exc}: {exc.filter_summary}") from exc
         elapsed = time.perf_counter() - started
         self.s.release(selection.instance_uuid)
         return elapsed
@@ -232,6 +237,9 @@ def main() -> int:
         _placement_embedded.point_at(conf, endpoint)
         conf.set_override("enabled_filters", FILTERS, group="filter_scheduler")
         scheduler = Scheduler(conf, db, _client(conf))
+        if args.profile:
+            _profile(Paths(scheduler, make_spec(False)), args.rounds)
+            return 0
         results = {}
         for label in ("untagged", "tagged"):
             paths = Paths(scheduler, make_spec(label == "tagged"))
@@ -255,6 +263,20 @@ def main() -> int:
         claim_p50=median(times["select+claim"]), hosts_fleetcache=hosts["fleetcache"],
         hosts_nova_style=hosts["nova-style"], load=load))
     return 0
+
+
+def _profile(paths: Paths, rounds: int) -> None:
+    import cProfile
+    import pstats
+
+    paths.fleetcache()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(rounds):
+        paths.fleetcache()
+    profiler.disable()
+    pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+    pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(20)
 
 
 def _client(conf: cfg.ConfigOpts) -> Any:

@@ -45,17 +45,33 @@ def metadata_by_aggregate(db: Database) -> dict[str, dict[str, str]]:
     return result
 
 
-def compute_status(db: Database, hosts: Iterable[str]) -> dict[str, ComputeStatus]:
-    """``{host: status}`` of the compute services on ``hosts``, in one query."""
+def compute_status(
+    db: Database, hosts: Iterable[str]
+) -> tuple[dict[str, ComputeStatus], dict[str, set[str]]]:
+    """The status of the compute services on ``hosts`` and the aggregates (uuids) each is in,
+    in one query (services left-joined to their aggregates).
+
+    :returns: ``({host: status}, {host: {aggregate uuid, ...}})``; a host without a compute
+        service is in neither.
+    """
     service = models.Service
     query = select(service.host, service.cell_id, service.disabled, service.disabled_reason,
-                   service.forced_down, service.last_seen_up).where(
+                   service.forced_down, service.last_seen_up, models.Aggregate.uuid).outerjoin(
+        models.AggregateHost, models.AggregateHost.host == service.host).outerjoin(
+        models.Aggregate, models.Aggregate.id == models.AggregateHost.aggregate_id).where(
         service.binary == binaries.COMPUTE, service.host.in_(list(hosts)))
+    status: dict[str, ComputeStatus] = {}
+    aggregates: dict[str, set[str]] = {}
     with db.transaction() as session:
-        return {row.host: ComputeStatus(
-            host=row.host, cell_id=row.cell_id, disabled=bool(row.disabled),
-            disabled_reason=row.disabled_reason, forced_down=bool(row.forced_down),
-            last_seen_up=row.last_seen_up) for row in session.execute(query)}
+        for host, cell_id, disabled, reason, forced, seen, agg in session.execute(query):
+            if host not in status:
+                status[host] = ComputeStatus(
+                    host=host, cell_id=cell_id, disabled=bool(disabled),
+                    disabled_reason=reason, forced_down=bool(forced), last_seen_up=seen)
+                aggregates[host] = set()
+            if agg is not None:
+                aggregates[host].add(agg)
+    return status, aggregates
 
 
 def compute_hosts_version(db: Database) -> tuple[int, int]:

@@ -21,7 +21,8 @@ from fleetcache.conductor.scheduler.aggregates import AggregateCatalog
 @dataclasses.dataclass
 class HostState:
     """A candidate host. ``resources`` is Placement's provider summary
-    (``{rc: {"capacity": c, "used": u}}``), kept current as this request claims on it."""
+    (``{rc: {"capacity": c, "used": u}}``, the decoded response's own dict, not a copy), kept
+    current as this request claims on it."""
 
     host: str
     provider_uuid: str
@@ -114,9 +115,10 @@ def build_host_states(
     by_root = allocation_requests_by_root(candidates)
     hosts = provider_hosts.hosts(by_root)
     names = list(hosts.values())
-    services = scheduling.compute_status(db, names)
-    memberships = db_api.aggregate_uuids_by_host(db, names)
+    services, memberships = scheduling.compute_status(db, names)
     summaries = candidates.get("provider_summaries", {})
+    # hosts share few distinct sets of aggregates: work each set's metadata out once
+    metadata: dict[frozenset[str], dict[str, set[str]]] = {}
     states = []
     for root, request in by_root.items():
         host = hosts.get(root)
@@ -124,9 +126,11 @@ def build_host_states(
             continue
         summary = summaries.get(root, {})
         aggregates = frozenset(memberships.get(host, ()))
+        if aggregates not in metadata:
+            metadata[aggregates] = catalog.host_metadata(aggregates)
         states.append(HostState(
             host=host, provider_uuid=root, service=services.get(host),
-            aggregates=aggregates, metadata=catalog.host_metadata(aggregates),
-            resources={rc: dict(v) for rc, v in summary.get("resources", {}).items()},
+            aggregates=aggregates, metadata=metadata[aggregates],
+            resources=summary.get("resources", {}),
             traits=frozenset(summary.get("traits", ())), allocation_request=request))
     return states
