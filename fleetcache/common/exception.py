@@ -19,7 +19,10 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── AggregateHostNotFound
     │   ├── CellNotFound
     │   ├── ComputeHostNotFound
+    │   ├── FlavorNotFound
+    │   ├── FlavorExtraSpecNotFound
     │   ├── ImageNotFound
+    │   ├── InstanceNotFound
     │   └── JobNotFound
     ├── Conflict (409)
     │   ├── AggregateNameExists
@@ -27,7 +30,11 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── AggregateNotEmpty
     │   ├── CellExists
     │   ├── ComputeBusy
+    │   ├── FlavorExists
+    │   ├── FlavorIdExists
+    │   ├── InstanceInvalidState
     │   └── RPCVersionCapped
+    ├── NoValidHost (the scheduler placed nothing; carries ``filter_summary``)
     ├── ImageFetchError (a download failed; carries the reason)
     └── QemuImgError (a qemu-img conversion or disk creation failed)
 
@@ -152,6 +159,21 @@ class ImageNotFound(NotFound):
     error_code = "fleetcache.image.not_found"
 
 
+class FlavorNotFound(NotFound):
+    msg_fmt = "Flavor %(flavor_id)s could not be found."
+    error_code = "fleetcache.flavor.not_found"
+
+
+class FlavorExtraSpecNotFound(NotFound):
+    msg_fmt = "Flavor %(flavor_id)s has no extra specs with key %(key)s."
+    error_code = "fleetcache.flavor.extra_spec_not_found"
+
+
+class InstanceNotFound(NotFound):
+    msg_fmt = "Instance %(instance_id)s could not be found."
+    error_code = "fleetcache.instance.not_found"
+
+
 class JobNotFound(NotFound):
     msg_fmt = "Job %(job_id)s could not be found."
     error_code = "fleetcache.job.not_found"
@@ -189,10 +211,43 @@ class ComputeBusy(Conflict):
     error_code = "fleetcache.compute.busy"
 
 
+class FlavorExists(Conflict):
+    msg_fmt = "Flavor with name %(name)s already exists."
+    error_code = "fleetcache.flavor.name_exists"
+
+
+class FlavorIdExists(Conflict):
+    msg_fmt = "Flavor with ID %(flavor_id)s already exists."
+    error_code = "fleetcache.flavor.id_exists"
+
+
+class InstanceInvalidState(Conflict):
+    msg_fmt = ("Cannot '%(action)s' instance %(instance_uuid)s while it is in "
+               "%(attr)s %(state)s")
+    error_code = "fleetcache.instance.invalid_state"
+
+
 class RPCVersionCapped(Conflict):
     msg_fmt = ("The %(topic)s RPC API is capped at version %(cap)s ([upgrade_levels] %(topic)s) "
                "but %(method)s needs %(version)s: upgrade every %(topic)s service first.")
     error_code = "fleetcache.rpc.version_capped"
+
+
+class NoValidHost(FleetcacheException):
+    """The scheduler found no host for (every one of) the instances asked for; nothing of
+    the request stays claimed.
+
+    :ivar filter_summary: ``(filter name, hosts in, hosts out)`` per host filter, in order,
+        for admins (Nova keeps the same in its scheduler log only).
+    """
+
+    msg_fmt = "No valid host was found. %(reason)s"
+    error_code = "fleetcache.scheduler.no_valid_host"
+
+    def __init__(self, message: str | None = None, filter_summary: list[Any] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.filter_summary: list[Any] = list(filter_summary or [])
 
 
 class ImageFetchError(FleetcacheException):
