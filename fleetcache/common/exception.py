@@ -34,8 +34,8 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── FlavorIdExists
     │   ├── InstanceInvalidState
     │   └── RPCVersionCapped
-    ├── NoValidHost (the scheduler placed nothing; carries ``filter_summary``)
     ├── ImageFetchError (a download failed; carries the reason)
+    ├── NoValidHost (the scheduler found no host; carries the per-filter summary)
     └── QemuImgError (a qemu-img conversion or disk creation failed)
 
 Exceptions that cross RPC must be built from JSON-serializable keyword arguments only: the
@@ -233,23 +233,6 @@ class RPCVersionCapped(Conflict):
     error_code = "fleetcache.rpc.version_capped"
 
 
-class NoValidHost(FleetcacheException):
-    """The scheduler found no host for (every one of) the instances asked for; nothing of
-    the request stays claimed.
-
-    :ivar filter_summary: ``(filter name, hosts in, hosts out)`` per host filter, in order,
-        for admins (Nova keeps the same in its scheduler log only).
-    """
-
-    msg_fmt = "No valid host was found. %(reason)s"
-    error_code = "fleetcache.scheduler.no_valid_host"
-
-    def __init__(self, message: str | None = None, filter_summary: list[Any] | None = None,
-                 **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.filter_summary: list[Any] = list(filter_summary or [])
-
-
 class ImageFetchError(FleetcacheException):
     msg_fmt = "Could not fetch image %(image_id)s: %(reason)s"
     error_code = "fleetcache.image.fetch_failed"
@@ -274,3 +257,20 @@ class PlacementGenerationConflict(PlacementError):
     msg_fmt = ("Resource provider %(uuid)s changed in Placement %(attempts)d times while it "
                "was being updated ([placement] generation_conflict_retries)")
     error_code = "fleetcache.placement.generation_conflict"
+
+
+class NoValidHost(FleetcacheException):
+    """No host passed the scheduler for (enough of) a request's instances.
+
+    :ivar filter_summary: ``[(filter name, hosts in, hosts out), ...]`` of the last pass, for
+        admins (``Placement`` first: the candidates it returned). Lists after an RPC hop.
+    """
+
+    msg_fmt = "No valid host was found. %(reason)s"
+    error_code = "fleetcache.scheduler.no_valid_host"
+
+    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("reason", "")
+        kwargs.setdefault("filter_summary", [])
+        super().__init__(message, **kwargs)
+        self.filter_summary: list[Any] = [tuple(row) for row in kwargs["filter_summary"]]

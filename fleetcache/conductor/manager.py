@@ -33,7 +33,7 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db import host_images
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
-from fleetcache.conductor import notifications, precache, rpcapi
+from fleetcache.conductor import build, notifications, precache, rpcapi
 from fleetcache.conductor.cells import CellTransports
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.placement import PlacementClient, ProviderSync
@@ -59,6 +59,7 @@ class ConductorState:
     :ivar precacher: starts pre-cache jobs on these pools.
     :ivar providers: keeps computes' Placement resource providers in step; ``None`` when
         ``[placement]`` is not configured (no compute is then schedulable).
+    :ivar builder: builds, rebuilds and deletes instances (:mod:`fleetcache.conductor.build`).
     """
 
     def __init__(
@@ -67,6 +68,7 @@ class ConductorState:
         db: Database,
         transports: rpc.Transports,
         images: ImageSource | None = None,
+        scheduler: build.SchedulerAPI | None = None,
     ) -> None:
         self.conf = conf
         self.db = db
@@ -87,6 +89,12 @@ class ConductorState:
         if self.providers is None:
             LOG.warning("[placement] auth_type is not set: no compute will be reported to "
                         "Placement, so none is schedulable")
+        self.scheduler = scheduler
+        self.builder = self._make_builder()
+
+    def _make_builder(self) -> build.InstanceBuilder:
+        return build.InstanceBuilder(self.conf, self.db, self.cells, self.scheduler,
+                                     images=lambda: self.precacher.images)
 
     def shutdown(self, wait: bool = False) -> None:
         """Stop both pools: queued host calls are dropped and running jobs end ``failed``
@@ -208,6 +216,23 @@ class ConductorManager:
         if not image_ids:
             raise exception.InvalidInput(reason="cache_images needs at least one image")
         return self.state.precacher.start(ctxt, int(aggregate_id), list(image_ids))
+
+    # -- the boot path -----------------------------------------------------------------------
+
+    def build_instances(
+        self, ctxt: RequestContext, instance_uuids: list[str], min_count: int = 1
+    ) -> None:
+        """Schedule and build instances the API created (a cast; each instance's state says
+        how it ended)."""
+        self.state.builder.build(ctxt, list(instance_uuids), int(min_count))
+
+    def rebuild_instance(self, ctxt: RequestContext, instance_uuid: str) -> None:
+        """Rebuild an instance from its new image on its host (a cast)."""
+        self.state.builder.rebuild(ctxt, instance_uuid)
+
+    def delete_instance(self, ctxt: RequestContext, instance_uuid: str) -> None:
+        """Remove an instance's disk and allocation and mark it deleted (a cast)."""
+        self.state.builder.delete(ctxt, instance_uuid)
 
     # -- image cache reports ----------------------------------------------------------------
 

@@ -168,31 +168,46 @@ def fault_values(message: str, code: int, details: str | None = None) -> dict[st
             "fault_created_at": models.utcnow()}
 
 
-def fail_interrupted(db: Database, conductor_host: str | None, before: datetime.datetime,
-                     message: str) -> list[str]:
-    """Put in ``error`` every instance whose task was left half done: building, rebuilding
-    or deleting under ``conductor_host`` (any conductor when ``None``) and unchanged since
-    ``before``. A delete left half done goes back to ``error`` too, so deleting again
-    finishes it.
+#: Task states of work in progress: an instance in one has a conductor working on it.
+BUSY = (instance_states.SCHEDULING, instance_states.SPAWNING, instance_states.REBUILDING,
+        instance_states.REBUILD_SPAWNING, instance_states.DELETING)
+
+
+class BusyInstance(TypedDict):
+    uuid: str
+    conductor_host: str | None
+    changed_at: datetime.datetime
+
+
+def busy_list(db: Database, before: datetime.datetime) -> list[BusyInstance]:
+    """Instances with work in progress (:data:`BUSY`) unchanged since ``before``."""
+    changed = func.coalesce(models.Instance.updated_at, models.Instance.created_at)
+    with db.transaction() as session:
+        rows = session.execute(
+            select(models.Instance.uuid, models.Instance.conductor_host, changed).where(
+                models.Instance.vm_state != instance_states.DELETED,
+                models.Instance.task_state.in_(BUSY),
+                changed < before,
+            ))
+        return [BusyInstance(uuid=u, conductor_host=c, changed_at=t) for u, c, t in rows]
+
+
+def fail_busy(db: Database, uuids: Collection[str], message: str) -> list[str]:
+    """Put the instances of ``uuids`` still busy in ``error`` with ``message`` as fault: their
+    work was left half done. A delete left half done goes to ``error`` too, so that deleting
+    again finishes it.
 
     :returns: the uuids failed.
     """
-    busy = (instance_states.SCHEDULING, instance_states.SPAWNING, instance_states.REBUILDING,
-            instance_states.REBUILD_SPAWNING, instance_states.DELETING)
+    if not uuids:
+        return []
     with db.transaction() as session:
-        query = select(models.Instance.uuid).where(
-            models.Instance.vm_state != instance_states.DELETED,
-            models.Instance.task_state.in_(busy),
-            func.coalesce(models.Instance.updated_at, models.Instance.created_at) < before,
-        )
-        if conductor_host is not None:
-            query = query.where(models.Instance.conductor_host == conductor_host)
-        uuids = list(session.scalars(query))
-        if uuids:
+        failed = list(session.scalars(select(models.Instance.uuid).where(
+            models.Instance.uuid.in_(list(uuids)), models.Instance.task_state.in_(BUSY))))
+        if failed:
             session.execute(
                 update(models.Instance)
-                .where(models.Instance.uuid.in_(uuids),
-                       models.Instance.task_state.in_(busy))
+                .where(models.Instance.uuid.in_(failed), models.Instance.task_state.in_(BUSY))
                 .values(vm_state=instance_states.ERROR, task_state=None,
                         updated_at=models.utcnow(), **fault_values(message, 500)))
-        return uuids
+        return failed
