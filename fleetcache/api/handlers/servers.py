@@ -44,8 +44,9 @@ CAST_ERRORS = (exception.RPCVersionCapped, messaging.MessagingException)
 
 
 def authorize(req: webob.Request, action: str, target: dict[str, Any] | None = None) -> None:
-    policy.authorize(util.get_state(req).enforcer, util.get_context(req),
-                     policies.ROOT % action if ":" not in action else action, target)
+    """``action`` is a server action (``create``, ``create:forced_host``) or a full rule name."""
+    name = action if action.startswith("os_compute_api:") else policies.ROOT % action
+    policy.authorize(util.get_state(req).enforcer, util.get_context(req), name, target)
 
 
 def _target(instance: InstanceDict) -> dict[str, Any]:
