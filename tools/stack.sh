@@ -426,6 +426,15 @@ auth_type = admin_token
 endpoint = $PLACEMENT_URL
 token = admin
 
+# The scheduler: the image-type request filter, and both isolation filters beside the
+# extra-specs one (a test that shows AggregateImagePropertiesIsolation's leak alone drops a
+# file into conductor.d).
+[scheduler]
+filter_hosts_by_image_type_support = true
+
+[filter_scheduler]
+enabled_filters = ComputeFilter,AggregateImagePropertiesIsolation,AggregateInstanceExtraSpecsFilter,AggregateImageStrictIsolation
+
 # aggregate.cache_images.* notifications on the default transport (integration tests read them)
 [oslo_messaging_notifications]
 driver = messaging

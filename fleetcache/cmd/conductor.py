@@ -98,6 +98,8 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
         except common.TRANSPORT_URL_ERRORS as exc:
             common.config_error(
                 BINARY, f"invalid value for option [DEFAULT] transport_url: {exc}")
+        except exception.InvalidConfiguration as exc:  # e.g. an unknown enabled filter
+            common.config_error(BINARY, str(exc))
         return service.run()
     finally:
         if state is not None:

@@ -45,7 +45,7 @@ from fleetcache.common.db import models
 from fleetcache.common.db.instances import InstanceDict
 from fleetcache.common.db.session import Database
 from fleetcache.compute.rpcapi import ComputeAPI
-from fleetcache.conductor.scheduler.spec import FlavorSpec, RequestSpec, Selection
+from fleetcache.conductor.scheduler import FlavorSpec, RequestSpec, Selection
 from fleetcache.image.source import ImageSource
 
 LOG = logging.getLogger(__name__)

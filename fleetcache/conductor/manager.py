@@ -37,6 +37,8 @@ from fleetcache.conductor import build, notifications, precache, rpcapi
 from fleetcache.conductor.cells import CellTransports
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.placement import PlacementClient, ProviderSync
+from fleetcache.conductor.scheduler import Scheduler
+from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image.source import ImageSource
 
 LOG = logging.getLogger(__name__)
@@ -59,7 +61,11 @@ class ConductorState:
     :ivar precacher: starts pre-cache jobs on these pools.
     :ivar providers: keeps computes' Placement resource providers in step; ``None`` when
         ``[placement]`` is not configured (no compute is then schedulable).
-    :ivar builder: builds, rebuilds and deletes instances (:mod:`fleetcache.conductor.build`).
+    :ivar scheduler: places instances (``select_destinations``); ``None`` without
+        ``[placement]``. Built here so that a bad ``[filter_scheduler]`` stops the conductor
+        at start-up.
+    :ivar builder: builds, rebuilds and deletes instances (:mod:`fleetcache.conductor.build`)
+        with that scheduler.
     """
 
     def __init__(
@@ -68,7 +74,6 @@ class ConductorState:
         db: Database,
         transports: rpc.Transports,
         images: ImageSource | None = None,
-        scheduler: build.SchedulerAPI | None = None,
     ) -> None:
         self.conf = conf
         self.db = db
@@ -78,23 +83,42 @@ class ConductorState:
             max_workers=conf.conductor.max_concurrent_jobs)
         notifier = rpc.get_notifier(transports.notification(),
                                     publisher_id=f"{binaries.CONDUCTOR}:{conf.host}")
+        client = PlacementClient.from_conf(conf)
         self.precacher = precache.Precacher(
             conf, db, conf.host, clients=self.cells,
             notifier=notifications.CacheNotifier(notifier),
             host_calls=self.host_calls, job_runner=self.job_coordinators.submit, images=images,
+            image_support=self._image_support(conf, client),
         )
-        client = PlacementClient.from_conf(conf)
         self.providers = (ProviderSync(client, conf.placement.generation_conflict_retries)
                           if client is not None else None)
         if self.providers is None:
             LOG.warning("[placement] auth_type is not set: no compute will be reported to "
                         "Placement, so none is schedulable")
-        self.scheduler = scheduler
-        self.builder = self._make_builder()
+        try:
+            self.scheduler = self._build_scheduler(conf, db, client)
+        except BaseException:
+            self.shutdown()
+            raise
+        self.builder = build.InstanceBuilder(conf, db, self.cells, self.scheduler,
+                                             images=lambda: self.precacher.images)
 
-    def _make_builder(self) -> build.InstanceBuilder:
-        return build.InstanceBuilder(self.conf, self.db, self.cells, self.scheduler,
-                                     images=lambda: self.precacher.images)
+    @staticmethod
+    def _image_support(
+        conf: cfg.ConfigOpts, client: PlacementClient | None
+    ) -> ImageTypeSupport | None:
+        """What lets a pre-cache job mark hosts without an image's format trait
+        ``unsupported`` (the image-type request filter's rule), when both are on."""
+        if client is None or not conf.scheduler.filter_hosts_by_image_type_support:
+            return None
+        return ImageTypeSupport(client)
+
+    @staticmethod
+    def _build_scheduler(
+        conf: cfg.ConfigOpts, db: Database, client: PlacementClient | None
+    ) -> Scheduler | None:
+        """:raises InvalidConfiguration: an unknown host filter or weigher."""
+        return Scheduler(conf, db, client) if client is not None else None
 
     def shutdown(self, wait: bool = False) -> None:
         """Stop both pools: queued host calls are dropped and running jobs end ``failed``

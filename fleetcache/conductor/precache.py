@@ -56,6 +56,7 @@ from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor import notifications
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.jobresults import CACHED_STATES, JobStats, ResultWriter
+from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image import source as image_source
 
 LOG = logging.getLogger(__name__)
@@ -88,6 +89,9 @@ class HostPlan:
     host: str
     #: The host's compute service, ``None`` when it has none.
     service: ServiceDict | None
+    #: Images the host cannot use (its provider lacks the format's trait), with the reason:
+    #: ``unsupported`` without asking the host.
+    unsupported: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 class Precacher:
@@ -102,6 +106,8 @@ class Precacher:
     :param job_runner: runs a job's coordinating function in the background (the conductor's
         bounded coordinator pool's ``submit``); it raises ``RuntimeError`` once stopped.
     :param images: the image source; default ``[image_source] backend``, loaded on first use.
+    :param image_support: tells which hosts lack an image's format trait in Placement (``None``:
+        every host is asked).
     """
 
     def __init__(
@@ -114,8 +120,10 @@ class Precacher:
         host_calls: HostCallPool,
         job_runner: Callable[[Callable[[], None]], object],
         images: image_source.ImageSource | None = None,
+        image_support: ImageTypeSupport | None = None,
     ) -> None:
         self.conf = conf
+        self.image_support = image_support
         self.db = db
         self.host = host
         self.clients = clients
@@ -142,15 +150,16 @@ class Precacher:
         if not image_ids:
             raise exception.InvalidInput(reason="no image to cache")
         aggregate = db_api.aggregate_get(self.db, aggregate_id)
-        for image_id in image_ids:
-            self.images.show(ctxt, image_id)
+        metas = {i: self.images.show(ctxt, i).to_dict() for i in image_ids}
         services = db_api.aggregate_hosts_by_cell(self.db, aggregate["hosts"], binaries.COMPUTE)
         by_host = {s["host"]: s for group in services.values() for s in group}
         job = jobs.job_create(
             self.db, aggregate["id"], aggregate["uuid"], image_ids,
             len(aggregate["hosts"]), self.host,
         )
-        plans = [HostPlan(h, by_host.get(h)) for h in aggregate["hosts"]]
+        unsupported = (self.image_support.unsupported(aggregate["uuid"], aggregate["hosts"], metas)
+                       if self.image_support is not None else {})
+        plans = [HostPlan(h, by_host.get(h), unsupported.get(h, {})) for h in aggregate["hosts"]]
         PrecacheJob(self, ctxt, aggregate, job, plans).launch()
         return job
 
@@ -252,6 +261,9 @@ class PrecacheJob:
             LOG.info("Skipping image pre-cache request to compute %s: it is disabled",
                      plan.host)
             return _same_result_per_image(self.image_ids, "skipped", "disabled")
+        if all(i in plan.unsupported for i in self.image_ids):
+            return {i: ImageResult(state="unsupported", reason=plan.unsupported[i],
+                                   bytes_downloaded=0) for i in self.image_ids}
         return None
 
     def _call_host(self, plan: HostPlan) -> None:
@@ -260,8 +272,13 @@ class PrecacheJob:
         cell = plan.service["cell"] if plan.service is not None else None
         try:
             client = self.precacher.clients.compute_api(cell)
-            replies = client.cache_images(self.ctxt, plan.host, self.image_ids)
-            results = self._check_replies(replies)
+            asked = [i for i in self.image_ids if i not in plan.unsupported]
+            replies = client.cache_images(self.ctxt, plan.host, asked)
+            results = self._check_replies(replies, asked)
+            results.update({i: ImageResult(state="unsupported", reason=reason,
+                                           bytes_downloaded=0)
+                            for i, reason in plan.unsupported.items()})
+            results = {i: results[i] for i in self.image_ids}
         except Exception as exc:
             LOG.warning("Image pre-cache request to compute %s failed: %s: %s",
                         plan.host, type(exc).__name__, exc)
@@ -269,9 +286,12 @@ class PrecacheJob:
                 self.image_ids, "error", f"{type(exc).__name__}: {exc}")
         self._host_done(plan.host, results)
 
-    def _check_replies(self, replies: Mapping[str, ImageResult]) -> dict[str, ImageResult]:
+    @staticmethod
+    def _check_replies(
+        replies: Mapping[str, ImageResult], image_ids: list[str]
+    ) -> dict[str, ImageResult]:
         results = {}
-        for image_id in self.image_ids:
+        for image_id in image_ids:
             reply = replies.get(image_id) if isinstance(replies, Mapping) else None
             if not isinstance(reply, Mapping) or reply.get("state") not in jobs.RESULT_STATES:
                 reply = ImageResult(state="error", bytes_downloaded=0,

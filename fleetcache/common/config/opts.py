@@ -11,12 +11,14 @@ from fleetcache.common.config import (
     conductor,
     database,
     default,
+    filter_scheduler,
     glance,
     image_cache,
     image_source,
     libvirt,
     placement,
     resources,
+    scheduler,
     upgrade_levels,
 )
 
@@ -27,12 +29,14 @@ MODULES = (
     compute_group,
     conductor,
     database,
+    filter_scheduler,
     glance,
     image_cache,
     image_source,
     libvirt,
     placement,
     resources,
+    scheduler,
     upgrade_levels,
 )
 

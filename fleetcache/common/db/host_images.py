@@ -3,14 +3,14 @@
 Each compute reports its whole cache (every image with its size and last use, plus the disk
 bytes the cache takes) after each ageing pass and each pre-cache request; the conductor stores
 it here, replacing that host's previous set in one transaction. A report older than the one
-stored (casts may arrive out of order) is ignored. Nothing reads it yet: the scheduler's
-cached-image weigher will, with the query it needs.
+stored (casts may arrive out of order) is ignored. The scheduler's cached-image weigher reads
+it (:func:`hosts_with_image`).
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TypedDict
 
 from sqlalchemy import delete, select, update
@@ -114,3 +114,13 @@ def _replace(session: Session, host: str, images: dict[str, ReportedImage],
         for i in images.values()
     )
     return True
+
+
+def hosts_with_image(db: Database, image_id: str, hosts: Iterable[str] | None = None) -> set[str]:
+    """The hosts (of ``hosts``, default all) whose latest report holds ``image_id``: one
+    query."""
+    query = select(models.HostImage.host).where(models.HostImage.image_id == image_id)
+    if hosts is not None:
+        query = query.where(models.HostImage.host.in_(list(hosts)))
+    with db.transaction() as session:
+        return set(session.scalars(query))
