@@ -51,6 +51,9 @@ from fleetcache.image.source import ImageSource
 LOG = logging.getLogger(__name__)
 
 GiB = 1024**3
+#: The owner Placement records for a server made without a project or user (a noauth
+#: request sends none): Placement refuses a consumer whose project_id or user_id is empty.
+NO_OWNER = "fleetcache-noauth"
 #: Nova's fault code for a failed build or schedule (``instance_faults.code``).
 FAULT_CODE = 500
 
@@ -168,8 +171,8 @@ class InstanceBuilder:
         flavor = first["flavor"]
         spec = RequestSpec(
             instance_uuids=[i["uuid"] for i in instances],
-            project_id=first["project_id"] or "",
-            user_id=first["user_id"] or "",
+            project_id=first["project_id"] or NO_OWNER,
+            user_id=first["user_id"] or NO_OWNER,
             flavor=FlavorSpec(
                 flavorid=flavor["flavorid"], vcpus=flavor["vcpus"],
                 memory_mb=flavor["memory_mb"], root_gb=flavor["root_gb"],
