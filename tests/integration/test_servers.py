@@ -6,6 +6,7 @@ image cache; the state says what is true, Placement holds exactly what exists.""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import subprocess
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from tests.integration.conftest import Stack
 pytestmark = pytest.mark.integration
 
 QCOW2 = "COMPUTE_IMAGE_TYPE_QCOW2"
+VHD = "COMPUTE_IMAGE_TYPE_VHD"
 
 
 @pytest.fixture
@@ -97,10 +99,18 @@ def test_default_backend_builds_qcow2_over_the_cached_base(
 
 def test_vhd_image_no_host_supports_ends_error_with_no_valid_host(
         stack: Stack, images: Images, servers: Servers, small: str) -> None:
-    server = servers.create(small, images("vhd"))
-    assert server["status"] == "ERROR"
-    fault = server["fault"]
-    assert fault["message"].startswith("No valid host was found."), fault
+    # The stack's computes convert vhd with qemu-img (they claim COMPUTE_IMAGE_TYPE_VHD):
+    # here none does.
+    with contextlib.ExitStack() as restarts:
+        for host in stack.computes:
+            restarts.enter_context(stack.compute_options(
+                host, "no-vhd", "[compute]\nimage_type_exclude_list = vhd\n"))
+        for host in stack.computes:
+            eventually(lambda h=host: VHD not in _traits(stack, h), 60, f"{host} without vhd")
+        server = servers.create(small, images("vhd"))
+        assert server["status"] == "ERROR"
+        fault = server["fault"]
+        assert fault["message"].startswith("No valid host was found."), fault
     record = servers.record(server["id"])
     assert record["host"] is None and allocations(stack, server["id"]) == {}
     # Admins (the stack's noauth default) see which filter removed how many hosts.
@@ -194,8 +204,9 @@ def test_parallel_boots_for_the_last_slots(stack: Stack, images: Images,
 def test_rebuild_to_an_image_the_host_cannot_use_is_error(
         stack: Stack, images: Images, servers: Servers, small: str) -> None:
     server = servers.create(small, images("raw"), check=True)
+    # No compute of the stack claims ploop (COMPUTE_IMAGE_TYPE_PLOOP).
     stack.run_openstack("--os-compute-api-version", "2.81", "server", "rebuild", "--image",
-                        images("vhd"), server["id"], check=False)
+                        images("ploop"), server["id"], check=False)
     shown = eventually(lambda: (s := servers.show(server["id"]))["status"] != "REBUILD" and s,
                        BUILD_TIMEOUT, "the rebuild to end")
     assert shown["status"] == "ERROR"
