@@ -8,6 +8,10 @@ from __future__ import annotations
 
 PREFIX = "/v2.1"
 AGGREGATE = PREFIX + "/os-aggregates/{aggregate_id}"
+FLAVORS = PREFIX + "/flavors"
+FLAVOR = FLAVORS + "/{flavor_id}"
+SERVERS = PREFIX + "/servers"
+SERVER = SERVERS + "/{server_id}"
 OPENAPI = "/openapi.json"
 #: The status page (HTML) and the progress feed its script polls: admin-only, outside /v2.1.
 STATUS = "/status"

@@ -2,8 +2,9 @@
 
 Serves topic ``conductor`` on the default transport and on every cell's (new cells are picked
 up every ``[conductor] cell_refresh_interval``), registers itself as ``fleetcache-conductor``
-and heartbeats straight into the database, and on start fails the pre-cache jobs a previous
-conductor on this host left unfinished.
+and heartbeats straight into the database, and on start fails the pre-cache jobs and instance
+builds a previous conductor on this host left unfinished (then, periodically, the builds of
+conductors that died).
 
 ``main`` builds what the process owns at start-up and passes it in: the transports
 (:class:`~fleetcache.common.rpc.Transports`) and, in :func:`build_service`, the
@@ -27,7 +28,7 @@ from fleetcache.common.db import jobs
 from fleetcache.common.db.api import CellDict
 from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service, ServiceReporter
-from fleetcache.conductor import rpcapi
+from fleetcache.conductor import build, rpcapi
 from fleetcache.conductor.cells import CellListeners
 from fleetcache.conductor.manager import ConductorManager, ConductorState
 
@@ -53,6 +54,7 @@ def build_service(
     if interrupted:
         LOG.warning("Marked %d pre-cache job(s) of a previous conductor on %s as failed "
                     "(interrupted): %s", len(interrupted), conf.host, ", ".join(interrupted))
+    build.fail_orphaned(db, conf, restarted=True)
     state = ConductorState(conf, db, transports, registry=registry)
     service = Service(BINARY)
 
@@ -75,7 +77,14 @@ def build_service(
         unknown=(exception.ComputeHostNotFound,),
     )
     service.add_periodic("report", reporter.run_once, conf.report_interval)
+    # Instances whose conductor died end in error within service_down_time plus this.
+    service.add_periodic("orphaned-instances", lambda: _fail_orphaned(db, conf),
+                         conf.service_down_time, initial_delay=conf.service_down_time)
     return service, state
+
+
+def _fail_orphaned(db: Database, conf: cfg.ConfigOpts) -> None:
+    build.fail_orphaned(db, conf)
 
 
 def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) -> int:

@@ -19,7 +19,10 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── AggregateHostNotFound
     │   ├── CellNotFound
     │   ├── ComputeHostNotFound
+    │   ├── FlavorNotFound
+    │   ├── FlavorExtraSpecNotFound
     │   ├── ImageNotFound
+    │   ├── InstanceNotFound
     │   └── JobNotFound
     ├── Conflict (409)
     │   ├── AggregateNameExists
@@ -27,6 +30,9 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── AggregateNotEmpty
     │   ├── CellExists
     │   ├── ComputeBusy
+    │   ├── FlavorExists
+    │   ├── FlavorIdExists
+    │   ├── InstanceInvalidState
     │   └── RPCVersionCapped
     ├── ImageFetchError (a download failed; carries the reason)
     │   └── ImageChecksumMismatch (the bytes differ from the image's size or hash)
@@ -154,6 +160,21 @@ class ImageNotFound(NotFound):
     error_code = "fleetcache.image.not_found"
 
 
+class FlavorNotFound(NotFound):
+    msg_fmt = "Flavor %(flavor_id)s could not be found."
+    error_code = "fleetcache.flavor.not_found"
+
+
+class FlavorExtraSpecNotFound(NotFound):
+    msg_fmt = "Flavor %(flavor_id)s has no extra specs with key %(key)s."
+    error_code = "fleetcache.flavor.extra_spec_not_found"
+
+
+class InstanceNotFound(NotFound):
+    msg_fmt = "Instance %(instance_id)s could not be found."
+    error_code = "fleetcache.instance.not_found"
+
+
 class JobNotFound(NotFound):
     msg_fmt = "Job %(job_id)s could not be found."
     error_code = "fleetcache.job.not_found"
@@ -189,6 +210,22 @@ class ComputeBusy(Conflict):
     msg_fmt = ("Compute %(host)s is busy: it already serves %(limit)d long calls "
                "([compute] max_concurrent_long_calls); %(method)s was refused, try again later")
     error_code = "fleetcache.compute.busy"
+
+
+class FlavorExists(Conflict):
+    msg_fmt = "Flavor with name %(name)s already exists."
+    error_code = "fleetcache.flavor.name_exists"
+
+
+class FlavorIdExists(Conflict):
+    msg_fmt = "Flavor with ID %(flavor_id)s already exists."
+    error_code = "fleetcache.flavor.id_exists"
+
+
+class InstanceInvalidState(Conflict):
+    msg_fmt = ("Cannot '%(action)s' instance %(instance_uuid)s while it is in "
+               "%(attr)s %(state)s")
+    error_code = "fleetcache.instance.invalid_state"
 
 
 class RPCVersionCapped(Conflict):

@@ -34,7 +34,7 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db import host_images
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
-from fleetcache.conductor import notifications, precache, rpcapi
+from fleetcache.conductor import build, notifications, precache, rpcapi
 from fleetcache.conductor.cells import CellTransports
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.metrics import ConductorMetrics, JobStateCollector
@@ -68,6 +68,8 @@ class ConductorState:
     :ivar scheduler: places instances (``select_destinations``); ``None`` without
         ``[placement]``. Built here so that a bad ``[filter_scheduler]`` stops the conductor
         at start-up.
+    :ivar builder: builds, rebuilds and deletes instances (:mod:`fleetcache.conductor.build`)
+        with that scheduler.
     """
 
     def __init__(
@@ -107,6 +109,8 @@ class ConductorState:
         except BaseException:
             self.shutdown()
             raise
+        self.builder = build.InstanceBuilder(conf, db, self.cells, self.scheduler,
+                                             images=lambda: self.precacher.images)
 
     @staticmethod
     def _image_support(
@@ -245,6 +249,23 @@ class ConductorManager:
         if not image_ids:
             raise exception.InvalidInput(reason="cache_images needs at least one image")
         return self.state.precacher.start(ctxt, int(aggregate_id), list(image_ids))
+
+    # -- the boot path -----------------------------------------------------------------------
+
+    def build_instances(
+        self, ctxt: RequestContext, instance_uuids: list[str], min_count: int = 1
+    ) -> None:
+        """Schedule and build instances the API created (a cast; each instance's state says
+        how it ended)."""
+        self.state.builder.build(ctxt, list(instance_uuids), int(min_count))
+
+    def rebuild_instance(self, ctxt: RequestContext, instance_uuid: str) -> None:
+        """Rebuild an instance from its new image on its host (a cast)."""
+        self.state.builder.rebuild(ctxt, instance_uuid)
+
+    def delete_instance(self, ctxt: RequestContext, instance_uuid: str) -> None:
+        """Remove an instance's disk and allocation and mark it deleted (a cast)."""
+        self.state.builder.delete(ctxt, instance_uuid)
 
     # -- image cache reports ----------------------------------------------------------------
 
