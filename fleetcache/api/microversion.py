@@ -32,8 +32,13 @@ ENVIRON_KEY = "fleetcache.microversion"
 VERSIONS = [
     "2.1",  # The base: os-aggregates CRUD and actions, os-services list.
     "2.11",  # os-services: each service shows "forced_down".
+    "2.37",  # POST /servers: "networks" is required ("none" or "auto").
     "2.41",  # os-aggregates: each aggregate shows its "uuid".
+    "2.47",  # servers: the flavor is shown embedded (name, resources, extra specs).
     "2.53",  # os-services: a service's "id" is its uuid.
+    "2.55",  # flavors: a description (create, show, PUT /flavors/{id}).
+    "2.61",  # flavors: each flavor shows its "extra_specs".
+    "2.75",  # flavors: "swap" is 0 rather than "" when there is none.
     "2.81",  # POST /os-aggregates/{id}/images pre-caches images; the images/jobs resource.
 ]
 

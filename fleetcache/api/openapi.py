@@ -18,11 +18,25 @@ import re
 from typing import Any
 
 from fleetcache.api import microversion, util
-from fleetcache.api.paths import AGGREGATE, OPENAPI, PREFIX, PUBLIC_PATHS
+from fleetcache.api.paths import (
+    AGGREGATE,
+    FLAVOR,
+    FLAVORS,
+    HOST_IMAGE_CACHE,
+    OPENAPI,
+    PREFIX,
+    PUBLIC_PATHS,
+    SERVER,
+    SERVERS,
+    STATUS,
+    STATUS_PROGRESS,
+)
 from fleetcache.api.router import Handler, RouteTable
 from fleetcache.api.schemas import aggregate_images as image_schemas
 from fleetcache.api.schemas import aggregates as aggregate_schemas
+from fleetcache.api.schemas import flavors as flavor_schemas
 from fleetcache.api.schemas import parameter_types
+from fleetcache.api.schemas import servers as server_schemas
 from fleetcache.common.db import jobs as db_jobs
 
 AGG = AGGREGATE
@@ -31,6 +45,14 @@ REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", AGG): aggregate_schemas.UPDATE,
     ("POST", AGG + "/action"): {"oneOf": list(aggregate_schemas.ACTIONS.values())},
     ("POST", AGG + "/images"): image_schemas.CACHE_V2_81,
+    # The widest body of each: description from 2.55, networks required from 2.37.
+    ("POST", FLAVORS): flavor_schemas.CREATE_V2_55,
+    ("PUT", FLAVOR): flavor_schemas.UPDATE_V2_55,
+    ("POST", FLAVOR + "/os-extra_specs"): flavor_schemas.EXTRA_SPECS_CREATE,
+    ("PUT", FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"):
+        flavor_schemas.EXTRA_SPEC_UPDATE,
+    ("POST", SERVERS): server_schemas.CREATE,
+    ("POST", SERVER + "/action"): {"oneOf": list(server_schemas.ACTIONS.values())},
 }
 
 #: Schemas shared by several bodies, published once under ``components`` (a name pattern is
@@ -45,6 +67,11 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
                      "its uuid); anything else is an unknown aggregate (404)"},
     "job_id": {"type": "string", "format": "uuid"},
     "image_id": {"type": "string"},
+    "host": {"type": "string", "minLength": 1, "maxLength": 255,
+             "description": "A compute host's name"},
+    "flavor_id": {"type": "string", "description": "The flavor's id (not its name)"},
+    "flavor_extra_spec_key": {"type": "string"},
+    "server_id": {"type": "string", "description": "The server's uuid"},
 }
 QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("GET", PREFIX + "/os-services"): [
@@ -60,6 +87,23 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
              "nothing"},
         ]
         for path in (PREFIX + "/images", PREFIX + "/v2/images")
+    },
+    **{
+        ("GET", path): [
+            {"name": "is_public", "in": "query", "required": False,
+             "schema": {"type": "string"},
+             "description": "true (default), false or none (both); admins only, others "
+             "always get the public flavors"},
+        ]
+        for path in (FLAVORS, FLAVORS + "/detail")
+    },
+    **{
+        ("GET", path): [
+            {"name": "all_tenants", "in": "query", "required": False,
+             "schema": {"type": "string"},
+             "description": "Every project's servers (admins); 0 or false: the caller's"},
+        ]
+        for path in (SERVERS, SERVERS + "/detail")
     },
 }
 
@@ -112,6 +156,17 @@ def _wrapped(key: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": {key: schema}, "required": [key]}
 
 
+_STR = {"type": "string"}
+_NINT = {"type": ["integer", "null"]}
+_BOOL = {"type": "boolean"}
+_ARRAY = {"type": "array"}
+_OBJECT = {"type": "object"}
+_NSTR = {"type": ["string", "null"]}
+_INT = {"type": "integer"}
+_COUNTS = {"type": "object", "additionalProperties": _INT}
+
+_HTML_PAGE = {"description": "The status page (HTML)",
+              "content": {"text/html": {"schema": {"type": "string"}}}}
 _AGGREGATE_BODY = _json(_wrapped("aggregate", _ref("Aggregate")), "The aggregate")
 SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", "/"): ("200", _json(_ref("Versions"), "The API versions")),
@@ -150,13 +205,129 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", PREFIX + "/os-services"): (
         "200", _json(_wrapped("services", {"type": "array", "items": _ref("Service")}), "All"),
     ),
+    ("GET", FLAVORS): (
+        "200", _json(_wrapped("flavors", {"type": "array", "items": _ref("FlavorSummary")}),
+                     "The flavors the caller may see"),
+    ),
+    ("GET", FLAVORS + "/detail"): (
+        "200", _json(_wrapped("flavors", {"type": "array", "items": _ref("Flavor")}),
+                     "The flavors the caller may see"),
+    ),
+    ("POST", FLAVORS): ("200", _json(_wrapped("flavor", _ref("Flavor")), "The flavor")),
+    ("GET", FLAVOR): ("200", _json(_wrapped("flavor", _ref("Flavor")), "The flavor")),
+    ("PUT", FLAVOR): ("200", _json(_wrapped("flavor", _ref("Flavor")), "The flavor")),
+    ("DELETE", FLAVOR): ("202", {"description": "Deleted; empty body"}),
+    ("GET", FLAVOR + "/os-extra_specs"): (
+        "200", _json(_wrapped("extra_specs", _ref("ExtraSpecs")), "Every extra spec"),
+    ),
+    ("POST", FLAVOR + "/os-extra_specs"): (
+        "200", _json(_wrapped("extra_specs", _ref("ExtraSpecs")), "The specs given"),
+    ),
+    ("GET", FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"): (
+        "200", _json(_ref("ExtraSpecs"), "{key: value}"),
+    ),
+    ("PUT", FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"): (
+        "200", _json(_ref("ExtraSpecs"), "{key: value}"),
+    ),
+    ("DELETE", FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"): (
+        "200", {"description": "Deleted; empty body"},
+    ),
+    ("GET", SERVERS): (
+        "200", _json(_wrapped("servers", {"type": "array", "items": _ref("ServerSummary")}),
+                     "The project's servers, newest first"),
+    ),
+    ("GET", SERVERS + "/detail"): (
+        "200", _json(_wrapped("servers", {"type": "array", "items": _ref("Server")}),
+                     "The project's servers, newest first"),
+    ),
+    ("POST", SERVERS): (
+        "202", _json({"anyOf": [_wrapped("server", _ref("ServerSummaryLinks")),
+                                {"type": "object", "properties": {"reservation_id": _STR},
+                                 "required": ["reservation_id"]}]},
+                     "Accepted: the server (the first one), or the reservation id"),
+    ),
+    ("GET", SERVER): ("200", _json(_wrapped("server", _ref("Server")), "The server")),
+    ("DELETE", SERVER): ("204", {"description": "Deletion under way"}),
+    ("POST", SERVER + "/action"): (
+        "202", _json(_wrapped("server", _ref("Server")), "Rebuild under way"),
+    ),
+    ("GET", HOST_IMAGE_CACHE): (
+        "200", _json(_wrapped("image_cache", _ref("HostImageCache")), "As last reported"),
+    ),
+    ("GET", STATUS): ("200", _HTML_PAGE),
+    ("GET", STATUS_PROGRESS): (
+        "200", _json(_wrapped("jobs", {"type": "array", "items": _ref("JobProgress")}),
+                     "The status page's jobs, newest first"),
+    ),
+}
+#: More responses than the success and the fault: the status page's sign-in form (a browser
+#: that ``auth_token`` refused gets it instead of the JSON fault).
+EXTRA_RESPONSES: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", STATUS): {"401": {"description": "Sign-in form (Keystone, no valid token)",
+                              "content": {"text/html": {"schema": {"type": "string"}}}}},
 }
 
-_STR = {"type": "string"}
-_NSTR = {"type": ["string", "null"]}
-_INT = {"type": "integer"}
-_COUNTS = {"type": "object", "additionalProperties": _INT}
+_FLAVOR_DETAIL = ["ram", "disk", "vcpus", "OS-FLV-EXT-DATA:ephemeral",
+                  "OS-FLV-DISABLED:disabled", "swap", "rxtx_factor",
+                  "os-flavor-access:is_public"]
+_SERVER_DETAIL = ["status", "tenant_id", "user_id", "metadata", "hostId", "image", "flavor",
+                  "created", "updated", "addresses", "OS-EXT-STS:vm_state",
+                  "OS-EXT-STS:task_state", "OS-EXT-STS:power_state",
+                  "OS-EXT-AZ:availability_zone", "OS-SRV-USG:launched_at"]
 COMPONENTS: dict[str, dict[str, Any]] = {
+    "FlavorSummary": {
+        "type": "object",
+        "properties": {"id": _STR, "name": _STR, "links": _ARRAY,
+                       "description": {**_NSTR, "description": "From microversion 2.55"}},
+        "required": ["id", "name", "links"],
+    },
+    "Flavor": {
+        "allOf": [_ref("FlavorSummary")],
+        "type": "object",
+        "properties": {
+            "ram": _INT, "disk": _INT, "vcpus": _INT, "OS-FLV-EXT-DATA:ephemeral": _INT,
+            "OS-FLV-DISABLED:disabled": _BOOL,
+            "swap": {"type": ["integer", "string"], "description": "0 is \"\" below 2.75"},
+            "rxtx_factor": {"type": "number"}, "os-flavor-access:is_public": _BOOL,
+            "extra_specs": {**_OBJECT, "description": "From microversion 2.61"},
+        },
+        "required": _FLAVOR_DETAIL,
+    },
+    "ExtraSpecs": {"type": "object", "additionalProperties": _STR},
+    "ServerSummary": {
+        "type": "object",
+        "properties": {"id": _STR, "name": _STR, "links": _ARRAY},
+        "required": ["id", "name", "links"],
+    },
+    "ServerSummaryLinks": {
+        "type": "object",
+        "properties": {"id": _STR, "links": _ARRAY, "OS-DCF:diskConfig": _STR},
+        "required": ["id", "links"],
+    },
+    "Server": {
+        "allOf": [_ref("ServerSummary")],
+        "type": "object",
+        "properties": {
+            "status": {"enum": ["BUILD", "ACTIVE", "ERROR", "REBUILD", "DELETED", "UNKNOWN"]},
+            "tenant_id": _STR, "user_id": _STR, "metadata": _OBJECT, "hostId": _STR,
+            "image": _OBJECT, "flavor": _OBJECT, "created": _STR, "updated": _STR,
+            "addresses": _OBJECT, "OS-EXT-STS:vm_state": _STR, "OS-EXT-STS:task_state": _NSTR,
+            "OS-EXT-STS:power_state": _INT, "OS-EXT-AZ:availability_zone": _STR,
+            "OS-SRV-USG:launched_at": _NSTR, "OS-SRV-USG:terminated_at": _NSTR,
+            "OS-EXT-SRV-ATTR:host": {**_NSTR, "description": "Admins only"},
+            "OS-EXT-SRV-ATTR:hypervisor_hostname": {**_NSTR, "description": "Admins only"},
+            "progress": _INT,
+            "fault": {
+                "type": "object",
+                "description": "In ERROR: why; details for admins (the filter summary of a "
+                "failed schedule)",
+                "properties": {"code": _INT, "created": _NSTR, "message": _STR,
+                               "details": _STR},
+                "required": ["code", "created", "message"],
+            },
+        },
+        "required": _SERVER_DETAIL,
+    },
     "Fault": {
         "type": "object",
         "description": "One key naming the fault (badRequest, itemNotFound, ...)",
@@ -216,6 +387,26 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                      "total_hosts", "hosts_reported", "counts", "bytes_downloaded",
                      "created_at", "started_at", "finished_at", "links"],
     },
+    "HostImageCache": {
+        "type": "object",
+        "properties": {
+            "host": _STR, "usage_bytes": _INT, "image_count": _INT, "reported_at": _NSTR,
+            "images": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"image_id": _STR, "size": _INT, "last_used": _STR},
+                "required": ["image_id", "size", "last_used"],
+            }},
+        },
+        "required": ["host", "usage_bytes", "image_count", "reported_at", "images"],
+    },
+    "JobProgress": {
+        "type": "object",
+        "properties": {
+            "id": _STR, "state": {"enum": ["queued", "running", "done", "failed"]},
+            "total_hosts": _INT, "hosts_reported": _INT, "counts": _COUNTS,
+        },
+        "required": ["id", "state", "total_hosts", "hosts_reported", "counts"],
+    },
     "JobDetail": {
         "allOf": [
             _ref("Job"),
@@ -225,12 +416,15 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                     "host": _STR, "bytes_downloaded": _INT,
                     "images": {"type": "array", "items": {
                         "required": ["image_id", "state", "reason", "bytes_downloaded",
-                                     "updated_at"],
+                                     "download_path", "fallback_reason", "updated_at"],
                         "type": "object",
                         "properties": {
                             "image_id": _STR,
                             "state": {"enum": list(db_jobs.STORED_STATES)},
-                            "reason": _NSTR, "bytes_downloaded": _INT, "updated_at": _STR,
+                            "reason": _NSTR, "bytes_downloaded": _INT,
+                            # rbd or http for a download; as the compute reported it
+                            "download_path": _NSTR,
+                            "fallback_reason": _NSTR, "updated_at": _STR,
                         },
                     }},
                 },
@@ -250,7 +444,8 @@ def _operation(method: str, path: str, func: Handler, operation_id: str) -> dict
         "operationId": operation_id,
         "summary": doc,
         "parameters": QUERY_PARAMETERS.get((method, path), []) + _version_headers(min_version),
-        "responses": {status: success, "default": fault},
+        "responses": {status: success, **EXTRA_RESPONSES.get((method, path), {}),
+                      "default": fault},
     }
     body = REQUEST_BODIES.get((method, path))
     if body is not None:

@@ -10,12 +10,29 @@ from __future__ import annotations
 from fleetcache.api.handlers import (
     aggregate_images,
     aggregates,
+    flavor_extra_specs,
+    flavors,
+    host_image_cache,
     images,
     openapi,
+    server_actions,
+    servers,
     services,
+    status,
     versions,
 )
-from fleetcache.api.paths import AGGREGATE, OPENAPI, PREFIX
+from fleetcache.api.paths import (
+    AGGREGATE,
+    FLAVOR,
+    FLAVORS,
+    HOST_IMAGE_CACHE,
+    OPENAPI,
+    PREFIX,
+    SERVER,
+    SERVERS,
+    STATUS,
+    STATUS_PROGRESS,
+)
 from fleetcache.api.router import Handler
 
 ROUTE_DECLARATIONS: dict[str, dict[str, Handler]] = {}
@@ -39,10 +56,35 @@ ROUTE_DECLARATIONS.update(
         AGGREGATE + "/images/jobs": {"GET": aggregate_images.list_aggregate_image_jobs},
         AGGREGATE + "/images/jobs/{job_id}": {"GET": aggregate_images.get_aggregate_image_job},
         PREFIX + "/os-services": {"GET": services.list_services},
+        FLAVORS: {"GET": flavors.list_flavors, "POST": flavors.create_flavor},
+        # Before FLAVOR: "detail" is not a flavor id (nor, below, a server id).
+        FLAVORS + "/detail": {"GET": flavors.list_flavors_detail},
+        FLAVOR: {
+            "GET": flavors.get_flavor,
+            "PUT": flavors.update_flavor,
+            "DELETE": flavors.delete_flavor,
+        },
+        FLAVOR + "/os-extra_specs": {
+            "GET": flavor_extra_specs.list_flavor_extra_specs,
+            "POST": flavor_extra_specs.create_flavor_extra_specs,
+        },
+        FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}": {
+            "GET": flavor_extra_specs.get_flavor_extra_spec,
+            "PUT": flavor_extra_specs.update_flavor_extra_spec,
+            "DELETE": flavor_extra_specs.delete_flavor_extra_spec,
+        },
+        SERVERS: {"GET": servers.list_servers, "POST": servers.create_server},
+        SERVERS + "/detail": {"GET": servers.list_servers_detail},
+        SERVER: {"GET": servers.get_server, "DELETE": servers.delete_server},
+        SERVER + "/action": {"POST": server_actions.post_server_action},
         # Image look-ups for clients without an image endpoint (not Nova's; see
         # handlers/images.py for the requests the clients send).
         PREFIX + "/images": {"GET": images.list_images},
         PREFIX + "/images/{image_id}": {"GET": images.get_image},
         PREFIX + "/v2/images": {"GET": images.list_images},
+        # fleetcache extensions: a host's image cache, the status page and its feed.
+        HOST_IMAGE_CACHE: {"GET": host_image_cache.list_host_image_cache},
+        STATUS: {"GET": status.get_status},
+        STATUS_PROGRESS: {"GET": status.get_status_progress},
     }
 )

@@ -26,6 +26,14 @@ class CacheImagesAPI(Protocol):
 
     def sync_host_aggregates(self, ctxt: RequestContext, host: str) -> None: ...
 
+    def build_instances(
+        self, ctxt: RequestContext, instance_uuids: list[str], min_count: int = 1
+    ) -> None: ...
+
+    def rebuild_instance(self, ctxt: RequestContext, instance_uuid: str) -> None: ...
+
+    def delete_instance(self, ctxt: RequestContext, instance_uuid: str) -> None: ...
+
 
 class ApiState:
     """Built once per application by :func:`fleetcache.api.deploy.deploy`.

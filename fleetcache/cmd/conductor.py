@@ -2,8 +2,9 @@
 
 Serves topic ``conductor`` on the default transport and on every cell's (new cells are picked
 up every ``[conductor] cell_refresh_interval``), registers itself as ``fleetcache-conductor``
-and heartbeats straight into the database, and on start fails the pre-cache jobs a previous
-conductor on this host left unfinished.
+and heartbeats straight into the database, and on start fails the pre-cache jobs and instance
+builds a previous conductor on this host left unfinished (then, periodically, the builds of
+conductors that died).
 
 ``main`` builds what the process owns at start-up and passes it in: the transports
 (:class:`~fleetcache.common.rpc.Transports`) and, in :func:`build_service`, the
@@ -18,15 +19,16 @@ import sys
 from collections.abc import Sequence
 
 from oslo_config import cfg
+from prometheus_client import CollectorRegistry
 
 from fleetcache.cmd import common
-from fleetcache.common import binaries, exception, rpc
+from fleetcache.common import binaries, exception, metrics, rpc
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs
 from fleetcache.common.db.api import CellDict
 from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service, ServiceReporter
-from fleetcache.conductor import rpcapi
+from fleetcache.conductor import build, rpcapi
 from fleetcache.conductor.cells import CellListeners
 from fleetcache.conductor.manager import ConductorManager, ConductorState
 
@@ -42,15 +44,18 @@ EXECUTOR_THREAD_POOL_SIZE = 32
 
 
 def build_service(
-    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
+    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports,
+    registry: CollectorRegistry | None = None,
 ) -> tuple[Service, ConductorState]:
     """Assemble the conductor: its shared state and pools, RPC servers, cell refresh and
-    self-reporting. The caller stops the service, then shuts the state down."""
+    self-reporting, its metrics in ``registry``. The caller stops the service, then shuts the
+    state down."""
     interrupted = jobs.jobs_fail_interrupted(db, conf.host)
     if interrupted:
         LOG.warning("Marked %d pre-cache job(s) of a previous conductor on %s as failed "
                     "(interrupted): %s", len(interrupted), conf.host, ", ".join(interrupted))
-    state = ConductorState(conf, db, transports)
+    build.fail_orphaned(db, conf, restarted=True)
+    state = ConductorState(conf, db, transports, registry=registry)
     service = Service(BINARY)
 
     def make_endpoint(cell: CellDict | None) -> ConductorManager:
@@ -72,7 +77,14 @@ def build_service(
         unknown=(exception.ComputeHostNotFound,),
     )
     service.add_periodic("report", reporter.run_once, conf.report_interval)
+    # Instances whose conductor died end in error within service_down_time plus this.
+    service.add_periodic("orphaned-instances", lambda: _fail_orphaned(db, conf),
+                         conf.service_down_time, initial_delay=conf.service_down_time)
     return service, state
+
+
+def _fail_orphaned(db: Database, conf: cfg.ConfigOpts) -> None:
+    build.fail_orphaned(db, conf)
 
 
 def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) -> int:
@@ -82,15 +94,23 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
     )
     db = common.open_database(conf, BINARY)
     transports = rpc.Transports(conf)
+    registry = CollectorRegistry()
     state: ConductorState | None = None
+    exporter: metrics.Exporter | None = None
     try:
         try:
-            service, state = build_service(conf, db, transports)
+            service, state = build_service(conf, db, transports, registry)
+            exporter = metrics.start_exporter(
+                conf.metrics.bind_host, conf.metrics.conductor_port, registry, BINARY)
         except common.TRANSPORT_URL_ERRORS as exc:
             common.config_error(
                 BINARY, f"invalid value for option [DEFAULT] transport_url: {exc}")
+        except exception.InvalidConfiguration as exc:  # e.g. an unknown enabled filter
+            common.config_error(BINARY, str(exc))
         return service.run()
     finally:
+        if exporter is not None:
+            exporter.stop()
         if state is not None:
             state.shutdown()
         transports.cleanup()

@@ -9,10 +9,12 @@ resource providers in. The demo generates two small images (a real qcow2 made wi
 over them through the REST API (served on 127.0.0.1, a free port), pre-caches the images on it
 through the same code path as production (``POST /os-aggregates/{id}/images``, then the job
 resource), prints the per-host, per-image table, and checks every compute's ``_base``. A
-second request shows the images reported ``existing``, and the computes' resource providers
-are printed (inventory, ``COMPUTE_IMAGE_TYPE_*`` traits, the aggregate mirrored from
-``add_host``). Exit status 0 when every image reached every host and every provider is in the
-aggregate.
+second request shows the images reported ``existing``; then one server per image is booted
+through ``POST /servers`` (the scheduler on Placement, the disk from the cache) and the demo
+says where each went and why (:mod:`fleetcache.cmd._demo_boot`), and the computes' resource
+providers are printed (inventory, ``COMPUTE_IMAGE_TYPE_*`` traits, the aggregate mirrored from
+``add_host``). Exit status 0 when every image reached every host, every server is active and
+every provider is in the aggregate.
 
 Without ``qemu-img`` (a fresh machine) the demo says so in one line and runs on what such a
 host can honestly do: only the raw image, on computes with ``[libvirt] images_type = flat``
@@ -46,7 +48,7 @@ from oslo_config import cfg
 from oslo_messaging import opts as messaging_opts
 
 from fleetcache.api import wsgi
-from fleetcache.cmd import _local_wsgi, _placement_embedded, _render, common
+from fleetcache.cmd import _demo_boot, _local_wsgi, _placement_embedded, _render, common
 from fleetcache.cmd import compute as compute_cmd
 from fleetcache.cmd import conductor as conductor_cmd
 from fleetcache.cmd._api_client import ApiClient
@@ -98,22 +100,23 @@ def compute_overrides(qemu_img: str | None) -> dict[str, Any]:
     return {"libvirt.images_type": "flat", "compute.image_type_exclude_list": with_header}
 
 
-def make_images(workdir: str, directory: str, qemu_img: str | None) -> list[tuple[str, str]]:
+def make_images(workdir: str, directory: str,
+                qemu_img: str | None) -> list[tuple[str, str, str]]:
     """Two small images in the local source (only the raw one without ``qemu_img``):
-    ``[(image_id, name)]``."""
+    ``[(image_id, name, disk_format)]``."""
     images = []
     if qemu_img:
         path = os.path.join(workdir, "cirros-like.qcow2")
         subprocess.run([qemu_img, "create", "-q", "-f", "qcow2", path, "64M"],  # noqa: S603
                        check=True)
         meta = local.add_image(directory, path, name="demo-qcow2", disk_format="qcow2")
-        images.append((meta.id, "demo-qcow2"))
+        images.append((meta.id, "demo-qcow2", "qcow2"))
     raw = os.path.join(workdir, "demo.raw")
     with open(raw, "wb") as f:
         for n in range(4):  # 4 MiB, not all zeros, so that the bytes matter
             f.write(os.urandom(64 * 1024) * 16 if n % 2 else bytes(1024 * 1024))
     meta = local.add_image(directory, raw, name="demo-raw", disk_format="raw")
-    images.append((meta.id, "demo-raw"))
+    images.append((meta.id, "demo-raw", "raw"))
     return images
 
 
@@ -228,8 +231,8 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
              "images_type = flat that refuse qcow2 and other formats (install qemu-utils, "
              "e.g. tools/install-debian-deps.sh, for the qcow2 image and qcow2 overlays)")
     images = make_images(workdir, conf.image_source.local_directory, qemu_img)
-    names = {image_id: name for image_id, name in images}
-    _say(f"Working in {workdir}; images: " + ", ".join(f"{n} ({i})" for i, n in images))
+    names = {image_id: name for image_id, name, _ in images}
+    _say(f"Working in {workdir}; images: " + ", ".join(f"{n} ({i})" for i, n, _ in images))
 
     conductor_transports = rpc.Transports(conf)
     cleanups.callback(conductor_transports.cleanup)
@@ -260,7 +263,7 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
             api.add_host(aggregate["id"], host)
         _say(f"API on {endpoint}; aggregate {aggregate['name']} ({aggregate['id']}, "
              f"{aggregate['uuid']}) holds {', '.join(hosts)}")
-        image_ids = [i for i, _ in images]
+        image_ids = [i for i, _, _ in images]
         bar = _render.ProgressBar(sys.stderr)
         try:
             job = api.wait_job(api.cache_images(aggregate["id"], image_ids),
@@ -271,7 +274,13 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
         _say(_render.job_summary(job))
         again = api.wait_job(api.cache_images(aggregate["id"], image_ids), timeout=300)
         _say("Second request (already cached, leases renewed): " + _render.job_summary(again))
-    problems = check_caches(conf.image_source.local_directory, workdir, hosts, image_ids)
+        _say("One server per image (openstack server create --network none), where each "
+             "went and why:")
+        lines, boot_problems = _demo_boot.boot_one_per_image(api, db, conf, hosts, images)
+        for line in lines:
+            _say(line)
+    problems = boot_problems + check_caches(conf.image_source.local_directory, workdir, hosts,
+                                            image_ids)
     problems += wait_aggregate_mirrored(conf, hosts, aggregate["uuid"])
     _say("Resource providers in Placement:")
     for line in placement_summary(conf, hosts):

@@ -19,7 +19,10 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── AggregateHostNotFound
     │   ├── CellNotFound
     │   ├── ComputeHostNotFound
+    │   ├── FlavorNotFound
+    │   ├── FlavorExtraSpecNotFound
     │   ├── ImageNotFound
+    │   ├── InstanceNotFound
     │   └── JobNotFound
     ├── Conflict (409)
     │   ├── AggregateNameExists
@@ -27,9 +30,14 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── AggregateNotEmpty
     │   ├── CellExists
     │   ├── ComputeBusy
+    │   ├── FlavorExists
+    │   ├── FlavorIdExists
+    │   ├── InstanceInvalidState
     │   └── RPCVersionCapped
     ├── ImageFetchError (a download failed; carries the reason)
+    │   ├── ImageChecksumMismatch (the bytes differ from the image's size or hash)
     │   └── DiskFloorReached (the cache's file system would fall below its floor)
+    ├── NoValidHost (the scheduler found no host; carries the per-filter summary)
     └── QemuImgError (a qemu-img conversion or disk creation failed)
 
 Exceptions that cross RPC must be built from JSON-serializable keyword arguments only: the
@@ -153,6 +161,21 @@ class ImageNotFound(NotFound):
     error_code = "fleetcache.image.not_found"
 
 
+class FlavorNotFound(NotFound):
+    msg_fmt = "Flavor %(flavor_id)s could not be found."
+    error_code = "fleetcache.flavor.not_found"
+
+
+class FlavorExtraSpecNotFound(NotFound):
+    msg_fmt = "Flavor %(flavor_id)s has no extra specs with key %(key)s."
+    error_code = "fleetcache.flavor.extra_spec_not_found"
+
+
+class InstanceNotFound(NotFound):
+    msg_fmt = "Instance %(instance_id)s could not be found."
+    error_code = "fleetcache.instance.not_found"
+
+
 class JobNotFound(NotFound):
     msg_fmt = "Job %(job_id)s could not be found."
     error_code = "fleetcache.job.not_found"
@@ -190,6 +213,22 @@ class ComputeBusy(Conflict):
     error_code = "fleetcache.compute.busy"
 
 
+class FlavorExists(Conflict):
+    msg_fmt = "Flavor with name %(name)s already exists."
+    error_code = "fleetcache.flavor.name_exists"
+
+
+class FlavorIdExists(Conflict):
+    msg_fmt = "Flavor with ID %(flavor_id)s already exists."
+    error_code = "fleetcache.flavor.id_exists"
+
+
+class InstanceInvalidState(Conflict):
+    msg_fmt = ("Cannot '%(action)s' instance %(instance_uuid)s while it is in "
+               "%(attr)s %(state)s")
+    error_code = "fleetcache.instance.invalid_state"
+
+
 class RPCVersionCapped(Conflict):
     msg_fmt = ("The %(topic)s RPC API is capped at version %(cap)s ([upgrade_levels] %(topic)s) "
                "but %(method)s needs %(version)s: upgrade every %(topic)s service first.")
@@ -199,6 +238,13 @@ class RPCVersionCapped(Conflict):
 class ImageFetchError(FleetcacheException):
     msg_fmt = "Could not fetch image %(image_id)s: %(reason)s"
     error_code = "fleetcache.image.fetch_failed"
+
+
+class ImageChecksumMismatch(ImageFetchError):
+    """The downloaded bytes differ from the image's size or hash (same message as its base:
+    a compute's result reason does not change; the compute's metrics count it apart)."""
+
+    error_code = "fleetcache.image.checksum_mismatch"
 
 
 class DiskFloorReached(ImageFetchError):
@@ -226,3 +272,20 @@ class PlacementGenerationConflict(PlacementError):
     msg_fmt = ("Resource provider %(uuid)s changed in Placement %(attempts)d times while it "
                "was being updated ([placement] generation_conflict_retries)")
     error_code = "fleetcache.placement.generation_conflict"
+
+
+class NoValidHost(FleetcacheException):
+    """No host passed the scheduler for (enough of) a request's instances.
+
+    :ivar filter_summary: ``[(filter name, hosts in, hosts out), ...]`` of the last pass, for
+        admins (``Placement`` first: the candidates it returned). Lists after an RPC hop.
+    """
+
+    msg_fmt = "No valid host was found. %(reason)s"
+    error_code = "fleetcache.scheduler.no_valid_host"
+
+    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("reason", "")
+        kwargs.setdefault("filter_summary", [])
+        super().__init__(message, **kwargs)
+        self.filter_summary: list[Any] = [tuple(row) for row in kwargs["filter_summary"]]

@@ -26,6 +26,7 @@ from typing import Any
 import futurist
 import oslo_messaging as messaging
 from oslo_config import cfg
+from prometheus_client import CollectorRegistry
 
 from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.context import RequestContext
@@ -33,11 +34,14 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db import host_images
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
-from fleetcache.conductor import notifications, precache, rpcapi
+from fleetcache.conductor import build, notifications, precache, rpcapi
 from fleetcache.conductor.cells import CellTransports
 from fleetcache.conductor.hostpool import HostCallPool
+from fleetcache.conductor.metrics import ConductorMetrics, JobStateCollector
 from fleetcache.conductor.origin import DownloadGate
 from fleetcache.conductor.placement import PlacementClient, ProviderSync
+from fleetcache.conductor.scheduler import Scheduler
+from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image.source import ImageSource
 
 LOG = logging.getLogger(__name__)
@@ -50,6 +54,8 @@ class ConductorState:
     :param transports: the conductor's transports (it cleans them up itself, after
         :meth:`shutdown`).
     :param images: the image source; default ``[image_source] backend``, loaded on first use.
+    :param registry: where the conductor's metrics are registered (the exporter's); default a
+        registry of its own that nobody serves.
     :ivar cells: the transports of the default broker and every cell, and compute RPC clients
         into them (``cells.compute_api(cell)``).
     :ivar host_calls: the pool every job calls computes from, ``[image_cache]
@@ -62,6 +68,11 @@ class ConductorState:
     :ivar precacher: starts pre-cache jobs on these pools.
     :ivar providers: keeps computes' Placement resource providers in step; ``None`` when
         ``[placement]`` is not configured (no compute is then schedulable).
+    :ivar scheduler: places instances (``select_destinations``); ``None`` without
+        ``[placement]``. Built here so that a bad ``[filter_scheduler]`` stops the conductor
+        at start-up.
+    :ivar builder: builds, rebuilds and deletes instances (:mod:`fleetcache.conductor.build`)
+        with that scheduler.
     """
 
     def __init__(
@@ -70,9 +81,13 @@ class ConductorState:
         db: Database,
         transports: rpc.Transports,
         images: ImageSource | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.conf = conf
         self.db = db
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.registry.register(JobStateCollector(db))
+        self.metrics = ConductorMetrics(self.registry)
         self.cells = CellTransports(conf, db, transports)
         self.host_calls = HostCallPool(conf.image_cache.precache_concurrency, name="precache")
         self.job_coordinators = futurist.ThreadPoolExecutor(
@@ -80,18 +95,44 @@ class ConductorState:
         self.gate = DownloadGate.from_conf(conf, db)
         notifier = rpc.get_notifier(transports.notification(),
                                     publisher_id=f"{binaries.CONDUCTOR}:{conf.host}")
+        client = PlacementClient.from_conf(conf)
         self.precacher = precache.Precacher(
             conf, db, conf.host, clients=self.cells,
             notifier=notifications.CacheNotifier(notifier),
             host_calls=self.host_calls, job_runner=self.job_coordinators.submit, images=images,
             gate=self.gate,
+            image_support=self._image_support(conf, client),
+            metrics=self.metrics,
         )
-        client = PlacementClient.from_conf(conf)
         self.providers = (ProviderSync(client, conf.placement.generation_conflict_retries)
                           if client is not None else None)
         if self.providers is None:
             LOG.warning("[placement] auth_type is not set: no compute will be reported to "
                         "Placement, so none is schedulable")
+        try:
+            self.scheduler = self._build_scheduler(conf, db, client)
+        except BaseException:
+            self.shutdown()
+            raise
+        self.builder = build.InstanceBuilder(conf, db, self.cells, self.scheduler,
+                                             images=lambda: self.precacher.images)
+
+    @staticmethod
+    def _image_support(
+        conf: cfg.ConfigOpts, client: PlacementClient | None
+    ) -> ImageTypeSupport | None:
+        """What lets a pre-cache job mark hosts without an image's format trait
+        ``unsupported`` (the image-type request filter's rule), when both are on."""
+        if client is None or not conf.scheduler.filter_hosts_by_image_type_support:
+            return None
+        return ImageTypeSupport(client)
+
+    @staticmethod
+    def _build_scheduler(
+        conf: cfg.ConfigOpts, db: Database, client: PlacementClient | None
+    ) -> Scheduler | None:
+        """:raises InvalidConfiguration: an unknown host filter or weigher."""
+        return Scheduler(conf, db, client) if client is not None else None
 
     def shutdown(self, wait: bool = False) -> None:
         """Stop both pools: queued host calls are dropped and running jobs end ``failed``
@@ -206,7 +247,7 @@ class ConductorManager:
     ) -> JobDict:
         """Validate the images, create a pre-cache job on the aggregate and start it.
 
-        :param pin_seconds: keep the images on the hosts at least this long from now (1.3).
+        :param pin_seconds: keep the images on the hosts at least this long from now (1.4).
         :returns: the job, ``queued``; it runs on after this call returns
             (:mod:`fleetcache.conductor.precache`).
         :raises InvalidInput: when no image is given.
@@ -219,6 +260,23 @@ class ConductorManager:
             raise exception.InvalidInput(reason=f"bad pin_seconds {pin_seconds!r}")
         return self.state.precacher.start(ctxt, int(aggregate_id), list(image_ids),
                                           pin_seconds=pin_seconds)
+
+    # -- the boot path -----------------------------------------------------------------------
+
+    def build_instances(
+        self, ctxt: RequestContext, instance_uuids: list[str], min_count: int = 1
+    ) -> None:
+        """Schedule and build instances the API created (a cast; each instance's state says
+        how it ended)."""
+        self.state.builder.build(ctxt, list(instance_uuids), int(min_count))
+
+    def rebuild_instance(self, ctxt: RequestContext, instance_uuid: str) -> None:
+        """Rebuild an instance from its new image on its host (a cast)."""
+        self.state.builder.rebuild(ctxt, instance_uuid)
+
+    def delete_instance(self, ctxt: RequestContext, instance_uuid: str) -> None:
+        """Remove an instance's disk and allocation and mark it deleted (a cast)."""
+        self.state.builder.delete(ctxt, instance_uuid)
 
     # -- image cache reports ----------------------------------------------------------------
 

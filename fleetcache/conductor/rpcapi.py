@@ -1,14 +1,16 @@
 """Client side of the conductor RPC API (topic ``conductor``).
 
-Used by the API (pre-cache requests) and by every service for registration and heartbeats,
-which is how compute agents stay free of database credentials.
+Used by the API (pre-cache requests; server builds, rebuilds and deletes) and by every
+service for registration and heartbeats, which is how compute agents stay free of database
+credentials.
 
 API version history:
 
 * 1.0 - Initial version: register_service, service_heartbeat, cache_images
 * 1.1 - Added report_image_cache
 * 1.2 - Added sync_host_aggregates
-* 1.3 - cache_images takes pin_seconds
+* 1.3 - Added build_instances, rebuild_instance, delete_instance
+* 1.4 - cache_images takes pin_seconds
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from fleetcache.common.db.host_images import ReportedImage
 from fleetcache.common.db.jobs import JobDict
 
 TOPIC = "conductor"
-RPC_API_VERSION = "1.3"
+RPC_API_VERSION = "1.4"
 
 
 class ConductorAPI:
@@ -83,17 +85,17 @@ class ConductorAPI:
     ) -> JobDict:
         """Validate the images, create a pre-cache job and start it; returns the queued job.
 
-        :param pin_seconds: pin the images on the hosts for this long (version 1.3).
+        :param pin_seconds: pin the images on the hosts for this long (version 1.4).
         :raises ImageNotFound, ImageNotAvailable: before any host is asked.
         :raises AggregateNotFound:
-        :raises RPCVersionCapped: a pin with ``[upgrade_levels] conductor`` below 1.3.
+        :raises RPCVersionCapped: a pin with ``[upgrade_levels] conductor`` below 1.4.
         """
         if pin_seconds is None:
             cctxt = self._prepare("cache_images")
             return cctxt.call(  # type: ignore[no-any-return]
                 ctxt, "cache_images", aggregate_id=aggregate_id, image_ids=image_ids
             )
-        cctxt = self._prepare("cache_images", "1.3")
+        cctxt = self._prepare("cache_images", "1.4")
         return cctxt.call(  # type: ignore[no-any-return]
             ctxt, "cache_images", aggregate_id=aggregate_id, image_ids=image_ids,
             pin_seconds=pin_seconds,
@@ -128,3 +130,31 @@ class ConductorAPI:
         """
         cctxt = self._prepare("sync_host_aggregates", "1.2")
         cctxt.cast(ctxt, "sync_host_aggregates", host=host)
+
+    # -- the boot path: casts; the instances' states say how each ended ------------------------
+
+    def build_instances(
+        self, ctxt: RequestContext, instance_uuids: list[str], min_count: int = 1
+    ) -> None:
+        """Schedule the instances (created ``building`` by the API) and build their disks.
+
+        :raises RPCVersionCapped: when ``[upgrade_levels] conductor`` is below 1.3.
+        """
+        cctxt = self._prepare("build_instances", "1.3")
+        cctxt.cast(ctxt, "build_instances", instance_uuids=instance_uuids, min_count=min_count)
+
+    def rebuild_instance(self, ctxt: RequestContext, instance_uuid: str) -> None:
+        """Rebuild the instance (marked ``rebuilding`` by the API) from its new image.
+
+        :raises RPCVersionCapped: when ``[upgrade_levels] conductor`` is below 1.3.
+        """
+        cctxt = self._prepare("rebuild_instance", "1.3")
+        cctxt.cast(ctxt, "rebuild_instance", instance_uuid=instance_uuid)
+
+    def delete_instance(self, ctxt: RequestContext, instance_uuid: str) -> None:
+        """Remove the instance's disk and allocation, then mark it deleted.
+
+        :raises RPCVersionCapped: when ``[upgrade_levels] conductor`` is below 1.3.
+        """
+        cctxt = self._prepare("delete_instance", "1.3")
+        cctxt.cast(ctxt, "delete_instance", instance_uuid=instance_uuid)

@@ -1,7 +1,8 @@
 """Default policies, one module per REST resource; ``list_rules`` feeds oslo.policy's tools.
 
 Entry point ``oslo.policy.policies``: ``fleetcache = fleetcache.api.policies:list_rules``.
-Every default is admin-only (``context_is_admin``, i.e. ``role:admin``).
+Defaults are Nova's: admin-only (``context_is_admin``, i.e. ``role:admin``) for aggregates,
+pre-caching, services and flavor changes; project member or reader for servers.
 """
 
 from __future__ import annotations
@@ -10,7 +11,17 @@ import itertools
 
 from oslo_policy import policy
 
-from fleetcache.api.policies import aggregate_images, aggregates, base, images, services
+from fleetcache.api.policies import (
+    aggregate_images,
+    aggregates,
+    base,
+    flavors,
+    host_image_cache,
+    images,
+    servers,
+    services,
+    status,
+)
 
 
 def list_rules() -> list[policy.RuleDefault]:
@@ -21,5 +32,9 @@ def list_rules() -> list[policy.RuleDefault]:
             aggregate_images.list_rules(),
             images.list_rules(),
             services.list_rules(),
+            host_image_cache.list_rules(),
+            status.list_rules(),
+            flavors.list_rules(),
+            servers.list_rules(),
         )
     )

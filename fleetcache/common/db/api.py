@@ -468,3 +468,10 @@ def purge_all(db: Database) -> None:
             models.Cell,
         ):
             session.execute(delete(model))
+
+
+def compute_hosts(db: Database) -> list[str]:
+    """The host names of every compute service, in one narrow query (no rows built)."""
+    with db.transaction() as session:
+        return list(session.scalars(
+            select(models.Service.host).where(models.Service.binary == binaries.COMPUTE)))

@@ -202,6 +202,84 @@ class HostImageCache(Base):
     updated_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)
 
 
+class Flavor(TimestampMixin, Base):
+    """A flavor, as Nova's: the resources an instance asks for, and extra specs that steer
+    scheduling. ``flavorid`` is what the API shows as ``id``; ``id`` is internal."""
+
+    __tablename__ = "flavors"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    flavorid: Mapped[str] = mapped_column(String(255), unique=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    vcpus: Mapped[int] = mapped_column(Integer)
+    memory_mb: Mapped[int] = mapped_column(Integer)
+    root_gb: Mapped[int] = mapped_column(Integer)
+    ephemeral_gb: Mapped[int] = mapped_column(Integer, default=0)
+    swap: Mapped[int] = mapped_column(Integer, default=0)
+    is_public: Mapped[bool] = mapped_column(Boolean, default=True)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    extra_specs: Mapped[list[FlavorExtraSpec]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan", order_by="FlavorExtraSpec.id"
+    )
+
+
+class FlavorExtraSpec(Base):
+    __tablename__ = "flavor_extra_specs"
+    __table_args__ = (
+        UniqueConstraint("flavor_id", "key", name="uniq_flavor_extra_specs0flavor_id0key"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    flavor_id: Mapped[int] = mapped_column(ForeignKey("flavors.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(255))
+    value: Mapped[str] = mapped_column(String(255))
+
+
+class Instance(TimestampMixin, Base):
+    """A server: a scheduled instance whose root disk a compute creates (no hypervisor).
+
+    ``vm_state`` is Nova's (``building``, ``active``, ``error``, ``deleted``) and the API's
+    ``status`` follows from it; the flavor is a snapshot taken at create time (deleting or
+    changing the flavor later does not change the server), as Nova's ``instance.flavor``.
+    A deleted instance keeps its row (``vm_state = deleted``, ``terminated_at``) for audit.
+    """
+
+    __tablename__ = "instances"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)
+    project_id: Mapped[str | None] = mapped_column(String(255), nullable=True, index=True)
+    user_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    display_name: Mapped[str] = mapped_column(String(255))
+    image_ref: Mapped[str] = mapped_column(String(255))
+    flavor: Mapped[dict[str, Any]] = mapped_column(JSON)
+    reservation_id: Mapped[str] = mapped_column(String(255))
+    launch_index: Mapped[int] = mapped_column(Integer, default=0)
+    #: The zone asked for (``None``: any), and the admin's forced host of ``zone:host``.
+    availability_zone: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    requested_host: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    host: Mapped[str | None] = mapped_column(String(255), nullable=True, index=True)
+    node: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    cell_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    vm_state: Mapped[str] = mapped_column(String(16), index=True)
+    task_state: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: The conductor running the instance's current task: one that restarts fails what it
+    #: left half done.
+    conductor_host: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    fault_message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    fault_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: Shown to admins only: the filter summary of a failed schedule, a traceback-free reason.
+    fault_details: Mapped[str | None] = mapped_column(Text, nullable=True)
+    fault_created_at: Mapped[datetime.datetime | None] = mapped_column(
+        PreciseDateTime, nullable=True)
+    #: What the compute's ``create_instance_disk`` returned (backend, path, format, base).
+    disk: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    launched_at: Mapped[datetime.datetime | None] = mapped_column(PreciseDateTime, nullable=True)
+    terminated_at: Mapped[datetime.datetime | None] = mapped_column(
+        PreciseDateTime, nullable=True)
+
+
 class DownloadGate(Base):
     """The row every conductor locks (an ``UPDATE``) before it counts and takes download
     leases, so that two conductors never both see a free slot: one row per origin."""

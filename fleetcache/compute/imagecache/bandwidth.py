@@ -21,7 +21,7 @@ from oslo_config import cfg
 
 from fleetcache.common.context import RequestContext
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
-from fleetcache.image.source import Writer
+from fleetcache.image.source import Buffer, Writer
 
 
 class TokenBucket:
@@ -59,7 +59,7 @@ class _ThrottledWriter:
         self.writer = writer
         self.bucket = bucket
 
-    def write(self, data: bytes, /) -> int | None:
+    def write(self, data: Buffer, /) -> int | None:
         self.bucket.take(len(data))
         return self.writer.write(data)
 

@@ -31,6 +31,7 @@ from fleetcache.common.context import RequestContext
 from fleetcache.compute import imagebackend
 from fleetcache.compute.imagecache.layout import cache_dir
 from fleetcache.image import ImageMeta
+from fleetcache.image.source import Buffer
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 #: Bytes with an optional binary unit: ``500M``, ``2G``, ``1GiB``, ``4096`` (oslo.utils'
@@ -95,7 +96,7 @@ class DiskFloorCheck:
                 reason=f"{what} needs {needed} bytes, {max(room, 0)} are free above the floor "
                 f"on {self.directory}")
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: Buffer) -> None:
         self.refuse_if_short(len(chunk), "the next chunk")
 
     def finish(self, path: str) -> None:

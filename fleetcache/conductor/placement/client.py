@@ -9,6 +9,7 @@ retries. Anything else unexpected (an error status, an unreachable endpoint) rai
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from keystoneauth1 import adapter as ks_adapter
@@ -20,7 +21,9 @@ from fleetcache.common import exception
 
 #: 1.36 is Placement Train: provider-generation-checked aggregates (1.19), ``POST
 #: /resource_providers`` returning the provider (1.20), ``in:`` and ``!`` in ``member_of``
-#: (1.21, 1.32), ``root_required`` (1.35). openstack-placement 16.0.0 serves up to 1.39.
+#: (1.21, 1.32), ``root_required`` (1.35); ``PUT /allocations`` with a null consumer generation
+#: for a new consumer (1.28) and the ``mappings`` of an allocation request (1.34).
+#: openstack-placement 16.0.0 serves up to 1.39.
 MICROVERSION = "1.36"
 
 #: Placement's error code for a write whose generation is no longer the provider's.
@@ -147,3 +150,44 @@ class PlacementClient:
             json={"resource_provider_generation": generation, "aggregates": sorted(aggregates)},
         ).json()
         return int(body["resource_provider_generation"])
+
+    # -- scheduling: candidates and allocations ----------------------------------------------
+
+    def get_allocation_candidates(self, params: list[tuple[str, str]]) -> dict[str, Any]:
+        """``GET /allocation_candidates`` with ``params`` (``member_of`` may repeat).
+
+        :raises PlacementError: also for a 400 (a malformed query is fleetcache's bug).
+        """
+        return dict(self._request("GET", "/allocation_candidates", ok=(200,),
+                                  params=params).json())
+
+    def claim_allocation(
+        self, consumer: str, allocation_request: Mapping[str, Any], project_id: str,
+        user_id: str,
+    ) -> bool:
+        """``PUT /allocations/{consumer}`` of a new consumer (``consumer_generation`` null).
+
+        :returns: False when Placement refused it with a 409: the provider no longer has room
+            (another claim got in first), or ``consumer`` already holds allocations.
+        """
+        body = dict(allocation_request)
+        body.update(project_id=project_id, user_id=user_id, consumer_generation=None)
+        try:
+            response = self._request("PUT", f"/allocations/{consumer}", ok=(204, 409), json=body)
+        except GenerationConflict:  # the consumer exists: someone claimed it already
+            return False
+        return bool(response.status_code == 204)
+
+    def delete_allocation(self, consumer: str) -> None:
+        """``DELETE /allocations/{consumer}``; none to delete (404) is fine."""
+        self._request("DELETE", f"/allocations/{consumer}", ok=(204, 404))
+
+    def get_allocations(self, consumer: str) -> dict[str, Any]:
+        """``{provider uuid: {"resources": {...}}}`` held by ``consumer`` (empty: none)."""
+        body = self._request("GET", f"/allocations/{consumer}", ok=(200,)).json()
+        return dict(body.get("allocations", {}))
+
+    def get_usages(self, uuid: str) -> dict[str, int]:
+        """``{resource class: used}`` of one provider."""
+        body = self._request("GET", f"/resource_providers/{uuid}/usages", ok=(200,)).json()
+        return dict(body["usages"])

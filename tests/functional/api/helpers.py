@@ -7,27 +7,37 @@ from typing import Any
 
 import webtest
 
+from fleetcache.common import instance_states
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
+from fleetcache.common.db import instances as db_instances
 from fleetcache.common.db import jobs as db_jobs
 from fleetcache.common.db import models
 from fleetcache.common.db.session import Database
 
 LATEST = {"OpenStack-API-Version": "compute 2.81"}
 MEMBER = {"X-Roles": "member", "X-User-Id": "u1", "X-Project-Id": "p1"}
+#: A project's member (and reader, as Keystone's implied roles make every member).
+PROJECT_USER = {"X-Roles": "member,reader", "X-User-Id": "u1", "X-Project-Id": "p1"}
+PROJECT_ADMIN = {"X-Roles": "admin,member,reader", "X-User-Id": "a1", "X-Project-Id": "p1"}
 
 
 class StubConductorAPI:
     """Stands in for ConductorAPI in these fast tests: queues a job row, or raises ``error``;
-    records the hosts whose aggregates it was asked to mirror into Placement."""
+    records the hosts whose aggregates it was asked to mirror into Placement, and the boot
+    path's casts (``boot_calls``). With ``settle`` set, a build puts its instances ``active``
+    on ``settle`` (a host), a rebuild makes them active again and a delete deletes them, as
+    the conductor would (``tests/unit/conductor/test_build.py`` tests the real flow)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self.calls: list[tuple[int, list[str]]] = []
         self.aggregate_syncs: list[str] = []
+        self.boot_calls: list[tuple[str, Any]] = []
         #: The ``pin_seconds`` of each ``cache_images`` call.
         self.pins: list[int | None] = []
         self.error: Exception | None = None
+        self.settle: str | None = None
 
     def cache_images(
         self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
@@ -50,6 +60,32 @@ class StubConductorAPI:
     def sync_host_aggregates(self, ctxt: RequestContext, host: str) -> None:
         assert isinstance(ctxt, RequestContext)
         self.aggregate_syncs.append(host)
+
+    def _boot_call(self, method: str, arg: Any) -> None:
+        self.boot_calls.append((method, arg))
+        if self.error is not None:
+            raise self.error
+
+    def build_instances(
+        self, ctxt: RequestContext, instance_uuids: list[str], min_count: int = 1
+    ) -> None:
+        self._boot_call("build_instances", (list(instance_uuids), min_count))
+        for uuid in instance_uuids if self.settle else []:
+            db_instances.instance_update(self.db, uuid, {
+                "vm_state": instance_states.ACTIVE, "task_state": None, "host": self.settle,
+                "node": self.settle})
+
+    def rebuild_instance(self, ctxt: RequestContext, instance_uuid: str) -> None:
+        self._boot_call("rebuild_instance", instance_uuid)
+        if self.settle:
+            db_instances.instance_update(self.db, instance_uuid, {
+                "vm_state": instance_states.ACTIVE, "task_state": None})
+
+    def delete_instance(self, ctxt: RequestContext, instance_uuid: str) -> None:
+        self._boot_call("delete_instance", instance_uuid)
+        if self.settle:
+            db_instances.instance_update(self.db, instance_uuid, {
+                "vm_state": instance_states.DELETED, "task_state": None})
 
 
 def create_aggregate(app: webtest.TestApp, name: str = "agg1", **extra: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ within ``make test``'s budget; the requests that found each bug are kept as expl
 
 from __future__ import annotations
 
+import io
 import pathlib
 import zlib
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ from fleetcache.common import config
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import migration
 from fleetcache.common.db.session import Database
+from fleetcache.image import local
 from tests.functional.api.helpers import StubConductorAPI
 
 MAX_EXAMPLES = 150
@@ -53,13 +55,17 @@ def _pick(value: object, among: int) -> int:
 
 
 class World:
-    """What the fuzzed application holds: aggregate ids and their jobs."""
+    """What the fuzzed application holds: aggregate ids and their jobs, flavors (with an
+    extra spec), an image and servers."""
 
     def __init__(self, app: Any, db: Database) -> None:
         self.app = app
         self.db = db
         self.aggregate_ids: list[int] = []
         self.job_ids: list[str] = []
+        self.flavor_ids: list[str] = []
+        self.server_ids: list[str] = []
+        self.image_id = ""
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +76,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     conf([], project="fleetcache", default_config_files=[])
     conf.set_override("connection", f"sqlite:///{path}/api.sqlite", group="database")
     conf.set_override("auth_strategy", "noauth", group="api")
+    conf.set_override("backend", "local", group="image_source")
+    conf.set_override("local_directory", str(path / "images"), group="image_source")
     db = Database.from_conf(conf)
     migration.db_sync(db)
     conductor = StubConductorAPI(db)
+    conductor.settle = HOSTS[0]
     application = wsgi.init_application(conf, conductor_api=conductor)
     state = World(application, db)
     for host in HOSTS:
@@ -94,8 +103,27 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             headers={"OpenStack-API-Version": "compute 2.81"}, status=202,
         )
         state.job_ids.append(queued.headers["Location"].rsplit("/", 1)[-1])
+    _add_flavors_and_servers(client, state, path)
     yield state
     db.dispose()
+
+
+def _add_flavors_and_servers(client: webtest.TestApp, state: World, path: pathlib.Path) -> None:
+    state.image_id = local.add_image(str(path / "images"), io.BytesIO(b"x" * 16),
+                                     name="fuzz").id
+    for number in range(2):
+        flavor = client.post_json("/v2.1/flavors", {"flavor": {
+            "name": f"fuzz{number}", "id": f"f{number}", "ram": 64, "vcpus": 1, "disk": 1}}
+        ).json["flavor"]
+        state.flavor_ids.append(flavor["id"])
+        client.post_json(f"/v2.1/flavors/{flavor['id']}/os-extra_specs",
+                         {"extra_specs": {"hw:cpu_policy": "shared"}})
+    for number in range(3):
+        server = client.post_json("/v2.1/servers", {"server": {
+            "name": f"fuzz{number}", "imageRef": state.image_id, "flavorRef": "f0",
+            "networks": "none"}}, headers={"OpenStack-API-Version": "compute 2.81"},
+            status=202).json["server"]
+        state.server_ids.append(server["id"])
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +141,13 @@ def served_schema(world: World) -> Any:
             path_parameters["aggregate_id"] = str(world.aggregate_ids[index])
             if "job_id" in path_parameters and _pick(raw, 2):
                 path_parameters["job_id"] = world.job_ids[index]
+        for key, known in (("flavor_id", world.flavor_ids), ("server_id", world.server_ids)):
+            raw = str(path_parameters.get(key, ""))
+            if raw and _pick(raw, 3):
+                path_parameters[key] = known[_pick(raw, len(known))]
+        key = str(path_parameters.get("flavor_extra_spec_key", ""))
+        if key and _pick(key, 2):
+            path_parameters["flavor_extra_spec_key"] = "hw:cpu_policy"
         return path_parameters
 
     @schema.hook
@@ -123,6 +158,18 @@ def served_schema(world: World) -> Any:
             if isinstance(args, dict) and isinstance(args.get("host"), str):
                 if _pick(args["host"], 2):
                     args["host"] = HOSTS[_pick(args["host"], len(HOSTS))]
+        # A server create or rebuild names the real image and flavor half of the time.
+        for key in ("server", "rebuild"):
+            args = body.get(key) if isinstance(body, dict) else None
+            if isinstance(args, dict) and isinstance(args.get("imageRef"), str):
+                if _pick(args["imageRef"], 2):
+                    args["imageRef"] = world.image_id
+                    if "flavorRef" in args:
+                        args["flavorRef"] = world.flavor_ids[_pick(args["imageRef"], 2)]
+            # Counts up to 1,000 are valid: keep the run's database small.
+            for count in ("min_count", "max_count"):
+                if isinstance(args, dict) and isinstance(args.get(count), int):
+                    args[count] = min(args[count], 3)
         return body
 
     return schema

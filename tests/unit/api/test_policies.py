@@ -1,4 +1,5 @@
-"""The default policies: Nova's names where Nova has them, and admin-only."""
+"""The default policies: Nova's names and defaults where Nova has them (admin-only but for
+servers, which a project's members own, and flavor reads, open to all)."""
 
 from __future__ import annotations
 
@@ -15,23 +16,66 @@ NOVA_NAMES = {
     "os_compute_api:os-aggregates:delete", "os_compute_api:os-aggregates:add_host",
     "os_compute_api:os-aggregates:remove_host", "os_compute_api:os-aggregates:set_metadata",
     "compute:aggregates:images", "os_compute_api:os-services:list",
+    "os_compute_api:os-flavor-manage:create", "os_compute_api:os-flavor-manage:update",
+    "os_compute_api:os-flavor-manage:delete",
+    "os_compute_api:os-flavor-extra-specs:index", "os_compute_api:os-flavor-extra-specs:show",
+    "os_compute_api:os-flavor-extra-specs:create",
+    "os_compute_api:os-flavor-extra-specs:update",
+    "os_compute_api:os-flavor-extra-specs:delete",
+    "os_compute_api:servers:index", "os_compute_api:servers:detail",
+    "os_compute_api:servers:index:get_all_tenants", "os_compute_api:servers:show",
+    "os_compute_api:servers:create", "os_compute_api:servers:create:forced_host",
+    "os_compute_api:servers:delete", "os_compute_api:servers:rebuild",
+    "os_compute_api:os-extended-server-attributes",
 }
+#: Not admin-only, as in Nova.
+PROJECT_READ = {"os_compute_api:os-flavor-extra-specs:index",
+                "os_compute_api:os-flavor-extra-specs:show", "os_compute_api:servers:index",
+                "os_compute_api:servers:detail", "os_compute_api:servers:show"}
+PROJECT_WRITE = {"os_compute_api:servers:create", "os_compute_api:servers:delete",
+                 "os_compute_api:servers:rebuild"}
+BASE_RULES = {"context_is_admin", "project_member_api", "project_reader_api"}
 
 
 def test_rule_names() -> None:
     names = {r.name for r in policies.list_rules()}
-    fleetcache_names = {"fleetcache:aggregates:images:jobs", "fleetcache:images:show"}
-    assert NOVA_NAMES | {"context_is_admin"} | fleetcache_names == names
+    fleetcache_names = {"fleetcache:aggregates:images:jobs", "fleetcache:images:show",
+                        "fleetcache:flavors:list", "fleetcache:status:show",
+                        "fleetcache:os-hosts:image-cache:list"}
+    assert NOVA_NAMES | BASE_RULES | fleetcache_names == names
 
 
-def test_every_operation_rule_is_documented_and_admin_only() -> None:
+def test_every_operation_rule_is_documented_with_novas_default() -> None:
     for rule in policies.list_rules():
-        if rule.name == "context_is_admin":
-            assert rule.check_str == "role:admin"
+        if rule.name in BASE_RULES:
             continue
         assert isinstance(rule, oslo_policy.DocumentedRuleDefault)
-        assert rule.check_str == "rule:context_is_admin"
+        expected = ("rule:project_reader_api or rule:context_is_admin"
+                    if rule.name in PROJECT_READ else
+                    "rule:project_member_api or rule:context_is_admin"
+                    if rule.name in PROJECT_WRITE else
+                    "@" if rule.name == "fleetcache:flavors:list" else "rule:context_is_admin")
+        assert rule.check_str == expected, rule.name
         assert rule.operations and rule.description
+
+
+def test_project_rules() -> None:
+    conf = cfg.ConfigOpts()
+    conf([])
+    enforcer = policy.get_enforcer(conf)
+    mine = {"project_id": "p", "user_id": "u"}
+    reader = RequestContext(roles=["reader"], project_id="p")
+    member = RequestContext(roles=["member", "reader"], project_id="p")
+    stranger = RequestContext(roles=["member", "reader"], project_id="q")
+    policy.authorize(enforcer, reader, "os_compute_api:servers:show", mine)
+    policy.authorize(enforcer, member, "os_compute_api:servers:create", mine)
+    for ctxt, rule in ((reader, "os_compute_api:servers:delete"),
+                       (stranger, "os_compute_api:servers:show")):
+        try:
+            policy.authorize(enforcer, ctxt, rule, mine)
+        except exception.PolicyNotAuthorized:
+            continue
+        raise AssertionError(f"{rule} allowed")
 
 
 def test_authorize() -> None:

@@ -89,3 +89,58 @@ def test_client_capped_at_1_1_does_not_ask_for_the_aggregate_mirror() -> None:
     with pytest.raises(exception.RPCVersionCapped, match="sync_host_aggregates needs 1.2"):
         client.sync_host_aggregates(CTXT, "h1")
     transports.cleanup()
+
+
+class BootConductor:
+    target = messaging.Target(version="1.3")
+
+    def __init__(self) -> None:
+        self.casts: list[tuple[str, dict[str, Any]]] = []
+        self.got = threading.Event()
+
+    def _record(self, method: str, **kwargs: Any) -> None:
+        self.casts.append((method, kwargs))
+        if len(self.casts) == 3:
+            self.got.set()
+
+    def build_instances(self, ctxt: Any, **kwargs: Any) -> None:
+        self._record("build_instances", **kwargs)
+
+    def rebuild_instance(self, ctxt: Any, **kwargs: Any) -> None:
+        self._record("rebuild_instance", **kwargs)
+
+    def delete_instance(self, ctxt: Any, **kwargs: Any) -> None:
+        self._record("delete_instance", **kwargs)
+
+
+def test_boot_path_casts_are_1_3() -> None:
+    conf = make_conf()
+    transports = rpc.Transports(conf)
+    transport = transports.get("fake:///")
+    endpoint = BootConductor()
+    server = rpc.get_server(transport, rpcapi.TOPIC, "conductor-1", [endpoint])
+    server.start()
+    try:
+        client = rpcapi.ConductorAPI(conf, transport)
+        client.build_instances(CTXT, ["u1", "u2"], min_count=2)
+        client.rebuild_instance(CTXT, "u1")
+        client.delete_instance(CTXT, "u2")
+        assert endpoint.got.wait(5)
+    finally:
+        server.stop()
+        server.wait()
+        transports.cleanup()
+    assert sorted(endpoint.casts, key=lambda c: c[0]) == [
+        ("build_instances", {"instance_uuids": ["u1", "u2"], "min_count": 2}),
+        ("delete_instance", {"instance_uuid": "u2"}),
+        ("rebuild_instance", {"instance_uuid": "u1"}),
+    ]
+
+
+def test_client_capped_at_1_2_does_not_build() -> None:
+    conf = make_conf(upgrade_levels__conductor="1.2")
+    transports = rpc.Transports(conf)
+    client = rpcapi.ConductorAPI(conf, transports.get("fake:///"))
+    with pytest.raises(exception.RPCVersionCapped, match="build_instances needs 1.3"):
+        client.build_instances(CTXT, ["u1"])
+    transports.cleanup()

@@ -1,7 +1,7 @@
 """cache_jobs.pin_until: until when a job's images are pinned on its hosts (NULL: no pin).
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-22
 """
 
@@ -12,8 +12,8 @@ from sqlalchemy.dialects import mysql
 # Microsecond timestamps on MySQL/MariaDB too (their DATETIME drops fractions by default).
 DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

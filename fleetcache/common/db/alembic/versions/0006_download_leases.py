@@ -1,8 +1,8 @@
 """download_gates and download_leases: the image service's download slots, shared by every
 conductor (``[image_cache] max_concurrent_downloads*``); the one gate row is created here.
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-11-22
 """
 
@@ -13,8 +13,8 @@ from sqlalchemy.dialects import mysql
 # Microsecond timestamps on MySQL/MariaDB too (their DATETIME drops fractions by default).
 DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

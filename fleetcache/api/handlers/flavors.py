@@ -1,0 +1,163 @@
+"""``/flavors``: flavors, shaped as Nova's (nova/api/openstack/compute/flavors.py, flavor_manage.py
+and views/flavors.py).
+
+Anyone lists and shows flavors; admins create, describe (2.55) and delete them. A non-admin
+sees public flavors only (fleetcache has no flavor access lists: a private flavor is the
+admins'). Deleting a flavor leaves the servers built with it as they are: each keeps a snapshot.
+
+Differences from Nova: ``rxtx_factor`` is accepted only as 1.0 (there is no network), the
+list's paging parameters (``limit``, ``marker``, ``sort_*``, ``minRam``, ``minDisk``) are not
+implemented (every flavor comes back, in creation order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import webob
+from oslo_utils import strutils
+
+from fleetcache.api import microversion, policy, util, validation
+from fleetcache.api.policies import flavors as policies
+from fleetcache.api.schemas import flavors as schemas
+from fleetcache.common import exception
+from fleetcache.common.db import flavors as db_flavors
+from fleetcache.common.db.flavors import FlavorDict
+
+DESCRIPTION_VERSION = microversion.Version(2, 55)
+EXTRA_SPECS_VERSION = microversion.Version(2, 61)
+SWAP_ZERO_VERSION = microversion.Version(2, 75)
+
+
+def authorize(req: webob.Request, rule: str) -> None:
+    policy.authorize(util.get_state(req).enforcer, util.get_context(req), rule)
+
+
+def is_admin(req: webob.Request) -> bool:
+    return policy.is_admin(util.get_state(req).enforcer, util.get_context(req))
+
+
+def links(req: webob.Request, collection: str, ident: str) -> list[dict[str, str]]:
+    """Nova's ``self`` and ``bookmark`` links of a resource."""
+    base = util.base_url(req)
+    return [{"rel": "self", "href": f"{base}/v2.1/{collection}/{ident}"},
+            {"rel": "bookmark", "href": f"{base}/{collection}/{ident}"}]
+
+
+def _may_see_specs(req: webob.Request) -> bool:
+    try:
+        authorize(req, policies.SPECS_ROOT % "index")
+    except exception.PolicyNotAuthorized:
+        return False
+    return True
+
+
+def format_flavor(req: webob.Request, flavor: FlavorDict, detail: bool = True) -> dict[str, Any]:
+    """One flavor as Nova shows it at the request's version."""
+    version = microversion.request_version(req)
+    body: dict[str, Any] = {"id": flavor["flavorid"], "name": flavor["name"]}
+    if detail:
+        no_swap: int | str = 0 if version.matches(SWAP_ZERO_VERSION) else ""
+        body.update({
+            "ram": flavor["memory_mb"], "disk": flavor["root_gb"], "vcpus": flavor["vcpus"],
+            "OS-FLV-EXT-DATA:ephemeral": flavor["ephemeral_gb"],
+            "OS-FLV-DISABLED:disabled": False,
+            "swap": flavor["swap"] or no_swap,
+            "rxtx_factor": 1.0,
+            "os-flavor-access:is_public": flavor["is_public"],
+        })
+    body["links"] = links(req, "flavors", flavor["flavorid"])
+    if version.matches(DESCRIPTION_VERSION):
+        body["description"] = flavor["description"]
+    if detail and version.matches(EXTRA_SPECS_VERSION) and _may_see_specs(req):
+        body["extra_specs"] = dict(flavor["extra_specs"])
+    return body
+
+
+def get_visible(req: webob.Request, flavorid: str) -> FlavorDict:
+    """The flavor, if the caller may see it. :raises FlavorNotFound:"""
+    flavor = db_flavors.flavor_get(util.get_state(req).db, flavorid)
+    if not flavor["is_public"] and not is_admin(req):
+        raise exception.FlavorNotFound(flavor_id=flavorid)
+    return flavor
+
+
+def _is_public_filter(req: webob.Request) -> bool | None:
+    """Nova's ``is_public`` query: ``true`` (default), ``false`` or ``none`` (both), the last
+    two for admins only (others always get the public ones).
+
+    :raises InvalidInput: for another value.
+    """
+    raw = req.GET.get("is_public")
+    if not is_admin(req):
+        return True
+    if raw is None:
+        return True
+    if raw.strip().lower() == "none":
+        return None
+    try:
+        return strutils.bool_from_string(raw, strict=True)
+    except ValueError as exc:
+        raise exception.InvalidInput(reason=f"Invalid is_public filter [{raw}]") from exc
+
+
+def _list(req: webob.Request, detail: bool) -> webob.Response:
+    authorize(req, policies.LIST)
+    flavors = db_flavors.flavor_list(util.get_state(req).db, is_public=_is_public_filter(req))
+    return util.json_response({"flavors": [format_flavor(req, f, detail) for f in flavors]})
+
+
+def list_flavors(req: webob.Request) -> webob.Response:
+    """List flavors: id, name and links (``?is_public=none`` shows admins every flavor)."""
+    return _list(req, detail=False)
+
+
+def list_flavors_detail(req: webob.Request) -> webob.Response:
+    """List flavors with their resources."""
+    return _list(req, detail=True)
+
+
+def get_flavor(req: webob.Request) -> webob.Response:
+    """Show a flavor."""
+    authorize(req, policies.LIST)
+    flavor = get_visible(req, req.urlvars["flavor_id"])
+    return util.json_response({"flavor": format_flavor(req, flavor)})
+
+
+def create_flavor(req: webob.Request) -> webob.Response:
+    """Create a flavor (200 with the flavor, as Nova); its id is generated when not given."""
+    authorize(req, policies.MANAGE_ROOT % "create")
+    version = microversion.request_version(req)
+    schema = schemas.CREATE_V2_55 if version.matches(DESCRIPTION_VERSION) else schemas.CREATE
+    body = validation.extract_body(req, schema)["flavor"]
+    flavor = db_flavors.flavor_create(
+        util.get_state(req).db,
+        name=body["name"],
+        flavorid=body.get("id"),
+        vcpus=body["vcpus"],
+        memory_mb=body["ram"],
+        root_gb=body["disk"],
+        ephemeral_gb=body.get("OS-FLV-EXT-DATA:ephemeral", 0),
+        swap=body.get("swap", 0),
+        is_public=body.get("os-flavor-access:is_public", True),
+        description=body.get("description"),
+    )
+    return util.json_response({"flavor": format_flavor(req, flavor)})
+
+
+@microversion.version_handler("2.55")
+def update_flavor(req: webob.Request) -> webob.Response:
+    """Change a flavor's description (the only thing Nova lets change)."""
+    authorize(req, policies.MANAGE_ROOT % "update")
+    body = validation.extract_body(req, schemas.UPDATE_V2_55)["flavor"]
+    flavor = db_flavors.flavor_update_description(
+        util.get_state(req).db, req.urlvars["flavor_id"], body["description"])
+    return util.json_response({"flavor": format_flavor(req, flavor)})
+
+
+def delete_flavor(req: webob.Request) -> webob.Response:
+    """Delete a flavor (202, empty body, as Nova); its servers keep their snapshot."""
+    authorize(req, policies.MANAGE_ROOT % "delete")
+    db_flavors.flavor_delete(util.get_state(req).db, req.urlvars["flavor_id"])
+    return util.empty_response(202)
+

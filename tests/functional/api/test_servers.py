@@ -1,0 +1,232 @@
+"""/servers: create, list, show, delete and rebuild, shaped as Nova's, against a stub
+conductor (the real build flow is tested in tests/unit/conductor/test_build.py)."""
+
+from __future__ import annotations
+
+import io
+import pathlib
+from typing import Any
+
+import oslo_messaging as messaging
+import pytest
+import webtest
+from oslo_config import cfg
+
+from fleetcache.common import instance_states
+from fleetcache.common.db import instances as db_instances
+from fleetcache.common.db.session import Database
+from fleetcache.image import local
+from tests.functional.api.helpers import (
+    LATEST,
+    PROJECT_ADMIN,
+    PROJECT_USER,
+    StubConductorAPI,
+    fault,
+)
+
+SERVERS = "/v2.1/servers"
+USER = {**PROJECT_USER, **LATEST}
+ADMIN = {**PROJECT_ADMIN, **LATEST}
+OTHER = {**USER, "X-Project-Id": "p2"}
+
+
+@pytest.fixture
+def images(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> dict[str, str]:
+    directory = tmp_path / "images"
+    directory.mkdir()
+    conf.set_override("backend", "local", group="image_source")
+    conf.set_override("local_directory", str(directory), group="image_source")
+    found = {}
+    for name, status, size in (("raw", "active", 10), ("queued", "queued", 10),
+                               ("big", "active", 3 * 1024**3)):
+        meta = local.add_image(str(directory), io.BytesIO(b"x" * 10), name=name, status=status,
+                               disk_format="raw")
+        if size != 10:
+            meta_file = directory / f"{meta.id}.json"
+            meta_file.write_text(meta_file.read_text().replace('"size": 10', f'"size": {size}'))
+        found[name] = meta.id
+    return found
+
+
+@pytest.fixture
+def flavor(app: webtest.TestApp) -> str:
+    body = {"flavor": {"name": "m1", "id": "m1", "ram": 512, "vcpus": 1, "disk": 1}}
+    app.post_json("/v2.1/flavors", body)
+    app.post_json("/v2.1/flavors/m1/os-extra_specs", {"extra_specs": {"k": "v"}})
+    return "m1"
+
+
+def _create(app: webtest.TestApp, images: dict[str, str], headers: Any = USER,
+            status: int = 202, **extra: Any) -> webtest.TestResponse:
+    body = {"server": {"name": "vm", "imageRef": images["raw"], "flavorRef": "m1",
+                       "networks": "none", **extra}}
+    return app.post_json(SERVERS, body, headers=headers, status=status)
+
+
+def test_create_records_build_and_casts(app: webtest.TestApp, images: dict[str, str],
+                                        flavor: str, conductor: StubConductorAPI,
+                                        db: Database) -> None:
+    server = _create(app, images).json["server"]
+    assert set(server) == {"id", "links", "OS-DCF:diskConfig"}
+    assert conductor.boot_calls == [("build_instances", ([server["id"]], 1))]
+    shown = app.get(f"{SERVERS}/{server['id']}", headers=USER).json["server"]
+    assert shown["status"] == "BUILD" and shown["OS-EXT-STS:task_state"] == "scheduling"
+    assert shown["tenant_id"] == "p1" and shown["user_id"] == "u1"
+    assert shown["image"]["id"] == images["raw"]
+    assert shown["flavor"] == {"vcpus": 1, "ram": 512, "disk": 1, "ephemeral": 0, "swap": 0,
+                               "original_name": "m1", "extra_specs": {"k": "v"}}
+    assert "OS-EXT-SRV-ATTR:host" not in shown  # members do not see hosts
+    record = db_instances.instance_get(db, server["id"])
+    assert record["flavor"]["flavorid"] == "m1" and record["availability_zone"] is None
+
+
+def test_flavor_by_id_and_links_below_2_47(app: webtest.TestApp, images: dict[str, str],
+                                          flavor: str) -> None:
+    server = _create(app, images).json["server"]
+    old = app.get(f"{SERVERS}/{server['id']}", headers=PROJECT_USER).json["server"]
+    assert old["flavor"]["id"] == "m1" and old["flavor"]["links"]
+
+
+def test_admin_sees_host_and_fault_details(app: webtest.TestApp, images: dict[str, str],
+                                           flavor: str, db: Database) -> None:
+    uuid = _create(app, images).json["server"]["id"]
+    db_instances.instance_update(db, uuid, {
+        "vm_state": instance_states.ERROR, "task_state": None,
+        **db_instances.fault_values("No valid host was found. ", 500,
+                                    "ComputeFilter: 3 -> 3 host(s); X: 3 -> 0 host(s)")})
+    member = app.get(f"{SERVERS}/{uuid}", headers=USER).json["server"]
+    assert member["status"] == "ERROR"
+    assert member["fault"]["message"].startswith("No valid host was found.")
+    assert "details" not in member["fault"]
+    admin = app.get(f"{SERVERS}/{uuid}", headers=ADMIN).json["server"]
+    assert admin["fault"]["details"].endswith("X: 3 -> 0 host(s)")
+    assert admin["OS-EXT-SRV-ATTR:host"] is None
+    assert "OS-EXT-SRV-ATTR:hypervisor_hostname" in admin
+
+
+def test_active_on_a_host(app: webtest.TestApp, images: dict[str, str], flavor: str,
+                          conductor: StubConductorAPI) -> None:
+    conductor.settle = "c2"
+    uuid = _create(app, images).json["server"]["id"]
+    admin = app.get(f"{SERVERS}/{uuid}", headers=ADMIN).json["server"]
+    assert admin["status"] == "ACTIVE" and admin["OS-EXT-SRV-ATTR:host"] == "c2"
+    assert admin["OS-EXT-SRV-ATTR:hypervisor_hostname"] == "c2" and admin["hostId"]
+    assert "fault" not in admin
+
+
+def test_counts_name_each_server(app: webtest.TestApp, images: dict[str, str], flavor: str,
+                                 conductor: StubConductorAPI) -> None:
+    response = _create(app, images, min_count=2, max_count=3, return_reservation_id=True)
+    assert response.json["reservation_id"].startswith("r-")
+    (method, (uuids, min_count)), = conductor.boot_calls
+    assert method == "build_instances" and len(uuids) == 3 and min_count == 2
+    names = sorted(s["name"] for s in app.get(SERVERS, headers=USER).json["servers"])
+    assert names == ["vm-1", "vm-2", "vm-3"]
+    fault(_create(app, images, status=400, min_count=3, max_count=2), "badRequest", 400)
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"imageRef": "99999999-9999-9999-9999-999999999999"}, "could not be found"),
+    ({"imageRef": "not-an-image"}, "Invalid imageRef"),
+    ({"flavorRef": "nope"}, "Flavor nope could not be found"),
+    ({"networks": [{"uuid": "x"}]}, "networks"),
+    ({"availability_zone": "a:b:c:d"}, "availability zone"),
+    ({"min_count": 0}, "min_count"),
+    ({"key_name": "k"}, "key_name"),
+])
+def test_bad_requests_are_400(app: webtest.TestApp, images: dict[str, str], flavor: str,
+                              change: dict[str, Any], why: str) -> None:
+    message = fault(_create(app, images, status=400, **change), "badRequest", 400)
+    assert why in message
+
+
+def test_queued_image_and_too_small_flavor_are_400(app: webtest.TestApp,
+                                                   images: dict[str, str], flavor: str) -> None:
+    fault(_create(app, images, status=400, imageRef=images["queued"]), "badRequest", 400)
+    message = fault(_create(app, images, status=400, imageRef=images["big"]), "badRequest", 400)
+    assert "too small" in message
+
+
+def test_networks_required_from_2_37(app: webtest.TestApp, images: dict[str, str],
+                                     flavor: str) -> None:
+    body = {"server": {"name": "vm", "imageRef": images["raw"], "flavorRef": "m1"}}
+    fault(app.post_json(SERVERS, body, headers=USER, expect_errors=True), "badRequest", 400)
+    assert app.post_json(SERVERS, body, headers=PROJECT_USER).status_int == 202
+
+
+def test_forced_host_is_admin_only(app: webtest.TestApp, images: dict[str, str], flavor: str,
+                                   db: Database) -> None:
+    fault(_create(app, images, status=403, availability_zone="az1:c3"), "forbidden", 403)
+    uuid = _create(app, images, headers=ADMIN, availability_zone="az1:c3").json["server"]["id"]
+    record = db_instances.instance_get(db, uuid)
+    assert record["availability_zone"] == "az1" and record["requested_host"] == "c3"
+    uuid = _create(app, images, headers=ADMIN, availability_zone=":c2").json["server"]["id"]
+    record = db_instances.instance_get(db, uuid)
+    assert record["availability_zone"] is None and record["requested_host"] == "c2"
+
+
+def test_projects_see_only_their_servers(app: webtest.TestApp, images: dict[str, str],
+                                         flavor: str) -> None:
+    uuid = _create(app, images).json["server"]["id"]
+    assert app.get(SERVERS + "/detail", headers=OTHER).json["servers"] == []
+    fault(app.get(f"{SERVERS}/{uuid}", headers=OTHER, expect_errors=True), "itemNotFound", 404)
+    fault(app.delete(f"{SERVERS}/{uuid}", headers=OTHER, expect_errors=True), "itemNotFound",
+          404)
+    admin_view = app.get(SERVERS, {"all_tenants": "1"}, headers=ADMIN).json["servers"]
+    assert [s["id"] for s in admin_view] == [uuid]
+    fault(app.get(SERVERS, {"all_tenants": "1"}, headers=USER, expect_errors=True),
+          "forbidden", 403)
+    reader = {**USER, "X-Roles": "reader"}
+    assert app.get(f"{SERVERS}/{uuid}", headers=reader).status_int == 200
+    fault(app.delete(f"{SERVERS}/{uuid}", headers=reader, expect_errors=True), "forbidden",
+          403)
+
+
+def test_delete_casts_for_a_placed_server(app: webtest.TestApp, images: dict[str, str],
+                                          flavor: str, conductor: StubConductorAPI) -> None:
+    conductor.settle = "c1"
+    uuid = _create(app, images).json["server"]["id"]
+    assert app.delete(f"{SERVERS}/{uuid}", headers=USER).status_int == 204
+    assert conductor.boot_calls[-1] == ("delete_instance", uuid)
+    fault(app.get(f"{SERVERS}/{uuid}", headers=USER, expect_errors=True), "itemNotFound", 404)
+
+
+def test_delete_of_a_never_placed_server_is_local(app: webtest.TestApp,
+                                                  images: dict[str, str], flavor: str,
+                                                  conductor: StubConductorAPI,
+                                                  db: Database) -> None:
+    uuid = _create(app, images).json["server"]["id"]
+    db_instances.instance_update(db, uuid, {"vm_state": instance_states.ERROR,
+                                            "task_state": None})
+    assert app.delete(f"{SERVERS}/{uuid}", headers=USER).status_int == 204
+    assert [c[0] for c in conductor.boot_calls] == ["build_instances"]
+    assert db_instances.instance_get(db, uuid, read_deleted=True)["vm_state"] == "deleted"
+
+
+def test_unreachable_conductor_leaves_error_not_a_lost_server(
+        app: webtest.TestApp, images: dict[str, str], flavor: str,
+        conductor: StubConductorAPI) -> None:
+    conductor.error = messaging.MessageDeliveryFailure("no broker")
+    uuid = _create(app, images).json["server"]["id"]
+    shown = app.get(f"{SERVERS}/{uuid}", headers=USER).json["server"]
+    assert shown["status"] == "ERROR"
+    assert "could not reach a conductor" in shown["fault"]["message"]
+
+
+def test_rebuild(app: webtest.TestApp, images: dict[str, str], flavor: str,
+                 conductor: StubConductorAPI, db: Database) -> None:
+    uuid = _create(app, images).json["server"]["id"]
+    action = f"{SERVERS}/{uuid}/action"
+    body = {"rebuild": {"imageRef": images["raw"]}}
+    # Still building: 409, as Nova.
+    fault(app.post_json(action, body, headers=USER, expect_errors=True),
+          "conflictingRequest", 409)
+    db_instances.instance_update(db, uuid, {"vm_state": "active", "task_state": None,
+                                            "host": "c1"})
+    server = app.post_json(action, body, headers=USER, status=202).json["server"]
+    assert server["status"] == "REBUILD" and server["OS-EXT-STS:task_state"] == "rebuilding"
+    assert conductor.boot_calls[-1] == ("rebuild_instance", uuid)
+    fault(app.post_json(action, {"reboot": {}}, headers=USER, expect_errors=True),
+          "badRequest", 400)
+    fault(app.post_json(action, {"rebuild": {}}, headers=USER, expect_errors=True),
+          "badRequest", 400)

@@ -1,0 +1,65 @@
+"""Instance queries (fleetcache.common.db.instances) on every database backend."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from fleetcache.common import exception
+from fleetcache.common.db import instances
+from fleetcache.common.db.instances import InstanceCreate
+from fleetcache.common.db.models import utcnow
+from fleetcache.common.db.session import Database
+
+pytestmark = pytest.mark.db
+
+
+def _record(index: int, project: str = "p1") -> InstanceCreate:
+    return InstanceCreate(
+        uuid=f"00000000-0000-4000-8000-{index:012d}", project_id=project, user_id="u1",
+        display_name=f"vm{index}", image_ref="img", flavor={"flavorid": "f1", "vcpus": 1},
+        reservation_id="r-1", launch_index=index, availability_zone=None,
+        requested_host=None)
+
+
+def test_create_get_list(db: Database) -> None:
+    created = instances.instances_create(db, [_record(1), _record(2, "p2")])
+    assert [i["vm_state"] for i in created] == ["building", "building"]
+    assert created[0]["task_state"] == "scheduling" and created[0]["flavor"]["vcpus"] == 1
+    assert instances.instance_get(db, created[0]["uuid"])["display_name"] == "vm1"
+    with pytest.raises(exception.InstanceNotFound):
+        instances.instance_get(db, created[0]["uuid"], project_id="p2")
+    assert [i["uuid"] for i in instances.instance_list(db, project_id="p2")] == [
+        created[1]["uuid"]]
+    assert len(instances.instance_list(db, uuids=[created[0]["uuid"]])) == 1
+
+
+def test_conditional_update(db: Database) -> None:
+    (instance,) = instances.instances_create(db, [_record(1)])
+    uuid = instance["uuid"]
+    updated = instances.instance_update(db, uuid, {"task_state": "spawning", "host": "c1"},
+                                        expected_task_state=["scheduling"])
+    assert updated["host"] == "c1" and updated["updated_at"] is not None
+    with pytest.raises(exception.InstanceInvalidState):
+        instances.instance_update(db, uuid, {"vm_state": "active"},
+                                  expected_task_state=["scheduling"])
+    with pytest.raises(exception.InvalidInput):
+        instances.instance_update(db, uuid, {"uuid": "x"})
+    instances.instance_update(db, uuid, {"vm_state": "deleted", "task_state": None})
+    with pytest.raises(exception.InstanceNotFound):
+        instances.instance_get(db, uuid)
+    assert instances.instance_get(db, uuid, read_deleted=True)["vm_state"] == "deleted"
+    assert instances.instance_list(db) == []
+
+
+def test_busy_and_fail_busy(db: Database) -> None:
+    first, second = instances.instances_create(db, [_record(1), _record(2)])
+    instances.instance_update(db, second["uuid"], {"task_state": None, "vm_state": "active"})
+    later = utcnow() + datetime.timedelta(seconds=5)
+    busy = instances.busy_list(db, later)
+    assert [b["uuid"] for b in busy] == [first["uuid"]]
+    assert instances.fail_busy(db, [first["uuid"], second["uuid"]], "gone") == [first["uuid"]]
+    failed = instances.instance_get(db, first["uuid"])
+    assert failed["vm_state"] == "error" and failed["fault_message"] == "gone"
+    assert failed["fault_code"] == 500 and failed["task_state"] is None

@@ -1,0 +1,195 @@
+"""select_destinations with a scripted Placement client: claims in weighed order, a refused
+claim (409) tries the next host, N instances claim in turn (candidates refreshed once when the
+hosts run out), and on failure every claim of the request is released."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from oslo_config import cfg
+
+from fleetcache.common import binaries, exception
+from fleetcache.common.context import get_admin_context
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db.session import Database
+from fleetcache.conductor.placement.provider import provider_uuid
+from fleetcache.conductor.scheduler import Scheduler
+from tests.unit.conductor.scheduler.helpers import spec
+
+CTXT = get_admin_context()
+
+
+def candidates(hosts: Mapping[str, int]) -> dict[str, Any]:
+    """A candidates response: one provider per host with ``free`` MB of RAM."""
+    requests, summaries = [], {}
+    for name, free in hosts.items():
+        rp = provider_uuid(name)
+        requests.append({"allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}},
+                         "mappings": {"": [rp]}})
+        summaries[rp] = {"resources": {"VCPU": {"capacity": 8, "used": 0},
+                                       "MEMORY_MB": {"capacity": free, "used": 0}},
+                         "traits": [], "root_provider_uuid": rp, "parent_provider_uuid": None}
+    return {"allocation_requests": requests, "provider_summaries": summaries}
+
+
+class ScriptedPlacement:
+    """Returns canned candidates; refuses claims on the hosts in ``full``."""
+
+    def __init__(self, responses: list[dict[str, Any]], full: set[str] | None = None) -> None:
+        self.responses = responses
+        self.full = {provider_uuid(h) for h in full or ()}
+        self.queries: list[list[tuple[str, str]]] = []
+        self.claims: dict[str, str] = {}
+        self.attempts: list[tuple[str, str]] = []
+        self.deleted: list[str] = []
+
+    def get_allocation_candidates(self, params: list[tuple[str, str]]) -> dict[str, Any]:
+        self.queries.append(params)
+        return self.responses[min(len(self.queries), len(self.responses)) - 1]
+
+    def claim_allocation(self, consumer: str, allocation_request: Mapping[str, Any],
+                         project_id: str, user_id: str) -> bool:
+        rp = next(iter(allocation_request["allocations"]))
+        self.attempts.append((consumer, rp))
+        if rp in self.full:
+            return False
+        self.claims[consumer] = rp
+        return True
+
+    def delete_allocation(self, consumer: str) -> None:
+        self.deleted.append(consumer)
+        self.claims.pop(consumer, None)
+
+
+@pytest.fixture
+def computes(db: Database) -> list[str]:
+    names = ["c1", "c2", "c3"]
+    for name in names:
+        db_api.service_register(db, name, binaries.COMPUTE, "compute", None, {})
+    return names
+
+
+def scheduler(conf: cfg.ConfigOpts, db: Database, client: ScriptedPlacement) -> Scheduler:
+    return Scheduler(conf, db, client)  # type: ignore[arg-type]
+
+
+def test_best_host_claimed(conf: cfg.ConfigOpts, db: Database, computes: list[str]) -> None:
+    client = ScriptedPlacement([candidates({"c1": 1024, "c2": 8192, "c3": 2048})])
+    [selection] = scheduler(conf, db, client).select_destinations(CTXT, spec())
+    assert selection.host == "c2" and selection.provider_uuid == provider_uuid("c2")
+    assert selection.cell_id is None
+    assert client.claims == {selection.instance_uuid: provider_uuid("c2")}
+    assert len(client.queries) == 1
+
+
+def test_refused_claim_tries_the_next_host(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    client = ScriptedPlacement([candidates({"c1": 1024, "c2": 8192, "c3": 2048})], full={"c2"})
+    [selection] = scheduler(conf, db, client).select_destinations(CTXT, spec())
+    assert selection.host == "c3"
+    assert [rp for _, rp in client.attempts] == [provider_uuid("c2"), provider_uuid("c3")]
+
+
+def test_instances_claim_in_turn_and_respect_room(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    # c2 has room for two 512 MB instances, c1 for one
+    client = ScriptedPlacement([candidates({"c1": 512, "c2": 1024})])
+    selections = scheduler(conf, db, client).select_destinations(CTXT, spec(n=3))
+    assert sorted(s.host for s in selections) == ["c1", "c2", "c2"]
+    assert [s.instance_uuid for s in selections] == list(spec(n=3).instance_uuids)
+
+
+def test_exhausted_hosts_refresh_candidates_once(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    client = ScriptedPlacement([candidates({"c1": 512}), candidates({"c3": 4096})])
+    selections = scheduler(conf, db, client).select_destinations(CTXT, spec(n=2))
+    assert [s.host for s in selections] == ["c1", "c3"]
+    assert len(client.queries) == 2
+
+
+def test_failure_releases_every_claim_of_the_request(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    client = ScriptedPlacement([candidates({"c1": 512}), candidates({})])
+    with pytest.raises(exception.NoValidHost) as caught:
+        scheduler(conf, db, client).select_destinations(CTXT, spec(n=2, min_count=2))
+    assert client.claims == {}
+    assert client.deleted == [spec(n=2).instance_uuids[0]]
+    assert str(caught.value) == "No valid host was found. There are not enough hosts available."
+
+
+def test_min_count_allows_a_partial_result(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    client = ScriptedPlacement([candidates({"c1": 512}), candidates({})])
+    selections = scheduler(conf, db, client).select_destinations(CTXT, spec(n=3, min_count=1))
+    assert [s.host for s in selections] == ["c1"]
+    assert client.deleted == []
+
+
+def test_no_valid_host_carries_the_filter_summary(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    db_api.service_update(db, db_api.service_get(db, "c1", binaries.COMPUTE)["id"],
+                          disabled=True)
+    client = ScriptedPlacement([candidates({"c1": 4096})])
+    with pytest.raises(exception.NoValidHost) as caught:
+        scheduler(conf, db, client).select_destinations(CTXT, spec())
+    assert caught.value.filter_summary == [("Placement", 3, 1), ("ComputeFilter", 1, 0)]
+    assert client.attempts == []
+
+
+def test_placement_error_releases_claims(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    class Failing(ScriptedPlacement):
+        def claim_allocation(self, consumer: str, allocation_request: Mapping[str, Any],
+                             project_id: str, user_id: str) -> bool:
+            if self.claims:
+                raise exception.PlacementError(method="PUT", url="/allocations", reason="down")
+            return super().claim_allocation(consumer, allocation_request, project_id, user_id)
+
+    client = Failing([candidates({"c1": 4096})])
+    with pytest.raises(exception.PlacementError):
+        scheduler(conf, db, client).select_destinations(CTXT, spec(n=2))
+    assert client.claims == {}
+
+
+def test_unknown_zone_fails_without_asking_placement(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    client = ScriptedPlacement([candidates({"c1": 4096})])
+    with pytest.raises(exception.NoValidHost):
+        scheduler(conf, db, client).select_destinations(CTXT, spec(availability_zone="nowhere"))
+    assert client.queries == []
+
+
+def test_forced_host_skips_host_filters(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    db_api.service_update(db, db_api.service_get(db, "c1", binaries.COMPUTE)["id"],
+                          disabled=True)
+    client = ScriptedPlacement([candidates({"c1": 4096})])
+    [selection] = scheduler(conf, db, client).select_destinations(CTXT, spec(force_host="c1"))
+    assert selection.host == "c1"
+    assert ("in_tree", provider_uuid("c1")) in client.queries[0]
+
+
+def test_provider_that_is_no_compute_is_ignored(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    client = ScriptedPlacement([candidates({"someone-elses": 8192, "c1": 1024})])
+    [selection] = scheduler(conf, db, client).select_destinations(CTXT, spec())
+    assert selection.host == "c1"
+
+
+def test_no_valid_host_survives_rpc_kwargs() -> None:
+    exc = exception.NoValidHost(reason="x", filter_summary=[["ComputeFilter", 3, 0]])
+    again = exception.NoValidHost(**exc.kwargs)
+    assert again.filter_summary == [("ComputeFilter", 3, 0)]
+    assert str(again) == "No valid host was found. x"
