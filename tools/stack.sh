@@ -60,9 +60,11 @@ ETC=$STACK/etc
 LOG=$STACK/log
 # One line per Glance request, written when the response ends: client, time, request line,
 # status, bytes sent, seconds taken, X-OpenStack-Request-ID (the job's global request id when
-# a compute downloads), user agent. Tests count image downloads in it.
+# a compute downloads), user agent, and when the request started (epoch seconds to the
+# microsecond, stamped by tools/glance/gunicorn_hooks.py). Tests count image downloads in it,
+# and how many ran at once.
 GLANCE_ACCESS_LOG=$LOG/glance-access.log
-GLANCE_ACCESS_FORMAT='%(h)s %(t)s "%(r)s" %(s)s %(B)s %(L)s %({x-openstack-request-id}i)s "%(a)s"'
+GLANCE_ACCESS_FORMAT='%(h)s %(t)s "%(r)s" %(s)s %(B)s %(L)s %({x-openstack-request-id}i)s "%(a)s" %({x-fleetcache-started}i)s'
 RUN=$STACK/run
 CONF=$ETC/fleetcache.conf
 GLANCE_PORT=${STACK_GLANCE_PORT:-19292}
@@ -282,7 +284,7 @@ start_glance() {  # in the background during `up`: report failure by status, not
         >"$LOG/glance-manage.log" 2>&1 || return 11
     start_daemon glance env OS_GLANCE_CONFIG_DIR="$GLANCE_DIR/etc" \
         "$GLANCE_VENV/bin/gunicorn" --bind "127.0.0.1:$GLANCE_PORT" --workers 1 --threads 4 \
-        --timeout 600 --graceful-timeout 5 \
+        --timeout 600 --graceful-timeout 5 --config "$ROOT/tools/glance/gunicorn_hooks.py" \
         --access-logfile "$GLANCE_ACCESS_LOG" --access-logformat "$GLANCE_ACCESS_FORMAT" \
         glance.wsgi.api:application
 }

@@ -37,6 +37,7 @@ from fleetcache.api.schemas import aggregates as aggregate_schemas
 from fleetcache.api.schemas import flavors as flavor_schemas
 from fleetcache.api.schemas import parameter_types
 from fleetcache.api.schemas import servers as server_schemas
+from fleetcache.common.db import jobs as db_jobs
 
 AGG = AGGREGATE
 REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
@@ -380,7 +381,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "state": {"enum": ["queued", "running", "done", "failed"]}, "error": _NSTR,
             "total_hosts": _INT, "hosts_reported": _INT, "counts": _COUNTS,
             "bytes_downloaded": _INT, "created_at": _STR, "started_at": _NSTR,
-            "finished_at": _NSTR, "links": {"type": "array"},
+            "finished_at": _NSTR, "pin_until": _NSTR, "links": {"type": "array"},
         },
         "required": ["id", "aggregate_id", "aggregate_uuid", "image_ids", "state", "error",
                      "total_hosts", "hosts_reported", "counts", "bytes_downloaded",
@@ -419,8 +420,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                         "type": "object",
                         "properties": {
                             "image_id": _STR,
-                            "state": {"enum": ["cached", "existing", "error", "unsupported",
-                                               "skipped"]},
+                            "state": {"enum": list(db_jobs.STORED_STATES)},
                             "reason": _NSTR, "bytes_downloaded": _INT,
                             # rbd or http for a download; as the compute reported it
                             "download_path": _NSTR,

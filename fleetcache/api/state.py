@@ -20,7 +20,8 @@ class CacheImagesAPI(Protocol):
     """The part of ``fleetcache.conductor.rpcapi.ConductorAPI`` the API calls."""
 
     def cache_images(
-        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]
+        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
+        pin_seconds: int | None = None,
     ) -> JobDict: ...
 
     def sync_host_aggregates(self, ctxt: RequestContext, host: str) -> None: ...

@@ -35,7 +35,8 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── InstanceInvalidState
     │   └── RPCVersionCapped
     ├── ImageFetchError (a download failed; carries the reason)
-    │   └── ImageChecksumMismatch (the bytes differ from the image's size or hash)
+    │   ├── ImageChecksumMismatch (the bytes differ from the image's size or hash)
+    │   └── DiskFloorReached (the cache's file system would fall below its floor)
     ├── NoValidHost (the scheduler found no host; carries the per-filter summary)
     └── QemuImgError (a qemu-img conversion or disk creation failed)
 
@@ -244,6 +245,12 @@ class ImageChecksumMismatch(ImageFetchError):
     a compute's result reason does not change; the compute's metrics count it apart)."""
 
     error_code = "fleetcache.image.checksum_mismatch"
+
+
+class DiskFloorReached(ImageFetchError):
+    msg_fmt = ("Not caching image %(image_id)s: %(reason)s ([image_cache] disk_free_floor "
+               "= %(floor)s)")
+    error_code = "fleetcache.image.disk_floor"
 
 
 class RbdError(FleetcacheException):

@@ -56,20 +56,25 @@ class ComputeManager:
             conf.compute.max_concurrent_long_calls, conf.host)
         self._reported_once = False
 
-    def cache_images(self, ctxt: RequestContext, image_ids: list[str]) -> dict[str, ImageResult]:
+    def cache_images(self, ctxt: RequestContext, image_ids: list[str],
+                     pin_until: float | None = None) -> dict[str, ImageResult]:
         """Cache each image in order, then report the cache (the report function); never raises.
 
         A call beyond ``[compute] max_concurrent_long_calls`` is answered at once with every
-        image in ``error``, the reason naming the limit (see :mod:`.long_calls`).
+        image in ``error``, the reason naming the limit (see :mod:`.long_calls`). An image
+        that would bring the cache's free space below ``[image_cache] disk_free_floor`` is
+        ``skipped`` with the reason ``disk``, nothing of it left on disk.
 
-        :returns: ``{image_id: {"state": cached|existing|error|unsupported, "reason": ...,
-            "bytes_downloaded": N, "download_path": rbd|http|None, "fallback_reason": ...}}``,
-            one entry per requested image.
+        :param pin_until: epoch seconds until which the ageing pass keeps the images (1.2).
+        :returns: ``{image_id: {"state": cached|existing|error|unsupported|skipped, "reason":
+            ..., "bytes_downloaded": N, "download_path": rbd|http|None, "fallback_reason":
+            ...}}``, one entry per requested image.
         """
         LOG.debug("cache_images: %s", ", ".join(image_ids))
         try:
             with self.long_calls.hold("cache_images"):
-                results = {image_id: self._cache_one(ctxt, image_id) for image_id in image_ids}
+                results = {image_id: self._cache_one(ctxt, image_id, pin_until)
+                           for image_id in image_ids}
                 if self.cache_manager is not None:
                     self.cache_manager.report()
         except exception.ComputeBusy as exc:
@@ -130,10 +135,13 @@ class ComputeManager:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _cache_one(self, ctxt: RequestContext, image_id: str) -> ImageResult:
+    def _cache_one(self, ctxt: RequestContext, image_id: str,
+                   pin_until: float | None = None) -> ImageResult:
         started = time.monotonic()
         try:
             outcome = self.driver.cache_image(ctxt, image_id)
+            if pin_until is not None and self.driver.image_cache is not None:
+                self.driver.image_cache.pin(image_id, pin_until)
         except NotImplementedError:
             if self.metrics is not None:
                 self.metrics.record_failure("unsupported")
@@ -144,6 +152,9 @@ class ComputeManager:
             )
             return ImageResult(state="unsupported", reason="driver has no image cache",
                                bytes_downloaded=0)
+        except exception.DiskFloorReached as exc:
+            LOG.warning("%s", exc)
+            return ImageResult(state="skipped", reason=rpcapi.SKIPPED_DISK, bytes_downloaded=0)
         except Exception as exc:
             LOG.exception("Caching image %s failed", image_id)
             if self.metrics is not None:

@@ -7,6 +7,7 @@ API version history:
 
 * 1.0 - Initial version: cache_images
 * 1.1 - Added create_instance_disk, delete_instance_disk
+* 1.2 - cache_images takes pin_until
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
 
 TOPIC = "compute"
-RPC_API_VERSION = "1.1"
+RPC_API_VERSION = "1.2"
 
 # Keys of the capabilities a compute sends with ``register_service`` (the conductor keeps the
 # host's Placement resource provider from them):
@@ -36,8 +37,10 @@ class ImageResult(TypedDict):
     """What a compute did with one image of a ``cache_images`` call.
 
     :ivar state: ``cached`` (downloaded now), ``existing`` (already there; touched),
-        ``error`` or ``unsupported`` (the virt driver keeps no image cache).
-    :ivar reason: why, for ``error`` and ``unsupported``.
+        ``error``, ``unsupported`` (the virt driver keeps no image cache) or ``skipped``
+        (with the reason :data:`SKIPPED_DISK`: caching it would bring the cache's free space
+        below ``[image_cache] disk_free_floor``).
+    :ivar reason: why, for ``error``, ``unsupported`` and ``skipped``.
     :ivar bytes_downloaded: bytes fetched from the image source for it.
     :ivar download_path: for a download, where the bytes came from: ``rbd`` (exported from
         Ceph directly) or ``http`` (the image source). Absent from computes before it existed.
@@ -50,6 +53,10 @@ class ImageResult(TypedDict):
     bytes_downloaded: int
     download_path: NotRequired[str | None]
     fallback_reason: NotRequired[str | None]
+
+
+#: The reason of a ``skipped`` image the compute had no room for.
+SKIPPED_DISK = "disk"
 
 
 class InstanceDiskResult(TypedDict):
@@ -83,24 +90,31 @@ class ComputeAPI:
         self.client = rpc.get_client(transport, TOPIC, version_cap=self.version_cap)
 
     def cache_images(
-        self, ctxt: RequestContext, host: str, image_ids: list[str]
+        self, ctxt: RequestContext, host: str, image_ids: list[str],
+        pin_until: float | None = None,
     ) -> dict[str, ImageResult]:
         """Have ``host`` cache ``image_ids`` in order; returns each image's outcome.
 
+        :param pin_until: epoch seconds until which the host's ageing pass keeps the images
+            (version 1.2); ``None``: no pin.
+        :raises RPCVersionCapped: a pin with ``[upgrade_levels] compute`` below 1.2.
         NOTE: a download may take many minutes, so the hard limit is ``long_rpc_timeout``; the
         compute's heartbeats every ``rpc_response_timeout / 2`` (call_monitor_timeout) let a
         dead compute be noticed within ``rpc_response_timeout`` instead.
 
         :raises MessagingTimeout: when the compute is dead or the hard limit passed.
         """
+        kwargs: dict[str, object] = {"image_ids": image_ids}
+        if pin_until is not None:
+            kwargs["pin_until"] = float(pin_until)
         cctxt = rpc.prepare(
-            self.client, "cache_images", "1.0",
+            self.client, "cache_images", "1.0" if pin_until is None else "1.2",
             server=host,
             timeout=self.conf.long_rpc_timeout,
             call_monitor_timeout=self.conf.rpc_response_timeout,
             retry=self.conf.rpc_send_retries,
         )
-        return cctxt.call(ctxt, "cache_images", image_ids=image_ids)  # type: ignore[no-any-return]
+        return cctxt.call(ctxt, "cache_images", **kwargs)  # type: ignore[no-any-return]
 
     def create_instance_disk(
         self, ctxt: RequestContext, host: str, instance_uuid: str, image_id: str,

@@ -38,6 +38,7 @@ from fleetcache.conductor import build, notifications, precache, rpcapi
 from fleetcache.conductor.cells import CellTransports
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.metrics import ConductorMetrics, JobStateCollector
+from fleetcache.conductor.origin import DownloadGate
 from fleetcache.conductor.placement import PlacementClient, ProviderSync
 from fleetcache.conductor.scheduler import Scheduler
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
@@ -62,6 +63,8 @@ class ConductorState:
     :ivar job_coordinators: the pool a job's coordinator runs on after ``cache_images`` has
         returned the queued job, ``[conductor] max_concurrent_jobs`` workers; a job beyond
         that waits ``queued``.
+    :ivar gate: the image service's download slots, shared with every other conductor
+        through the database (``[image_cache] max_concurrent_downloads*``).
     :ivar precacher: starts pre-cache jobs on these pools.
     :ivar providers: keeps computes' Placement resource providers in step; ``None`` when
         ``[placement]`` is not configured (no compute is then schedulable).
@@ -89,6 +92,7 @@ class ConductorState:
         self.host_calls = HostCallPool(conf.image_cache.precache_concurrency, name="precache")
         self.job_coordinators = futurist.ThreadPoolExecutor(
             max_workers=conf.conductor.max_concurrent_jobs)
+        self.gate = DownloadGate.from_conf(conf, db)
         notifier = rpc.get_notifier(transports.notification(),
                                     publisher_id=f"{binaries.CONDUCTOR}:{conf.host}")
         client = PlacementClient.from_conf(conf)
@@ -96,6 +100,7 @@ class ConductorState:
             conf, db, conf.host, clients=self.cells,
             notifier=notifications.CacheNotifier(notifier),
             host_calls=self.host_calls, job_runner=self.job_coordinators.submit, images=images,
+            gate=self.gate,
             image_support=self._image_support(conf, client),
             metrics=self.metrics,
         )
@@ -136,6 +141,7 @@ class ConductorState:
 
         :param wait: return only once every job's coordinator has ended.
         """
+        self.gate.stop()
         self.host_calls.shutdown(wait=False, cancel_futures=True)
         self.job_coordinators.shutdown(wait=wait)
 
@@ -236,10 +242,12 @@ class ConductorManager:
 
     @rpc.expected_exceptions(exception.Invalid, exception.NotFound, exception.ImageFetchError)
     def cache_images(
-        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]
+        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
+        pin_seconds: int | None = None,
     ) -> JobDict:
         """Validate the images, create a pre-cache job on the aggregate and start it.
 
+        :param pin_seconds: keep the images on the hosts at least this long from now (1.4).
         :returns: the job, ``queued``; it runs on after this call returns
             (:mod:`fleetcache.conductor.precache`).
         :raises InvalidInput: when no image is given.
@@ -248,7 +256,10 @@ class ConductorManager:
         """
         if not image_ids:
             raise exception.InvalidInput(reason="cache_images needs at least one image")
-        return self.state.precacher.start(ctxt, int(aggregate_id), list(image_ids))
+        if pin_seconds is not None and (not isinstance(pin_seconds, int) or pin_seconds < 1):
+            raise exception.InvalidInput(reason=f"bad pin_seconds {pin_seconds!r}")
+        return self.state.precacher.start(ctxt, int(aggregate_id), list(image_ids),
+                                          pin_seconds=pin_seconds)
 
     # -- the boot path -----------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ The conductor process builds both pools and the notifier at start-up
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import functools
 import logging
 import threading
 import time
@@ -49,6 +51,7 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs
 from fleetcache.common.db.api import AggregateDict, CellDict, ServiceDict
 from fleetcache.common.db.jobs import JobDict
+from fleetcache.common.db.models import utcnow as models_utcnow
 from fleetcache.common.db.session import Database
 from fleetcache.common.servicegroup import service_is_up
 from fleetcache.compute.rpcapi import ImageResult
@@ -56,6 +59,7 @@ from fleetcache.conductor import notifications
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.jobresults import CACHED_STATES, JobStats, ResultWriter
 from fleetcache.conductor.metrics import ConductorMetrics
+from fleetcache.conductor.origin import DownloadGate
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image import source as image_source
 
@@ -65,7 +69,8 @@ class ComputeClient(Protocol):
     """What the job needs of a compute RPC client (``compute.rpcapi.ComputeAPI``)."""
 
     def cache_images(
-        self, ctxt: RequestContext, host: str, image_ids: list[str]
+        self, ctxt: RequestContext, host: str, image_ids: list[str],
+        pin_until: float | None = None,
     ) -> dict[str, ImageResult]: ...
 
 
@@ -110,6 +115,8 @@ class Precacher:
         every host is asked).
     :param metrics: counts host calls in flight and per-host results (the conductor's
         Prometheus registry); ``None`` counts nothing.
+    :param gate: the image service's download slots shared by every conductor
+        (:mod:`~.origin`); ``None`` or without limits: hosts are called without a lease.
     """
 
     def __init__(
@@ -124,6 +131,7 @@ class Precacher:
         images: image_source.ImageSource | None = None,
         image_support: ImageTypeSupport | None = None,
         metrics: ConductorMetrics | None = None,
+        gate: DownloadGate | None = None,
     ) -> None:
         self.conf = conf
         self.image_support = image_support
@@ -135,6 +143,7 @@ class Precacher:
         self.host_calls = host_calls
         self.job_runner = job_runner
         self._images = images
+        self.gate = gate
 
     @property
     def images(self) -> image_source.ImageSource:
@@ -142,9 +151,12 @@ class Precacher:
             self._images = image_source.load_image_source(self.conf)
         return self._images
 
-    def start(self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]) -> JobDict:
+    def start(self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
+              pin_seconds: int | None = None) -> JobDict:
         """Validate the request, create its job and start it.
 
+        :param pin_seconds: pin the images on the hosts for this long from now (the ageing
+            pass keeps them until then); ``None``: no pin.
         :returns: the job as created (``queued``).
         :raises AggregateNotFound:
         :raises ImageNotFound, ImageNotAvailable: before any host is asked; no job is created.
@@ -157,9 +169,11 @@ class Precacher:
         metas = {i: self.images.show(ctxt, i).to_dict() for i in image_ids}
         services = db_api.aggregate_hosts_by_cell(self.db, aggregate["hosts"], binaries.COMPUTE)
         by_host = {s["host"]: s for group in services.values() for s in group}
+        pin_until = (None if pin_seconds is None else
+                     models_utcnow() + datetime.timedelta(seconds=int(pin_seconds)))
         job = jobs.job_create(
             self.db, aggregate["id"], aggregate["uuid"], image_ids,
-            len(aggregate["hosts"]), self.host,
+            len(aggregate["hosts"]), self.host, pin_until=pin_until,
         )
         unsupported = (self.image_support.unsupported(aggregate["uuid"], aggregate["hosts"], metas)
                        if self.image_support is not None else {})
@@ -184,6 +198,10 @@ class PrecacheJob:
         self.aggregate = aggregate
         self.uuid = job["uuid"]
         self.image_ids = list(job["image_ids"])
+        pin_until = job["pin_until"]
+        #: Epoch seconds the computes keep the images until; None: no pin.
+        self.pin_until = (None if pin_until is None else
+                          pin_until.replace(tzinfo=datetime.UTC).timestamp())
         self.plans = plans
         self.stats = JobStats()
         self.writer = ResultWriter(precacher.db, self.uuid)
@@ -286,7 +304,7 @@ class PrecacheJob:
             if metrics is not None:
                 metrics.in_flight.inc()
             try:
-                replies = client.cache_images(self.ctxt, plan.host, asked)
+                replies = self._cache(client, plan.host, asked)
             finally:
                 if metrics is not None:
                     metrics.in_flight.dec()
@@ -301,6 +319,35 @@ class PrecacheJob:
             results = _same_result_per_image(
                 self.image_ids, "error", f"{type(exc).__name__}: {exc}")
         self._host_done(plan.host, results)
+
+    def _cache(self, client: ComputeClient, host: str,
+               image_ids: list[str]) -> dict[str, ImageResult]:
+        """The host's ``cache_images`` replies: one call for every image, or, when the image
+        service's downloads are limited, one call per image, each under a download lease
+        (:mod:`~.origin`), the host stored ``waiting`` while it waits for one.
+
+        :raises GateClosed: the conductor stopped while the host waited.
+        """
+        gate = self.precacher.gate
+        # Only a pin needs compute RPC 1.2: without one, older computes are called as before.
+        pin = {} if self.pin_until is None else {"pin_until": self.pin_until}
+        if gate is None or not gate.enabled:
+            return client.cache_images(self.ctxt, host, image_ids, **pin)
+        replies: dict[str, ImageResult] = {}
+        for image_id in image_ids:
+            with gate.hold(host, image_id, self.uuid,
+                           on_wait=functools.partial(self._show_waiting, host, image_id),
+                           stopping=self.precacher.host_calls.stopping):
+                replies.update(client.cache_images(self.ctxt, host, [image_id], **pin))
+        return replies
+
+    def _show_waiting(self, host: str, image_id: str, reason: str) -> None:
+        """Store ``host`` as ``waiting`` for ``image_id`` until its outcome replaces it."""
+        waiting = jobs.ResultFields(state=jobs.WAITING, reason=reason, bytes_downloaded=0)
+        try:
+            jobs.job_record_hosts(self.precacher.db, self.uuid, {host: {image_id: waiting}})
+        except Exception as exc:  # only the display suffers; the host is still called
+            LOG.warning("Could not show %s waiting in job %s: %s", host, self.uuid, exc)
 
     @staticmethod
     def _check_replies(

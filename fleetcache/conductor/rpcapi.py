@@ -10,6 +10,7 @@ API version history:
 * 1.1 - Added report_image_cache
 * 1.2 - Added sync_host_aggregates
 * 1.3 - Added build_instances, rebuild_instance, delete_instance
+* 1.4 - cache_images takes pin_seconds
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from fleetcache.common.db.host_images import ReportedImage
 from fleetcache.common.db.jobs import JobDict
 
 TOPIC = "conductor"
-RPC_API_VERSION = "1.3"
+RPC_API_VERSION = "1.4"
 
 
 class ConductorAPI:
@@ -79,16 +80,25 @@ class ConductorAPI:
         cctxt.call(ctxt, "service_heartbeat", host=host, binary=binary, capabilities=capabilities)
 
     def cache_images(
-        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]
+        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
+        pin_seconds: int | None = None,
     ) -> JobDict:
         """Validate the images, create a pre-cache job and start it; returns the queued job.
 
+        :param pin_seconds: pin the images on the hosts for this long (version 1.4).
         :raises ImageNotFound, ImageNotAvailable: before any host is asked.
         :raises AggregateNotFound:
+        :raises RPCVersionCapped: a pin with ``[upgrade_levels] conductor`` below 1.4.
         """
-        cctxt = self._prepare("cache_images")
+        if pin_seconds is None:
+            cctxt = self._prepare("cache_images")
+            return cctxt.call(  # type: ignore[no-any-return]
+                ctxt, "cache_images", aggregate_id=aggregate_id, image_ids=image_ids
+            )
+        cctxt = self._prepare("cache_images", "1.4")
         return cctxt.call(  # type: ignore[no-any-return]
-            ctxt, "cache_images", aggregate_id=aggregate_id, image_ids=image_ids
+            ctxt, "cache_images", aggregate_id=aggregate_id, image_ids=image_ids,
+            pin_seconds=pin_seconds,
         )
 
     def report_image_cache(

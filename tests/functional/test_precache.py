@@ -167,7 +167,7 @@ def test_post_runs_the_job_persists_results_and_notifies(stack):
         down: {i: ("skipped", "down") for i in stack.images},
     }
     assert job["counts"] == {"cached": 4, "existing": 0, "error": 0, "unsupported": 0,
-                             "skipped": 2}
+                             "skipped": 2, "waiting": 0}
     stored = jobs.job_get(stack.db, job["id"])
     assert stored["state"] == jobs.DONE and len(stored["results"]) == 6
 

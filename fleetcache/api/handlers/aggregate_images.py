@@ -42,9 +42,11 @@ def cache_aggregate_images(req: webob.Request) -> webob.Response:
     image_ids = [item["id"] for item in body["cache"]]
     if len(set(image_ids)) != len(image_ids):
         raise exception.InvalidInput("Duplicate images in request")
+    pin_seconds = body.get(schemas.PIN_KEY)
     db_api.aggregate_get(state.db, ident)  # 404 before the conductor is asked
     try:
-        job = state.conductor_api.cache_images(context, ident, image_ids)
+        job = state.conductor_api.cache_images(context, ident, image_ids,
+                                               pin_seconds=pin_seconds)
     except exception.AggregateNotFound:
         raise
     except exception.FleetcacheException as exc:
@@ -59,7 +61,7 @@ def cache_aggregate_images(req: webob.Request) -> webob.Response:
 
 
 def _counts(results: list[db_jobs.JobResultDict]) -> dict[str, int]:
-    counts = dict.fromkeys(db_jobs.RESULT_STATES, 0)
+    counts = dict.fromkeys(db_jobs.STORED_STATES, 0)
     for result in results:
         counts[result["state"]] = counts.get(result["state"], 0) + 1
     return counts
@@ -97,12 +99,14 @@ def format_job(req: webob.Request, job: db_jobs.JobDict, detail: bool) -> dict[s
         "state": job["state"],
         "error": job["error"],
         "total_hosts": job["total_hosts"],
-        "hosts_reported": len({r["host"] for r in results}),
+        # A host stored ``waiting`` (for a download slot) has not reported yet.
+        "hosts_reported": len({r["host"] for r in results if r["state"] != db_jobs.WAITING}),
         "counts": _counts(results),
         "bytes_downloaded": sum(r["bytes_downloaded"] for r in results),
         "created_at": util.format_time(job["created_at"]),
         "started_at": util.format_time(job["started_at"]),
         "finished_at": util.format_time(job["finished_at"]),
+        "pin_until": util.format_time(job["pin_until"]),
         "links": [
             {"rel": "self", "href": util.base_url(req) + job_path(job["aggregate_id"], job["uuid"])}
         ],

@@ -71,6 +71,92 @@ The limit holds across all pre-cache jobs of one conductor. Higher values finish
 sooner but load the image service harder.
 """,
     ),
+    cfg.IntOpt(
+        "max_concurrent_downloads_per_image",
+        default=0,
+        min=0,
+        help="""
+Maximum number of compute hosts downloading the same image from the image service at once,
+across every conductor.
+
+Conductors take a lease in the database (table ``download_leases``) before they ask a host to
+cache an image, so the limit holds whatever the number of conductors and jobs. A host waiting
+for a lease is shown ``waiting`` in its job and is not asked (nor timed out) until it has one.
+
+Possible values:
+* 0: no limit per image.
+* A positive integer: the limit.
+
+Related options:
+* ``max_concurrent_downloads``
+* ``download_lease_seconds``
+""",
+    ),
+    cfg.IntOpt(
+        "max_concurrent_downloads",
+        default=0,
+        min=0,
+        help="""
+Maximum number of image downloads from the image service at once, all images together,
+across every conductor.
+
+Counted with the same database leases as ``max_concurrent_downloads_per_image``.
+
+Possible values:
+* 0: no overall limit.
+* A positive integer: the limit.
+
+Related options:
+* ``max_concurrent_downloads_per_image``
+* ``download_lease_seconds``
+""",
+    ),
+    cfg.IntOpt(
+        "download_lease_seconds",
+        default=60,
+        min=3,
+        help="""
+Seconds a download lease lives unless its conductor renews it.
+
+A conductor renews the leases of its calls in flight every third of this time, so a lease
+outlives its holder by at most this long when the conductor dies: until then the slot stays
+taken.
+
+Related options:
+* ``max_concurrent_downloads_per_image``
+* ``max_concurrent_downloads``
+""",
+    ),
+    cfg.IntOpt(
+        "max_download_bytes_per_second",
+        default=0,
+        min=0,
+        help="""
+Bandwidth cap of one compute host's image downloads from the image service, in bytes per
+second, shared by all the downloads of the host.
+
+Possible values:
+* 0: no cap.
+* A positive integer: the cap (a token bucket allows bursts of up to one second's worth).
+""",
+    ),
+    cfg.StrOpt(
+        "disk_free_floor",
+        default="0",
+        help="""
+Free space the image cache's file system must keep: a compute does not cache an image that
+would bring the free space below it.
+
+The image's size (and, when the disk backend converts it, its virtual size) is checked before
+the download starts, and the free space is checked again while the bytes are written; a
+refused image is answered ``skipped`` with the reason ``disk`` and nothing of it is left.
+
+Possible values:
+* ``0``: no floor.
+* Bytes, with an optional unit (``500M``, ``2G``, ``1GiB``).
+* A percentage of the file system's size (``10%``).
+""",
+    ),
 ]
 
 

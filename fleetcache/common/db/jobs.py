@@ -20,8 +20,14 @@ from fleetcache.common.db.session import Database
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 JOB_STATES = (QUEUED, RUNNING, DONE, FAILED)
-#: Per host, per image outcomes.
+#: Per host, per image outcomes (a compute answers ``skipped`` with the reason
+#: ``disk`` when caching would bring its free space below ``[image_cache] disk_free_floor``).
 RESULT_STATES = ("cached", "existing", "error", "unsupported", "skipped")
+#: A host the conductor has not asked yet because the image service's download slots are
+#: taken (``[image_cache] max_concurrent_downloads*``); replaced by the host's outcome.
+WAITING = "waiting"
+#: Every state a stored result may be in: the outcomes, and the interim ``waiting``.
+STORED_STATES = (*RESULT_STATES, WAITING)
 
 
 class ResultFields(TypedDict):
@@ -61,6 +67,8 @@ class JobDict(TypedDict):
     started_at: datetime.datetime | None
     finished_at: datetime.datetime | None
     error: str | None
+    #: Until when the job's images are pinned on its hosts; None: no pin.
+    pin_until: datetime.datetime | None
     results: list[JobResultDict]
 
 
@@ -78,6 +86,7 @@ def _job_dict(job: models.CacheJob) -> JobDict:
         started_at=job.started_at,
         finished_at=job.finished_at,
         error=job.error,
+        pin_until=job.pin_until,
         results=[
             JobResultDict(
                 host=r.host,
@@ -110,6 +119,7 @@ def job_create(
     image_ids: list[str],
     total_hosts: int,
     conductor_host: str | None,
+    pin_until: datetime.datetime | None = None,
 ) -> JobDict:
     with db.transaction() as session:
         job = models.CacheJob(
@@ -120,6 +130,7 @@ def job_create(
             state=QUEUED,
             total_hosts=total_hosts,
             conductor_host=conductor_host,
+            pin_until=pin_until,
         )
         session.add(job)
         session.flush()
@@ -178,7 +189,7 @@ def job_record_hosts(
     now = models.utcnow()
     for host, results in results_by_host.items():
         for image_id, result in results.items():
-            if result["state"] not in RESULT_STATES:
+            if result["state"] not in STORED_STATES:
                 raise exception.InvalidInput(reason=f"unknown result state {result['state']!r}")
             rows.append(((host, image_id), {
                 "host": host, "image_id": image_id, "state": result["state"],
@@ -254,12 +265,14 @@ def job_progress_recent(db: Database, limit: int) -> list[JobProgressDict]:
             .order_by(models.CacheJob.id.desc()).limit(limit)).all()
         by_id = {row.id: JobProgressDict(uuid=row.uuid, state=row.state,
                                          total_hosts=row.total_hosts, hosts_reported=0,
-                                         counts=dict.fromkeys(RESULT_STATES, 0))
+                                         counts=dict.fromkeys(STORED_STATES, 0))
                  for row in rows}
         result = models.CacheJobResult
+        # A host only ``waiting`` (for a download slot) has not reported yet.
         for job_id, hosts in session.execute(
                 select(result.job_id, func.count(result.host.distinct()))
-                .where(result.job_id.in_(list(by_id))).group_by(result.job_id)):
+                .where(result.job_id.in_(list(by_id)), result.state != WAITING)
+                .group_by(result.job_id)):
             by_id[job_id]["hosts_reported"] = int(hosts)
         for job_id, state, count in session.execute(
                 select(result.job_id, result.state, func.count())

@@ -141,6 +141,8 @@ class CacheJob(TimestampMixin, Base):
     started_at: Mapped[datetime.datetime | None] = mapped_column(PreciseDateTime, nullable=True)
     finished_at: Mapped[datetime.datetime | None] = mapped_column(PreciseDateTime, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: Until when the job's images are pinned on its hosts (the request's pin); NULL: none.
+    pin_until: Mapped[datetime.datetime | None] = mapped_column(PreciseDateTime, nullable=True)
 
     results: Mapped[list[CacheJobResult]] = relationship(
         lazy="selectin", cascade="all, delete-orphan", order_by="CacheJobResult.id"
@@ -276,3 +278,28 @@ class Instance(TimestampMixin, Base):
     launched_at: Mapped[datetime.datetime | None] = mapped_column(PreciseDateTime, nullable=True)
     terminated_at: Mapped[datetime.datetime | None] = mapped_column(
         PreciseDateTime, nullable=True)
+
+
+class DownloadGate(Base):
+    """The row every conductor locks (an ``UPDATE``) before it counts and takes download
+    leases, so that two conductors never both see a free slot: one row per origin."""
+
+    __tablename__ = "download_gates"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    generation: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class DownloadLease(Base):
+    """A slot of the image service taken by a conductor for one host's download of one image;
+    it lapses at ``expires_at`` unless its holder renews it."""
+
+    __tablename__ = "download_leases"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    holder: Mapped[str] = mapped_column(String(255), index=True)
+    host: Mapped[str] = mapped_column(String(255))
+    image_id: Mapped[str] = mapped_column(String(255), index=True)
+    job_uuid: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    created_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)
+    expires_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, index=True)

@@ -6,10 +6,12 @@ A pass (Nova's ``ImageCacheManager.update``), every ``[image_cache] manager_inte
 2. the cache's complete files are listed (downloads under way are hidden temporary files,
    never entries) and the instance disks are scanned for the bases they use
    (:mod:`fleetcache.compute.disk_users`);
-3. each file no disk uses and last touched (mtime) before the cutoff is removed, with its
-   index record, by :meth:`ImageCache.remove_if_older`, which takes the image's lock and
-   re-checks the age: a download holds that lock, and a fetch or a new disk touches the file
-   under it, so neither loses its image;
+3. each file no disk uses, not pinned (:mod:`~fleetcache.compute.imagecache.pins`) and
+   last touched (mtime) before the cutoff is removed, with its index record, by
+   :meth:`ImageCache.remove_if_older`, which takes the image's lock and re-checks the age and
+   the pin: a download holds that lock, and a fetch, a pin or a new disk writes under it, so
+   none loses its image; pins that have expired are dropped first, and their files then age
+   as usual;
 4. the bytes freed are logged, index records whose file is gone pruned
    (:meth:`ImageCache.prune_index`), and the cache's contents reported through the injected
    report function (the compute service sends them to the conductor).
@@ -57,6 +59,8 @@ class PassResult:
     in_use: list[str]
     kept: list[str]
     unknown_disks: list[str]
+    #: Kept because a pre-cache request pinned them (a subset of ``kept``).
+    pinned: list[str] = dataclasses.field(default_factory=list)
 
 
 def manager_interval(conf: cfg.ConfigOpts) -> float | None:
@@ -83,15 +87,21 @@ class ImageCacheManager:
     def run_pass(self) -> PassResult:
         """One ageing pass (see the module docstring), then a report."""
         opts = self.conf.image_cache
-        cutoff = time.time() - opts.remove_unused_original_minimum_age_seconds
+        now = time.time()
+        cutoff = now - opts.remove_unused_original_minimum_age_seconds
+        self.cache.pins.prune(now)
+        pins = self.cache.pins.pins()
         entries = self.cache.list_entries()
         users = disk_users.scan(self.conf, self.cache.base_dir)
-        removed, kept, freed = [], [], 0
+        removed, kept, pinned, freed = [], [], [], 0
         may_remove = opts.remove_unused_base_images and not users.unknown
         for entry in entries:
             if entry.name in users.bases:
                 continue
-            if may_remove and entry.mtime < cutoff and self.cache.remove_if_older(
+            if entry.name in pins:
+                pinned.append(entry.name)
+                kept.append(entry.name)
+            elif may_remove and entry.mtime < cutoff and self.cache.remove_if_older(
                     entry.name, cutoff):
                 removed.append(entry.name)
                 freed += entry.disk_usage
@@ -99,7 +109,7 @@ class ImageCacheManager:
                 kept.append(entry.name)
         self.cache.prune_index()
         result = PassResult(removed, freed, sorted(users.bases.keys() & {e.name for e in entries}),
-                            kept, users.unknown)
+                            kept, users.unknown, pinned)
         self._log(result, len(entries))
         self.report()
         return result

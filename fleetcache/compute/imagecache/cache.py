@@ -53,6 +53,7 @@ from fleetcache.compute.imagecache.layout import (
     locks_dir,
     partial_prefix,
 )
+from fleetcache.compute.imagecache.pins import PinStore
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 
 LOG = logging.getLogger(__name__)
@@ -103,6 +104,8 @@ class ImageCache:
         self.direct_fallbacks = 0
         self._checks = tuple(checks)
         self.index = CacheIndex(conf)
+        #: Images a pre-cache request pinned (:mod:`~.pins`); written under the image's lock.
+        self.pins = PinStore(conf)
 
     @property
     def checks(self) -> tuple[CheckFactory, ...]:
@@ -139,14 +142,17 @@ class ImageCache:
                               lock_path=self.lock_path, blocking=blocking)
 
     def remove_if_older(self, name: str, cutoff: float) -> bool:
-        """Remove cache file ``name`` if its mtime is still before ``cutoff``, under its lock,
-        with its index record.
+        """Remove cache file ``name`` if its mtime is still before ``cutoff`` and it is not
+        pinned, under its lock, with its index record.
 
-        The age is checked again once the lock is held, so an image that a request touched
-        (or downloaded) meanwhile stays. :returns: whether the file was removed.
+        The age and the pin are checked again once the lock is held, so an image that a
+        request touched, downloaded or pinned meanwhile stays. :returns: whether the file was
+        removed.
         """
         path = os.path.join(self.base_dir, name)
         with self.lock_entry(name):
+            if self.pins.is_pinned(name):
+                return False
             try:
                 if os.stat(path).st_mtime >= cutoff:
                     return False
@@ -156,6 +162,18 @@ class ImageCache:
             self.index.remove(name)
         LOG.info("Removed cached image file %s (unused since before %s)", path,
                  time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(cutoff)))
+        return True
+
+    def pin(self, image_id: str, until: float) -> bool:
+        """Pin the cached ``image_id`` until ``until`` (epoch seconds), under its lock.
+
+        :returns: False when the image is not cached (nothing is pinned).
+        :raises OSError: the pin could not be written.
+        """
+        with self.lock(image_id):
+            if not os.path.exists(self.path_for(image_id)):
+                return False
+            self.pins.pin(image_id, until)
         return True
 
     def touch(self, image_id: str) -> bool:

@@ -4,6 +4,7 @@
     <instances_path>/<[image_cache] subdirectory_name>/.<sha1>.part-XXXX  a download under way
     <instances_path>/locks/fleetcache-<sha1>                               its lock file
     <instances_path>/image_ids/<[image_cache] subdirectory_name>/<sha1>   its index record
+    <instances_path>/image_pins/<[image_cache] subdirectory_name>/<sha1>  its pin, if any
 
 The cache (:mod:`~fleetcache.compute.imagecache.cache`) and its index
 (:mod:`~fleetcache.compute.imagecache.index`) both name files this way; the paths are read
@@ -23,6 +24,8 @@ LOCK_PREFIX = "fleetcache-"
 PART_MARK = ".part-"
 #: Directory of the index records, beside the cache directory (which holds images only).
 INDEX_DIR = "image_ids"
+#: Directory of the pins (:mod:`~fleetcache.compute.imagecache.pins`), beside the index.
+PINS_DIR = "image_pins"
 
 
 def cache_name(image_id: str) -> str:
@@ -56,3 +59,9 @@ def index_dir(conf: cfg.ConfigOpts) -> str:
     """The directory of the index records."""
     instances_path: str = conf.instances_path
     return os.path.join(instances_path, INDEX_DIR, conf.image_cache.subdirectory_name)
+
+
+def pins_dir(conf: cfg.ConfigOpts) -> str:
+    """The directory of the pins."""
+    instances_path: str = conf.instances_path
+    return os.path.join(instances_path, PINS_DIR, conf.image_cache.subdirectory_name)

@@ -25,6 +25,8 @@ from fleetcache.common.context import RequestContext
 from fleetcache.compute import config_check, imagebackend
 from fleetcache.compute.imagebackend.selection import IMAGE_TYPES
 from fleetcache.compute.imagecache import CacheOutcome, ImageCache, RbdDirect
+from fleetcache.compute.imagecache.bandwidth import throttled
+from fleetcache.compute.imagecache.disk_floor import DiskFloor
 from fleetcache.compute.rpcapi import IMAGE_TYPE_CAPABILITY
 from fleetcache.compute.virt.driver import ComputeDriver
 from fleetcache.image import ImageSource, load_image_source, signature
@@ -46,10 +48,11 @@ class DiskDriver(ComputeDriver):
         """:param load_certificate: where image signing certificates come from."""
         super().__init__(conf)
         checks = (functools.partial(signature.signature_check, conf,
-                                    load_certificate=load_certificate),)
+                                    load_certificate=load_certificate),
+                  DiskFloor(conf))
         settings = RbdSettings.from_conf(conf)
-        self._image_cache = ImageCache(conf, source or load_image_source(conf), checks,
-                                       RbdDirect(settings) if settings else None)
+        self._image_cache = ImageCache(conf, throttled(conf, source or load_image_source(conf)),
+                                       checks, RbdDirect(settings) if settings else None)
 
     @property
     def image_cache(self) -> ImageCache:

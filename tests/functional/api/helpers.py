@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import webtest
@@ -11,6 +12,7 @@ from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import instances as db_instances
 from fleetcache.common.db import jobs as db_jobs
+from fleetcache.common.db import models
 from fleetcache.common.db.session import Database
 
 LATEST = {"OpenStack-API-Version": "compute 2.81"}
@@ -32,19 +34,26 @@ class StubConductorAPI:
         self.calls: list[tuple[int, list[str]]] = []
         self.aggregate_syncs: list[str] = []
         self.boot_calls: list[tuple[str, Any]] = []
+        #: The ``pin_seconds`` of each ``cache_images`` call.
+        self.pins: list[int | None] = []
         self.error: Exception | None = None
         self.settle: str | None = None
 
     def cache_images(
-        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str]
+        self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
+        pin_seconds: int | None = None,
     ) -> db_jobs.JobDict:
         assert isinstance(ctxt, RequestContext)
         self.calls.append((aggregate_id, list(image_ids)))
+        self.pins.append(pin_seconds)
         if self.error is not None:
             raise self.error
         aggregate = db_api.aggregate_get(self.db, aggregate_id)
+        pin_until = (None if pin_seconds is None else
+                     models.utcnow() + datetime.timedelta(seconds=pin_seconds))
         return db_jobs.job_create(
-            self.db, aggregate_id, aggregate["uuid"], image_ids, len(aggregate["hosts"]), "cond1"
+            self.db, aggregate_id, aggregate["uuid"], image_ids, len(aggregate["hosts"]), "cond1",
+            pin_until=pin_until,
         )
 
 

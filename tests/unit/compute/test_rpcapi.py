@@ -60,7 +60,19 @@ def test_capped_client_refuses_1_1_methods_before_sending(
 def test_uncapped_client_sends_1_1_only_for_the_new_methods(
         conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
     client = rpcapi.ComputeAPI(conf, old_compute)
-    assert client.version_cap == rpcapi.RPC_API_VERSION == "1.1"
+    assert client.version_cap == rpcapi.RPC_API_VERSION == "1.2"
     assert client.cache_images(CTXT, conf.host, ["a"])["a"]["state"] == "existing"
     with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
         client.delete_instance_disk(CTXT, conf.host, str(uuid.uuid4()))
+
+
+def test_cache_images_asks_for_1_2_only_with_a_pin(
+        conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
+    client = rpcapi.ComputeAPI(conf, old_compute)
+    assert client.cache_images(CTXT, conf.host, ["a"])["a"]["state"] == "existing"
+    with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
+        client.cache_images(CTXT, conf.host, ["a"], pin_until=2e9)
+    conf.set_override("compute", "1.1", group="upgrade_levels")
+    capped = rpcapi.ComputeAPI(conf, old_compute)
+    with pytest.raises(exception.RPCVersionCapped, match=r"cache_images needs 1\.2"):
+        capped.cache_images(CTXT, conf.host, ["a"], pin_until=2e9)

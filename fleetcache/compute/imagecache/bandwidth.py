@@ -1,0 +1,89 @@
+"""The compute's bandwidth cap on downloads from the image service (``[image_cache]
+max_download_bytes_per_second``).
+
+:class:`ThrottledSource` wraps the image source the cache downloads from: every chunk the
+source hands to its writer first takes its size in tokens from one :class:`TokenBucket`
+shared by all the downloads of the host, and the source's thread sleeps when the bucket is
+empty. The source then reads its socket more slowly, so TCP's flow control slows the image
+service down as well, and the cap holds for the host as a whole however many downloads run.
+
+NOTE: hand-written rather than a library: the candidates (``token-bucket``, ``pyrate-limiter``)
+count requests, not bytes, or bring storage back-ends for a dozen lines of arithmetic.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from oslo_config import cfg
+
+from fleetcache.common.context import RequestContext
+from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
+from fleetcache.image.source import Buffer, Writer
+
+
+class TokenBucket:
+    """``rate`` tokens a second, at most ``burst`` saved up; :meth:`take` may go into debt
+    and sleeps it off, so a chunk larger than the burst still passes, at the rate."""
+
+    def __init__(self, rate: float, burst: float | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if rate <= 0:
+            raise ValueError("a token bucket needs a positive rate")
+        self.rate = float(rate)
+        self.burst = float(burst if burst is not None else rate)
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = self.burst
+        self._stamp = clock()
+        self._lock = threading.Lock()
+
+    def take(self, amount: int) -> float:
+        """Take ``amount`` tokens, sleeping until they are earned. :returns: seconds slept."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
+            self._stamp = now
+            self._tokens -= amount
+            wait = -self._tokens / self.rate if self._tokens < 0 else 0.0
+        if wait > 0:
+            self._sleep(wait)
+        return wait
+
+
+class _ThrottledWriter:
+    def __init__(self, writer: Writer, bucket: TokenBucket) -> None:
+        self.writer = writer
+        self.bucket = bucket
+
+    def write(self, data: Buffer, /) -> int | None:
+        self.bucket.take(len(data))
+        return self.writer.write(data)
+
+
+class ThrottledSource(ImageSource):
+    """``source``, its downloads sharing ``bucket``; ``show`` is left as it is."""
+
+    def __init__(self, source: ImageSource, bucket: TokenBucket) -> None:
+        super().__init__(source.conf)
+        self.source = source
+        self.bucket = bucket
+
+    def show(self, ctxt: RequestContext, image_id: str) -> ImageMeta:
+        return self.source.show(ctxt, image_id)
+
+    def download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
+                 progress: ProgressCallback | None = None) -> int:
+        return self.source.download(ctxt, meta, _ThrottledWriter(writer, self.bucket),
+                                    progress)
+
+
+def throttled(conf: cfg.ConfigOpts, source: ImageSource) -> ImageSource:
+    """``source`` under ``[image_cache] max_download_bytes_per_second`` (0: ``source``)."""
+    rate: int = conf.image_cache.max_download_bytes_per_second
+    if not rate:
+        return source
+    return ThrottledSource(source, TokenBucket(rate))

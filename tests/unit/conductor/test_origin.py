@@ -1,0 +1,180 @@
+"""Unit tests of origin protection (fleetcache.conductor.origin) and of a pre-cache job that
+runs under it, on SQLite with fake computes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from fleetcache.common.db import download_leases, jobs
+from fleetcache.common.db.download_leases import Limits
+from fleetcache.common.db.session import Database
+from fleetcache.conductor import notifications, precache
+from fleetcache.conductor.origin import DownloadGate, GateClosed
+from tests.unit.conductor.test_precache import (
+    IMG_A,
+    IMG_B,
+    FakeComputes,
+    FakeImages,
+    Pools,
+    _ctxt,
+    make_aggregate,
+    results_by_host,
+    wait_done,
+)
+
+
+@pytest.fixture
+def gates() -> Any:
+    made: list[DownloadGate] = []
+
+    def make(db: Database, limits: Limits, lease_seconds: float = 30,
+             holder: str = "cond1") -> DownloadGate:
+        gate = DownloadGate(db, holder, limits, lease_seconds)
+        made.append(gate)
+        return gate
+
+    yield make
+    for gate in made:
+        gate.stop()
+
+
+def test_without_limits_the_gate_takes_no_lease(db, gates):
+    gate = gates(db, Limits())
+    with gate.hold("h1", IMG_A):
+        assert download_leases.leases_list(db) == []
+    assert not gate.enabled
+
+
+def test_a_lease_is_held_for_the_body_and_released_after(db, gates):
+    gate = gates(db, Limits(per_image=1))
+    with gate.hold("h1", IMG_A, "job-1"):
+        (lease,) = download_leases.leases_list(db)
+        assert (lease["holder"], lease["host"], lease["image_id"], lease["job_uuid"]) == (
+            "cond1", "h1", IMG_A, "job-1")
+    assert download_leases.leases_list(db) == []
+
+
+def test_a_second_host_waits_is_told_once_and_goes_when_the_slot_frees(db, gates):
+    first, second = gates(db, Limits(per_image=1)), gates(db, Limits(per_image=1), holder="c2")
+    told: list[str] = []
+    got = threading.Event()
+
+    def wait_for_slot() -> None:
+        with second.hold("h2", IMG_A, on_wait=told.append):
+            got.set()
+
+    with first.hold("h1", IMG_A):
+        waiter = threading.Thread(target=wait_for_slot)
+        waiter.start()
+        time.sleep(1.0)  # several attempts, at 0.1 to 0.4 s
+        assert not got.is_set()
+        assert len(told) == 1 and "max_concurrent_downloads_per_image = 1" in told[0]
+    waiter.join(5)
+    assert got.is_set() and len(told) == 1
+
+
+def test_stopping_ends_the_wait(db, gates):
+    gate = gates(db, Limits(total=1))
+    stopping = threading.Event()
+    with gate.hold("h1", IMG_A):
+        threading.Timer(0.3, stopping.set).start()
+        with pytest.raises(GateClosed, match="stopped while h2 waited"):
+            with gate.hold("h2", IMG_B, stopping=stopping):
+                pass
+
+
+def test_held_leases_are_renewed_and_never_lapse(db, gates):
+    gate = gates(db, Limits(total=1), lease_seconds=3)  # renewed every second
+    with gate.hold("h1", IMG_A):
+        for _ in range(5):
+            time.sleep(1)
+            assert download_leases.lease_acquire(db, "x", "h2", IMG_B, Limits(total=1),
+                                                 3).lease_id is None
+
+
+def test_a_dead_holders_lease_lapses(db, gates):
+    dead = gates(db, Limits(total=1), lease_seconds=3)
+    stuck = threading.Event()
+
+    def hold_forever() -> None:
+        with dead.hold("h1", IMG_A):
+            stuck.wait(10)
+
+    holder = threading.Thread(target=hold_forever)
+    holder.start()
+    time.sleep(0.3)
+    dead.stop()  # no more renewals: as a conductor killed with its leases
+    began = time.monotonic()
+    with gates(db, Limits(total=1)).hold("h2", IMG_B):
+        waited = time.monotonic() - began
+    stuck.set()
+    holder.join(5)
+    assert 1 < waited < 6, waited
+
+
+def test_a_limited_job_calls_each_image_under_a_lease_and_shows_waiting_hosts(
+        conf, db, gates):
+    """Three hosts, one slot per image: the job calls one image at a time per host, at most
+    one host per image at once, and a host waiting is stored ``waiting`` meanwhile."""
+    agg_id = make_aggregate(db, ["h1", "h2", "h3"])
+    gate = gates(db, Limits(per_image=1))
+    seen_waiting: list[dict[str, Any]] = []
+
+    def slow(image_ids: list[str]) -> dict[str, Any]:
+        time.sleep(0.3)
+        seen_waiting.extend(r for r in jobs.job_list(db)[0]["results"]
+                            if r["state"] == jobs.WAITING)
+        return {i: {"state": "cached", "reason": None, "bytes_downloaded": 10}
+                for i in image_ids}
+
+    computes = FakeComputes({h: slow for h in ("h1", "h2", "h3")})
+    conf.set_override("precache_concurrency", 3, group="image_cache")
+    pools = Pools()
+    try:
+        precacher = precache.Precacher(
+            conf, db, "conductor1", clients=computes, images=FakeImages(),  # type: ignore[arg-type]
+            notifier=notifications.CacheNotifier(None), host_calls=pools.host_calls(3),
+            job_runner=pools.coordinators().submit, gate=gate)
+        job = precacher.start(_ctxt(), agg_id, [IMG_A, IMG_B])
+        done = wait_done(db, job["uuid"], timeout=30)
+    finally:
+        pools.shutdown()
+    assert done["state"] == jobs.DONE
+    assert results_by_host(db, job["uuid"]) == {
+        h: {IMG_A: ("cached", None), IMG_B: ("cached", None)} for h in ("h1", "h2", "h3")}
+    assert sorted(computes.calls) == sorted(
+        (h, [i]) for h in ("h1", "h2", "h3") for i in (IMG_A, IMG_B))
+    assert computes.max_in_flight <= 2  # one host per image
+    assert seen_waiting and all("max_concurrent_downloads_per_image" in (r["reason"] or "")
+                                for r in seen_waiting)
+    assert download_leases.leases_list(db) == []
+
+
+def test_a_pin_is_stored_on_the_job_and_sent_to_the_computes(conf, db):
+    agg_id = make_aggregate(db, ["h1"])
+    sent: list[Any] = []
+
+    class PinComputes(FakeComputes):
+        def cache_images(self, ctxt: Any, host: str, image_ids: list[str],
+                         **kwargs: Any) -> Any:
+            sent.append(kwargs)
+            return super().cache_images(ctxt, host, image_ids)
+
+    pools = Pools()
+    try:
+        precacher = precache.Precacher(
+            conf, db, "conductor1", clients=PinComputes(), images=FakeImages(),  # type: ignore[arg-type]
+            notifier=notifications.CacheNotifier(None), host_calls=pools.host_calls(1),
+            job_runner=lambda f: f())
+        before = time.time()
+        job = precacher.start(_ctxt(), agg_id, [IMG_A], pin_seconds=600)
+    finally:
+        pools.shutdown()
+    stored = jobs.job_get(db, job["uuid"])
+    assert stored["pin_until"] is not None
+    (kwargs,) = sent
+    assert before + 599 < kwargs["pin_until"] < time.time() + 601
