@@ -14,7 +14,7 @@ import prettytable
 
 #: Per-image states that make a job's outcome a failure for the exit status.
 FAILED_STATES = ("error",)
-_STATES = ("cached", "existing", "error", "unsupported", "skipped")
+_STATES = ("cached", "existing", "error", "unsupported", "skipped", "pending")
 
 
 class ProgressBar:
@@ -54,8 +54,8 @@ def _cell(image: dict[str, Any] | None) -> str:
     if image is None:
         return "-"
     state = str(image["state"])
-    if state == "skipped" and image.get("reason"):
-        return f"skipped ({image['reason']})"
+    if state in ("skipped", "pending") and image.get("reason"):
+        return f"{state} ({image['reason']})"
     if state == "error":
         return "error *"
     return state
@@ -94,13 +94,18 @@ def job_summary(job: dict[str, Any]) -> str:
             f"{human_bytes(int(job.get('bytes_downloaded') or 0))} downloaded")
     if job.get("error"):
         line += f"\nJob error: {job['error']}"
+    if counts.get("pending"):
+        line += (f"\n{counts['pending']} image(s) pending on hosts that were away: cached "
+                 f"when they come back, until {job.get('catch_up_until') or '?'}")
     return line
 
 
 def job_failed(job: dict[str, Any]) -> bool:
-    """Whether the job broke or any image failed on any host (skipped hosts do not count)."""
+    """Whether the job broke or any image failed on any host (skipped and pending hosts do
+    not count)."""
     counts = job.get("counts") or {}
-    return job["state"] != "done" or any(counts.get(s, 0) for s in FAILED_STATES)
+    return (job["state"] not in ("done", "catching_up")
+            or any(counts.get(s, 0) for s in FAILED_STATES))
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> str:

@@ -2,8 +2,10 @@
 
 Serves topic ``conductor`` on the default transport and on every cell's (new cells are picked
 up every ``[conductor] cell_refresh_interval``), registers itself as ``fleetcache-conductor``
-and heartbeats straight into the database, and on start fails the pre-cache jobs a previous
-conductor on this host left unfinished.
+and heartbeats straight into the database. It renews the leases of its pre-cache jobs, takes
+over jobs whose conductor died (at start-up, those of its own host's previous process at
+once) and catches up pending hosts (:mod:`fleetcache.conductor.takeover`,
+:mod:`fleetcache.conductor.catchup`).
 
 ``main`` builds what the process owns at start-up and passes it in: the transports
 (:class:`~fleetcache.common.rpc.Transports`) and, in :func:`build_service`, the
@@ -22,7 +24,6 @@ from oslo_config import cfg
 from fleetcache.cmd import common
 from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import jobs
 from fleetcache.common.db.api import CellDict
 from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service, ServiceReporter
@@ -46,10 +47,6 @@ def build_service(
 ) -> tuple[Service, ConductorState]:
     """Assemble the conductor: its shared state and pools, RPC servers, cell refresh and
     self-reporting. The caller stops the service, then shuts the state down."""
-    interrupted = jobs.jobs_fail_interrupted(db, conf.host)
-    if interrupted:
-        LOG.warning("Marked %d pre-cache job(s) of a previous conductor on %s as failed "
-                    "(interrupted): %s", len(interrupted), conf.host, ", ".join(interrupted))
     state = ConductorState(conf, db, transports)
     service = Service(BINARY)
 
@@ -72,6 +69,13 @@ def build_service(
         unknown=(exception.ComputeHostNotFound,),
     )
     service.add_periodic("report", reporter.run_once, conf.report_interval)
+    lease_time = conf.conductor.job_lease_time
+    service.add_periodic("job-lease-renew", state.takeover.renew, lease_time / 3.0,
+                         initial_delay=lease_time / 3.0)
+    # The first run (at start) also takes over this host's previous conductor's jobs.
+    service.add_periodic("job-takeover", state.takeover.run_once,
+                         conf.conductor.job_takeover_interval)
+    service.add_periodic("catch-up", state.catch_up.sweep, conf.image_cache.catch_up_interval)
     return service, state
 
 

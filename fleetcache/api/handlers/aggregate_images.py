@@ -99,6 +99,7 @@ def format_job(req: webob.Request, job: db_jobs.JobDict, detail: bool) -> dict[s
         "created_at": util.format_time(job["created_at"]),
         "started_at": util.format_time(job["started_at"]),
         "finished_at": util.format_time(job["finished_at"]),
+        "catch_up_until": util.format_time(job["catch_up_until"]),
         "links": [
             {"rel": "self", "href": util.base_url(req) + job_path(job["aggregate_id"], job["uuid"])}
         ],
