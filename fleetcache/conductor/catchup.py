@@ -175,13 +175,14 @@ class CatchUp:
             client = self.precacher.clients.compute_api(service["cell"])
             try:
                 replies = client.cache_images(ctxt, host, asked)
-                results.update(PrecacheJob._check_replies(replies, asked))
             except Exception as exc:
-                LOG.warning("Catch-up of compute %s in pre-cache job %s failed: %s: %s",
-                            host, job_uuid, type(exc).__name__, exc)
-                results.update({i: ImageResult(state="error", bytes_downloaded=0,
-                                               reason=f"{type(exc).__name__}: {exc}")
-                                for i in asked})
+                # NOTE: a host that has just come back may not consume its queue yet, or go
+                # away again: it stays pending and the next sweep asks it again (until the
+                # window closes), rather than ending ``error`` for a call it never saw.
+                LOG.warning("Catch-up of compute %s in pre-cache job %s failed (%s: %s); it "
+                            "stays pending", host, job_uuid, type(exc).__name__, exc)
+                return
+            results.update(PrecacheJob._check_replies(replies, asked))
         self._record(job_uuid, host, results)
 
     def _record(self, job_uuid: str, host: str, results: dict[str, ImageResult]) -> None:

@@ -9,6 +9,7 @@ import dataclasses
 import datetime
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from oslo_config import cfg
@@ -203,3 +204,32 @@ def test_renew_keeps_a_live_owners_job_from_being_claimed(conf, db, pools):
     assert theirs.claim() == []
     assert jobs.job_get(db, job["uuid"])["owner"] == OWNER.owner
     assert computes.calls == []
+
+
+def test_catch_up_call_that_fails_leaves_the_host_pending_for_the_next_sweep(conf, db, pools):
+    agg_id = make_aggregate(db, ["up", "down"])
+    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    failing = {"down": _raise(TimeoutError("no answer"))}
+    computes = FakeComputes(failing)
+    precacher = _precacher(conf, db, computes, pools)
+    job = precacher.start(_ctxt(), agg_id, [IMG_A])
+    db_api.service_update(db, service_id(db, "down"), forced_down=False)
+    catch_up = CatchUp(precacher, OWNER)
+    catch_up.sweep()
+    deadline = time.monotonic() + 10
+    while ("down", [IMG_A]) not in computes.calls:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(0.2)
+    assert results_by_host(db, job["uuid"])["down"] == {IMG_A: ("pending", "down")}
+    del computes.behaviour["down"]
+    catch_up.sweep()
+    _wait_state(db, job["uuid"], jobs.DONE)
+    assert results_by_host(db, job["uuid"])["down"] == {IMG_A: ("cached", None)}
+
+
+def _raise(exc: Exception) -> Any:
+    def fail(image_ids: list[str]) -> Any:
+        raise exc
+
+    return fail
