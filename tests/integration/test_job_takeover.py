@@ -33,6 +33,8 @@ from typing import Any
 import pytest
 import requests
 
+from fleetcache.common import servicegroup
+from fleetcache.common.db import api as db_api
 from fleetcache.common.db import job_leases, jobs
 from fleetcache.compute.imagecache import PART_MARK, cache_name
 from tests.integration.conftest import VENV_BIN
@@ -136,13 +138,18 @@ def second_conductor(stack: Any, lease_conductor: None,
     second = SecondConductor(stack, tmp_path)
     try:
         deadline = time.monotonic() + 60
-        while not stack.service_is_up(SECOND, "fleetcache-conductor"):
+        while not _conductor_up(stack, SECOND):
             assert second.proc.poll() is None, f"conductor 2 exited:\n{second.log()}"
             assert time.monotonic() < deadline, f"conductor 2 not up:\n{second.log()}"
             time.sleep(0.5)
         yield second
     finally:
         second.kill()
+
+
+def _conductor_up(stack: Any, host: str) -> bool:
+    found = db_api.service_list(stack.db, binary="fleetcache-conductor", hosts=[host])
+    return bool(found) and servicegroup.service_is_up(found[0], stack.service_down_time)
 
 
 def _post(stack: Any, agg_id: int, image_ids: list[str]) -> str:
