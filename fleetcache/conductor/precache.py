@@ -12,7 +12,8 @@ host aborts the operation without ``.end``), and progress numbered under a lock.
    conductor's job coordinators and returns it.
 2. :class:`PrecacheJob` marks the job ``running`` and sends ``aggregate.cache_images.start``.
    Hosts that will not be asked are settled at once: no compute service is ``error``, a down
-   or disabled compute is ``skipped`` with that reason. Every other host is one long
+   or disabled compute is ``skipped`` with that reason (``pending`` when the job has a catch-up
+   window: :mod:`~.catchup` asks it later). Every other host is one long
    ``cache_images`` call through its cell's transport, run on the conductor's
    :class:`~.hostpool.HostCallPool` of ``[image_cache] precache_concurrency`` workers, so the
    limit holds across concurrent jobs.
