@@ -86,7 +86,8 @@ def job_table(job: dict[str, Any], image_names: dict[str, str] | None = None) ->
 def job_summary(job: dict[str, Any]) -> str:
     """``Job J on aggregate A: done in 1.2 s, 3 hosts: 4 cached, ... ; 12.0 MiB downloaded``."""
     counts = job.get("counts") or {}
-    parts = ", ".join(f"{counts.get(s, 0)} {s}" for s in _STATES)
+    parts = ", ".join(f"{counts.get(s, 0)} {s}" for s in _STATES
+                      if s != "pending" or counts.get(s))  # pending only with catch-up
     elapsed = _elapsed(job.get("started_at"), job.get("finished_at"))
     took = f" in {elapsed:.1f} s" if elapsed is not None else ""
     line = (f"Job {job['id']} on aggregate {job['aggregate_id']}: {job['state']}{took}, "
