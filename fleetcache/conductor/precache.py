@@ -356,7 +356,9 @@ class PrecacheJob:
     def _finish(self, error: str | None, elapsed: float) -> None:
         state = jobs.FAILED if error else jobs.DONE
         try:  # done, or catching_up while a host is pending
-            state = job_leases.job_end_first_pass(self.precacher.db, self.uuid, error)
+            owner = self.precacher.owner
+            state = job_leases.job_end_first_pass(self.precacher.db, self.uuid, error,
+                                                  owner.owner if owner else None)
         except Exception:
             LOG.exception("Could not mark image pre-cache job %s %s", self.uuid, state)
         LOG.info("Image pre-cache job %s on aggregate %s completed in %.2f s: %s",

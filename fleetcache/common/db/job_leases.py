@@ -116,11 +116,15 @@ def _has_pending(session: Session, job_id: int) -> bool:
         models.CacheJobResult.state == jobs.PENDING))))
 
 
-def job_end_first_pass(db: Database, job_uuid: str, error: str | None = None) -> str:
+def job_end_first_pass(db: Database, job_uuid: str, error: str | None = None,
+                       owner: str | None = None) -> str:
     """End a job's first pass: ``failed`` with ``error``, else ``catching_up`` while a host is
-    pending, else ``done``. :returns: the new state."""
+    pending, else ``done``. With ``owner``, only if the job is still its own (a conductor that
+    stalled past its lease lost the job to another, which ends it). :returns: the state."""
     with db.transaction() as session:
         job = jobs._lookup(session, job_uuid)
+        if owner is not None and job.owner != owner:
+            return job.state
         if error:
             job.state, job.error = jobs.FAILED, error
         elif _has_pending(session, job.id):

@@ -175,3 +175,11 @@ def test_host_added_is_pending_in_open_jobs_of_its_aggregates_only(db: Database)
     assert job_leases.jobs_add_host(db, "h3", utcnow()) == []  # once only
     db_api.aggregate_add_host(db, agg["id"], "h1")  # a host the job already has
     assert job_leases.jobs_add_host(db, "h1", utcnow()) == []
+
+
+def test_a_conductor_that_lost_its_job_cannot_end_it(db: Database) -> None:
+    job = _job(db, lease=-datetime.timedelta(seconds=1))
+    [seen] = job_leases.jobs_claimable(db, utcnow(), owner="c2:b")
+    assert job_leases.job_claim(db, seen, "c2:b", "c2", utcnow() + HOUR)
+    assert job_leases.job_end_first_pass(db, job["uuid"], owner="c1:a") == jobs.QUEUED
+    assert job_leases.job_end_first_pass(db, job["uuid"], owner="c2:b") == jobs.DONE
