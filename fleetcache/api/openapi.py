@@ -378,7 +378,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "properties": {
             "id": _STR, "aggregate_id": _INT, "aggregate_uuid": _STR,
             "image_ids": {"type": "array", "items": _STR},
-            "state": {"enum": ["queued", "running", "done", "failed"]}, "error": _NSTR,
+            "state": {"enum": ["queued", "running", "catching_up", "done", "failed"]},
+            "error": _NSTR, "catch_up_until": _NSTR,
             "total_hosts": _INT, "hosts_reported": _INT, "counts": _COUNTS,
             "bytes_downloaded": _INT, "created_at": _STR, "started_at": _NSTR,
             "finished_at": _NSTR, "pin_until": _NSTR, "links": {"type": "array"},

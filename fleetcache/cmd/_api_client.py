@@ -23,7 +23,9 @@ from typing import Any
 import requests
 
 MICROVERSION = "2.81"
-END_STATES = ("done", "failed")
+#: ``catching_up`` ends a wait too: the first pass is over, and the hosts left ``pending`` are
+#: caught up when they come back, which may be hours later (``[image_cache] catch_up_window``).
+END_STATES = ("done", "failed", "catching_up")
 
 
 class ApiError(Exception):

@@ -14,7 +14,7 @@ import prettytable
 
 #: Per-image states that make a job's outcome a failure for the exit status.
 FAILED_STATES = ("error",)
-_STATES = ("cached", "existing", "error", "unsupported", "skipped")
+_STATES = ("cached", "existing", "error", "unsupported", "skipped", "pending")
 
 
 class ProgressBar:
@@ -54,8 +54,8 @@ def _cell(image: dict[str, Any] | None) -> str:
     if image is None:
         return "-"
     state = str(image["state"])
-    if state == "skipped" and image.get("reason"):
-        return f"skipped ({image['reason']})"
+    if state in ("skipped", "pending") and image.get("reason"):
+        return f"{state} ({image['reason']})"
     if state == "error":
         return "error *"
     if image.get("download_path"):
@@ -92,7 +92,8 @@ def job_table(job: dict[str, Any], image_names: dict[str, str] | None = None) ->
 def job_summary(job: dict[str, Any]) -> str:
     """``Job J on aggregate A: done in 1.2 s, 3 hosts: 4 cached, ... ; 12.0 MiB downloaded``."""
     counts = job.get("counts") or {}
-    parts = ", ".join(f"{counts.get(s, 0)} {s}" for s in _STATES)
+    parts = ", ".join(f"{counts.get(s, 0)} {s}" for s in _STATES
+                      if s != "pending" or counts.get(s))  # pending only with catch-up
     elapsed = _elapsed(job.get("started_at"), job.get("finished_at"))
     took = f" in {elapsed:.1f} s" if elapsed is not None else ""
     line = (f"Job {job['id']} on aggregate {job['aggregate_id']}: {job['state']}{took}, "
@@ -100,13 +101,18 @@ def job_summary(job: dict[str, Any]) -> str:
             f"{human_bytes(int(job.get('bytes_downloaded') or 0))} downloaded")
     if job.get("error"):
         line += f"\nJob error: {job['error']}"
+    if counts.get("pending"):
+        line += (f"\n{counts['pending']} image(s) pending on hosts that were away: cached "
+                 f"when they come back, until {job.get('catch_up_until') or '?'}")
     return line
 
 
 def job_failed(job: dict[str, Any]) -> bool:
-    """Whether the job broke or any image failed on any host (skipped hosts do not count)."""
+    """Whether the job broke or any image failed on any host (skipped and pending hosts do
+    not count)."""
     counts = job.get("counts") or {}
-    return job["state"] != "done" or any(counts.get(s, 0) for s in FAILED_STATES)
+    return (job["state"] not in ("done", "catching_up")
+            or any(counts.get(s, 0) for s in FAILED_STATES))
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> str:

@@ -2,9 +2,12 @@
 
 Serves topic ``conductor`` on the default transport and on every cell's (new cells are picked
 up every ``[conductor] cell_refresh_interval``), registers itself as ``fleetcache-conductor``
-and heartbeats straight into the database, and on start fails the pre-cache jobs and instance
-builds a previous conductor on this host left unfinished (then, periodically, the builds of
-conductors that died).
+and heartbeats straight into the database. It renews the leases of its pre-cache jobs, takes
+over jobs whose conductor died (at start-up, those of its own host's previous process at
+once) and catches up pending hosts (:mod:`fleetcache.conductor.takeover`,
+:mod:`fleetcache.conductor.catchup`). On start it fails the instance builds a previous
+conductor on this host left unfinished (then, periodically, the builds of conductors that
+died).
 
 ``main`` builds what the process owns at start-up and passes it in: the transports
 (:class:`~fleetcache.common.rpc.Transports`) and, in :func:`build_service`, the
@@ -24,7 +27,6 @@ from prometheus_client import CollectorRegistry
 from fleetcache.cmd import common
 from fleetcache.common import binaries, exception, metrics, rpc
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import jobs
 from fleetcache.common.db.api import CellDict
 from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service, ServiceReporter
@@ -50,10 +52,6 @@ def build_service(
     """Assemble the conductor: its shared state and pools, RPC servers, cell refresh and
     self-reporting, its metrics in ``registry``. The caller stops the service, then shuts the
     state down."""
-    interrupted = jobs.jobs_fail_interrupted(db, conf.host)
-    if interrupted:
-        LOG.warning("Marked %d pre-cache job(s) of a previous conductor on %s as failed "
-                    "(interrupted): %s", len(interrupted), conf.host, ", ".join(interrupted))
     build.fail_orphaned(db, conf, restarted=True)
     state = ConductorState(conf, db, transports, registry=registry)
     service = Service(BINARY)
@@ -80,6 +78,13 @@ def build_service(
     # Instances whose conductor died end in error within service_down_time plus this.
     service.add_periodic("orphaned-instances", lambda: _fail_orphaned(db, conf),
                          conf.service_down_time, initial_delay=conf.service_down_time)
+    lease_time = conf.conductor.job_lease_time
+    service.add_periodic("job-lease-renew", state.takeover.renew, lease_time / 3.0,
+                         initial_delay=lease_time / 3.0)
+    # The first run (at start) also takes over this host's previous conductor's jobs.
+    service.add_periodic("job-takeover", state.takeover.run_once,
+                         conf.conductor.job_takeover_interval)
+    service.add_periodic("catch-up", state.catch_up.sweep, conf.image_cache.catch_up_interval)
     return service, state
 
 

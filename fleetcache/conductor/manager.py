@@ -35,13 +35,16 @@ from fleetcache.common.db import host_images
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
 from fleetcache.conductor import build, notifications, precache, rpcapi
+from fleetcache.conductor.catchup import CatchUp
 from fleetcache.conductor.cells import CellTransports
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.metrics import ConductorMetrics, JobStateCollector
 from fleetcache.conductor.origin import DownloadGate
+from fleetcache.conductor.ownership import JobOwner
 from fleetcache.conductor.placement import PlacementClient, ProviderSync
 from fleetcache.conductor.scheduler import Scheduler
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
+from fleetcache.conductor.takeover import JobTakeover
 from fleetcache.image.source import ImageSource
 
 LOG = logging.getLogger(__name__)
@@ -66,6 +69,9 @@ class ConductorState:
     :ivar gate: the image service's download slots, shared with every other conductor
         through the database (``[image_cache] max_concurrent_downloads*``).
     :ivar precacher: starts pre-cache jobs on these pools.
+    :ivar owner: this process as the owner of its jobs (a new id per start).
+    :ivar takeover: renews this process's job leases and takes over jobs whose conductor died.
+    :ivar catch_up: asks the pending hosts of this process's jobs when they come back.
     :ivar providers: keeps computes' Placement resource providers in step; ``None`` when
         ``[placement]`` is not configured (no compute is then schedulable).
     :ivar scheduler: places instances (``select_destinations``); ``None`` without
@@ -96,6 +102,7 @@ class ConductorState:
         notifier = rpc.get_notifier(transports.notification(),
                                     publisher_id=f"{binaries.CONDUCTOR}:{conf.host}")
         client = PlacementClient.from_conf(conf)
+        self.owner = JobOwner.from_conf(conf)
         self.precacher = precache.Precacher(
             conf, db, conf.host, clients=self.cells,
             notifier=notifications.CacheNotifier(notifier),
@@ -103,7 +110,10 @@ class ConductorState:
             gate=self.gate,
             image_support=self._image_support(conf, client),
             metrics=self.metrics,
+            owner=self.owner,
         )
+        self.takeover = JobTakeover(self.precacher, self.owner)
+        self.catch_up = CatchUp(self.precacher, self.owner)
         self.providers = (ProviderSync(client, conf.placement.generation_conflict_retries)
                           if client is not None else None)
         if self.providers is None:
@@ -135,9 +145,10 @@ class ConductorState:
         return Scheduler(conf, db, client) if client is not None else None
 
     def shutdown(self, wait: bool = False) -> None:
-        """Stop both pools: queued host calls are dropped and running jobs end ``failed``
-        (interrupted); if the process dies first, the next conductor start on this host marks
-        them so.
+        """Stop both pools: queued host calls are dropped, and each running job stores the
+        results it has and releases its lease, so that another conductor (or this host's next
+        one) takes it over and asks its remaining hosts; if the process dies first, the lease
+        expires instead (:mod:`fleetcache.conductor.takeover`).
 
         :param wait: return only once every job's coordinator has ended.
         """
@@ -189,6 +200,7 @@ class ConductorManager:
         )
         LOG.info("Registered %s on %s in cell %s", binary, host, self.cell_name)
         self._sync_provider(service)
+        self.state.catch_up.host_seen(service)
         return service
 
     @rpc.expected_exceptions(exception.ComputeHostNotFound)
@@ -207,6 +219,7 @@ class ConductorManager:
         service = db_api.service_heartbeat(self.db, host, binary, capabilities=capabilities)
         if service["placement_synced_at"] is None:
             self._sync_provider(service)
+        self.state.catch_up.host_seen(service)
 
     def _sync_provider(self, service: db_api.ServiceDict) -> None:
         """Bring a compute's resource provider in step with its registration; a failure is
@@ -228,7 +241,12 @@ class ConductorManager:
         """Mirror the fleetcache aggregates ``host`` is in into its provider's Placement
         aggregates (a cast from the API after ``add_host`` / ``remove_host``). A failure is
         logged: ``fleetcache-manage placement sync-aggregates`` repairs what it left, and the
-        compute's next registration writes its aggregates too."""
+        compute's next registration writes its aggregates too. A host added to an aggregate
+        becomes pending in the aggregate's jobs whose catch-up window is open."""
+        try:
+            self.state.catch_up.host_added(host)
+        except Exception:
+            LOG.exception("Could not add %s to the open pre-cache jobs of its aggregates", host)
         providers = self.state.providers
         if providers is None:
             return

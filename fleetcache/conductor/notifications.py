@@ -36,8 +36,8 @@ class AggregateCachePayload(TypedDict):
     """One host's outcome (Nova's ``AggregateCachePayload`` 1.0), and the job.
 
     ``images_cached`` holds the images that are ``cached`` or ``existing`` on the host;
-    ``images_failed`` every other one (``error``, ``unsupported``, ``skipped``). ``index``
-    counts the hosts finished so far (1..``total``).
+    ``images_failed`` every other one (``error``, ``unsupported``, ``skipped``, ``pending``).
+    ``index`` counts the hosts finished so far (1..``total``).
     """
 
     id: int

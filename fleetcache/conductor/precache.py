@@ -12,7 +12,8 @@ host aborts the operation without ``.end``), and progress numbered under a lock.
    conductor's job coordinators and returns it.
 2. :class:`PrecacheJob` marks the job ``running`` and sends ``aggregate.cache_images.start``.
    Hosts that will not be asked are settled at once: no compute service is ``error``, a down
-   or disabled compute is ``skipped`` with that reason. Every other host is one long
+   or disabled compute is ``skipped`` with that reason (``pending`` when the job has a catch-up
+   window: :mod:`~.catchup` asks it later). Every other host is one long
    ``cache_images`` call through its cell's transport, run on the conductor's
    :class:`~.hostpool.HostCallPool` of ``[image_cache] precache_concurrency`` workers, so the
    limit holds across concurrent jobs.
@@ -48,7 +49,7 @@ from oslo_config import cfg
 from fleetcache.common import binaries, exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import jobs
+from fleetcache.common.db import job_leases, jobs
 from fleetcache.common.db.api import AggregateDict, CellDict, ServiceDict
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.models import utcnow as models_utcnow
@@ -60,6 +61,7 @@ from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.jobresults import CACHED_STATES, JobStats, ResultWriter
 from fleetcache.conductor.metrics import ConductorMetrics
 from fleetcache.conductor.origin import DownloadGate
+from fleetcache.conductor.ownership import JobOwner
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image import source as image_source
 
@@ -117,6 +119,8 @@ class Precacher:
         Prometheus registry); ``None`` counts nothing.
     :param gate: the image service's download slots shared by every conductor
         (:mod:`~.origin`); ``None`` or without limits: hosts are called without a lease.
+    :param owner: this conductor process as a job owner: its jobs get its lease and catch-up
+        window (``None``: no lease, no catch-up).
     """
 
     def __init__(
@@ -132,8 +136,10 @@ class Precacher:
         image_support: ImageTypeSupport | None = None,
         metrics: ConductorMetrics | None = None,
         gate: DownloadGate | None = None,
+        owner: JobOwner | None = None,
     ) -> None:
         self.conf = conf
+        self.owner = owner
         self.image_support = image_support
         self.metrics = metrics
         self.db = db
@@ -167,19 +173,29 @@ class Precacher:
             raise exception.InvalidInput(reason="no image to cache")
         aggregate = db_api.aggregate_get(self.db, aggregate_id)
         metas = {i: self.images.show(ctxt, i).to_dict() for i in image_ids}
-        services = db_api.aggregate_hosts_by_cell(self.db, aggregate["hosts"], binaries.COMPUTE)
-        by_host = {s["host"]: s for group in services.values() for s in group}
         pin_until = (None if pin_seconds is None else
                      models_utcnow() + datetime.timedelta(seconds=int(pin_seconds)))
+        owner = self.owner
         job = jobs.job_create(
             self.db, aggregate["id"], aggregate["uuid"], image_ids,
-            len(aggregate["hosts"]), self.host, pin_until=pin_until,
+            len(aggregate["hosts"]), self.host, hosts=aggregate["hosts"], pin_until=pin_until,
+            owner=owner.owner if owner else None,
+            lease_expires_at=owner.lease_until() if owner else None,
+            catch_up_until=owner.catch_up_until() if owner else None,
         )
-        unsupported = (self.image_support.unsupported(aggregate["uuid"], aggregate["hosts"], metas)
-                       if self.image_support is not None else {})
-        plans = [HostPlan(h, by_host.get(h), unsupported.get(h, {})) for h in aggregate["hosts"]]
+        plans = self.plan_hosts(aggregate, aggregate["hosts"], metas)
         PrecacheJob(self, ctxt, aggregate, job, plans).launch()
         return job
+
+    def plan_hosts(self, aggregate: AggregateDict, hosts: list[str],
+                   metas: Mapping[str, Mapping[str, object]]) -> list[HostPlan]:
+        """Plan ``hosts`` of the aggregate: their services in one query, and which images
+        they cannot use (``metas``: image id -> the image service's record)."""
+        services = db_api.aggregate_hosts_by_cell(self.db, hosts, binaries.COMPUTE)
+        by_host = {s["host"]: s for group in services.values() for s in group}
+        unsupported = (self.image_support.unsupported(aggregate["uuid"], hosts, dict(metas))
+                       if self.image_support is not None else {})
+        return [HostPlan(h, by_host.get(h), unsupported.get(h, {})) for h in hosts]
 
 
 class PrecacheJob:
@@ -192,7 +208,9 @@ class PrecacheJob:
         aggregate: AggregateDict,
         job: JobDict,
         plans: list[HostPlan],
+        done_before: int = 0,
     ) -> None:
+        """:param done_before: hosts that already have results (a job taken over)."""
         self.precacher = precacher
         self.ctxt = ctxt
         self.aggregate = aggregate
@@ -203,7 +221,10 @@ class PrecacheJob:
         self.pin_until = (None if pin_until is None else
                           pin_until.replace(tzinfo=datetime.UTC).timestamp())
         self.plans = plans
-        self.stats = JobStats()
+        self.stats = JobStats(hosts_done=done_before)
+        self.total_hosts = max(job["total_hosts"], len(plans) + done_before)
+        #: Down or disabled hosts are ``pending`` (caught up later), not ``skipped``.
+        self.catch_up = job.get("catch_up_until") is not None
         self.writer = ResultWriter(precacher.db, self.uuid)
         self._lock = threading.Lock()
         self._done_hosts: set[str] = set()
@@ -238,6 +259,12 @@ class PrecacheJob:
         except Exception as exc:
             LOG.exception("Image pre-cache job %s failed", self.uuid)
             error = f"{type(exc).__name__}: {exc}"
+        owner = self.precacher.owner
+        if error == _HANDED_OVER and owner is not None:  # its results are stored: let it go
+            job_leases.job_release(self.precacher.db, self.uuid, owner.owner)
+            LOG.warning("Image pre-cache job %s left to another conductor: this one stops",
+                        self.uuid)
+            return
         self._finish(error, time.monotonic() - started)
         self.precacher.notifier.end(self.ctxt, payload)
 
@@ -257,6 +284,8 @@ class PrecacheJob:
         missing = [p.host for p in self.plans if p.host not in self._done_hosts]
         if not missing:
             return None
+        if self.precacher.owner is not None:
+            return _HANDED_OVER  # its hosts without results are asked by the next owner
         reason = "interrupted: the conductor stopped before this host answered"
         for host in missing:
             self._host_done(host, _same_result_per_image(self.image_ids, "error", reason))
@@ -281,13 +310,14 @@ class PrecacheJob:
         service = plan.service
         if service is None:
             return _same_result_per_image(self.image_ids, "error", "host has no compute service")
+        skipped = "pending" if self.catch_up else "skipped"
         if not service_is_up(service, self.precacher.conf.service_down_time):
-            LOG.info("Skipping image pre-cache request to compute %s: it is down", plan.host)
-            return _same_result_per_image(self.image_ids, "skipped", "down")
+            LOG.info("Image pre-cache request to compute %s %s: it is down", plan.host, skipped)
+            return _same_result_per_image(self.image_ids, skipped, "down")
         if service["disabled"]:
-            LOG.info("Skipping image pre-cache request to compute %s: it is disabled",
-                     plan.host)
-            return _same_result_per_image(self.image_ids, "skipped", "disabled")
+            LOG.info("Image pre-cache request to compute %s %s: it is disabled",
+                     plan.host, skipped)
+            return _same_result_per_image(self.image_ids, skipped, "disabled")
         if all(i in plan.unsupported for i in self.image_ids):
             return {i: ImageResult(state="unsupported", reason=plan.unsupported[i],
                                    bytes_downloaded=0) for i in self.image_ids}
@@ -356,7 +386,8 @@ class PrecacheJob:
         results = {}
         for image_id in image_ids:
             reply = replies.get(image_id) if isinstance(replies, Mapping) else None
-            if not isinstance(reply, Mapping) or reply.get("state") not in jobs.RESULT_STATES:
+            if (not isinstance(reply, Mapping)
+                    or reply.get("state") not in jobs.FINAL_RESULT_STATES):
                 reply = ImageResult(state="error", bytes_downloaded=0,
                                     reason=f"compute returned no valid result: {reply!r}")
             results[image_id] = ImageResult(
@@ -374,7 +405,7 @@ class PrecacheJob:
             host=host,
             images_cached=[i for i, r in results.items() if r["state"] in CACHED_STATES],
             images_failed=[i for i, r in results.items() if r["state"] not in CACHED_STATES],
-            index=0, total=len(self.plans), job_uuid=self.uuid,
+            index=0, total=self.total_hosts, job_uuid=self.uuid,
         )
         with self._lock:  # index and queue order agree: progress is sent in index order
             if host in self._done_hosts:
@@ -391,8 +422,10 @@ class PrecacheJob:
 
     def _finish(self, error: str | None, elapsed: float) -> None:
         state = jobs.FAILED if error else jobs.DONE
-        try:
-            jobs.job_set_state(self.precacher.db, self.uuid, state, error=error)
+        try:  # done, or catching_up while a host is pending
+            owner = self.precacher.owner
+            state = job_leases.job_end_first_pass(self.precacher.db, self.uuid, error,
+                                                  owner.owner if owner else None)
         except Exception:
             LOG.exception("Could not mark image pre-cache job %s %s", self.uuid, state)
         LOG.info("Image pre-cache job %s on aggregate %s completed in %.2f s: %s",
@@ -402,6 +435,10 @@ class PrecacheJob:
                         image_id, count, self.uuid)
         if error:
             LOG.error("Image pre-cache job %s failed: %s", self.uuid, error)
+
+
+#: What ``_fan_out`` returns when the conductor stops and lets another one take the job over.
+_HANDED_OVER = "handed over"
 
 
 def _text_or_none(value: object) -> str | None:

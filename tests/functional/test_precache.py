@@ -167,7 +167,7 @@ def test_post_runs_the_job_persists_results_and_notifies(stack):
         down: {i: ("skipped", "down") for i in stack.images},
     }
     assert job["counts"] == {"cached": 4, "existing": 0, "error": 0, "unsupported": 0,
-                             "skipped": 2, "waiting": 0}
+                             "skipped": 2, "pending": 0, "waiting": 0}
     stored = jobs.job_get(stack.db, job["id"])
     assert stored["state"] == jobs.DONE and len(stored["results"]) == 6
 
@@ -245,7 +245,9 @@ def test_cli_cache_images_wait_then_jobs_show_and_list(stack, capsys):
         assert client.main([*args, "jobs", "list", "no-such-aggregate"]) == 1
 
 
-def test_stopping_conductor_fails_its_running_job_as_interrupted_at_once(stack):
+def test_stopping_conductor_releases_its_running_job_at_once(stack):
+    """A conductor stopping mid-job stores no verdict for the host in flight and lets the job
+    go (its lease expires now), so that the next conductor asks that host again."""
     slow = stack.start_compute("slow", **{"fake_driver.cache_delay": 10})
     agg_id = stack.aggregate([slow])
     location = stack.cache(agg_id, stack.images[:1]).headers["Location"]
@@ -260,9 +262,8 @@ def test_stopping_conductor_fails_its_running_job_as_interrupted_at_once(stack):
     stack.services[0].stop()  # as fleetcache-conductor on SIGTERM: service, then state
     stack.state.shutdown()
     job = jobs.job_get(stack.db, job_id)
-    while job["state"] == jobs.RUNNING and time.monotonic() - started < 8:
+    while job["lease_expires_at"] is None or job["lease_expires_at"].year != 1970:
+        assert time.monotonic() - started < 8  # well before the 10 s call would have ended
         time.sleep(0.1)
         job = jobs.job_get(stack.db, job_id)
-    assert time.monotonic() - started < 8  # well before the 10 s call would have ended
-    assert job["state"] == jobs.FAILED and job["error"].startswith("interrupted")
-    assert [(r["host"], r["state"]) for r in job["results"]] == [(slow, "error")]
+    assert job["state"] == jobs.RUNNING and job["results"] == []

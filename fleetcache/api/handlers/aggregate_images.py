@@ -107,6 +107,7 @@ def format_job(req: webob.Request, job: db_jobs.JobDict, detail: bool) -> dict[s
         "started_at": util.format_time(job["started_at"]),
         "finished_at": util.format_time(job["finished_at"]),
         "pin_until": util.format_time(job["pin_until"]),
+        "catch_up_until": util.format_time(job["catch_up_until"]),
         "links": [
             {"rel": "self", "href": util.base_url(req) + job_path(job["aggregate_id"], job["uuid"])}
         ],

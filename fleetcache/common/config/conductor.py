@@ -31,6 +31,37 @@ shared by all jobs). A job accepted beyond this limit stays ``queued`` until a c
 is free.
 """,
     ),
+    cfg.IntOpt(
+        "job_lease_time",
+        default=30,
+        min=3,
+        help="""
+Seconds a conductor holds a pre-cache job without renewing its lease.
+
+The conductor running a job renews the leases of all its jobs every third of this time. When
+it dies (``kill -9``, host lost), another conductor takes the job over once the lease has
+expired, within ``job_lease_time + job_takeover_interval`` seconds, and calls again only the
+hosts without a stored result. A conductor restarting on the same host takes the jobs of its
+previous process over at start-up, whatever their lease.
+
+Shorter: faster takeover, one more ``UPDATE`` per conductor every third of it. Conductors'
+clocks must agree to well within this time.
+
+Related options:
+* job_takeover_interval
+""",
+    ),
+    cfg.IntOpt(
+        "job_takeover_interval",
+        default=10,
+        min=1,
+        help="""
+Seconds between two looks for pre-cache jobs whose conductor's lease expired.
+
+Related options:
+* job_lease_time
+""",
+    ),
 ]
 
 

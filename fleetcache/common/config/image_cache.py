@@ -157,6 +157,41 @@ Possible values:
 * A percentage of the file system's size (``10%``).
 """,
     ),
+    cfg.IntOpt(
+        "catch_up_window",
+        default=0,
+        min=0,
+        help="""
+Seconds after a pre-cache job's creation during which hosts it could not ask are caught up.
+
+A host that is down or disabled when the job reaches it is shown ``pending`` (reason ``down``
+or ``disabled``) instead of ``skipped``, and is asked as soon as it is up and enabled again
+(its registration or heartbeat reaching the job's conductor, or within
+``catch_up_interval``). A host added to the aggregate while the window is open becomes
+``pending`` too and is asked the same way. The job stays ``catching_up`` until no host is
+pending, then ends ``done``; when the window closes first, the hosts still pending end
+``skipped`` with the reason saying so.
+
+Possible values:
+* 0: no catch-up, as Nova: a host that is down or disabled is ``skipped`` for good.
+* Any other value: the window in seconds (for example 86400, one day, as Nova's image TTL).
+
+Related options:
+* catch_up_interval
+""",
+    ),
+    cfg.IntOpt(
+        "catch_up_interval",
+        default=10,
+        min=1,
+        help="""
+Seconds between two passes of the conductor over its pending hosts: those that are up and
+enabled again are asked, and jobs whose catch-up window closed are ended.
+
+Related options:
+* catch_up_window
+""",
+    ),
 ]
 
 

@@ -1,7 +1,10 @@
 """Queries of pre-cache jobs and their per-host, per-image results.
 
-A job moves ``queued -> running -> done | failed``; a job whose conductor died while it ran is
-marked ``failed`` with the reason ``interrupted`` when a conductor on that host starts again.
+A job moves ``queued -> running -> done | failed``, through ``catching_up`` when its first pass
+left hosts ``pending`` (down, disabled, or added to the aggregate since): it is ``done`` once no
+host is pending, or once its catch-up window closes (pending hosts then end ``skipped``). A job
+is owned by one conductor process under a lease; when that conductor dies, another one (or the
+same host's next conductor) claims the job and carries it on (:mod:`.job_leases`).
 """
 
 from __future__ import annotations
@@ -19,10 +22,19 @@ from fleetcache.common.db import models
 from fleetcache.common.db.session import Database
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
-JOB_STATES = (QUEUED, RUNNING, DONE, FAILED)
-#: Per host, per image outcomes (a compute answers ``skipped`` with the reason
-#: ``disk`` when caching would bring its free space below ``[image_cache] disk_free_floor``).
-RESULT_STATES = ("cached", "existing", "error", "unsupported", "skipped")
+#: The first pass is over; some hosts are ``pending`` until they are caught up.
+CATCHING_UP = "catching_up"
+JOB_STATES = (QUEUED, RUNNING, CATCHING_UP, DONE, FAILED)
+#: Jobs some conductor still has to carry on.
+ACTIVE_STATES = (QUEUED, RUNNING, CATCHING_UP)
+#: Per host, per image outcomes that no later pass changes (a compute answers ``skipped`` with
+#: the reason ``disk`` when caching would bring its free space below ``[image_cache]
+#: disk_free_floor``).
+FINAL_RESULT_STATES = ("cached", "existing", "error", "unsupported", "skipped")
+#: A host that was not asked yet, and will be when it comes back (within the window).
+PENDING = "pending"
+#: Per host, per image outcomes: the final ones, and ``pending`` for a host to catch up.
+RESULT_STATES = (*FINAL_RESULT_STATES, PENDING)
 #: A host the conductor has not asked yet because the image service's download slots are
 #: taken (``[image_cache] max_concurrent_downloads*``); replaced by the host's outcome.
 WAITING = "waiting"
@@ -69,6 +81,12 @@ class JobDict(TypedDict):
     error: str | None
     #: Until when the job's images are pinned on its hosts; None: no pin.
     pin_until: datetime.datetime | None
+    #: The aggregate's hosts at creation (None for jobs that predate it).
+    hosts: list[str] | None
+    #: ``<host>:<uuid>`` of the conductor process running the job.
+    owner: str | None
+    lease_expires_at: datetime.datetime | None
+    catch_up_until: datetime.datetime | None
     results: list[JobResultDict]
 
 
@@ -87,6 +105,10 @@ def _job_dict(job: models.CacheJob) -> JobDict:
         finished_at=job.finished_at,
         error=job.error,
         pin_until=job.pin_until,
+        hosts=list(job.hosts) if job.hosts is not None else None,
+        owner=job.owner,
+        lease_expires_at=job.lease_expires_at,
+        catch_up_until=job.catch_up_until,
         results=[
             JobResultDict(
                 host=r.host,
@@ -120,7 +142,12 @@ def job_create(
     total_hosts: int,
     conductor_host: str | None,
     pin_until: datetime.datetime | None = None,
+    hosts: list[str] | None = None,
+    owner: str | None = None,
+    lease_expires_at: datetime.datetime | None = None,
+    catch_up_until: datetime.datetime | None = None,
 ) -> JobDict:
+    """Create a ``queued`` job, owned by ``owner`` until ``lease_expires_at``."""
     with db.transaction() as session:
         job = models.CacheJob(
             uuid=uuidutils.generate_uuid(),
@@ -131,6 +158,10 @@ def job_create(
             total_hosts=total_hosts,
             conductor_host=conductor_host,
             pin_until=pin_until,
+            hosts=list(hosts) if hosts is not None else None,
+            owner=owner,
+            lease_expires_at=lease_expires_at,
+            catch_up_until=catch_up_until,
         )
         session.add(job)
         session.flush()
@@ -152,14 +183,15 @@ def job_list(db: Database, aggregate_id: int | None = None) -> list[JobDict]:
 
 
 def job_set_state(db: Database, job_uuid: str, state: str, error: str | None = None) -> None:
-    """Move a job to ``state``; ``running`` stamps ``started_at``, an end state ``finished_at``."""
+    """Move a job to ``state``; the first ``running`` stamps ``started_at`` (a job taken over
+    keeps it), an end state ``finished_at``."""
     if state not in JOB_STATES:
         raise exception.InvalidInput(reason=f"unknown job state {state!r}")
     with db.transaction() as session:
         job = _lookup(session, job_uuid)
         job.state = state
         now = models.utcnow()
-        if state == RUNNING:
+        if state == RUNNING and job.started_at is None:
             job.started_at = now
         elif state in (DONE, FAILED):
             job.finished_at = now
@@ -219,23 +251,6 @@ def job_record_hosts(
             session.execute(insert(table), inserts)
         if updates:
             session.execute(update(table), updates)
-
-
-def jobs_fail_interrupted(db: Database, conductor_host: str) -> list[str]:
-    """Mark the unfinished jobs of a (re)starting conductor as failed; return their uuids."""
-    with db.transaction() as session:
-        jobs = session.scalars(
-            select(models.CacheJob).where(
-                models.CacheJob.conductor_host == conductor_host,
-                models.CacheJob.state.in_([QUEUED, RUNNING]),
-            )
-        ).all()
-        now = models.utcnow()
-        for job in jobs:
-            job.state = FAILED
-            job.finished_at = now
-            job.error = "interrupted: the conductor running this job stopped before it finished"
-        return [j.uuid for j in jobs]
 
 
 class JobProgressDict(TypedDict):

@@ -143,6 +143,19 @@ class CacheJob(TimestampMixin, Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: Until when the job's images are pinned on its hosts (the request's pin); NULL: none.
     pin_until: Mapped[datetime.datetime | None] = mapped_column(PreciseDateTime, nullable=True)
+    #: The aggregate's hosts when the job was created: what a conductor taking the job over
+    #: still has to call (those without a stored result). NULL for jobs that predate it.
+    hosts: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    #: The conductor process running the job, ``<host>:<uuid of that process start>``.
+    owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: Until when ``owner`` holds the job; it renews the lease while it lives, and any
+    #: conductor may claim the job once it has expired.
+    lease_expires_at: Mapped[datetime.datetime | None] = mapped_column(
+        PreciseDateTime, nullable=True)
+    #: Until when hosts left ``pending`` (down, disabled, added later) are caught up; NULL
+    #: when catch-up was off for this job.
+    catch_up_until: Mapped[datetime.datetime | None] = mapped_column(
+        PreciseDateTime, nullable=True)
 
     results: Mapped[list[CacheJobResult]] = relationship(
         lazy="selectin", cascade="all, delete-orphan", order_by="CacheJobResult.id"

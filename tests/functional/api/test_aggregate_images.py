@@ -161,7 +161,7 @@ def test_job_show_has_state_counts_and_per_host_results(
     assert shown["image_ids"] == [IMG1, IMG2]
     assert shown["total_hosts"] == 3 and shown["hosts_reported"] == 3
     assert shown["counts"] == {"cached": 2, "existing": 1, "error": 1, "unsupported": 0,
-                               "skipped": 2, "waiting": 0}
+                               "skipped": 2, "pending": 0, "waiting": 0}
     assert shown["bytes_downloaded"] == 150
     assert shown["started_at"] and shown["finished_at"]
     assert shown["links"][0]["href"].endswith(f"{JOBS}/{job['uuid']}")

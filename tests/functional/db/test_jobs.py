@@ -73,17 +73,10 @@ def test_not_found(db: Database) -> None:
         jobs.job_set_state(db, "no-such-job", jobs.DONE)
 
 
-def test_fail_interrupted_only_touches_that_conductors_unfinished_jobs(db: Database) -> None:
-    queued, running, done = _job(db), _job(db), _job(db)
-    other = _job(db, host="cond-2")
-    jobs.job_set_state(db, running["uuid"], jobs.RUNNING)
-    jobs.job_set_state(db, done["uuid"], jobs.DONE)
-    failed = jobs.jobs_fail_interrupted(db, "cond-1")
-    assert sorted(failed) == sorted([queued["uuid"], running["uuid"]])
-    for uuid in failed:
-        job = jobs.job_get(db, uuid)
-        assert job["state"] == jobs.FAILED and "interrupted" in (job["error"] or "")
-        assert job["finished_at"] is not None
-    assert jobs.job_get(db, done["uuid"])["state"] == jobs.DONE
-    assert jobs.job_get(db, other["uuid"])["state"] == jobs.QUEUED
-    assert jobs.jobs_fail_interrupted(db, "cond-1") == []
+def test_running_again_keeps_started_at(db: Database) -> None:
+    """A job taken over runs again: its start time stays the first conductor's."""
+    job = _job(db)
+    jobs.job_set_state(db, job["uuid"], jobs.RUNNING)
+    first = jobs.job_get(db, job["uuid"])["started_at"]
+    jobs.job_set_state(db, job["uuid"], jobs.RUNNING)
+    assert jobs.job_get(db, job["uuid"])["started_at"] == first

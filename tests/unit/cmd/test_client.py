@@ -39,7 +39,7 @@ def _job(state: str = "done", **counts: int) -> dict[str, Any]:
         "id": "job-1", "aggregate_id": 7, "image_ids": [IMG], "state": state, "error": None,
         "total_hosts": 3, "hosts_reported": 3, "bytes_downloaded": 2048,
         "counts": {"cached": 0, "existing": 0, "error": 0, "unsupported": 0, "skipped": 0,
-                   **counts},
+                   "pending": 0, **counts},
         "started_at": "2026-11-21T04:00:00.000000", "finished_at": "2026-11-21T04:00:01.500000",
         "hosts": [
             {"host": "c1", "bytes_downloaded": 2048,

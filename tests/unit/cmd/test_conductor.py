@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 from oslo_config import cfg
 
 from fleetcache.cmd import conductor as conductor_cmd
 from fleetcache.common import rpc
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import jobs
+from fleetcache.common.db import jobs, models
 from fleetcache.common.db.session import Database
 
 
@@ -19,15 +21,25 @@ def conf(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     return conf
 
 
-def test_start_fails_the_jobs_a_previous_conductor_here_left(
+def test_first_takeover_pass_claims_the_jobs_a_previous_conductor_here_left(
     conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
 ) -> None:
-    mine = jobs.job_create(db, 1, "agg-uuid", ["img"], 1, "cond-1")
-    other = jobs.job_create(db, 1, "agg-uuid", ["img"], 1, "cond-2")
-    service, state = conductor_cmd.build_service(conf, db, transports)
-    assert jobs.job_get(db, mine["uuid"])["state"] == jobs.FAILED
-    assert jobs.job_get(db, other["uuid"])["state"] == jobs.QUEUED
-    state.shutdown()
+    """Its own host's previous process is gone: its jobs are taken at once, whatever their
+    lease; another host's jobs under a live lease are left alone."""
+    later = models.utcnow() + datetime.timedelta(hours=1)
+    mine = jobs.job_create(db, 1, "agg-uuid", ["img"], 1, "cond-1", owner="cond-1:old",
+                           lease_expires_at=later)
+    other = jobs.job_create(db, 1, "agg-uuid", ["img"], 1, "cond-2", owner="cond-2:live",
+                            lease_expires_at=later)
+    _service, state = conductor_cmd.build_service(conf, db, transports)
+    try:
+        assert jobs.job_get(db, mine["uuid"])["owner"] == "cond-1:old"  # not before start
+        assert state.takeover.claim() == [mine["uuid"]]
+        assert jobs.job_get(db, mine["uuid"])["owner"] == state.owner.owner
+        assert jobs.job_get(db, other["uuid"])["owner"] == "cond-2:live"
+        assert state.takeover.claim() == []  # later passes wait for leases to expire
+    finally:
+        state.shutdown()
 
 
 def test_serves_the_default_transport_and_each_cell(

@@ -1,0 +1,193 @@
+"""No host forgotten: hosts a job could not ask are ``pending`` and asked when they come back.
+
+With ``[image_cache] catch_up_window`` set, a pre-cache job's first pass marks a down or
+disabled host ``pending`` instead of ``skipped``, and a host added to the aggregate while the
+window is open becomes ``pending`` too (:meth:`CatchUp.host_added`, from the API's
+``sync_host_aggregates`` cast). After its first pass such a job is ``catching_up``. The
+conductor owning it asks a pending host as soon as it is up and enabled:
+
+* at once when the host's registration or heartbeat reaches this conductor
+  (:meth:`CatchUp.host_seen`, a set look-up: no query per heartbeat);
+* otherwise within ``[image_cache] catch_up_interval`` (:meth:`CatchUp.sweep`, which also
+  ends the jobs whose window closed: their pending hosts end ``skipped``).
+
+A caught-up host's answer replaces its ``pending`` results; the job is ``done`` once none is
+left. The calls go through the conductor's host call pool, so ``precache_concurrency`` holds
+for catch-up too, and a host is asked by one catch-up at a time per job.
+
+Policy for hosts added later (OpenKruise's ImagePullJob has both: ``completionPolicy:
+Always`` ends a job once the nodes it found are done, ``Never`` keeps pulling on new matching
+nodes forever): fleetcache includes a host added to the aggregate only while the job's
+catch-up window is open, and never after. An operator who set a window asked for the
+aggregate to hold the images for that long, and a host that joins then is exactly the case;
+after the window the job is a finished record (``Always``), so an aggregate's membership
+changes never wake old jobs, and a job's cost stays bounded by its window.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from fleetcache.common import binaries, exception
+from fleetcache.common.context import get_admin_context
+from fleetcache.common.db import api as db_api
+from fleetcache.common.db import job_leases, jobs
+from fleetcache.common.db.api import ServiceDict
+from fleetcache.common.db.models import utcnow
+from fleetcache.common.servicegroup import service_is_up
+from fleetcache.compute.rpcapi import ImageResult
+from fleetcache.conductor.ownership import JobOwner
+from fleetcache.conductor.precache import PrecacheJob, Precacher
+
+LOG = logging.getLogger(__name__)
+
+#: Why a pending host was not caught up: it left the aggregate.
+REMOVED_REASON = "removed from the aggregate before it was caught up"
+
+
+class CatchUp:
+    """Catches up the pending hosts of the jobs this conductor owns.
+
+    :param precacher: its compute clients, host call pool and database.
+    :param owner: this conductor process as a job owner.
+    """
+
+    def __init__(self, precacher: Precacher, owner: JobOwner) -> None:
+        self.precacher = precacher
+        self.db = precacher.db
+        self.owner = owner
+        self._lock = threading.Lock()
+        #: host -> jobs (of this owner) where it is pending; refreshed by every sweep.
+        self._pending: dict[str, set[str]] = {}
+        self._in_flight: set[tuple[str, str]] = set()
+
+    @property
+    def enabled(self) -> bool:
+        return self.owner.catch_up_window > 0
+
+    def host_seen(self, service: ServiceDict) -> None:
+        """A compute registered or heartbeated: ask it now if it is pending here."""
+        if service["binary"] != binaries.COMPUTE or service["disabled"]:
+            return
+        with self._lock:
+            if service["host"] not in self._pending:
+                return
+        self._start(service["host"])
+
+    def host_added(self, host: str) -> list[str]:
+        """``host`` joined aggregates: make it pending in their jobs whose window is open.
+
+        :returns: the uuids of those jobs.
+        """
+        if not self.enabled:
+            return []
+        added = job_leases.jobs_add_host(self.db, host, utcnow())
+        if added:
+            LOG.info("Compute %s added to the aggregate of pre-cache job(s) %s: pending",
+                     host, ", ".join(added))
+        return added
+
+    def sweep(self) -> None:
+        """End the jobs whose window closed, then ask every pending host that is back."""
+        now = utcnow()
+        for job in job_leases.jobs_catching_up(self.db, self.owner.owner):
+            if job.catch_up_until is not None and job.catch_up_until <= now:
+                closed = job_leases.job_close_window(self.db, job.job_uuid, now)
+                LOG.warning("Catch-up window of pre-cache job %s closed: %d pending "
+                            "result(s) skipped", job.job_uuid, closed)
+            elif job_leases.job_finish_if_caught_up(self.db, job.job_uuid):
+                LOG.info("Pre-cache job %s done: no host pending", job.job_uuid)
+        pending: dict[str, set[str]] = {}
+        for job_uuid, hosts in job_leases.pending_by_job(self.db, self.owner.owner).items():
+            for host in hosts:
+                pending.setdefault(host, set()).add(job_uuid)
+        with self._lock:
+            self._pending = pending
+        if not pending:
+            return
+        services = db_api.service_list(self.db, binary=binaries.COMPUTE, hosts=list(pending))
+        down_time = self.precacher.conf.service_down_time
+        for service in services:
+            if not service["disabled"] and service_is_up(service, down_time):
+                self._start(service["host"])
+
+    def _start(self, host: str) -> None:
+        with self._lock:
+            todo = [j for j in self._pending.get(host, ()) if (j, host) not in self._in_flight]
+            self._in_flight.update((j, host) for j in todo)
+        for job_uuid in todo:
+            try:
+                self.precacher.host_calls.submit(self._catch_up, job_uuid, host)
+            except RuntimeError:  # the conductor is stopping
+                self._done(job_uuid, host)
+                return
+
+    def _done(self, job_uuid: str, host: str) -> None:
+        with self._lock:
+            self._in_flight.discard((job_uuid, host))
+            jobs_of_host = self._pending.get(host)
+            if jobs_of_host is not None:
+                jobs_of_host.discard(job_uuid)
+                if not jobs_of_host:
+                    del self._pending[host]
+
+    def _catch_up(self, job_uuid: str, host: str) -> None:
+        """Worker: ask one pending host of one job; never raises."""
+        try:
+            self._ask(job_uuid, host)
+        except Exception:
+            LOG.exception("Catch-up of compute %s in pre-cache job %s failed; tried again "
+                          "by the next sweep", host, job_uuid)
+        finally:
+            self._done(job_uuid, host)
+
+    def _ask(self, job_uuid: str, host: str) -> None:
+        job = jobs.job_get(self.db, job_uuid)
+        if job["owner"] != self.owner.owner or job["state"] != jobs.CATCHING_UP:
+            return
+        pending = [r["image_id"] for r in job["results"]
+                   if r["host"] == host and r["state"] == jobs.PENDING]
+        if not pending:
+            return
+        try:
+            aggregate = db_api.aggregate_get(self.db, job["aggregate_id"])
+        except exception.AggregateNotFound:
+            aggregate = None
+        if aggregate is None or host not in aggregate["hosts"]:
+            self._record(job_uuid, host, {i: ImageResult(
+                state="skipped", reason=REMOVED_REASON, bytes_downloaded=0) for i in pending})
+            return
+        ctxt = get_admin_context()
+        metas = ({i: self.precacher.images.show(ctxt, i).to_dict() for i in pending}
+                 if self.precacher.image_support is not None else {})
+        plan = self.precacher.plan_hosts(aggregate, [host], metas)[0]
+        service = plan.service
+        if (service is None or service["disabled"]
+                or not service_is_up(service, self.precacher.conf.service_down_time)):
+            return  # still away: stays pending
+        asked = [i for i in pending if i not in plan.unsupported]
+        LOG.info("Catching up compute %s in pre-cache job %s: %d image(s)",
+                 host, job_uuid, len(asked))
+        results = {i: ImageResult(state="unsupported", reason=plan.unsupported[i],
+                                  bytes_downloaded=0) for i in pending if i in plan.unsupported}
+        if asked:
+            client = self.precacher.clients.compute_api(service["cell"])
+            try:
+                replies = client.cache_images(ctxt, host, asked)
+            except Exception as exc:
+                # NOTE: a host that has just come back may not consume its queue yet, or go
+                # away again: it stays pending and the next sweep asks it again (until the
+                # window closes), rather than ending ``error`` for a call it never saw.
+                LOG.warning("Catch-up of compute %s in pre-cache job %s failed (%s: %s); it "
+                            "stays pending", host, job_uuid, type(exc).__name__, exc)
+                return
+            results.update(PrecacheJob._check_replies(replies, asked))
+        self._record(job_uuid, host, results)
+
+    def _record(self, job_uuid: str, host: str, results: dict[str, ImageResult]) -> None:
+        jobs.job_record_hosts(self.db, job_uuid, {host: results})
+        LOG.info("Compute %s caught up in pre-cache job %s: %s", host, job_uuid,
+                 ", ".join(f"{i} {r['state']}" for i, r in sorted(results.items())))
+        if job_leases.job_finish_if_caught_up(self.db, job_uuid):
+            LOG.info("Pre-cache job %s done: every pending host caught up", job_uuid)
