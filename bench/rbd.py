@@ -11,7 +11,8 @@ store, then, for ``--rounds`` rounds, on the same image and the same disk, one a
 * fleetcache rbd: the disk driver's ``cache_image`` in this process with ``[glance]
   allowed_direct_url_schemes = rbd``: the privileged export (privsep daemon, started once
   before the rounds) streaming through a FIFO into the one-pass pipeline (sha512 multihash and
-  size while written, format detection, fsync, format rules + ``qemu-img info``, rename);
+  size while written, format detection, fsync, format rules + ``qemu-img info``, rename; the
+  hash is the image's ``os_hash_algo``, Glance's choice, printed as ``algo=``);
 * fleetcache HTTP: the same driver without the direct path, from Glance (whose rbd store reads
   the same Ceph image).
 
@@ -134,6 +135,7 @@ def main() -> int:
             if not str(image.get("direct_url")).startswith("rbd://"):
                 raise RuntimeError(f"the upload did not make an rbd image: {image}")
             image_id = str(image["id"])
+            algo = str(image["os_hash_algo"])
             direct = Fleetcache(env, work / "instances-rbd", direct=True)
             http = Fleetcache(env, work / "instances-http", direct=False)
             direct.fetch(image_id).unlink()  # starts the privsep daemon, warms the OSD
@@ -159,8 +161,8 @@ def main() -> int:
     mbps = {k: size / median(v) / 1e6 for k, v in walls.items()}
     ratios = [cli / own for cli, own in zip(walls["rbd export+sync"], walls["fleetcache rbd"],
                                             strict=True)]
-    print(f"image {size} bytes in the stack's Ceph, {args.rounds} rounds, disk {args.workdir}, "
-          f"loadavg {load_before}->{loadavg()} at "
+    print(f"image {size} bytes in the stack's Ceph, os_hash_algo {algo}, {args.rounds} rounds, "
+          f"disk {args.workdir}, loadavg {load_before}->{loadavg()} at "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     for name in names:
         rounds = ", ".join(f"{size / w / 1e6:.0f}" for w in walls[name])
@@ -169,7 +171,7 @@ def main() -> int:
     print("fleetcache rbd / rbd export+sync per round: "
           + ", ".join(f"{r:.3f}" for r in ratios))
     print(headline("rbd", mbps["fleetcache rbd"] / mbps["rbd export+sync"],
-                   size_mib=args.size_mib, cli_mbps=round(mbps["rbd export+sync"]),
+                   size_mib=args.size_mib, algo=algo, cli_mbps=round(mbps["rbd export+sync"]),
                    fleetcache_rbd_mbps=round(mbps["fleetcache rbd"]),
                    fleetcache_http_mbps=round(mbps["fleetcache http"]),
                    rbd_over_http=round(mbps["fleetcache rbd"] / mbps["fleetcache http"], 3),
