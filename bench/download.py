@@ -53,7 +53,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _benchlib import check_and_remove, headline, loadavg, log, median  # noqa: E402
+from _benchlib import (  # noqa: E402
+    REPO,
+    check_and_remove,
+    headline,
+    loadavg,
+    log,
+    median,
+    stack_pids,
+    tree_cpu,
+)
 from _glance import CHUNK, glance_image  # noqa: E402
 
 
@@ -64,6 +73,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--glance-url", default="http://127.0.0.1:19292")
     parser.add_argument("--workdir", default="/var/tmp",
                         help="where the copies are written (one disk for all three)")
+    parser.add_argument("--stack-dir", default=os.environ.get("FLEETCACHE_STACK_DIR",
+                                                              str(REPO / ".stack")),
+                        help="the local stack's directory, to find Glance's pid (its CPU)")
     return parser.parse_args()
 
 
@@ -159,6 +171,8 @@ def main() -> int:
     names = ("curl -o", "curl -o && sync", "curl|tee|sum", "...+sync FILE", "fleetcache")
     walls: dict[str, list[float]] = {k: [] for k in names}
     cpus: dict[str, list[float]] = {k: [] for k in walls}
+    glance_cpus: dict[str, list[float]] = {k: [] for k in walls}
+    glance_pid = stack_pids(args.stack_dir).get("glance")
     try:
         with glance_image(args.glance_url, size, work, "fcbench-download") as image:
             image_id, expected = str(image["id"]), str(image["os_hash_value"])
@@ -179,9 +193,12 @@ def main() -> int:
                 # Rotate the order so that no variant always follows another's write-back.
                 order = list(runs)[rnd % len(runs):] + list(runs)[:rnd % len(runs)]
                 for name in order:
+                    before = tree_cpu(glance_pid) if glance_pid else 0.0
                     wall, cpu = timed(runs[name])
                     walls[name].append(wall)
                     cpus[name].append(cpu)
+                    glance_cpus[name].append(
+                        tree_cpu(glance_pid) - before if glance_pid else float("nan"))
                 check_and_remove([work / "plain", work / "plainsync", work / "tee",
                                   work / "teesync",
                                   Path(fleetcache.driver.image_cache.path_for(image_id))], size)
@@ -200,7 +217,9 @@ def main() -> int:
     for name in names:
         label = name.replace("sum", f"{algo}sum") if "tee" in name else name
         print(f"{label:>20}: {mbps[name]:7.0f} MB/s median, {worst[name]:5.0f} worst "
-              f"(median {median(walls[name]):.2f} s; client CPU {median(cpus[name]):.2f} s)")
+              f"(median {median(walls[name]):.2f} s; CPU-s per GiB: client "
+              f"{median(cpus[name]) / size * 2**30:.2f}, Glance "
+              f"{median(glance_cpus[name]) / size * 2**30:.2f})")
     for name, (rate, cpu) in ceilings.items():
         print(f"{name + ' (1 core)':>20}: {rate:7.0f} MB/s  ({cpu / size * 2**30:.2f} CPU-s per "
               "GiB: hashlib over the same bytes in memory)")
