@@ -64,6 +64,31 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+def cpu_with_reaped(pid: int) -> float:
+    """:func:`cpu_seconds` of ``pid`` plus what its children that it reaped used (the privsep
+    daemon's ``rbd export`` processes)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    # cutime and cstime are fields 16 and 17.
+    return sum(int(f) for f in fields[11:15]) / _TICK
+
+
+def stack_pids(stack_dir: str | Path) -> dict[str, int]:
+    """The pids of the local stack's Glance (gunicorn master) and Ceph OSD, from their pid
+    files (``tools/stack.sh``, ``tools/ceph.sh``); those not running are left out."""
+    files = {"glance": Path(stack_dir) / "run" / "glance.pid",
+             "ceph-osd": Path(stack_dir) / "ceph" / "run" / "ceph-osd.0.pid"}
+    pids = {}
+    for name, path in files.items():
+        try:
+            pid = int(path.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if os.path.exists(f"/proc/{pid}"):
+            pids[name] = pid
+    return pids
+
+
 def tree_cpu(pid: int) -> float:
     """:func:`cpu_seconds` of ``pid`` and its live descendants (gunicorn's workers)."""
     children: dict[int, list[int]] = {}

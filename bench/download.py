@@ -1,25 +1,37 @@
 #!/usr/bin/env python3
-"""Download throughput of one compute caching a large image from the real Glance (issue 3).
+"""Download throughput of one compute caching a large image from the real Glance (issues 3, 12).
 
 Uploads a ``--size-mib`` image of random bytes to Glance (the local stack's, by default
 http://127.0.0.1:19292: ``tools/stack.sh up``), then, for ``--rounds`` rounds, on the same image
-and the same disk, one after the other:
+and the same disk, one after the other (the order rotates):
 
-* ``curl -o FILE``: no verification, the transport's limit;
-* ``curl | tee FILE | sha512sum``: one-pass verification, the honest limit with verification on
-  (the digest is checked against Glance's ``os_hash_value``);
+* ``curl -o FILE``: no verification, not durable: the transport's limit, the headline's
+  denominator (issue 12);
+* ``curl -o FILE && sync FILE``: the same made durable, as fleetcache's file is: the limit of
+  the disk for a durable copy (informative);
+* ``curl | tee FILE | <algo>sum``: one-pass verification with coreutils, the hash being the
+  image's ``os_hash_algo`` (the digest is checked against Glance's ``os_hash_value``): issue
+  3's baseline, kept beside the headline;
+* ``... && sync FILE``: the same, made durable (informative);
 * fleetcache: the disk driver's ``cache_image`` in this process, the full pipeline (Glance
-  HTTP source, sha512 multihash and size verified and the format detected while streaming,
-  fsync, format rules (no ``qemu-img`` for this raw image), rename into ``_base``). Its reads per
+  HTTP source, the image's multihash and size verified and the format detected while
+  streaming, fsync, format rules (no ``qemu-img`` for this raw image), rename into ``_base``).
+  Its reads per
   byte cached come from ``/proc/self/io`` (reaped children, i.e. qemu-img, included):
   ``read_bytes``, fetched from storage (0 plus the header reads that miss the page cache), and
   ``rchar``, every byte that went through file read calls, page cache hits included (the
   socket's ``recv`` is not counted): 1.0 would mean the file was read back once; fleetcache's
   target is 0 plus the inspector's and qemu-img's header reads (and qemu-img's start-up).
 
-Prints the median throughputs (MB = 10^6 bytes) and last the headline ``download: ...
-ratio=R``, R = fleetcache's throughput over the verifying baseline. Every file it wrote (the
-copies, the upload's source) is removed, and the Glance image deleted, at the end.
+Which hash is verified is Glance's choice (``[DEFAULT] hashing_algorithm``, sha512 by default;
+the stack takes ``FLEETCACHE_GLANCE_HASHING_ALGORITHM``): the run prints it (``algo=``), with
+one core's hashlib speed of sha512 and sha256 over the same bytes in memory beside it.
+
+Prints the median throughputs (MB = 10^6 bytes), each variant's worst round, and last the
+headline ``download: ... ratio=R``, R = fleetcache's throughput over plain ``curl -o``
+(``verify_ratio``: over ``curl | tee | <algo>sum``; ``durable_ratio``: over ``curl -o &&
+sync``). Every file it wrote (the copies, the upload's source) is removed, and the Glance
+image deleted, at the end.
 
 Run: ``.venv/bin/python bench/download.py [--size-mib 1024]``
 """
@@ -41,7 +53,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _benchlib import check_and_remove, headline, loadavg, log, median  # noqa: E402
+from _benchlib import (  # noqa: E402
+    REPO,
+    check_and_remove,
+    headline,
+    loadavg,
+    log,
+    median,
+    stack_pids,
+    tree_cpu,
+)
 from _glance import CHUNK, glance_image  # noqa: E402
 
 
@@ -52,6 +73,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--glance-url", default="http://127.0.0.1:19292")
     parser.add_argument("--workdir", default="/var/tmp",
                         help="where the copies are written (one disk for all three)")
+    parser.add_argument("--stack-dir", default=os.environ.get("FLEETCACHE_STACK_DIR",
+                                                              str(REPO / ".stack")),
+                        help="the local stack's directory, to find Glance's pid (its CPU)")
     return parser.parse_args()
 
 
@@ -59,13 +83,24 @@ def curl_plain(url: str, dest: Path) -> None:
     subprocess.run(["curl", "-sSf", "-o", str(dest), url], check=True)
 
 
-def curl_verify(url: str, dest: Path, expected: str, fsync: bool = False) -> None:
-    script = 'curl -sSf "$1" | tee "$2" | sha512sum' + (' && sync "$2"' if fsync else "")
+def curl_sync(url: str, dest: Path) -> None:
+    curl_plain(url, dest)
+    subprocess.run(["sync", str(dest)], check=True)
+
+
+#: coreutils' tool of each os_hash_algo the bench knows.
+SUM_TOOLS = {"sha512": "sha512sum", "sha256": "sha256sum", "sha384": "sha384sum",
+             "sha1": "sha1sum", "md5": "md5sum"}
+
+
+def curl_verify(url: str, dest: Path, algo: str, expected: str, fsync: bool = False) -> None:
+    script = f'curl -sSf "$1" | tee "$2" | {SUM_TOOLS[algo]}' + (' && sync "$2"' if fsync else "")
     out = subprocess.run(
         ["bash", "-o", "pipefail", "-c", script, "-", url, str(dest)],
         check=True, capture_output=True, text=True).stdout
     if out.split()[0] != expected:
-        raise RuntimeError("curl | tee | sha512sum: digest differs from Glance's os_hash_value")
+        raise RuntimeError(f"curl | tee | {SUM_TOOLS[algo]}: digest differs from Glance's "
+                           "os_hash_value")
 
 
 class Fleetcache:
@@ -106,14 +141,14 @@ def proc_io() -> dict[str, int]:
         return {k: int(v) for k, v in (line.split(": ") for line in f)}
 
 
-def hash_ceiling(size: int) -> float:
-    """MB/s of hashlib's sha512 on one core, over ``size`` bytes in memory (informative: with
-    verification on, no download can beat it without hashing on several cores)."""
-    block, digest = os.urandom(CHUNK), hashlib.sha512()
-    started = time.monotonic()
+def hash_ceiling(size: int, algo: str) -> tuple[float, float]:
+    """MB/s and CPU-s of hashlib's ``algo`` on one core over ``size`` bytes in memory
+    (informative: with verification on, no download can beat it, a hash being sequential)."""
+    block, digest = os.urandom(CHUNK), hashlib.new(algo)
+    cpu0, started = time.thread_time(), time.monotonic()
     for _ in range(0, size, CHUNK):
         digest.update(block)
-    return size / (time.monotonic() - started) / 1e6
+    return size / (time.monotonic() - started) / 1e6, time.thread_time() - cpu0
 
 
 def timed(func: Callable[[], object]) -> tuple[float, float]:
@@ -133,12 +168,15 @@ def main() -> int:
     size = args.size_mib * 1024 * 1024
     load_before = loadavg()
     work = Path(tempfile.mkdtemp(prefix="fcbench-download-", dir=args.workdir))
-    walls: dict[str, list[float]] = {
-        "curl -o": [], "curl|tee|sha512sum": [], "...+sync FILE": [], "fleetcache": []}
+    names = ("curl -o", "curl -o && sync", "curl|tee|sum", "...+sync FILE", "fleetcache")
+    walls: dict[str, list[float]] = {k: [] for k in names}
     cpus: dict[str, list[float]] = {k: [] for k in walls}
+    glance_cpus: dict[str, list[float]] = {k: [] for k in walls}
+    glance_pid = stack_pids(args.stack_dir).get("glance")
     try:
         with glance_image(args.glance_url, size, work, "fcbench-download") as image:
             image_id, expected = str(image["id"]), str(image["os_hash_value"])
+            algo = str(image["os_hash_algo"])
             url = f"{args.glance_url}/v2/images/{image_id}/file"
             fleetcache = Fleetcache(args.glance_url, work / "instances")
             curl_plain(url, work / "warm")  # warm Glance's page cache and worker
@@ -146,49 +184,68 @@ def main() -> int:
             for rnd in range(args.rounds):
                 runs: dict[str, Callable[[], object]] = {
                     "curl -o": lambda: curl_plain(url, work / "plain"),
-                    "curl|tee|sha512sum": lambda: curl_verify(url, work / "tee", expected),
-                    "...+sync FILE": lambda: curl_verify(url, work / "teesync", expected, True),
+                    "curl -o && sync": lambda: curl_sync(url, work / "plainsync"),
+                    "curl|tee|sum": lambda: curl_verify(url, work / "tee", algo, expected),
+                    "...+sync FILE": lambda: curl_verify(url, work / "teesync", algo,
+                                                         expected, True),
                     "fleetcache": lambda: fleetcache.fetch(image_id),
                 }
                 # Rotate the order so that no variant always follows another's write-back.
-                names = list(runs)[rnd % len(runs):] + list(runs)[:rnd % len(runs)]
-                for name in names:
-                    run = runs[name]
-                    wall, cpu = timed(run)
+                order = list(runs)[rnd % len(runs):] + list(runs)[:rnd % len(runs)]
+                for name in order:
+                    before = tree_cpu(glance_pid) if glance_pid else 0.0
+                    wall, cpu = timed(runs[name])
                     walls[name].append(wall)
                     cpus[name].append(cpu)
-                check_and_remove([work / "plain", work / "tee", work / "teesync",
+                    glance_cpus[name].append(
+                        tree_cpu(glance_pid) - before if glance_pid else float("nan"))
+                check_and_remove([work / "plain", work / "plainsync", work / "tee",
+                                  work / "teesync",
                                   Path(fleetcache.driver.image_cache.path_for(image_id))], size)
                 log(f"round {rnd + 1}: " + ", ".join(
-                    f"{k} {size / walls[k][-1] / 1e6:.0f} MB/s" for k in walls))
+                    f"{k} {size / walls[k][-1] / 1e6:.0f} MB/s" for k in names))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     mbps = {k: size / median(v) / 1e6 for k, v in walls.items()}
-    sha512_mbps = hash_ceiling(size)
-    print(f"image {size} bytes, {args.rounds} rounds, Glance {args.glance_url}, disk "
-          f"{args.workdir}, loadavg {load_before}->{loadavg()} at "
+    worst = {k: size / max(v) / 1e6 for k, v in walls.items()}
+    ceilings = {a: hash_ceiling(size, a) for a in ("sha512", "sha256")}
+    if algo not in ceilings:
+        ceilings[algo] = hash_ceiling(size, algo)
+    print(f"image {size} bytes, os_hash_algo {algo}, {args.rounds} rounds, Glance "
+          f"{args.glance_url}, disk {args.workdir}, loadavg {load_before}->{loadavg()} at "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    for name in walls:
-        print(f"{name:>20}: {mbps[name]:7.0f} MB/s  (median {median(walls[name]):.2f} s; "
-              f"client CPU {median(cpus[name]):.2f} s)")
-    print(f"{'sha512 (1 core)':>20}: {sha512_mbps:7.0f} MB/s  (hashlib over the same number of "
-          f"bytes in memory: the ceiling with verification on)")
+    for name in names:
+        label = name.replace("sum", f"{algo}sum") if "tee" in name else name
+        print(f"{label:>20}: {mbps[name]:7.0f} MB/s median, {worst[name]:5.0f} worst "
+              f"(median {median(walls[name]):.2f} s; CPU-s per GiB: client "
+              f"{median(cpus[name]) / size * 2**30:.2f}, Glance "
+              f"{median(glance_cpus[name]) / size * 2**30:.2f})")
+    for name, (rate, cpu) in ceilings.items():
+        print(f"{name + ' (1 core)':>20}: {rate:7.0f} MB/s  ({cpu / size * 2**30:.2f} CPU-s per "
+              "GiB: hashlib over the same bytes in memory)")
     disk_read = median([float(n) for n in fleetcache.disk_reads])
     all_read = median([float(n) for n in fleetcache.all_reads])
     print(f"fleetcache per image (median): {disk_read:.0f} bytes read from disk "
           f"({disk_read / size:.6f} per byte cached), {all_read:.0f} bytes through read calls "
           f"({all_read / size:.6f} per byte cached)")
-    print(headline("download", mbps["fleetcache"] / mbps["curl|tee|sha512sum"],
-                   size_mib=args.size_mib, curl_mbps=round(mbps["curl -o"]),
-                   verify_mbps=round(mbps["curl|tee|sha512sum"]),
+    ratios = [c / f for c, f in zip(walls["curl -o"], walls["fleetcache"], strict=True)]
+    print("fleetcache / curl -o per round: " + ", ".join(f"{r:.3f}" for r in ratios))
+    print(headline("download", mbps["fleetcache"] / mbps["curl -o"],
+                   size_mib=args.size_mib, algo=algo, curl_mbps=round(mbps["curl -o"]),
+                   curl_sync_mbps=round(mbps["curl -o && sync"]),
+                   verify_mbps=round(mbps["curl|tee|sum"]),
                    verify_fsync_mbps=round(mbps["...+sync FILE"]),
-                   fleetcache_mbps=round(mbps["fleetcache"]), sha512_mbps=round(sha512_mbps),
+                   fleetcache_mbps=round(mbps["fleetcache"]),
+                   sha512_mbps=round(ceilings["sha512"][0]),
+                   sha256_mbps=round(ceilings["sha256"][0]),
                    disk_read_per_byte=round(disk_read / size, 6),
-                   read_per_byte=round(all_read / size, 6)))
+                   read_per_byte=round(all_read / size, 6),
+                   verify_ratio=round(mbps["fleetcache"] / mbps["curl|tee|sum"], 3),
+                   durable_ratio=round(mbps["fleetcache"] / mbps["curl -o && sync"], 3),
+                   worst_round_ratio=round(min(ratios), 3)))
     return 0
 
 
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
-    hashlib.sha512()  # fail early if this Python lacks it
     sys.exit(main())

@@ -11,7 +11,8 @@ store, then, for ``--rounds`` rounds, on the same image and the same disk, one a
 * fleetcache rbd: the disk driver's ``cache_image`` in this process with ``[glance]
   allowed_direct_url_schemes = rbd``: the privileged export (privsep daemon, started once
   before the rounds) streaming through a FIFO into the one-pass pipeline (sha512 multihash and
-  size while written, format detection, fsync, format rules + ``qemu-img info``, rename);
+  size while written, format detection, fsync, format rules + ``qemu-img info``, rename; the
+  hash is the image's ``os_hash_algo``, Glance's choice, printed as ``algo=``);
 * fleetcache HTTP: the same driver without the direct path, from Glance (whose rbd store reads
   the same Ceph image).
 
@@ -39,7 +40,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _benchlib import REPO, check_and_remove, headline, loadavg, log, median  # noqa: E402
+from _benchlib import (  # noqa: E402
+    REPO,
+    check_and_remove,
+    cpu_with_reaped,
+    headline,
+    loadavg,
+    log,
+    median,
+    stack_pids,
+    tree_cpu,
+)
 from _glance import glance_image  # noqa: E402
 
 
@@ -110,6 +121,34 @@ class Fleetcache:
         return Path(self.driver.image_cache.path_for(image_id))
 
 
+def privsep_daemons() -> set[int]:
+    """Pids of the privsep daemons running on this machine (``privsep-helper`` forks the
+    daemon off and exits, so ours is no child of this process: it is the one that appears
+    when the first direct fetch starts it)."""
+    pids = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if b"privsep-helper" in f.read():
+                        pids.add(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def other_cpu(pids: dict[str, int]) -> dict[str, float]:
+    """CPU-s so far of the stack's Glance (process tree), the OSD and the privsep daemon (with
+    the ``rbd`` processes it reaped)."""
+    out = {}
+    for name, pid in pids.items():
+        try:
+            out[name] = cpu_with_reaped(pid) if name == "privsep" else tree_cpu(pid)
+        except OSError:
+            out[name] = float("nan")
+    return out
+
+
 def cpu_seconds() -> float:
     """User + system CPU of this process and its reaped children (the CLI's ``rbd``; not the
     privsep daemon's, which is no child of ours)."""
@@ -128,15 +167,22 @@ def main() -> int:
     names = ("rbd export+sync", "fleetcache rbd", "fleetcache http")
     walls: dict[str, list[float]] = {k: [] for k in names}
     cpus: dict[str, list[float]] = {k: [] for k in names}
+    stage_cpus: dict[str, dict[str, list[float]]] = {k: {} for k in names}
     try:
         with glance_image(glance, size, work, "fcbench-rbd",
                           store=env.get("FLEETCACHE_GLANCE_RBD_STORE", "ceph")) as image:
             if not str(image.get("direct_url")).startswith("rbd://"):
                 raise RuntimeError(f"the upload did not make an rbd image: {image}")
             image_id = str(image["id"])
+            algo = str(image["os_hash_algo"])
             direct = Fleetcache(env, work / "instances-rbd", direct=True)
             http = Fleetcache(env, work / "instances-http", direct=False)
+            daemons = privsep_daemons()
             direct.fetch(image_id).unlink()  # starts the privsep daemon, warms the OSD
+            pids = stack_pids(args.stack_dir)
+            ours = privsep_daemons() - daemons
+            if len(ours) == 1:
+                pids["privsep"] = ours.pop()
             for rnd in range(args.rounds):
                 runs: dict[str, Callable[[], object]] = {
                     "rbd export+sync": lambda: rbd_cli(env, image_id, work / "cli"),
@@ -145,10 +191,14 @@ def main() -> int:
                 }
                 order = list(runs)[rnd % 3:] + list(runs)[:rnd % 3]
                 for name in order:
+                    others0 = other_cpu(pids)
                     cpu0, started = cpu_seconds(), time.monotonic()
                     runs[name]()
                     walls[name].append(time.monotonic() - started)
                     cpus[name].append(cpu_seconds() - cpu0)
+                    others1 = other_cpu(pids)
+                    for key in others1:
+                        stage_cpus[name].setdefault(key, []).append(others1[key] - others0[key])
                 check_and_remove([work / "cli",
                                   Path(direct.driver.image_cache.path_for(image_id)),
                                   Path(http.driver.image_cache.path_for(image_id))], size)
@@ -159,17 +209,20 @@ def main() -> int:
     mbps = {k: size / median(v) / 1e6 for k, v in walls.items()}
     ratios = [cli / own for cli, own in zip(walls["rbd export+sync"], walls["fleetcache rbd"],
                                             strict=True)]
-    print(f"image {size} bytes in the stack's Ceph, {args.rounds} rounds, disk {args.workdir}, "
-          f"loadavg {load_before}->{loadavg()} at "
+    print(f"image {size} bytes in the stack's Ceph, os_hash_algo {algo}, {args.rounds} rounds, "
+          f"disk {args.workdir}, loadavg {load_before}->{loadavg()} at "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     for name in names:
         rounds = ", ".join(f"{size / w / 1e6:.0f}" for w in walls[name])
-        print(f"{name:>16}: {mbps[name]:7.0f} MB/s median (rounds: {rounds} MB/s); CPU of "
-              f"this process and its children {median(cpus[name]):.2f} s")
+        stages = ", ".join(f"{key} {median(v) / size * 2**30:.2f}"
+                           for key, v in sorted(stage_cpus[name].items()))
+        print(f"{name:>16}: {mbps[name]:7.0f} MB/s median (rounds: {rounds} MB/s); CPU-s per "
+              f"GiB: this process and its reaped children {median(cpus[name]) / size * 2**30:.2f}"
+              f", {stages}")
     print("fleetcache rbd / rbd export+sync per round: "
           + ", ".join(f"{r:.3f}" for r in ratios))
     print(headline("rbd", mbps["fleetcache rbd"] / mbps["rbd export+sync"],
-                   size_mib=args.size_mib, cli_mbps=round(mbps["rbd export+sync"]),
+                   size_mib=args.size_mib, algo=algo, cli_mbps=round(mbps["rbd export+sync"]),
                    fleetcache_rbd_mbps=round(mbps["fleetcache rbd"]),
                    fleetcache_http_mbps=round(mbps["fleetcache http"]),
                    rbd_over_http=round(mbps["fleetcache rbd"] / mbps["fleetcache http"], 3),

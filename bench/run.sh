@@ -3,7 +3,7 @@
 # even when it fails: what `make bench` runs.
 #
 #   bench/run.sh            all of them, with the parameters docs/performance.md quotes
-#   bench/run.sh NAME...    only those (fanout, convert, download, ...)
+#   bench/run.sh NAME...    only those (fanout, convert, download, rbd)
 #
 # The benchmarks are not changed: each still runs alone (`.venv/bin/python bench/NAME.py`)
 # when what it needs is there. This script only provides it:
@@ -12,7 +12,10 @@
 # - ON_STACK need the local stack (tools/stack.sh: Glance on :19292, Ceph and Glance's rbd
 #   store, fleetcache's daemons). The stack is brought up once (after tools/test-services.sh
 #   has prepared the RabbitMQ vhosts it uses) for all of them, and down at the end, on
-#   failure or interruption too.
+#   failure or interruption too. They run once per hash algorithm of BENCH_GLANCE_HASHES
+#   (default "sha512 sha256"): the stack is brought up with Glance's hashing_algorithm set to
+#   each in turn (FLEETCACHE_GLANCE_HASHING_ALGORITHM), since which hash a compute verifies is
+#   Glance's choice; sha512 is Glance's default, sha256 an operator's option.
 # Each benchmark's output is shown as it runs; the end lists each one's status and headline.
 # Exit status: 0 when every benchmark ran to its end, else 1.
 #
@@ -31,9 +34,10 @@ declare -A SELF_CONTAINED=(
 )
 declare -A ON_STACK=(
     [download]="--size-mib 1024 --rounds 3"
-    # a benchmark of Glance's rbd store (bench/rbd.py) goes here: the stack runs its Ceph
+    [rbd]="--size-mib 1024 --rounds 3"
 )
-ORDER=(fanout convert download)
+ORDER=(fanout convert download rbd)
+read -r -a HASHES <<<"${BENCH_GLANCE_HASHES:-sha512 sha256}"
 
 log() { echo "bench: $*"; }
 
@@ -64,42 +68,54 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-run_bench() {  # name args...
-    local name=$1 t0=$SECONDS status=0
-    shift
-    log "$name: $PYTHON bench/$name.py $*"
-    "$PYTHON" "bench/$name.py" "$@" 2>&1 | tee "$OUT/$name.log" || status=${PIPESTATUS[0]}
-    STATUS[$name]="status $status, $((SECONDS - t0)) s"
-    HEADLINE[$name]=$(grep -E "^$name: " "$OUT/$name.log" | tail -1)
+run_bench() {  # key name args... (key: the name, with the hash algorithm for ON_STACK)
+    local key=$1 name=$2 t0=$SECONDS status=0
+    shift 2
+    log "$key: $PYTHON bench/$name.py $*"
+    "$PYTHON" "bench/$name.py" "$@" 2>&1 | tee "$OUT/$key.log" || status=${PIPESTATUS[0]}
+    STATUS[$key]="status $status, $((SECONDS - t0)) s"
+    HEADLINE[$key]=$(grep -E "^$name: " "$OUT/$key.log" | tail -1)
+    KEYS+=("$key")
 }
+KEYS=()
 
 for name in "${names[@]}"; do
     if [[ -v SELF_CONTAINED[$name] ]]; then
         # shellcheck disable=SC2086 # the arguments are words
-        run_bench "$name" ${SELF_CONTAINED[$name]}
+        run_bench "$name" "$name" ${SELF_CONTAINED[$name]}
     fi
 done
+on_stack=()
 for name in "${names[@]}"; do
-    [[ -v ON_STACK[$name] ]] || continue
-    if ((!STACK_UP)); then
-        log "starting the local stack (tools/stack.sh up)"
-        STACK_UP=1
-        if ! { tools/test-services.sh && tools/stack.sh up; }; then
-            log "the local stack did not come up: not running ${name} and the rest on it"
-            for rest in "${names[@]}"; do
-                [[ -v ON_STACK[$rest] ]] && STATUS[$rest]="not run: no stack"
-            done
-            break
-        fi
+    [[ -v ON_STACK[$name] ]] && on_stack+=("$name")
+done
+for algo in "${HASHES[@]}"; do
+    ((${#on_stack[@]})) || break
+    if ((STACK_UP)); then
+        log "stopping the local stack to restart it with Glance hashing $algo"
+        tools/stack.sh down || log "tools/stack.sh down failed"
+        STACK_UP=0
     fi
-    # shellcheck disable=SC2086
-    run_bench "$name" ${ON_STACK[$name]}
+    log "starting the local stack (tools/stack.sh up), Glance hashing $algo"
+    STACK_UP=1
+    if ! { tools/test-services.sh && FLEETCACHE_GLANCE_HASHING_ALGORITHM=$algo tools/stack.sh up; }; then
+        log "the local stack did not come up: not running ${on_stack[*]} with $algo"
+        for name in "${on_stack[@]}"; do
+            STATUS[$name/$algo]="not run: no stack"
+            KEYS+=("$name/$algo")
+        done
+        continue
+    fi
+    for name in "${on_stack[@]}"; do
+        # shellcheck disable=SC2086
+        run_bench "$name/$algo" "$name" ${ON_STACK[$name]}
+    done
 done
 
 failed=0
 log "summary"
-for name in "${names[@]}"; do
-    [[ ${STATUS[$name]} == "status 0,"* ]] || failed=1
-    log "  $name: ${STATUS[$name]}${HEADLINE[$name]:+; ${HEADLINE[$name]}}"
+for key in "${KEYS[@]}"; do
+    [[ ${STATUS[$key]} == "status 0,"* ]] || failed=1
+    log "  $key: ${STATUS[$key]}${HEADLINE[$key]:+; ${HEADLINE[$key]}}"
 done
 exit "$failed"

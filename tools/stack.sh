@@ -37,6 +37,10 @@
 # children too and nothing else. `up` fails naming the piece that did not come up, with the
 # tail of its log, and stops what it had started. One stack.sh command runs at a time (flock).
 #
+# FLEETCACHE_GLANCE_HASHING_ALGORITHM (default sha512, Glance's default) is Glance's
+# [DEFAULT] hashing_algorithm, the os_hash_algo of every image uploaded to this stack: an
+# operator's choice that the benchmarks run both ways (docs/performance.md).
+#
 # STACK_GLANCE_PORT, STACK_API_PORT, STACK_PLACEMENT_PORT, STACK_PLACEMENT_DB, STACK_VHOST_PREFIX
 # (vhosts <prefix>, <prefix>_cell1, <prefix>_cell2, which must exist) and tools/ceph.sh's STACK_CEPH_* ports with
 # FLEETCACHE_STACK_DIR run a second stack beside this one.
@@ -49,6 +53,10 @@ GLANCE_PYTHON=${GLANCE_PYTHON:-python3}
 GLANCE_VENV=$STACK/glance-venv
 GLANCE_REQS=$ROOT/tools/glance/requirements.txt
 GLANCE_DIR=$STACK/glance
+GLANCE_HASHING_ALGORITHM=${FLEETCACHE_GLANCE_HASHING_ALGORITHM:-sha512}
+[[ $GLANCE_HASHING_ALGORITHM =~ ^(sha1|sha256|sha384|sha512|sha3_256|sha3_512|blake2b|md5)$ ]] \
+    || { echo "stack: FLEETCACHE_GLANCE_HASHING_ALGORITHM=$GLANCE_HASHING_ALGORITHM is not a" \
+        "hashlib algorithm Glance accepts" >&2; exit 2; }
 CEPH_SH=$ROOT/tools/ceph.sh
 CEPH_DIR=$STACK/ceph
 # Glance's rbd store (glance-api.conf.in: enabled_backends)
@@ -271,6 +279,7 @@ write_glance_config() {
     for f in glance-api.conf glance-api-paste.ini; do
         sed -e "s#@GLANCE_DIR@#$GLANCE_DIR#g" -e "s#@LOG_DIR@#$LOG#g" \
             -e "s#@CEPH_CONF@#$CEPH_DIR/ceph.conf#g" \
+            -e "s#@HASHING_ALGORITHM@#$GLANCE_HASHING_ALGORITHM#g" \
             "$ROOT/tools/glance/$f.in" >"$GLANCE_DIR/etc/$f"
     done
     cp "$ROOT/tools/glance/policy.yaml" "$GLANCE_DIR/etc/policy.yaml"

@@ -58,15 +58,19 @@ def _cell(image: dict[str, Any] | None) -> str:
         return f"{state} ({image['reason']})"
     if state == "error":
         return "error *"
-    if image.get("download_path"):
-        state = f"{state} ({image['download_path']})"
-    return state + (" +" if image.get("fallback_reason") else "")
+    # The path is news when it is the direct one, or a fallback from it; a plain download
+    # from the image source (HTTP, or the demo's local directory) stays "cached".
+    if image.get("fallback_reason"):
+        return f"{state} ({image.get('download_path') or 'http'}) +"
+    if image.get("download_path") == "rbd":
+        return f"{state} (rbd)"
+    return state
 
 
 def job_table(job: dict[str, Any], image_names: dict[str, str] | None = None) -> str:
-    """One row per host, one column per image (a download shows its path, ``rbd`` or
-    ``http``), plus the bytes each host downloaded; the reasons of errors follow the table,
-    marked ``*``, then the reasons of fallbacks from the direct path, marked ``+``."""
+    """One row per host, one column per image (a download from Ceph shows ``(rbd)``, one that
+    fell back from it ``(http) +``), plus the bytes each host downloaded; the reasons of
+    errors follow the table, marked ``*``, then the reasons of fallbacks, marked ``+``."""
     names = image_names or {}
     image_ids = list(job["image_ids"])
     table = prettytable.PrettyTable()

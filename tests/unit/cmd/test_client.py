@@ -116,7 +116,7 @@ def test_table_shows_the_download_path_and_lists_fallback_reasons():
     ]
     text = _render.job_table(job, {IMG: "cirros"})
     assert "| c1   | cached (http) + |" in text
-    assert "| c2   | cached (http)   |" in text
+    assert "| c2   | cached          |" in text  # a plain download from the image source
     assert "| c3   | existing        |" in text
     assert "| c4   | cached          |" in text
     assert text.splitlines()[-1] == ("+ c1, cirros: over HTTP, not from Ceph: fsid mismatch: "
