@@ -178,6 +178,8 @@ class PrecacheJob:
         #: Set once every host has its outcome (and it is queued for the writer).
         self._all_done = threading.Event()
         self._hosts_total = len({p.host for p in plans})
+        #: A job keeps at most twice the pool's size of calls submitted at once.
+        self._queued = threading.BoundedSemaphore(2 * precacher.host_calls.size)
 
     def launch(self) -> None:
         """Run the job in the background; a job that cannot start is marked failed."""
@@ -217,6 +219,8 @@ class PrecacheJob:
             if settled is not None:
                 self._host_done(plan.host, settled)
                 continue
+            if not self._take_slot(host_calls.stopping):
+                break
             try:
                 host_calls.submit(self._call_host, plan)
             except RuntimeError:  # the pool was shut down: the conductor is stopping
@@ -229,6 +233,19 @@ class PrecacheJob:
         for host in missing:
             self._host_done(host, _same_result_per_image(self.image_ids, "error", reason))
         return "interrupted: the conductor stopped while the job ran"
+
+    def _take_slot(self, stopping: threading.Event) -> bool:
+        """Wait until fewer than twice the pool's size of this job's calls are queued or
+        running. :returns: False when the pool is stopping instead.
+
+        NOTE: submitting every host at once kept one future and one queued work item per host
+        alive for the whole job, about 1.6 KB each: 16 MB at 10,000 hosts
+        (``bench/fanout.py --hosts 10000``, docs/performance.md, "Scale: 10,000 hosts").
+        """
+        while not self._queued.acquire(timeout=1.0):
+            if stopping.is_set():
+                return False
+        return True
 
     def _wait(self, stopping: threading.Event) -> None:
         """Wait until every host has its outcome, or until the pool is stopping (then the
@@ -260,6 +277,12 @@ class PrecacheJob:
 
     def _call_host(self, plan: HostPlan) -> None:
         """Worker: one compute's ``cache_images`` call; never raises."""
+        try:
+            self._ask_host(plan)
+        finally:
+            self._queued.release()
+
+    def _ask_host(self, plan: HostPlan) -> None:
         self.ctxt.update_store()
         cell = plan.service["cell"] if plan.service is not None else None
         try:
