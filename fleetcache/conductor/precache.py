@@ -2,18 +2,21 @@
 
 Nova's ``ComputeTaskManager.cache_images`` (Ussuri, ``nova/conductor/manager.py``) as a class,
 with what Nova's lacks: a job record with per-host results the API can poll (Nova's spec has no
-status API), one bulk host-to-cell query (Nova has one ``HostMapping`` query per host), an
+status API), bulk host-to-cell queries (Nova has one ``HostMapping`` query per host), an
 outcome for every host (in Nova a failed call stays in an uninspected future, and an unmapped
 host aborts the operation without ``.end``), and progress numbered under a lock.
 
 1. :meth:`Precacher.start` runs inside the conductor's ``cache_images`` RPC. It looks the
    aggregate and each image up once (a missing image fails the request before any host is
-   asked), maps the hosts to cells in one query, creates the job (``queued``), hands it to the
-   conductor's job coordinators and returns it.
+   asked), creates the job (``queued``), hands it to the conductor's job coordinators and
+   returns it.
 2. :class:`PrecacheJob` marks the job ``running`` and sends ``aggregate.cache_images.start``.
-   Hosts that will not be asked are settled at once: no compute service is ``error``, a down
-   or disabled compute is ``skipped`` with that reason. Every other host is one long
-   ``cache_images`` call through its cell's transport, run on the conductor's
+   It maps the hosts to their compute services and cells :data:`LOOKUP_PAGE` hosts per query,
+   and keeps at most twice the pool's size of calls submitted, so that its memory does not
+   grow with the aggregate. Hosts that will not be asked are settled at once: no compute
+   service is ``error``, a down or disabled compute is ``skipped`` with that reason. Every
+   other host is one long ``cache_images`` call through its cell's transport, run on the
+   conductor's
    :class:`~.hostpool.HostCallPool` of ``[image_cache] precache_concurrency`` workers, so the
    limit holds across concurrent jobs.
 3. Every host ends in a state: an RPC failure or timeout is that host's ``error`` with the
@@ -38,7 +41,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 from oslo_config import cfg
@@ -58,6 +61,9 @@ from fleetcache.conductor.jobresults import CACHED_STATES, JobStats, ResultWrite
 from fleetcache.image import source as image_source
 
 LOG = logging.getLogger(__name__)
+
+#: Hosts whose compute services a job looks up in one query.
+LOOKUP_PAGE = 500
 
 class ComputeClient(Protocol):
     """What the job needs of a compute RPC client (``compute.rpcapi.ComputeAPI``)."""
@@ -143,14 +149,11 @@ class Precacher:
         aggregate = db_api.aggregate_get(self.db, aggregate_id)
         for image_id in image_ids:
             self.images.show(ctxt, image_id)
-        services = db_api.aggregate_hosts_by_cell(self.db, aggregate["hosts"], binaries.COMPUTE)
-        by_host = {s["host"]: s for group in services.values() for s in group}
         job = jobs.job_create(
             self.db, aggregate["id"], aggregate["uuid"], image_ids,
             len(aggregate["hosts"]), self.host,
         )
-        plans = [HostPlan(h, by_host.get(h)) for h in aggregate["hosts"]]
-        PrecacheJob(self, ctxt, aggregate, job, plans).launch()
+        PrecacheJob(self, ctxt, aggregate, job).launch()
         return job
 
 
@@ -163,21 +166,20 @@ class PrecacheJob:
         ctxt: RequestContext,
         aggregate: AggregateDict,
         job: JobDict,
-        plans: list[HostPlan],
     ) -> None:
         self.precacher = precacher
         self.ctxt = ctxt
         self.aggregate = aggregate
         self.uuid = job["uuid"]
         self.image_ids = list(job["image_ids"])
-        self.plans = plans
+        self.hosts = list(dict.fromkeys(aggregate["hosts"]))
         self.stats = JobStats()
         self.writer = ResultWriter(precacher.db, self.uuid)
         self._lock = threading.Lock()
         self._done_hosts: set[str] = set()
         #: Set once every host has its outcome (and it is queued for the writer).
         self._all_done = threading.Event()
-        self._hosts_total = len({p.host for p in plans})
+        self._hosts_total = len(self.hosts)
         #: A job keeps at most twice the pool's size of calls submitted at once.
         self._queued = threading.BoundedSemaphore(2 * precacher.host_calls.size)
 
@@ -214,7 +216,7 @@ class PrecacheJob:
     def _fan_out(self) -> str | None:
         """Settle or submit every host, then wait for all. :returns: an error, if interrupted."""
         host_calls = self.precacher.host_calls
-        for plan in self.plans:
+        for plan in self._plans():
             settled = self._settle(plan)
             if settled is not None:
                 self._host_done(plan.host, settled)
@@ -226,13 +228,29 @@ class PrecacheJob:
             except RuntimeError:  # the pool was shut down: the conductor is stopping
                 break
         self._wait(host_calls.stopping)
-        missing = [p.host for p in self.plans if p.host not in self._done_hosts]
+        missing = [h for h in self.hosts if h not in self._done_hosts]
         if not missing:
             return None
         reason = "interrupted: the conductor stopped before this host answered"
         for host in missing:
             self._host_done(host, _same_result_per_image(self.image_ids, "error", reason))
         return "interrupted: the conductor stopped while the job ran"
+
+    def _plans(self) -> Iterator[HostPlan]:
+        """Each host with its compute service, looked up in bulk :data:`LOOKUP_PAGE` hosts at a
+        time, so that a job holds one page of service rows, not the whole fleet's.
+
+        NOTE: one lookup of all 10,000 hosts' services raised the conductor's peak resident
+        size by about 30 MB (ORM rows, then 1.3 KB of dict per host kept for the whole job;
+        ``bench/fanout.py --hosts 10000``, docs/performance.md, "Scale: 10,000 hosts").
+        """
+        db = self.precacher.db
+        for start in range(0, len(self.hosts), LOOKUP_PAGE):
+            page = self.hosts[start:start + LOOKUP_PAGE]
+            services = db_api.aggregate_hosts_by_cell(db, page, binaries.COMPUTE)
+            by_host = {s["host"]: s for group in services.values() for s in group}
+            for host in page:
+                yield HostPlan(host, by_host.get(host))
 
     def _take_slot(self, stopping: threading.Event) -> bool:
         """Wait until fewer than twice the pool's size of this job's calls are queued or
@@ -318,7 +336,7 @@ class PrecacheJob:
             host=host,
             images_cached=[i for i, r in results.items() if r["state"] in CACHED_STATES],
             images_failed=[i for i, r in results.items() if r["state"] not in CACHED_STATES],
-            index=0, total=len(self.plans), job_uuid=self.uuid,
+            index=0, total=self._hosts_total, job_uuid=self.uuid,
         )
         with self._lock:  # index and queue order agree: progress is sent in index order
             if host in self._done_hosts:
