@@ -16,9 +16,8 @@ host aborts the operation without ``.end``), and progress numbered under a lock.
    grow with the aggregate. Hosts that will not be asked are settled at once: no compute
    service is ``error``, a down or disabled compute is ``skipped`` with that reason. Every
    other host is one long ``cache_images`` call through its cell's transport, run on the
-   conductor's
-   :class:`~.hostpool.HostCallPool` of ``[image_cache] precache_concurrency`` workers, so the
-   limit holds across concurrent jobs.
+   conductor's :class:`~.hostpool.HostCallPool` of ``[image_cache] precache_concurrency``
+   workers, so the limit holds across concurrent jobs.
 3. Every host ends in a state: an RPC failure or timeout is that host's ``error`` with the
    reason. Each outcome is counted under the job's lock (which numbers the ``progress``
    notification) and stored in batches by a :class:`~.jobresults.ResultWriter`.
