@@ -13,10 +13,12 @@ on the lock's futex: with hundreds of threads the process falls into a lock conv
 removed the same class-wide lock from ``functools.cached_property`` in 3.12 for this reason
 (python/cpython gh-87634).
 
-Measured with ``bench/fanout.py`` at 1,000 hosts (docs/performance.md, "The kombu lock
-convoy"): shards of 100 fake computes spent 28-42 ms of CPU per bare call (against 4-5 ms on a
-quiet run), most of it system time, with 80 runnable threads in one process and a load average
-over 200; the same rounds ran 3-4 times slower than the quiet ones.
+Measured with ``bench/fanout.py`` at 1,000 hosts (docs/performance.md, "Fan-out on a busy
+machine"): in a stalled round, shards of 100 fake computes spent 28-42 ms of CPU per bare call
+(4-5 ms on a quiet machine), mostly system time, with 80 runnable threads in one process and
+a load average over 200, and 29 % of one shard's GIL samples were inside this lock. It is one
+way into such a convoy, not the only one: an overloaded machine stalled the shards once more
+with this change in place.
 
 :func:`read_cached_properties_without_lock` makes a read of a value already cached return it
 without the lock; computing, setting and deleting a value still take it. A read racing a delete

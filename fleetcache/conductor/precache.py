@@ -2,21 +2,23 @@
 
 Nova's ``ComputeTaskManager.cache_images`` (Ussuri, ``nova/conductor/manager.py``) as a class,
 with what Nova's lacks: a job record with per-host results the API can poll (Nova's spec has no
-status API), one bulk host-to-cell query (Nova has one ``HostMapping`` query per host), an
+status API), bulk host-to-cell queries (Nova has one ``HostMapping`` query per host), an
 outcome for every host (in Nova a failed call stays in an uninspected future, and an unmapped
 host aborts the operation without ``.end``), and progress numbered under a lock.
 
 1. :meth:`Precacher.start` runs inside the conductor's ``cache_images`` RPC. It looks the
    aggregate and each image up once (a missing image fails the request before any host is
-   asked), maps the hosts to cells in one query, creates the job (``queued``), hands it to the
-   conductor's job coordinators and returns it.
+   asked), creates the job (``queued``), hands it to the conductor's job coordinators and
+   returns it.
 2. :class:`PrecacheJob` marks the job ``running`` and sends ``aggregate.cache_images.start``.
-   Hosts that will not be asked are settled at once: no compute service is ``error``, a down
-   or disabled compute is ``skipped`` with that reason (``pending`` when the job has a catch-up
-   window: :mod:`~.catchup` asks it later). Every other host is one long
-   ``cache_images`` call through its cell's transport, run on the conductor's
-   :class:`~.hostpool.HostCallPool` of ``[image_cache] precache_concurrency`` workers, so the
-   limit holds across concurrent jobs.
+   It maps the hosts to their compute services and cells :data:`LOOKUP_PAGE` hosts per query,
+   and keeps at most twice the pool's size of calls submitted, so that its memory does not
+   grow with the aggregate. Hosts that will not be asked are settled at once: no compute
+   service is ``error``, a down or disabled compute is ``skipped`` with that reason
+   (``pending`` when the job has a catch-up window: :mod:`~.catchup` asks it later). Every
+   other host is one long ``cache_images`` call through its cell's transport, run on the
+   conductor's :class:`~.hostpool.HostCallPool` of ``[image_cache] precache_concurrency``
+   workers, so the limit holds across concurrent jobs.
 3. Every host ends in a state: an RPC failure or timeout is that host's ``error`` with the
    reason. Each outcome is counted under the job's lock (which numbers the ``progress``
    notification) and stored in batches by a :class:`~.jobresults.ResultWriter`.
@@ -41,7 +43,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 from oslo_config import cfg
@@ -66,6 +68,9 @@ from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image import source as image_source
 
 LOG = logging.getLogger(__name__)
+
+#: Hosts whose compute services a job looks up in one query.
+LOOKUP_PAGE = 500
 
 class ComputeClient(Protocol):
     """What the job needs of a compute RPC client (``compute.rpcapi.ComputeAPI``)."""
@@ -183,8 +188,7 @@ class Precacher:
             lease_expires_at=owner.lease_until() if owner else None,
             catch_up_until=owner.catch_up_until() if owner else None,
         )
-        plans = self.plan_hosts(aggregate, aggregate["hosts"], metas)
-        PrecacheJob(self, ctxt, aggregate, job, plans).launch()
+        PrecacheJob(self, ctxt, aggregate, job, aggregate["hosts"], metas).launch()
         return job
 
     def plan_hosts(self, aggregate: AggregateDict, hosts: list[str],
@@ -207,10 +211,13 @@ class PrecacheJob:
         ctxt: RequestContext,
         aggregate: AggregateDict,
         job: JobDict,
-        plans: list[HostPlan],
+        hosts: list[str],
+        metas: Mapping[str, Mapping[str, object]],
         done_before: int = 0,
     ) -> None:
-        """:param done_before: hosts that already have results (a job taken over)."""
+        """:param hosts: the hosts to ask, planned :data:`LOOKUP_PAGE` at a time.
+        :param metas: the image service's record of each image (for the image-type rule).
+        :param done_before: hosts that already have results (a job taken over)."""
         self.precacher = precacher
         self.ctxt = ctxt
         self.aggregate = aggregate
@@ -220,9 +227,11 @@ class PrecacheJob:
         #: Epoch seconds the computes keep the images until; None: no pin.
         self.pin_until = (None if pin_until is None else
                           pin_until.replace(tzinfo=datetime.UTC).timestamp())
-        self.plans = plans
+        #: The hosts this run asks (all of the aggregate's, or those a takeover left).
+        self.hosts = list(dict.fromkeys(hosts))
+        self.metas = metas
         self.stats = JobStats(hosts_done=done_before)
-        self.total_hosts = max(job["total_hosts"], len(plans) + done_before)
+        self.total_hosts = max(job["total_hosts"], len(self.hosts) + done_before)
         #: Down or disabled hosts are ``pending`` (caught up later), not ``skipped``.
         self.catch_up = job.get("catch_up_until") is not None
         self.writer = ResultWriter(precacher.db, self.uuid)
@@ -230,7 +239,9 @@ class PrecacheJob:
         self._done_hosts: set[str] = set()
         #: Set once every host has its outcome (and it is queued for the writer).
         self._all_done = threading.Event()
-        self._hosts_total = len({p.host for p in plans})
+        self._hosts_total = len(self.hosts)
+        #: A job keeps at most twice the pool's size of calls submitted at once.
+        self._queued = threading.BoundedSemaphore(2 * precacher.host_calls.size)
 
     def launch(self) -> None:
         """Run the job in the background; a job that cannot start is marked failed."""
@@ -271,17 +282,19 @@ class PrecacheJob:
     def _fan_out(self) -> str | None:
         """Settle or submit every host, then wait for all. :returns: an error, if interrupted."""
         host_calls = self.precacher.host_calls
-        for plan in self.plans:
+        for plan in self._plans():
             settled = self._settle(plan)
             if settled is not None:
                 self._host_done(plan.host, settled)
                 continue
+            if not self._take_slot(host_calls.stopping):
+                break
             try:
                 host_calls.submit(self._call_host, plan)
             except RuntimeError:  # the pool was shut down: the conductor is stopping
                 break
         self._wait(host_calls.stopping)
-        missing = [p.host for p in self.plans if p.host not in self._done_hosts]
+        missing = [h for h in self.hosts if h not in self._done_hosts]
         if not missing:
             return None
         if self.precacher.owner is not None:
@@ -291,13 +304,39 @@ class PrecacheJob:
             self._host_done(host, _same_result_per_image(self.image_ids, "error", reason))
         return "interrupted: the conductor stopped while the job ran"
 
+    def _plans(self) -> Iterator[HostPlan]:
+        """Each host with its compute service, looked up in bulk :data:`LOOKUP_PAGE` hosts at a
+        time, so that a job holds one page of service rows, not the whole fleet's.
+
+        NOTE: one lookup of all 10,000 hosts' services raised the conductor's peak resident
+        size by about 30 MB (ORM rows, then 1.3 KB of dict per host kept for the whole job;
+        ``bench/fanout.py --hosts 10000``, docs/performance.md, "Scale: 10,000 hosts").
+        """
+        for start in range(0, len(self.hosts), LOOKUP_PAGE):
+            page = self.hosts[start:start + LOOKUP_PAGE]
+            yield from self.precacher.plan_hosts(self.aggregate, page, self.metas)
+
+    def _take_slot(self, stopping: threading.Event) -> bool:
+        """Wait until fewer than twice the pool's size of this job's calls are queued or
+        running. :returns: False when the pool is stopping instead.
+
+        NOTE: submitting every host at once kept one future and one queued work item per host
+        alive for the whole job, about 1.6 KB each: 16 MB at 10,000 hosts
+        (``bench/fanout.py --hosts 10000``, docs/performance.md, "Scale: 10,000 hosts").
+        """
+        while not self._queued.acquire(timeout=1.0):
+            if stopping.is_set():
+                return False
+        return True
+
     def _wait(self, stopping: threading.Event) -> None:
         """Wait until every host has its outcome, or until the pool is stopping (then the
         calls in flight are abandoned: they may run for up to ``long_rpc_timeout``).
 
         NOTE: ``concurrent.futures.wait`` on the job's futures, once a second, hooked a waiter
-        onto every pending future each time: 4 % of the conductor's CPU at 1,000 hosts
-        (py-spy, docs/performance.md). The last host's outcome sets an event instead.
+        onto every pending future each time: 2.6-4.3 % of the conductor's samples at 1,000
+        hosts (py-spy, docs/performance.md, "Fan-out on a busy machine"). The last host's
+        outcome sets an event instead.
         """
         if not self._hosts_total:
             return
@@ -325,6 +364,12 @@ class PrecacheJob:
 
     def _call_host(self, plan: HostPlan) -> None:
         """Worker: one compute's ``cache_images`` call; never raises."""
+        try:
+            self._ask_host(plan)
+        finally:
+            self._queued.release()
+
+    def _ask_host(self, plan: HostPlan) -> None:
         self.ctxt.update_store()
         cell = plan.service["cell"] if plan.service is not None else None
         metrics = self.precacher.metrics

@@ -103,6 +103,5 @@ class JobTakeover:
         LOG.info("Image pre-cache job %s: %d host(s) to ask again, %d with results",
                  job_uuid, len(hosts), done_before)
         metas = {i: self.precacher.images.show(ctxt, i).to_dict() for i in job["image_ids"]}
-        plans = self.precacher.plan_hosts(aggregate, hosts, metas)
-        PrecacheJob(self.precacher, ctxt, aggregate, job, plans,
+        PrecacheJob(self.precacher, ctxt, aggregate, job, hosts, metas,
                     done_before=done_before).launch()

@@ -58,7 +58,7 @@ def _psql(sql: str) -> None:
 @pytest.fixture
 def database() -> Iterator[str]:
     """A fresh PostgreSQL database for the test, dropped after it."""
-    with machine_lock(DB_NAME):
+    with machine_lock(f"{DB_NAME}-postgresql"):
         _psql(f"DROP DATABASE IF EXISTS {DB_NAME}")
         _psql(f"CREATE DATABASE {DB_NAME}")
         try:

@@ -209,8 +209,9 @@ def job_record_hosts(
     ``INSERT`` (and one ``UPDATE`` by primary key for rows already there), not through ORM
     objects.
 
-    NOTE: building one ORM object per row and letting the unit of work flush them cost 9 % of
-    the conductor's CPU in ``bench/fanout.py`` at 1,000 hosts (py-spy, docs/performance.md).
+    NOTE: building one ORM object per row and letting the unit of work flush them took 2-9 % of
+    the conductor's py-spy samples in ``bench/fanout.py`` at 1,000 hosts (docs/performance.md,
+    "Fan-out on a busy machine").
 
     :raises JobNotFound:
     :raises InvalidInput: for an unknown result state (nothing of the batch is stored).

@@ -532,3 +532,46 @@ def test_download_path_and_fallback_reason_are_stored_and_optional(conf, db, poo
     assert stored == {("new", IMG_A): ("rbd", None),
                       ("new", IMG_B): ("http", "fsid mismatch: x"),
                       ("old", IMG_A): (None, None), ("old", IMG_B): (None, None)}
+
+
+def test_hosts_are_looked_up_a_page_at_a_time_and_calls_stay_bounded(conf, db, pools,
+                                                                     monkeypatch):
+    """A job holds one page of service rows and at most twice the pool's size of submitted
+    calls, whatever the aggregate's size; every host still gets exactly one outcome."""
+    hosts = [f"h{n:02d}" for n in range(11)]
+    agg_id = make_aggregate(db, hosts)
+    with db.transaction() as session:
+        session.execute(delete(models.Service).where(models.Service.host == "h05"))
+    pages: list[list[str]] = []
+    lookup = db_api.aggregate_hosts_by_cell
+
+    def recording_lookup(db_: Database, page: list[str], binary: str) -> Any:
+        pages.append(list(page))
+        return lookup(db_, page, binary)
+
+    monkeypatch.setattr(precache, "LOOKUP_PAGE", 4)
+    monkeypatch.setattr(precache.db_api, "aggregate_hosts_by_cell", recording_lookup)
+    host_calls = pools.host_calls(1)
+    submitted = []
+    real_submit = host_calls.submit
+
+    waiting: list[int] = []  # calls submitted and not started, at each submit
+
+    def counting_submit(fn: Callable[..., Any], *args: Any) -> Any:
+        waiting.append(len(submitted) - len(computes.calls))
+        submitted.append(args[0].host)
+        return real_submit(fn, *args)
+
+    monkeypatch.setattr(host_calls, "submit", counting_submit)
+    computes = FakeComputes(delay=0.01)
+    job = make_precacher(conf, db, computes, pools, host_calls=host_calls).start(
+        _ctxt(), agg_id, [IMG_A])
+
+    assert pages == [hosts[0:4], hosts[4:8], hosts[8:11]]
+    assert sorted(h for h, _ in computes.calls) == [h for h in hosts if h != "h05"]
+    assert computes.max_in_flight == 1
+    assert len(submitted) == 10 and max(waiting) <= 2  # 2 x the pool's size, not all 10
+    results = results_by_host(db, job["uuid"])
+    assert set(results) == set(hosts)
+    assert results["h05"] == {IMG_A: ("error", "host has no compute service")}
+    assert jobs.job_get(db, job["uuid"])["state"] == jobs.DONE
