@@ -8,7 +8,8 @@
 # The benchmarks are not changed: each still runs alone (`.venv/bin/python bench/NAME.py`)
 # when what it needs is there. This script only provides it:
 # - SELF_CONTAINED start what they need themselves (fanout.py: a private RabbitMQ node, the
-#   API and a conductor; convert.py: qemu-img only);
+#   API and a conductor; convert.py: qemu-img only; schedule.py: a Placement under gunicorn on
+#   a database of its own in the machine's PostgreSQL);
 # - ON_STACK need the local stack (tools/stack.sh: Glance on :19292, Ceph and Glance's rbd
 #   store, fleetcache's daemons). The stack is brought up once (after tools/test-services.sh
 #   has prepared the RabbitMQ vhosts it uses) for all of them, and down at the end, on
@@ -28,12 +29,14 @@ cd "$ROOT"
 declare -A SELF_CONTAINED=(
     [fanout]="--hosts 1000 --concurrency 64 --rounds 3"
     [convert]="--size-mib 1024 --rounds 7"
+    # its own Placement (gunicorn) on the machine's PostgreSQL, database fleetcache_bench_placement
+    [schedule]="--providers 10000 --cells 4 --rounds 15"
 )
 declare -A ON_STACK=(
     [download]="--size-mib 1024 --rounds 3"
     # a benchmark of Glance's rbd store (bench/rbd.py) goes here: the stack runs its Ceph
 )
-ORDER=(fanout convert download)
+ORDER=(fanout convert schedule download)
 
 log() { echo "bench: $*"; }
 
