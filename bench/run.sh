@@ -3,12 +3,13 @@
 # even when it fails: what `make bench` runs.
 #
 #   bench/run.sh            all of them, with the parameters docs/performance.md quotes
-#   bench/run.sh NAME...    only those (fanout, convert, download, rbd)
+#   bench/run.sh NAME...    only those (fanout, convert, schedule, download, rbd)
 #
 # The benchmarks are not changed: each still runs alone (`.venv/bin/python bench/NAME.py`)
 # when what it needs is there. This script only provides it:
 # - SELF_CONTAINED start what they need themselves (fanout.py: a private RabbitMQ node, the
-#   API and a conductor; convert.py: qemu-img only);
+#   API and a conductor; convert.py: qemu-img only; schedule.py: a Placement under gunicorn on
+#   a database of its own in the machine's PostgreSQL);
 # - ON_STACK need the local stack (tools/stack.sh: Glance on :19292, Ceph and Glance's rbd
 #   store, fleetcache's daemons). The stack is brought up once (after tools/test-services.sh
 #   has prepared the RabbitMQ vhosts it uses) for all of them, and down at the end, on
@@ -31,12 +32,14 @@ cd "$ROOT"
 declare -A SELF_CONTAINED=(
     [fanout]="--hosts 1000 --concurrency 64 --rounds 3"
     [convert]="--size-mib 1024 --rounds 7"
+    # its own Placement (gunicorn) on the machine's PostgreSQL, database fleetcache_bench_placement
+    [schedule]="--providers 10000 --cells 4 --rounds 15"
 )
 declare -A ON_STACK=(
     [download]="--size-mib 1024 --rounds 3"
     [rbd]="--size-mib 1024 --rounds 3"
 )
-ORDER=(fanout convert download rbd)
+ORDER=(fanout convert schedule download rbd)
 read -r -a HASHES <<<"${BENCH_GLANCE_HASHES:-sha512 sha256}"
 
 log() { echo "bench: $*"; }

@@ -176,6 +176,8 @@ class Paths:
     def fleetcache(self) -> None:
         query, request = self.s.build_query(self.spec)
         hosts, _ = self.s.candidates(query, request)
+        if not hosts:
+            raise RuntimeError("fleetcache's path found no host")
         self.hosts["fleetcache"] = len(hosts)
 
     def nova_style(self) -> None:
@@ -236,6 +238,8 @@ def main() -> int:
         conf([], project="fleetcache", default_config_files=[])
         _placement_embedded.point_at(conf, endpoint)
         conf.set_override("enabled_filters", FILTERS, group="filter_scheduler")
+        # the services' heartbeats were written once, at load: they stay up for the whole run
+        conf.set_override("service_down_time", 86400)
         scheduler = Scheduler(conf, db, _client(conf))
         if args.profile:
             _profile(Paths(scheduler, make_spec(False)), args.rounds)
