@@ -60,17 +60,33 @@ class ConductorMetrics:
         self.bytes = {s: data.labels(s) for s in SOURCES}
 
     def record_host(self, results: Mapping[str, ImageResult]) -> None:
-        """Count one finished host's results (once per host)."""
+        """Count one finished host's results (once per host).
+
+        The host's images are summed here first, so that each counter is incremented once
+        per host rather than once per image (each increment takes the metric's lock).
+        """
+        states: dict[str, int] = {}
+        downloads: dict[str, int] = {}
+        data: dict[str, int] = {}
+        fallbacks = 0
         for result in results.values():
-            counter = self.results.get(result["state"])
-            if counter is not None:
-                counter.inc()
+            state = result["state"]
+            states[state] = states.get(state, 0) + 1
             source = result.get("download_path")
-            if result["state"] == "cached" and source in self.downloads:
-                self.downloads[source].inc()
-                self.bytes[source].inc(result["bytes_downloaded"])
+            if state == "cached" and source in self.downloads:
+                downloads[source] = downloads.get(source, 0) + 1
+                data[source] = data.get(source, 0) + result["bytes_downloaded"]
                 if result.get("fallback_reason"):
-                    self.fallbacks.inc()
+                    fallbacks += 1
+        for state, count in states.items():
+            counter = self.results.get(state)
+            if counter is not None:
+                counter.inc(count)
+        for source, count in downloads.items():
+            self.downloads[source].inc(count)
+            self.bytes[source].inc(data[source])
+        if fallbacks:
+            self.fallbacks.inc(fallbacks)
 
 
 class JobStateCollector(Collector):
