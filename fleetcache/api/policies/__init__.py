@@ -17,6 +17,7 @@ from fleetcache.api.policies import (
     base,
     flavors,
     images,
+    networks,
     servers,
     services,
 )
@@ -32,5 +33,6 @@ def list_rules() -> list[policy.RuleDefault]:
             services.list_rules(),
             flavors.list_rules(),
             servers.list_rules(),
+            networks.list_rules(),
         )
     )
