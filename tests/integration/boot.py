@@ -55,7 +55,8 @@ def flavor(stack: Stack, vcpus: int = 1, ram: int = 64, disk: int = 1,
     name = f"it-f-{uuid.uuid4().hex[:8]}"
     # NOTE: python-openstackclient 10.5.0's flavor create insists on an identity v3 service
     # (for --project); with OS_AUTH_TYPE=none it must be told the version.
-    args = ["--os-identity-api-version", "3", "flavor", "create", "--vcpus", str(vcpus), "--ram", str(ram), "--disk", str(disk)]
+    args = ["--os-identity-api-version", "3", "flavor", "create", "--vcpus", str(vcpus),
+            "--ram", str(ram), "--disk", str(disk)]
     for key, value in (extra_specs or {}).items():
         args += ["--property", f"{key}={value}"]
     stack.openstack_json(*MICROVERSION, *args, name)
