@@ -30,8 +30,10 @@ import time
 
 import oslo_messaging
 from oslo_config import cfg
+from oslo_messaging.rpc import server as rpc_server
 
 from fleetcache.common import config, rpc
+from fleetcache.common.callmonitor import CallMonitor
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt import driver as virt_driver
 
@@ -61,6 +63,31 @@ def _driver(conf: cfg.ConfigOpts, host: str, image_ids: list[str]) -> virt_drive
     return driver
 
 
+class _MultiHostServer(rpc_server.RPCServer):
+    """One oslo.messaging RPC server that also consumes the ``compute.<host>`` queues of
+    ``extra_hosts``, on its own connection (the scale mode, ``--hosts-per-server``).
+
+    NOTE: oslo.messaging has no public way to serve several servers' queues from one listener;
+    this adds the same topic consumers its rabbit driver declares for a server
+    (``RabbitDriver.listen``) to the listener's connection before it polls. The queues, their
+    bindings and the messages are the real ones: the conductor still sends each host's call to
+    that host's queue, and the reply goes back to its caller as usual.
+    """
+
+    def __init__(self, base: rpc_server.RPCServer, extra_hosts: list[str]) -> None:
+        super().__init__(base.transport, base._target, base.dispatcher)
+        self.extra_hosts = extra_hosts
+
+    def _create_listener(self):  # type: ignore[no-untyped-def]
+        adapter = super()._create_listener()
+        listener = adapter._poll_style_listener
+        exchange = self.transport._driver._get_exchange(self._target)
+        for host in self.extra_hosts:
+            listener.conn.declare_topic_consumer(
+                exchange_name=exchange, topic=f"{self._target.topic}.{host}", callback=listener)
+        return adapter
+
+
 def main() -> None:
     # 100 agents share one reply-connection pool: "Connection pool limit exceeded" is expected.
     logging.getLogger("oslo_messaging._drivers.pool").setLevel(logging.ERROR)
@@ -68,6 +95,8 @@ def main() -> None:
     parser.add_argument("--transport-url", required=True)
     parser.add_argument("--hosts", required=True, help="comma-separated host names")
     parser.add_argument("--executor-pool", type=int, default=2)
+    parser.add_argument("--hosts-per-server", type=int, default=1,
+                        help="hosts whose queues one RPC server (one agent) consumes")
     parser.add_argument("--cached-image", action="append", default=[])
     args = parser.parse_args()
 
@@ -75,12 +104,17 @@ def main() -> None:
     transport = rpc.Transports(conf).get(args.transport_url)  # closed by os._exit below
     started = time.monotonic()
     servers = []
-    for host in args.hosts.split(","):
-        manager = ComputeManager(conf, _driver(conf, host, args.cached_image))
-        server = rpc.get_server(transport, "compute", host, [manager])
+    hosts = args.hosts.split(",")
+    monitor = CallMonitor()  # one heartbeat thread for the shard, as one compute has one
+    for i in range(0, len(hosts), args.hosts_per_server):
+        group = hosts[i:i + args.hosts_per_server]
+        manager = ComputeManager(conf, _driver(conf, group[0], args.cached_image))
+        server = rpc.get_server(transport, "compute", group[0], [manager], call_monitor=monitor)
+        if len(group) > 1:
+            server = _MultiHostServer(server, group[1:])
         server.start()
         servers.append(server)
-    print(f"READY {len(servers)} {time.monotonic() - started:.2f}", flush=True)
+    print(f"READY {len(hosts)} {time.monotonic() - started:.2f}", flush=True)
 
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     sys.stdin.read()  # the parent closes our stdin (or dies) to stop us

@@ -72,10 +72,11 @@ def setup_database(url: str, cells: list[Cell], aggregate_name: str) -> int:
 
 
 class Shards:
-    """The processes hosting the fake computes, at most ``per_process`` agents each."""
+    """The processes hosting the fake computes, at most ``per_process`` hosts each, with one
+    RPC server (and agent) per ``hosts_per_server`` hosts (1: one per host, as in a fleet)."""
 
     def __init__(self, cells: list[Cell], per_process: int, executor_pool: int,
-                 cached_image: str) -> None:
+                 cached_image: str, hosts_per_server: int = 1) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
         for cell in cells:
             for start in range(0, len(cell.hosts), per_process):
@@ -86,6 +87,7 @@ class Shards:
                     "--hosts", ",".join(hosts),
                     "--executor-pool", str(executor_pool),
                     "--cached-image", cached_image,
+                    "--hosts-per-server", str(hosts_per_server),
                 ]
                 self.procs.append(
                     subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)

@@ -123,6 +123,16 @@ class Services:
         assert self.conductor is not None
         return cpu_seconds(self.conductor.pid)
 
+    def conductor_memory(self) -> tuple[float, float]:
+        """The conductor's resident memory now and its peak so far (VmRSS, VmHWM), in MiB."""
+        assert self.conductor is not None
+        fields = {}
+        with open(f"/proc/{self.conductor.pid}/status") as status:
+            for line in status:
+                key, _, value = line.partition(":")
+                fields[key] = value.split()
+        return int(fields["VmRSS"][0]) / 1024, int(fields["VmHWM"][0]) / 1024
+
     def api_cpu(self) -> float:
         assert self.api is not None
         return cpu_seconds(self.api.pid)

@@ -69,6 +69,9 @@ def parse_args() -> argparse.Namespace:
                         help="[image_cache] precache_concurrency, and the baseline's pool")
     parser.add_argument("--cells", type=int, default=2)
     parser.add_argument("--servers-per-process", type=int, default=100)
+    parser.add_argument("--hosts-per-server", type=int, default=1,
+                        help="hosts whose queues one fake compute's RPC server consumes (the "
+                        "scale mode: 10,000 hosts cannot each have a server of their own here)")
     parser.add_argument("--executor-pool", type=int, default=2,
                         help="executor_thread_pool_size of each fake compute's RPC server")
     parser.add_argument("--rounds", type=int, default=3)
@@ -167,7 +170,8 @@ def main() -> int:
             stack.callback(shutil.rmtree, tmp, ignore_errors=True)
         cells = plan_cells(args.hosts, args.cells, broker_url, VHOST_PREFIX)
         aggregate_id = setup_database(db_url, cells, "fcbench")
-        shards = Shards(cells, args.servers_per_process, args.executor_pool, IMAGE_ID)
+        shards = Shards(cells, args.servers_per_process * args.hosts_per_server,
+                        args.executor_pool, IMAGE_ID, args.hosts_per_server)
         stack.callback(shards.stop)
         shards.wait_ready(timeout=300)
         baseline = Baseline(cells, args.concurrency,
@@ -213,6 +217,7 @@ def main() -> int:
                 line += (f", job {res['wall']:.2f} s (fan-out {res['inner']:.2f} s, polled "
                          f"{res['polled']:.2f} s, conductor CPU {res['cpu']:.2f} s)")
             log(line)
+        memory = services.conductor_memory() if services is not None else None
     base = median(base_walls)
     print(f"hosts={args.hosts} cells={args.cells} concurrency={args.concurrency} "
           f"processes={len(shards.procs)} rounds={args.rounds} db={db_url.split(':')[0]} "
@@ -233,8 +238,11 @@ def main() -> int:
     print(f"job ({path} -> computes): {' '.join(f'{w:.2f}' for w in job_walls)} s; "
           f"median {job:.2f} s = {args.hosts / job:.0f} hosts/s")
     print(f"conductor CPU per host: {cpu_ms:.2f} ms (median of {len(cpus)} jobs)")
+    assert memory is not None
+    print(f"conductor memory after the last job: RSS {memory[0]:.0f} MiB, peak {memory[1]:.0f} MiB")
     print(headline("fanout", job / base, hosts=args.hosts, concurrency=args.concurrency,
-                   job_s=job, baseline_s=base, conductor_cpu_ms_per_host=cpu_ms))
+                   job_s=job, baseline_s=base, conductor_cpu_ms_per_host=cpu_ms,
+                   conductor_rss_mib=round(memory[0]), conductor_peak_mib=round(memory[1])))
     return 0
 
 

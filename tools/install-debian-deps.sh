@@ -21,6 +21,8 @@ declare -A PACKAGES=(
     [ceph]=ceph-common
     [ceph-authtool]=ceph-common
     [rbd]=ceph-common
+    # the browser test of the status page (Playwright drives Debian's build, never its own)
+    [chromium]=chromium
 )
 
 # Python module -> Debian package. Debian builds them for its own interpreter (/usr/bin/python3,

@@ -28,6 +28,8 @@
 #              fleetcache-compute, disk driver, each with its own config and instances_path,
 #              and .stack/etc/<host>.d/*.conf (empty: for tests). Images in Glance's rbd store
 #              are exported from Ceph directly (client.compute; HTTP when that fails).
+# metrics:   the conductor and every compute serve Prometheus metrics on 127.0.0.1:
+#              conductor on STACK_METRICS_PORT (18790), compute N on STACK_METRICS_PORT + N.
 # Two sample images (a real qcow2 and a raw, a few MiB each) are uploaded to Glance's file store,
 # and one raw image to its rbd store (direct_url rbd://<fsid>/images/<id>/snap).
 #
@@ -66,6 +68,8 @@ CONF=$ETC/fleetcache.conf
 GLANCE_PORT=${STACK_GLANCE_PORT:-19292}
 API_PORT=${STACK_API_PORT:-18774}
 PLACEMENT_PORT=${STACK_PLACEMENT_PORT:-18778}
+# Prometheus exporters: the conductor's, then one per compute (18791, 18792, 18793).
+METRICS_PORT=${STACK_METRICS_PORT:-18790}
 PLACEMENT_DB=${STACK_PLACEMENT_DB:-fleetcache_placement}
 PLACEMENT_URL=http://127.0.0.1:$PLACEMENT_PORT
 PSQL=(psql -h 127.0.0.1 -p 5432 -U postgres -w -v ON_ERROR_STOP=1 -qtA)
@@ -442,11 +446,15 @@ topics = notifications
 
 [oslo_concurrency]
 lock_path = $STACK/state/locks
+
+# The conductor's Prometheus exporter (the API reads this file too and serves none).
+[metrics]
+conductor_port = $METRICS_PORT
 EOF
 }
 
-write_compute_config() {  # host cell
-    local host=$1 cell=$2 base=$STACK/$1
+write_compute_config() {  # host cell metrics-port
+    local host=$1 cell=$2 port=$3 base=$STACK/$1
     mkdir -p "$base/instances" "$base/locks"
     cat >"$ETC/$host.conf" <<EOF
 # fleetcache-compute $host in $cell of the local stack (written by tools/stack.sh up).
@@ -476,6 +484,9 @@ backend = glance
 
 [oslo_concurrency]
 lock_path = $base/locks
+
+[metrics]
+compute_port = $port
 EOF
 }
 
@@ -560,10 +571,12 @@ wait_in_placement() {  # until `fleetcache-manage status` finds every up compute
 write_env() {  # rbd-image-id file-image-ids...
     local rbd=$1
     shift
-    local computes=() entry host
+    local computes=() metrics=() entry host n=0
     for entry in "${COMPUTES[@]}"; do
         host=${entry%%:*}
+        n=$((n + 1))
         computes+=("$host:$STACK/$host/instances")
+        metrics+=("$host=http://127.0.0.1:$((METRICS_PORT + n))/metrics")
     done
     cat >"$STACK/env" <<EOF
 export OS_AUTH_TYPE=none
@@ -571,6 +584,8 @@ export OS_ENDPOINT=$API_URL/v2.1
 export OS_IMAGE_ENDPOINT_OVERRIDE=$GLANCE_URL
 export FLEETCACHE_CONF=$CONF
 export FLEETCACHE_COMPUTES="${computes[*]}"
+export FLEETCACHE_METRICS_CONDUCTOR=http://127.0.0.1:$METRICS_PORT/metrics
+export FLEETCACHE_METRICS_COMPUTES="${metrics[*]}"
 export FLEETCACHE_SAMPLE_IMAGES="$*"
 export FLEETCACHE_STACK_DIR=$STACK
 export FLEETCACHE_GLANCE_ACCESS_LOG=$GLANCE_ACCESS_LOG
@@ -621,7 +636,8 @@ check_prerequisites() {
         command -v "$tool" >/dev/null \
             || fail prerequisites "$tool missing (run make venv / tools/install-debian-deps.sh)"
     done
-    for port in $GLANCE_PORT $API_PORT $PLACEMENT_PORT; do
+    for port in $GLANCE_PORT $API_PORT $PLACEMENT_PORT $(seq "$METRICS_PORT" \
+            $((METRICS_PORT + ${#COMPUTES[@]}))); do
         if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
             fail prerequisites "port $port is already taken by another process"
         fi
@@ -665,7 +681,11 @@ cmd_up() {
     PLACEMENT_START_PID=$!
     make_sample_images
     write_fleetcache_config
-    for entry in "${COMPUTES[@]}"; do write_compute_config "${entry%%:*}" "${entry#*:}"; done
+    local n=0
+    for entry in "${COMPUTES[@]}"; do
+        n=$((n + 1))
+        write_compute_config "${entry%%:*}" "${entry#*:}" $((METRICS_PORT + n))
+    done
     setup_database
     wait_placement_started
     phase "Placement up on $PLACEMENT_URL"

@@ -15,6 +15,7 @@ from fleetcache.api import (
     policy,
     router,
     routes,
+    status_auth,
 )
 from fleetcache.api.state import ApiState, CacheImagesAPI
 from fleetcache.common.db.session import Database
@@ -24,10 +25,12 @@ def deploy(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None) ->
     """The WSGI application for ``conf``, outermost middleware first::
 
         request id -> request log -> fault wrapper -> body size limit -> request guard
-        -> [keystone auth_token] -> context -> microversion -> router -> handler
+        -> status page token -> [keystone auth_token] -> context -> microversion -> router
+        -> handler
 
     The size limit and the guard come before authentication, as Nova's ``sizelimit`` does:
-    nothing reads a body, a token or a path before they have been checked.
+    nothing reads a body, a token or a path before they have been checked. The status page's
+    token step (:mod:`~fleetcache.api.status_auth`) lets a browser sign in to ``/status``.
 
     ``[api] auth_strategy = noauth`` drops ``auth_token`` and gives a request without
     ``X-Roles`` the roles of ``[api] noauth_default_roles`` (labs and tests only).
@@ -45,6 +48,7 @@ def deploy(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None) ->
         application = middleware.KeystoneAuth(
             application, {"oslo_config_config": conf}, public_paths=paths.PUBLIC_PATHS
         )
+    application = status_auth.StatusTokenCookie(application)
     application = guard.RequestGuard(application)
     application = guard.BodySizeLimit(application, conf)
     application = fault.FaultWrapper(application)

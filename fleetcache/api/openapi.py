@@ -22,11 +22,14 @@ from fleetcache.api.paths import (
     AGGREGATE,
     FLAVOR,
     FLAVORS,
+    HOST_IMAGE_CACHE,
     OPENAPI,
     PREFIX,
     PUBLIC_PATHS,
     SERVER,
     SERVERS,
+    STATUS,
+    STATUS_PROGRESS,
 )
 from fleetcache.api.router import Handler, RouteTable
 from fleetcache.api.schemas import aggregate_images as image_schemas
@@ -63,6 +66,8 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
                      "its uuid); anything else is an unknown aggregate (404)"},
     "job_id": {"type": "string", "format": "uuid"},
     "image_id": {"type": "string"},
+    "host": {"type": "string", "minLength": 1, "maxLength": 255,
+             "description": "A compute host's name"},
     "flavor_id": {"type": "string", "description": "The flavor's id (not its name)"},
     "flavor_extra_spec_key": {"type": "string"},
     "server_id": {"type": "string", "description": "The server's uuid"},
@@ -163,6 +168,9 @@ _OBJECT = {"type": "object"}
 _NSTR = {"type": ["string", "null"]}
 _INT = {"type": "integer"}
 _COUNTS = {"type": "object", "additionalProperties": _INT}
+
+_HTML_PAGE = {"description": "The status page (HTML)",
+              "content": {"text/html": {"schema": {"type": "string"}}}}
 _AGGREGATE_BODY = _json(_wrapped("aggregate", _ref("Aggregate")), "The aggregate")
 SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", "/"): ("200", _json(_ref("Versions"), "The API versions")),
@@ -253,6 +261,20 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("POST", SERVER + "/action"): (
         "202", _json(_wrapped("server", _ref("Server")), "Rebuild under way"),
     ),
+    ("GET", HOST_IMAGE_CACHE): (
+        "200", _json(_wrapped("image_cache", _ref("HostImageCache")), "As last reported"),
+    ),
+    ("GET", STATUS): ("200", _HTML_PAGE),
+    ("GET", STATUS_PROGRESS): (
+        "200", _json(_wrapped("jobs", {"type": "array", "items": _ref("JobProgress")}),
+                     "The status page's jobs, newest first"),
+    ),
+}
+#: More responses than the success and the fault: the status page's sign-in form (a browser
+#: that ``auth_token`` refused gets it instead of the JSON fault).
+EXTRA_RESPONSES: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", STATUS): {"401": {"description": "Sign-in form (Keystone, no valid token)",
+                              "content": {"text/html": {"schema": {"type": "string"}}}}},
 }
 
 _FLAVOR_DETAIL = ["ram", "disk", "vcpus", "OS-FLV-EXT-DATA:ephemeral",
@@ -375,6 +397,26 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                      "total_hosts", "hosts_reported", "counts", "bytes_downloaded",
                      "created_at", "started_at", "finished_at", "links"],
     },
+    "HostImageCache": {
+        "type": "object",
+        "properties": {
+            "host": _STR, "usage_bytes": _INT, "image_count": _INT, "reported_at": _NSTR,
+            "images": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"image_id": _STR, "size": _INT, "last_used": _STR},
+                "required": ["image_id", "size", "last_used"],
+            }},
+        },
+        "required": ["host", "usage_bytes", "image_count", "reported_at", "images"],
+    },
+    "JobProgress": {
+        "type": "object",
+        "properties": {
+            "id": _STR, "state": {"enum": ["queued", "running", "done", "failed"]},
+            "total_hosts": _INT, "hosts_reported": _INT, "counts": _COUNTS,
+        },
+        "required": ["id", "state", "total_hosts", "hosts_reported", "counts"],
+    },
     "JobDetail": {
         "allOf": [
             _ref("Job"),
@@ -384,13 +426,16 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                     "host": _STR, "bytes_downloaded": _INT,
                     "images": {"type": "array", "items": {
                         "required": ["image_id", "state", "reason", "bytes_downloaded",
-                                     "updated_at"],
+                                     "download_path", "fallback_reason", "updated_at"],
                         "type": "object",
                         "properties": {
                             "image_id": _STR,
                             "state": {"enum": ["cached", "existing", "error", "unsupported",
                                                "skipped"]},
-                            "reason": _NSTR, "bytes_downloaded": _INT, "updated_at": _STR,
+                            "reason": _NSTR, "bytes_downloaded": _INT,
+                            # rbd or http for a download; as the compute reported it
+                            "download_path": _NSTR,
+                            "fallback_reason": _NSTR, "updated_at": _STR,
                         },
                     }},
                 },
@@ -410,7 +455,8 @@ def _operation(method: str, path: str, func: Handler, operation_id: str) -> dict
         "operationId": operation_id,
         "summary": doc,
         "parameters": QUERY_PARAMETERS.get((method, path), []) + _version_headers(min_version),
-        "responses": {status: success, "default": fault},
+        "responses": {status: success, **EXTRA_RESPONSES.get((method, path), {}),
+                      "default": fault},
     }
     body = REQUEST_BODIES.get((method, path))
     if body is not None:

@@ -13,6 +13,12 @@ FLAVOR = FLAVORS + "/{flavor_id}"
 SERVERS = PREFIX + "/servers"
 SERVER = SERVERS + "/{server_id}"
 OPENAPI = "/openapi.json"
+#: The status page (HTML) and the progress feed its script polls: admin-only, outside /v2.1.
+STATUS = "/status"
+STATUS_PROGRESS = STATUS + "/progress"
+STATUS_PATHS = frozenset({STATUS, STATUS_PROGRESS})
+#: One compute host's image cache report (a fleetcache extension).
+HOST_IMAGE_CACHE = PREFIX + "/os-hosts/{host}/image-cache"
 
 #: Served without authentication: version discovery and the OpenAPI document.
 PUBLIC_PATHS = frozenset({"/", PREFIX, OPENAPI})

@@ -12,15 +12,28 @@ from fleetcache.api.handlers import (
     aggregates,
     flavor_extra_specs,
     flavors,
+    host_image_cache,
     images,
     networks,
     openapi,
     server_actions,
     servers,
     services,
+    status,
     versions,
 )
-from fleetcache.api.paths import AGGREGATE, FLAVOR, FLAVORS, OPENAPI, PREFIX, SERVER, SERVERS
+from fleetcache.api.paths import (
+    AGGREGATE,
+    FLAVOR,
+    FLAVORS,
+    HOST_IMAGE_CACHE,
+    OPENAPI,
+    PREFIX,
+    SERVER,
+    SERVERS,
+    STATUS,
+    STATUS_PROGRESS,
+)
 from fleetcache.api.router import Handler
 
 ROUTE_DECLARATIONS: dict[str, dict[str, Handler]] = {}
@@ -74,5 +87,9 @@ ROUTE_DECLARATIONS.update(
         PREFIX + "/images": {"GET": images.list_images},
         PREFIX + "/images/{image_id}": {"GET": images.get_image},
         PREFIX + "/v2/images": {"GET": images.list_images},
+        # fleetcache extensions: a host's image cache, the status page and its feed.
+        HOST_IMAGE_CACHE: {"GET": host_image_cache.list_host_image_cache},
+        STATUS: {"GET": status.get_status},
+        STATUS_PROGRESS: {"GET": status.get_status_progress},
     }
 )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -185,6 +186,17 @@ class ApiClient:
             if deadline is not None and time.monotonic() > deadline:
                 raise ApiError(0, f"job {job['id']} still {job['state']} after {timeout} s")
             time.sleep(interval)
+
+
+    # -- compute hosts ----------------------------------------------------------------------
+
+    def get_host_image_cache(self, host: str) -> dict[str, Any]:
+        """``host``'s image cache as it last reported it (``GET /os-hosts/{host}/image-cache``).
+
+        :raises ApiError: 404 when no compute has that name.
+        """
+        path = f"/os-hosts/{urllib.parse.quote(host, safe='')}/image-cache"
+        return dict(self.get(path)["image_cache"])
 
 
 def _keystone_token(auth_type: str, endpoint: str | None) -> tuple[str, str | None]:

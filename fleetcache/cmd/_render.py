@@ -2,7 +2,7 @@
 
 Every function takes the job as the API returns it (``GET .../images/jobs/{id}``): ``state``,
 ``total_hosts``, ``hosts_reported``, ``counts`` and, per host, ``images`` with ``state``,
-``reason`` and ``bytes_downloaded``.
+``reason``, ``bytes_downloaded``, ``download_path`` and ``fallback_reason``.
 """
 
 from __future__ import annotations
@@ -58,29 +58,35 @@ def _cell(image: dict[str, Any] | None) -> str:
         return f"skipped ({image['reason']})"
     if state == "error":
         return "error *"
-    return state
+    if image.get("download_path"):
+        state = f"{state} ({image['download_path']})"
+    return state + (" +" if image.get("fallback_reason") else "")
 
 
 def job_table(job: dict[str, Any], image_names: dict[str, str] | None = None) -> str:
-    """One row per host, one column per image, plus the bytes each host downloaded; the
-    reasons of errors follow the table, marked ``*``."""
+    """One row per host, one column per image (a download shows its path, ``rbd`` or
+    ``http``), plus the bytes each host downloaded; the reasons of errors follow the table,
+    marked ``*``, then the reasons of fallbacks from the direct path, marked ``+``."""
     names = image_names or {}
     image_ids = list(job["image_ids"])
     table = prettytable.PrettyTable()
     table.field_names = ["Host", *[names.get(i, i) for i in image_ids], "Downloaded"]
     table.align = "l"
     table.align["Downloaded"] = "r"
-    errors = []
+    errors, fallbacks = [], []
     for host in job.get("hosts") or []:
         by_image = {i["image_id"]: i for i in host["images"]}
         table.add_row([host["host"], *[_cell(by_image.get(i)) for i in image_ids],
                        human_bytes(int(host.get("bytes_downloaded") or 0))])
         for image_id in image_ids:
             image = by_image.get(image_id)
+            where = f"{host['host']}, {names.get(image_id, image_id)}"
             if image is not None and image["state"] in FAILED_STATES:
-                errors.append(f"* {host['host']}, {names.get(image_id, image_id)}: "
-                              f"{image.get('reason') or 'no reason given'}")
-    return "\n".join([table.get_string(), *errors])
+                errors.append(f"* {where}: {image.get('reason') or 'no reason given'}")
+            elif image is not None and image.get("fallback_reason"):
+                fallbacks.append(f"+ {where}: over HTTP, not from Ceph: "
+                                 f"{image['fallback_reason']}")
+    return "\n".join([table.get_string(), *errors, *fallbacks])
 
 
 def job_summary(job: dict[str, Any]) -> str:
@@ -113,6 +119,41 @@ def jobs_table(jobs: list[dict[str, Any]]) -> str:
                        f"{job.get('hosts_reported', 0)}/{job.get('total_hosts', 0)}",
                        counts.get("error", 0), job.get("created_at") or ""])
     return table.get_string()
+
+
+def host_cache_table(cache: dict[str, Any]) -> str:
+    """A host's image cache (``GET /os-hosts/{host}/image-cache``): a heading, one row per
+    image, most recently used first.
+
+    Keys later API versions may add are shown when present: a ``pinned_until`` per image
+    (a column), and ``pending_catch_ups`` (jobs whose images the host will get when it comes
+    back: a second table).
+    """
+    images = list(cache.get("images") or [])
+    reported = cache.get("reported_at")
+    heading = (f"Image cache of {cache['host']}: {len(images)} image(s), "
+               f"{human_bytes(int(cache.get('usage_bytes') or 0))} on disk, "
+               + (f"reported {reported}" if reported else "no report yet"))
+    pins = any("pinned_until" in i for i in images)
+    table = prettytable.PrettyTable()
+    table.field_names = ["Image", "Size", "Last used", *(["Pinned until"] if pins else [])]
+    table.align = "l"
+    table.align["Size"] = "r"
+    for image in images:
+        table.add_row([image["image_id"], human_bytes(int(image.get("size") or 0)),
+                       image.get("last_used") or "",
+                       *([image.get("pinned_until") or "-"] if pins else [])])
+    parts = [heading, table.get_string()] if images else [heading]
+    pending = cache.get("pending_catch_ups")
+    if pending:
+        catch_ups = prettytable.PrettyTable()
+        catch_ups.field_names = ["Pending catch-up: job", "Images", "Until"]
+        catch_ups.align = "l"
+        for item in pending:
+            catch_ups.add_row([item.get("job_id", ""), " ".join(item.get("image_ids") or []),
+                               item.get("until") or ""])
+        parts.append(catch_ups.get_string())
+    return "\n".join(parts)
 
 
 def human_bytes(n: int) -> str:

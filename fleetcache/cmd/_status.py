@@ -8,6 +8,8 @@ what depends on every compute being in Placement.
   such host: a compute from before image-type reporting, or one Placement has not heard of yet,
   would silently drop out (the upgrade hazard of Nova's image-type request filter, which its
   release note answers with "do not enable until every compute is upgraded").
+* Scheduler filters: ``[filter_scheduler]`` names only filters and weighers that load (the
+  conductor would refuse to start otherwise).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.placement import PlacementClient
 from fleetcache.conductor.placement.provider import has_image_type_report
+from fleetcache.conductor.scheduler.filters import load_filters
+from fleetcache.conductor.scheduler.weighers import load_weighers
 
 
 class Checks(upgradecheck.UpgradeCommands):
@@ -60,7 +64,16 @@ class Checks(upgradecheck.UpgradeCommands):
                 "reaches Placement first.")
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
+    def _check_scheduler_filters(self) -> upgradecheck.Result:
+        try:
+            load_filters(self.conf)
+            load_weighers(self.conf, self.db)
+        except exception.InvalidConfiguration as exc:
+            return upgradecheck.Result(upgradecheck.Code.FAILURE, str(exc))
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
     _upgrade_checks = (
         ("Placement", _check_placement),
         ("Image-type traits", _check_image_type_traits),
+        ("Scheduler filters", _check_scheduler_filters),
     )

@@ -5,6 +5,8 @@ Commands::
     fleetcache cache-images AGG IMG [IMG ...] [--wait]   pre-cache images on an aggregate
     fleetcache jobs list AGG                             the aggregate's pre-cache jobs
     fleetcache jobs show JOB [--aggregate AGG]           one job, per host and image
+    fleetcache cache list HOST                           a compute's cached images, sizes,
+                                                         last use (its last cache report)
     fleetcache demo                                      the embedded demo (no services needed)
 
 ``AGG`` is an aggregate's id, uuid or name. The API is ``--os-endpoint`` or ``OS_ENDPOINT``
@@ -63,6 +65,22 @@ def _jobs_list(api: ApiClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache_list(api: ApiClient, args: argparse.Namespace) -> int:
+    print(_render.host_cache_table(api.get_host_image_cache(args.host)))
+    return 0
+
+
+def _add_cache_commands(commands: Any) -> None:
+    """``fleetcache cache list HOST``."""
+    cache = commands.add_parser("cache", help="compute hosts' image caches")
+    cache_commands = cache.add_subparsers(dest="cache_command", required=True,
+                                          metavar="COMMAND")
+    listing = cache_commands.add_parser(
+        "list", help="a host's cached images, sizes and last use, as it last reported them")
+    listing.add_argument("host", metavar="HOST", help="compute host name")
+    listing.set_defaults(func=_cache_list)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from fleetcache.cmd.demo import run  # the demo pulls in every role: load it only here
 
@@ -102,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing = job_commands.add_parser("list", help="list an aggregate's jobs")
     listing.add_argument("aggregate", metavar="AGG", help="aggregate id, uuid or name")
     listing.set_defaults(func=_jobs_list)
+
+    _add_cache_commands(commands)
 
     demo = commands.add_parser("demo", help="run the embedded demo: conductor, API and "
                                "computes in this process, pre-caching generated images")

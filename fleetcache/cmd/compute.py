@@ -16,16 +16,18 @@ import sys
 from collections.abc import Sequence
 
 from oslo_config import cfg
+from prometheus_client import CollectorRegistry
 
 from fleetcache import privsep
 from fleetcache.cmd import common
-from fleetcache.common import binaries, exception, rpc
+from fleetcache.common import binaries, exception, metrics, rpc
 from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.service import Service, ServiceReporter
 from fleetcache.compute import config_check, long_calls, resources
 from fleetcache.compute import rpcapi as compute_rpcapi
 from fleetcache.compute.imagecache import CachedImage, ReportFunc
 from fleetcache.compute.manager import ComputeManager
+from fleetcache.compute.metrics import ComputeMetrics, ImageCacheCollector
 from fleetcache.compute.virt import driver as virt_driver
 from fleetcache.conductor.rpcapi import ConductorAPI
 
@@ -48,10 +50,13 @@ CHECK_CONFIG_OPT = cfg.BoolOpt(
 )
 
 
-def build_service(conf: cfg.ConfigOpts, transports: rpc.Transports) -> Service:
+def build_service(conf: cfg.ConfigOpts, transports: rpc.Transports,
+                  registry: CollectorRegistry | None = None) -> Service:
     """Assemble the compute agent: driver, RPC server and the reporter, on ``transports``
     (the caller cleans them up once the service has stopped).
 
+    :param registry: where the compute's metrics are registered (the exporter's); default a
+        registry of its own that nobody serves.
     :raises InvalidConfiguration: when the driver is unknown or the host cannot run it.
     """
     _warn_database_settings(conf)
@@ -64,7 +69,11 @@ def build_service(conf: cfg.ConfigOpts, transports: rpc.Transports) -> Service:
     transport = transports.get()
     service = Service(BINARY)
     conductor = ConductorAPI(conf, transport)
-    manager = ComputeManager(conf, driver, make_cache_report(conf, conductor), slots)
+    registry = registry if registry is not None else CollectorRegistry()
+    if driver.image_cache is not None:
+        registry.register(ImageCacheCollector(driver.image_cache))
+    manager = ComputeManager(conf, driver, make_cache_report(conf, conductor), slots,
+                             metrics=ComputeMetrics(registry))
     server = rpc.get_server(transport, compute_rpcapi.TOPIC, conf.host, [manager])
     service.add_server(compute_rpcapi.TOPIC, server)
     reporter = make_reporter(conf, conductor, driver)
@@ -147,8 +156,11 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
         return config_check.main_check_config(
             conf, extra=config_check.long_call_problems(conf))
     transports = rpc.Transports(conf)
+    registry = CollectorRegistry()
     try:
-        service = build_service(conf, transports)
+        service = build_service(conf, transports, registry)
+        exporter = metrics.start_exporter(conf.metrics.bind_host, conf.metrics.compute_port,
+                                          registry, BINARY)
     except exception.InvalidConfiguration as exc:
         common.config_error(BINARY, str(exc))
     except common.TRANSPORT_URL_ERRORS as exc:
@@ -156,6 +168,8 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
     try:
         return service.run()
     finally:
+        if exporter is not None:
+            exporter.stop()
         transports.cleanup()
 
 

@@ -19,9 +19,10 @@ import sys
 from collections.abc import Sequence
 
 from oslo_config import cfg
+from prometheus_client import CollectorRegistry
 
 from fleetcache.cmd import common
-from fleetcache.common import binaries, exception, rpc
+from fleetcache.common import binaries, exception, metrics, rpc
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs
 from fleetcache.common.db.api import CellDict
@@ -43,16 +44,18 @@ EXECUTOR_THREAD_POOL_SIZE = 32
 
 
 def build_service(
-    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
+    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports,
+    registry: CollectorRegistry | None = None,
 ) -> tuple[Service, ConductorState]:
     """Assemble the conductor: its shared state and pools, RPC servers, cell refresh and
-    self-reporting. The caller stops the service, then shuts the state down."""
+    self-reporting, its metrics in ``registry``. The caller stops the service, then shuts the
+    state down."""
     interrupted = jobs.jobs_fail_interrupted(db, conf.host)
     if interrupted:
         LOG.warning("Marked %d pre-cache job(s) of a previous conductor on %s as failed "
                     "(interrupted): %s", len(interrupted), conf.host, ", ".join(interrupted))
     build.fail_orphaned(db, conf, restarted=True)
-    state = ConductorState(conf, db, transports)
+    state = ConductorState(conf, db, transports, registry=registry)
     service = Service(BINARY)
 
     def make_endpoint(cell: CellDict | None) -> ConductorManager:
@@ -91,10 +94,14 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
     )
     db = common.open_database(conf, BINARY)
     transports = rpc.Transports(conf)
+    registry = CollectorRegistry()
     state: ConductorState | None = None
+    exporter: metrics.Exporter | None = None
     try:
         try:
-            service, state = build_service(conf, db, transports)
+            service, state = build_service(conf, db, transports, registry)
+            exporter = metrics.start_exporter(
+                conf.metrics.bind_host, conf.metrics.conductor_port, registry, BINARY)
         except common.TRANSPORT_URL_ERRORS as exc:
             common.config_error(
                 BINARY, f"invalid value for option [DEFAULT] transport_url: {exc}")
@@ -102,6 +109,8 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
             common.config_error(BINARY, str(exc))
         return service.run()
     finally:
+        if exporter is not None:
+            exporter.stop()
         if state is not None:
             state.shutdown()
         transports.cleanup()

@@ -35,6 +35,7 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── InstanceInvalidState
     │   └── RPCVersionCapped
     ├── ImageFetchError (a download failed; carries the reason)
+    │   └── ImageChecksumMismatch (the bytes differ from the image's size or hash)
     ├── NoValidHost (the scheduler found no host; carries the per-filter summary)
     └── QemuImgError (a qemu-img conversion or disk creation failed)
 
@@ -236,6 +237,13 @@ class RPCVersionCapped(Conflict):
 class ImageFetchError(FleetcacheException):
     msg_fmt = "Could not fetch image %(image_id)s: %(reason)s"
     error_code = "fleetcache.image.fetch_failed"
+
+
+class ImageChecksumMismatch(ImageFetchError):
+    """The downloaded bytes differ from the image's size or hash (same message as its base:
+    a compute's result reason does not change; the compute's metrics count it apart)."""
+
+    error_code = "fleetcache.image.checksum_mismatch"
 
 
 class RbdError(FleetcacheException):

@@ -23,9 +23,11 @@ from typing import Any, TypeVar, cast
 
 import oslo_messaging as messaging
 from oslo_config import cfg
+from oslo_messaging.rpc import server as rpc_server
 
 from fleetcache.common import context as fc_context
-from fleetcache.common import exception
+from fleetcache.common import exception, kombu_locks
+from fleetcache.common.callmonitor import CallMonitor, MonitoredDispatcher
 
 #: Modules whose exceptions oslo.messaging may re-create on the client side.
 ALLOWED_EXMODS = ["fleetcache.common.exception"]
@@ -39,7 +41,11 @@ def init(conf: cfg.ConfigOpts) -> None:
     with any other ``ConfigOpts`` every ``call`` and ``cast`` raises ``NoSuchOptError: no such
     option oslo_messaging_tracing``. Registering them here keeps private configs (tests, the
     demo) working.
+
+    It also lifts kombu's class-wide lock from reads of its cached properties, which every
+    publish takes (:mod:`fleetcache.common.kombu_locks`).
     """
+    kombu_locks.read_cached_properties_without_lock()
     from oslo_messaging._metrics import client as metrics_client
     from oslo_messaging._tracing import client as tracing_client
 
@@ -145,18 +151,20 @@ def get_client(
 
 
 def get_server(
-    transport: messaging.Transport, topic: str, server: str, endpoints: list[Any]
-) -> messaging.RPCServer:
+    transport: messaging.Transport, topic: str, server: str, endpoints: list[Any],
+    call_monitor: CallMonitor | None = None,
+) -> rpc_server.RPCServer:
     """A threading RPC server for ``topic`` on ``server`` (the executor is left to its default:
-    passing ``executor=`` is deprecated, and threading is what it picks)."""
+    passing ``executor=`` is deprecated, and threading is what it picks).
+
+    :param call_monitor: sends the call-monitor heartbeats of the server's calls; a process
+        serving several servers passes one to all. Default: one of the server's own.
+    """
     target = messaging.Target(topic=topic, server=server)
-    return messaging.get_rpc_server(
-        transport,
-        target,
-        endpoints,
-        serializer=ContextSerializer(),
-        access_policy=messaging.DefaultRPCAccessPolicy,
-    )
+    dispatcher = MonitoredDispatcher(endpoints, ContextSerializer(),
+                                     messaging.DefaultRPCAccessPolicy,
+                                     call_monitor or CallMonitor(f"call-monitor-{topic}"))
+    return rpc_server.RPCServer(transport, target, dispatcher)
 
 
 def get_notifier(transport: messaging.Transport, publisher_id: str) -> messaging.Notifier:

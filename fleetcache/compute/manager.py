@@ -9,6 +9,7 @@ API itself."""
 from __future__ import annotations
 
 import logging
+import time
 
 import oslo_messaging as messaging
 from oslo_config import cfg
@@ -19,6 +20,7 @@ from fleetcache.compute import rpcapi
 from fleetcache.compute.imagecache import ImageCacheManager, ReportFunc, manager_interval
 from fleetcache.compute.instance_disks import InstanceDisks
 from fleetcache.compute.long_calls import LongCallSlots
+from fleetcache.compute.metrics import ComputeMetrics
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.compute.virt import driver as virt_driver
 
@@ -30,15 +32,19 @@ class ComputeManager:
 
     :param report: sends the image cache's contents (to the conductor, in the service);
         ``None`` sends none. Its errors are logged, never raised.
+    :param metrics: counts each image request's outcome (the service's Prometheus registry);
+        ``None`` counts nothing.
     """
 
     target = messaging.Target(version=rpcapi.RPC_API_VERSION)
 
     def __init__(self, conf: cfg.ConfigOpts, driver: virt_driver.ComputeDriver,
                  report: ReportFunc | None = None,
-                 long_calls: LongCallSlots | None = None) -> None:
+                 long_calls: LongCallSlots | None = None,
+                 metrics: ComputeMetrics | None = None) -> None:
         self.conf = conf
         self.driver = driver
+        self.metrics = metrics
         self.instance_disks: InstanceDisks | None = None
         self.cache_manager: ImageCacheManager | None = None
         if driver.image_cache is not None:
@@ -60,6 +66,7 @@ class ComputeManager:
             "bytes_downloaded": N, "download_path": rbd|http|None, "fallback_reason": ...}}``,
             one entry per requested image.
         """
+        LOG.debug("cache_images: %s", ", ".join(image_ids))
         try:
             with self.long_calls.hold("cache_images"):
                 results = {image_id: self._cache_one(ctxt, image_id) for image_id in image_ids}
@@ -124,9 +131,12 @@ class ComputeManager:
     # -- helpers ----------------------------------------------------------------------------
 
     def _cache_one(self, ctxt: RequestContext, image_id: str) -> ImageResult:
+        started = time.monotonic()
         try:
             outcome = self.driver.cache_image(ctxt, image_id)
         except NotImplementedError:
+            if self.metrics is not None:
+                self.metrics.record_failure("unsupported")
             LOG.warning(
                 "Virt driver %s does not support image caching; image %s not cached",
                 type(self.driver).__name__,
@@ -136,8 +146,12 @@ class ComputeManager:
                                bytes_downloaded=0)
         except Exception as exc:
             LOG.exception("Caching image %s failed", image_id)
+            if self.metrics is not None:
+                self.metrics.record_failure("error", exc)
             return ImageResult(state="error", reason=str(exc) or type(exc).__name__,
                                bytes_downloaded=0)
+        if self.metrics is not None:
+            self.metrics.record_outcome(outcome, time.monotonic() - started)
         state = "cached" if outcome.downloaded else "existing"
         return ImageResult(state=state, reason=None, bytes_downloaded=outcome.bytes_downloaded,
                            download_path=outcome.download_path,

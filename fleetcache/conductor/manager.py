@@ -26,6 +26,7 @@ from typing import Any
 import futurist
 import oslo_messaging as messaging
 from oslo_config import cfg
+from prometheus_client import CollectorRegistry
 
 from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.context import RequestContext
@@ -36,6 +37,7 @@ from fleetcache.common.db.session import Database
 from fleetcache.conductor import build, notifications, precache, rpcapi
 from fleetcache.conductor.cells import CellTransports
 from fleetcache.conductor.hostpool import HostCallPool
+from fleetcache.conductor.metrics import ConductorMetrics, JobStateCollector
 from fleetcache.conductor.placement import PlacementClient, ProviderSync
 from fleetcache.conductor.scheduler import Scheduler
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
@@ -51,6 +53,8 @@ class ConductorState:
     :param transports: the conductor's transports (it cleans them up itself, after
         :meth:`shutdown`).
     :param images: the image source; default ``[image_source] backend``, loaded on first use.
+    :param registry: where the conductor's metrics are registered (the exporter's); default a
+        registry of its own that nobody serves.
     :ivar cells: the transports of the default broker and every cell, and compute RPC clients
         into them (``cells.compute_api(cell)``).
     :ivar host_calls: the pool every job calls computes from, ``[image_cache]
@@ -74,9 +78,13 @@ class ConductorState:
         db: Database,
         transports: rpc.Transports,
         images: ImageSource | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.conf = conf
         self.db = db
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.registry.register(JobStateCollector(db))
+        self.metrics = ConductorMetrics(self.registry)
         self.cells = CellTransports(conf, db, transports)
         self.host_calls = HostCallPool(conf.image_cache.precache_concurrency, name="precache")
         self.job_coordinators = futurist.ThreadPoolExecutor(
@@ -89,6 +97,7 @@ class ConductorState:
             notifier=notifications.CacheNotifier(notifier),
             host_calls=self.host_calls, job_runner=self.job_coordinators.submit, images=images,
             image_support=self._image_support(conf, client),
+            metrics=self.metrics,
         )
         self.providers = (ProviderSync(client, conf.placement.generation_conflict_retries)
                           if client is not None else None)

@@ -11,6 +11,7 @@ from oslo_utils.imageutils import format_inspector as fi
 
 from fleetcache.common import exception
 from fleetcache.common.disk_formats import INSPECTABLE_FORMATS
+from fleetcache.image.source import Buffer
 
 _READ_CHUNK = 64 * 1024
 
@@ -63,14 +64,15 @@ class StreamInspection:
         """True once no further bytes can change the verdict (the rest need not be fed)."""
         return self._decided
 
-    def feed(self, chunk: bytes) -> None:
-        """Show the inspector the next chunk of the image, in file order."""
+    def feed(self, chunk: Buffer) -> None:
+        """Show the inspector the next chunk of the image, in file order (any bytes-like
+        chunk: the inspectors get ``bytes``, copied only until the format is decided)."""
         if self._finished:
             raise RuntimeError("StreamInspection.feed() after finish()")
         if self._decided or not chunk:
             return
         self.bytes_seen += len(chunk)
-        self._feed.pending = chunk
+        self._feed.pending = chunk if isinstance(chunk, bytes) else bytes(chunk)
         try:
             self._wrapper.read(len(chunk))
         except Exception as exc:  # the expected format's inspector failed on this data

@@ -31,7 +31,7 @@ from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.image.source import ImageMeta
+from fleetcache.image.source import Buffer, ImageMeta
 
 LOG = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class SignatureCheck:
         self._verifier = verifier
         self.bytes_seen = 0
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: Buffer) -> None:
         self._verifier.update(chunk)
         self.bytes_seen += len(chunk)
 

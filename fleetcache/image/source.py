@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from oslo_config import cfg
 from stevedore import ExtensionManager
@@ -39,10 +39,16 @@ CORE_FIELDS = frozenset(
 )
 
 
+#: A chunk of image bytes: ``bytes``, or a buffer its producer hands over and never changes
+#: again (a source that receives into a fresh ``bytearray`` per chunk passes it on without a
+#: copy).
+Buffer: TypeAlias = "bytes | bytearray | memoryview"
+
+
 class Writer(Protocol):
     """Where a source puts the bytes it streams (a binary file object will do)."""
 
-    def write(self, data: bytes, /) -> int | None: ...
+    def write(self, data: Buffer, /) -> int | None: ...
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,9 +31,12 @@ import sys
 from oslo_config import cfg
 from oslo_privsep import priv_context
 
+from fleetcache.common.config import privsep as privsep_config
+
 #: The option group of the context (``[fleetcache_privsep]``: ``helper_command``, ``user``,
-#: ``group``, ``capabilities``, ``thread_pool_size``, ``logger_name``).
-CFG_SECTION = "fleetcache_privsep"
+#: ``group``, ``capabilities``, ``thread_pool_size``, ``logger_name``; listed in the sample
+#: configuration file by :mod:`fleetcache.common.config.privsep`).
+CFG_SECTION = privsep_config.GROUP
 
 compute_ctx = priv_context.PrivContext(
     "fleetcache.privsep",

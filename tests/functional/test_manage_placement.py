@@ -111,3 +111,12 @@ def test_sync_aggregates_without_placement_is_an_error(
 ) -> None:
     code, _, err = Manage(tmp_path, capsys, None)("placement", "sync-aggregates")
     assert code == 1 and "[placement] auth_type" in err
+
+
+def test_status_fails_on_an_unknown_scheduler_filter(run: Manage) -> None:
+    with open(run.conf_file, "a") as conf:
+        conf.write("[filter_scheduler]\nenabled_filters = ComputeFilter,RamFilter\n")
+    code, out, _ = run("status")
+    flat = " ".join(out.replace("|", " ").split())
+    assert code == 2, out
+    assert "Check: Scheduler filters" in flat and "unknown filter(s) RamFilter" in flat

@@ -145,13 +145,13 @@ class Deployment:
     """A conductor and computes sharing one transport URL and one SQLite database."""
 
     def __init__(self, workdir: Path, transport_url: str, report_interval: int = 1,
-                 service_down_time: int = 5, extra: str = "") -> None:
+                 service_down_time: int = 5, extra: str = "", db_url: str | None = None) -> None:
         self.workdir = workdir
         self.transport_url = transport_url
         self.report_interval = report_interval
         self.service_down_time = service_down_time
         self.extra = extra
-        self.db_url = f"sqlite:///{workdir}/fleetcache.sqlite"
+        self.db_url = db_url or f"sqlite:///{workdir}/fleetcache.sqlite"
         self.daemons: list[Daemon] = []
         self.conductor_conf = self._write_conf("conductor", "fctest-conductor")
         self.manage("db", "sync")
@@ -186,8 +186,11 @@ class Deployment:
                                  f"({result.returncode}):\n{result.stdout}{result.stderr}")
         return result.stdout
 
-    def start_conductor(self) -> Daemon:
-        return self._start(Daemon("conductor", CONDUCTOR, self.conductor_conf))
+    def start_conductor(self, host: str | None = None) -> Daemon:
+        """Start the conductor, or another one on ``host`` (same topic, database, broker)."""
+        if host is None:
+            return self._start(Daemon("conductor", CONDUCTOR, self.conductor_conf))
+        return self._start(Daemon(host, CONDUCTOR, self._write_conf(host, host)))
 
     def start_compute(self, host: str) -> Daemon:
         conf = self.workdir / f"{host}.conf"

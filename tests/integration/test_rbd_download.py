@@ -108,6 +108,13 @@ def test_cache_image_exports_from_ceph_on_every_compute(stack, make_aggregate, r
         assert result["bytes_downloaded"] == len(data)
         assert _sha256(_cached(stack, host, image_id)) == hashlib.sha256(data).hexdigest()
         assert _leftovers(stack, host) == []
+    # The jobs resource shows the path per host and image, as the job recorded it.
+    path = f"os-aggregates/{agg['id']}/images/jobs"
+    newest = stack.api_request("GET", path, microversion="2.81").json()["jobs"][0]
+    shown = stack.api_request("GET", f"{path}/{newest['id']}", microversion="2.81").json()
+    assert {(h["host"], i["download_path"], i["fallback_reason"])
+            for h in shown["job"]["hosts"] for i in h["images"]} == {
+        (host, "rbd", None) for host in HOSTS}
     assert _file_gets(stack, image_id) == 0, "Glance served the image's data"
 
 

@@ -38,7 +38,19 @@ def test_policy_sample_is_current(tmp_path: pathlib.Path) -> None:
     assert generated == committed, "policy.yaml.sample is stale: run `make genconfig`"
 
 
-@pytest.mark.parametrize("group", ["DEFAULT", "api", "database", "glance", "image_cache"])
+@pytest.mark.parametrize("group", ["DEFAULT", "api", "database", "glance", "image_cache",
+                                   "fleetcache_privsep"])
 def test_sample_documents_group(group: str) -> None:
     sample = (ROOT / "etc/fleetcache/fleetcache.conf.sample").read_text()
     assert f"[{group}]" in sample
+
+
+def test_sample_lists_privsep_options_under_the_context_group() -> None:
+    """oslo.privsep registers its options on the global CONF only when the compute builds its
+    context; the sample must still show them, under the group that context reads."""
+    from fleetcache import privsep
+
+    sample = (ROOT / "etc/fleetcache/fleetcache.conf.sample").read_text()
+    section = sample.split(f"[{privsep.CFG_SECTION}]\n", 1)[1].split("\n[", 1)[0]
+    for option in ("helper_command", "user", "group", "capabilities"):
+        assert f"#{option} =" in section, option

@@ -2,7 +2,9 @@
 
 ``POST`` is Nova's (microversion 2.81): validate, ask the conductor to queue a job, answer 202
 with an empty body. Beyond Nova, the answer's ``Location`` names the job, and
-``GET .../images/jobs[/{job_id}]`` shows jobs with their per-host, per-image results.
+``GET .../images/jobs[/{job_id}]`` shows jobs with their per-host, per-image results (state,
+reason, bytes, and for a download the path it took, ``rbd`` or ``http``, with the reason of
+a fallback from the direct path).
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ def _hosts(results: list[db_jobs.JobResultDict]) -> list[dict[str, Any]]:
                 "state": result["state"],
                 "reason": result["reason"],
                 "bytes_downloaded": result["bytes_downloaded"],
+                "download_path": result["download_path"],
+                "fallback_reason": result["fallback_reason"],
                 "updated_at": util.format_time(result["updated_at"]),
             }
         )

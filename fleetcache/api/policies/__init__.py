@@ -16,10 +16,12 @@ from fleetcache.api.policies import (
     aggregates,
     base,
     flavors,
+    host_image_cache,
     images,
     networks,
     servers,
     services,
+    status,
 )
 
 
@@ -31,6 +33,8 @@ def list_rules() -> list[policy.RuleDefault]:
             aggregate_images.list_rules(),
             images.list_rules(),
             services.list_rules(),
+            host_image_cache.list_rules(),
+            status.list_rules(),
             flavors.list_rules(),
             servers.list_rules(),
             networks.list_rules(),

@@ -16,7 +16,9 @@ from fleetcache.common.config import (
     image_cache,
     image_source,
     libvirt,
+    metrics,
     placement,
+    privsep,
     resources,
     scheduler,
     upgrade_levels,
@@ -34,6 +36,7 @@ MODULES = (
     image_cache,
     image_source,
     libvirt,
+    metrics,
     placement,
     resources,
     scheduler,
@@ -42,7 +45,9 @@ MODULES = (
 
 
 def list_opts() -> list[tuple[Any, list[Any]]]:
-    """Every option fleetcache registers, grouped for the sample config file."""
+    """Every option fleetcache registers, grouped for the sample config file, and
+    oslo.privsep's options of the compute's privileged context (:mod:`.privsep`: oslo.privsep
+    registers those itself)."""
     merged: dict[str | None, tuple[Any, list[Any]]] = {}
     for module in MODULES:
         for group, opts in module.list_opts():
@@ -51,4 +56,4 @@ def list_opts() -> list[tuple[Any, list[Any]]]:
                 merged[name][1].extend(opts)
             else:
                 merged[name] = (group, list(opts))
-    return list(merged.values())
+    return [*merged.values(), *privsep.list_opts()]

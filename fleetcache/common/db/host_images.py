@@ -4,7 +4,9 @@ Each compute reports its whole cache (every image with its size and last use, pl
 bytes the cache takes) after each ageing pass and each pre-cache request; the conductor stores
 it here, replacing that host's previous set in one transaction. A report older than the one
 stored (casts may arrive out of order) is ignored. The scheduler's cached-image weigher reads
-it (:func:`hosts_with_image`).
+it (:func:`hosts_with_image`); the API reads it back: the cache of one
+host (:func:`host_cache_get`, ``GET /os-hosts/{host}/image-cache``) and the usage of every
+host (:func:`host_cache_list`, the status page).
 """
 
 from __future__ import annotations
@@ -124,3 +126,46 @@ def hosts_with_image(db: Database, image_id: str, hosts: Iterable[str] | None = 
         query = query.where(models.HostImage.host.in_(list(hosts)))
     with db.transaction() as session:
         return set(session.scalars(query))
+
+
+class HostCacheDict(TypedDict):
+    """A compute's image cache as a whole, as it last reported it (naive UTC times)."""
+
+    host: str
+    usage_bytes: int
+    image_count: int
+    reported_at: datetime.datetime
+
+
+class HostImageDict(TypedDict):
+    """One image of a compute's image cache, as it last reported it."""
+
+    image_id: str
+    size: int
+    last_used: datetime.datetime
+
+
+def _cache_dict(row: models.HostImageCache) -> HostCacheDict:
+    return HostCacheDict(host=row.host, usage_bytes=row.usage_bytes,
+                         image_count=row.image_count, reported_at=row.reported_at)
+
+
+def host_cache_list(db: Database) -> list[HostCacheDict]:
+    """Every reporting host's cache summary, by host name (one query, no image rows)."""
+    with db.transaction() as session:
+        rows = session.scalars(select(models.HostImageCache).order_by(models.HostImageCache.host))
+        return [_cache_dict(r) for r in rows]
+
+
+def host_cache_get(db: Database, host: str) -> tuple[HostCacheDict | None, list[HostImageDict]]:
+    """``host``'s cache summary (``None``: it never reported) and its images, most recently
+    used first."""
+    with db.transaction() as session:
+        summary = session.scalars(
+            select(models.HostImageCache).where(models.HostImageCache.host == host)).first()
+        images = session.scalars(
+            select(models.HostImage).where(models.HostImage.host == host)
+            .order_by(models.HostImage.last_used.desc(), models.HostImage.image_id))
+        return (_cache_dict(summary) if summary is not None else None,
+                [HostImageDict(image_id=i.image_id, size=i.size, last_used=i.last_used)
+                 for i in images])

@@ -38,6 +38,7 @@ from typing import Any
 from oslo_concurrency import lockutils
 from oslo_config import cfg
 
+from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache.direct import RbdDirect
 from fleetcache.compute.imagecache.download import CheckFactory, Published, download_checked
@@ -225,8 +226,13 @@ class ImageCache:
             LOG.warning("Image %s: direct download from Ceph not used, downloading over HTTP "
                         "(fallback %d on this host): %s", meta.id, self.direct_fallbacks,
                         fallback)
-        published = download_checked(self.conf, self.source, ctxt, meta, self._checks, final,
-                                     prefix, progress)
+        try:
+            published = download_checked(self.conf, self.source, ctxt, meta, self._checks,
+                                         final, prefix, progress)
+        except exception.FleetcacheException as exc:
+            if fallback is None:
+                raise
+            raise both_failed(exc, fallback) from exc
         return published, "http", fallback
 
     def base_format(self, image_id: str, disk_format: str, planned: str) -> str:
@@ -332,3 +338,16 @@ def _is_fifo(entry: os.DirEntry[str]) -> bool:
         return stat.S_ISFIFO(entry.stat(follow_symlinks=False).st_mode)
     except FileNotFoundError:
         return False
+
+
+def both_failed(http_error: exception.FleetcacheException,
+                fallback: str) -> exception.FleetcacheException:
+    """The HTTP download's error after a direct download that fell back, naming both causes.
+
+    Its type and keyword arguments are the HTTP error's (an image that Glance does not know is
+    still ``ImageNotFound``), its message ``http: <that error>; rbd fallback because:
+    <why the direct path failed>``, so that an operator reading the job's reason sees the
+    first failure too.
+    """
+    return type(http_error)(f"http: {http_error}; rbd fallback because: {fallback}",
+                            **http_error.kwargs)

@@ -151,9 +151,11 @@ class RbdExportSource(ImageSource):
             if exc.errno not in (errno.EPERM, errno.EINVAL):
                 raise
         written = 0
-        buf = bytearray(CHUNK)
-        view = memoryview(buf)
         while True:
+            # A fresh buffer per chunk, handed over as it is: the writer's threads still read
+            # the previous ones, and copying each chunk into ``bytes`` cost a memcpy per byte.
+            buf = bytearray(CHUNK)
+            view = memoryview(buf)
             filled = 0
             while filled < CHUNK:
                 try:
@@ -164,7 +166,7 @@ class RbdExportSource(ImageSource):
                     break
                 filled += n
             if filled:
-                writer.write(bytes(view[:filled]))
+                writer.write(buf if filled == CHUNK else view[:filled])
                 written += filled
                 if progress is not None:
                     progress(written)

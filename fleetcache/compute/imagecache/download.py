@@ -32,12 +32,13 @@ from fleetcache.compute import imagebackend
 from fleetcache.compute.imagecache.files import EarlyWriteback, unlink
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, download_verified
 from fleetcache.image.format_safety import StreamInspection, inspect_image
+from fleetcache.image.source import Buffer
 
 
 class DownloadCheck(Protocol):
     """Looks at one download while it streams; may refuse it before it is published."""
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: Buffer) -> None:
         """Every byte once, in order (in the writer thread); raise to abort the download."""
 
     def finish(self, path: str) -> None:

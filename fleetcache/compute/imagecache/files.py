@@ -6,6 +6,8 @@ import contextlib
 import os
 from typing import BinaryIO
 
+from fleetcache.image.source import Buffer
+
 #: Bytes written between two nudges of the kernel's writeback (see :class:`EarlyWriteback`).
 WRITEBACK_STEP = 32 * 1024 * 1024
 
@@ -24,7 +26,7 @@ class EarlyWriteback:
         self.f = f
         self.written = self.synced = 0
 
-    def write(self, data: bytes, /) -> int:
+    def write(self, data: Buffer, /) -> int:
         n = self.f.write(data)
         self.written += len(data)
         if self.written - self.synced >= WRITEBACK_STEP and hasattr(os, "posix_fadvise"):

@@ -24,7 +24,7 @@ from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db import aggregate_metadata
+from fleetcache.common.db import scheduling
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.placement import PlacementClient
 from fleetcache.conductor.scheduler import request_filters
@@ -89,7 +89,7 @@ class Scheduler:
 
     def build_query(self, spec: RequestSpec) -> tuple[CandidateQuery, FilterRequest]:
         """The request filters' Placement query, and what the host filters get."""
-        catalog = AggregateCatalog(aggregate_metadata.metadata_by_aggregate(self.db))
+        catalog = AggregateCatalog(scheduling.metadata_by_aggregate(self.db))
         query = request_filters.build_query(
             self.request_filters, spec, catalog, self.conf.scheduler.max_placement_results)
         return query, FilterRequest.of(spec, catalog)

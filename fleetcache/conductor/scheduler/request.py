@@ -4,10 +4,12 @@ of the aggregates, with the image properties worked out once rather than once pe
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 from collections.abc import Mapping
 from typing import Any
 
+from fleetcache.common.db.models import utcnow
 from fleetcache.conductor.scheduler.aggregates import AggregateCatalog
 from fleetcache.conductor.scheduler.spec import RequestSpec
 
@@ -17,6 +19,11 @@ class FilterRequest:
     spec: RequestSpec
     catalog: AggregateCatalog
     image_props: Mapping[str, Any]
+
+    @functools.cached_property
+    def now(self) -> datetime.datetime:
+        """One clock reading for the whole request (whether a service is up)."""
+        return utcnow()
 
     @functools.cached_property
     def isolation_closed(self) -> frozenset[str]:

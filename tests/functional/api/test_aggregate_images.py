@@ -137,12 +137,15 @@ def _job_with_results(db: Database) -> db_jobs.JobDict:
     job = db_jobs.job_create(db, 1, uuid, [IMG1, IMG2], 3, "cond1")
     db_jobs.job_set_state(db, job["uuid"], db_jobs.RUNNING)
 
-    def result(state: str, reason: str | None = None, size: int = 0) -> db_jobs.ResultFields:
-        return db_jobs.ResultFields(state=state, reason=reason, bytes_downloaded=size)
+    def result(state: str, reason: str | None = None, size: int = 0, path: str | None = None,
+               fallback: str | None = None) -> db_jobs.ResultFields:
+        return db_jobs.ResultFields(state=state, reason=reason, bytes_downloaded=size,
+                                    download_path=path, fallback_reason=fallback)
 
     db_jobs.job_record_hosts(db, job["uuid"], {
-        "c1": {IMG1: result("cached", size=100), IMG2: result("existing")},
-        "c2": {IMG1: result("error", "checksum mismatch"), IMG2: result("cached", size=50)},
+        "c1": {IMG1: result("cached", size=100, path="rbd"), IMG2: result("existing")},
+        "c2": {IMG1: result("error", "checksum mismatch"),
+               IMG2: result("cached", size=50, path="http", fallback="fsid mismatch: x")},
         "c3": {IMG1: result("skipped", "down"), IMG2: result("skipped", "down")},
     })
     db_jobs.job_set_state(db, job["uuid"], db_jobs.DONE)
@@ -166,9 +169,29 @@ def test_job_show_has_state_counts_and_per_host_results(
     assert hosts["c1"]["bytes_downloaded"] == 100
     assert hosts["c2"]["images"][0] == {
         "image_id": IMG1, "state": "error", "reason": "checksum mismatch",
-        "bytes_downloaded": 0, "updated_at": hosts["c2"]["images"][0]["updated_at"],
+        "bytes_downloaded": 0, "download_path": None, "fallback_reason": None,
+        "updated_at": hosts["c2"]["images"][0]["updated_at"],
     }
+    assert [(i["download_path"], i["fallback_reason"]) for i in hosts["c1"]["images"]] == [
+        ("rbd", None), (None, None)]
+    assert (hosts["c2"]["images"][1]["download_path"],
+            hosts["c2"]["images"][1]["fallback_reason"]) == ("http", "fsid mismatch: x")
     assert [i["reason"] for i in hosts["c3"]["images"]] == ["down", "down"]
+
+
+def test_job_show_matches_its_openapi_schema(
+    app: webtest.TestApp, aggregate: dict[str, object], db: Database
+) -> None:
+    import jsonschema
+
+    job = _job_with_results(db)
+    shown = app.get(f"{JOBS}/{job['uuid']}", headers=LATEST).json["job"]
+    document = app.get("/openapi.json").json
+    schema = {"$ref": "#/components/schemas/JobDetail", "components": document["components"]}
+    jsonschema.Draft202012Validator(schema).validate(shown)
+    detail = document["components"]["schemas"]["JobDetail"]["allOf"][1]
+    image = detail["properties"]["hosts"]["items"]["properties"]["images"]["items"]
+    assert {"download_path", "fallback_reason"} <= set(image["required"])
 
 
 def test_job_from_location_header(app: webtest.TestApp, aggregate: dict[str, object]) -> None:

@@ -40,7 +40,8 @@ BASE_RULES = {"context_is_admin", "project_member_api", "project_reader_api"}
 def test_rule_names() -> None:
     names = {r.name for r in policies.list_rules()}
     fleetcache_names = {"fleetcache:aggregates:images:jobs", "fleetcache:images:show",
-                        "fleetcache:flavors:list", "fleetcache:networks:show"}
+                        "fleetcache:flavors:list", "fleetcache:status:show",
+                        "fleetcache:os-hosts:image-cache:list", "fleetcache:networks:show"}
     assert NOVA_NAMES | BASE_RULES | fleetcache_names == names
 
 

@@ -43,7 +43,8 @@ def _job(state: str = "done", **counts: int) -> dict[str, Any]:
         "started_at": "2026-11-21T04:00:00.000000", "finished_at": "2026-11-21T04:00:01.500000",
         "hosts": [
             {"host": "c1", "bytes_downloaded": 2048,
-             "images": [{"image_id": IMG, "state": "cached", "reason": None}]},
+             "images": [{"image_id": IMG, "state": "cached", "reason": None,
+                         "download_path": "rbd", "fallback_reason": None}]},
             {"host": "c2", "bytes_downloaded": 0,
              "images": [{"image_id": IMG, "state": "error", "reason": "MessagingTimeout: x"}]},
             {"host": "c3", "bytes_downloaded": 0,
@@ -92,10 +93,34 @@ def test_find_aggregate_by_id_uuid_or_name():
 
 def test_table_marks_errors_and_lists_their_reasons():
     text = _render.job_table(_job(cached=1, error=1, skipped=1), {IMG: "cirros"})
-    assert "| c1   | cached         |    2.0 KiB |" in text
+    assert "| c1   | cached (rbd)   |    2.0 KiB |" in text
     assert "| c2   | error *        |" in text
     assert "| c3   | skipped (down) |" in text
     assert text.splitlines()[-1] == "* c2, cirros: MessagingTimeout: x"
+
+
+def test_table_shows_the_download_path_and_lists_fallback_reasons():
+    job = _job(cached=2)
+    job["hosts"] = [
+        {"host": "c1", "bytes_downloaded": 2048, "images": [
+            {"image_id": IMG, "state": "cached", "reason": None, "download_path": "http",
+             "fallback_reason": "fsid mismatch: rbd://a/images/x/snap is in cluster a"}]},
+        {"host": "c2", "bytes_downloaded": 2048, "images": [
+            {"image_id": IMG, "state": "cached", "reason": None, "download_path": "http",
+             "fallback_reason": None}]},
+        {"host": "c3", "bytes_downloaded": 0, "images": [
+            {"image_id": IMG, "state": "existing", "reason": None, "download_path": None,
+             "fallback_reason": None}]},
+        {"host": "c4", "bytes_downloaded": 0, "images": [  # a compute too old to say
+            {"image_id": IMG, "state": "cached", "reason": None}]},
+    ]
+    text = _render.job_table(job, {IMG: "cirros"})
+    assert "| c1   | cached (http) + |" in text
+    assert "| c2   | cached (http)   |" in text
+    assert "| c3   | existing        |" in text
+    assert "| c4   | cached          |" in text
+    assert text.splitlines()[-1] == ("+ c1, cirros: over HTTP, not from Ceph: fsid mismatch: "
+                                     "rbd://a/images/x/snap is in cluster a")
 
 
 def test_summary_and_failure():

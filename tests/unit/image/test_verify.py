@@ -98,16 +98,46 @@ def test_download_verified_fails_on_corrupt_bytes() -> None:
         verify.download_verified(ChunkSource(corrupt), RequestContext(), _meta(), io.BytesIO())
 
 
-def test_writer_hashes_and_writes_beside_the_reader() -> None:
+def test_writer_hashes_and_writes_beside_the_reader_on_two_threads() -> None:
     writers: set[str] = set()
+    hashers: set[str] = set()
 
     class Sink(io.BytesIO):
         def write(self, data: bytes, /) -> int:  # type: ignore[override]
             writers.add(threading.current_thread().name)
             return super().write(data)
 
-    verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), Sink())
-    assert writers == {"image-writer"}
+    verifier = verify.ImageVerifier(_meta())
+    update = verifier.update
+
+    def spy(data: bytes) -> None:
+        hashers.add(threading.current_thread().name)
+        update(data)
+
+    verifier.update = spy  # type: ignore[method-assign]
+    writer = verify.VerifyingWriter(Sink(), verifier)
+    for start in range(0, len(DATA), 65536):
+        writer.write(DATA[start:start + 65536])
+    writer.close()
+    verifier.verify()
+    assert (writers, hashers) == ({"image-writer"}, {"image-hash"})
+
+
+def test_abort_stops_both_workers_without_raising() -> None:
+    before = threading.active_count()
+    writer = verify.VerifyingWriter(io.BytesIO(), verify.ImageVerifier(_meta()))
+    writer.write(DATA)
+    writer.abort()
+    assert threading.active_count() == before
+
+
+def test_observer_error_stops_the_download() -> None:
+    def refuse(chunk: bytes) -> None:
+        raise exception.ImageFormatRejected(image_id="x", reason="not raw")
+
+    with pytest.raises(exception.ImageFormatRejected, match="not raw"):
+        verify.download_verified(ChunkSource(DATA * 20), RequestContext(), _meta(DATA * 20),
+                                 io.BytesIO(), observers=[refuse])
 
 
 def test_sink_error_stops_the_download() -> None:

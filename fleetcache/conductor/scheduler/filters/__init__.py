@@ -41,7 +41,9 @@ def load_filters(conf: cfg.ConfigOpts) -> list[BaseHostFilter]:
     enabled = list(conf.filter_scheduler.enabled_filters)
     unknown = [name for name in enabled if name not in known]
     if unknown:
+        names = ", ".join(sorted(known)) or (
+            f"none (no {NAMESPACE} entry points: reinstall fleetcache, pip install -e .)")
         raise exception.InvalidConfiguration(
             reason=f"[filter_scheduler] enabled_filters: unknown filter(s) "
-                   f"{', '.join(unknown)}; known: {', '.join(sorted(known)) or '(none)'}")
+                   f"{', '.join(unknown)}; known: {names}")
     return [known[name](conf) for name in enabled]

@@ -16,19 +16,24 @@ the operator expected.
 
 from __future__ import annotations
 
+from oslo_config import cfg
+
 from fleetcache.conductor.scheduler.filters.base import BaseHostFilter
 from fleetcache.conductor.scheduler.host_state import HostState
 from fleetcache.conductor.scheduler.request import FilterRequest
 
 
 class AggregateImagePropertiesIsolation(BaseHostFilter):
-    def host_fails(self, host: HostState, request: FilterRequest) -> str | None:
-        group = self.conf.filter_scheduler
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        super().__init__(conf)
+        group = conf.filter_scheduler
         namespace = group.aggregate_image_properties_isolation_namespace
-        prefix = (namespace + group.aggregate_image_properties_isolation_separator
-                  if namespace else "")
+        self.prefix = (namespace + group.aggregate_image_properties_isolation_separator
+                       if namespace else "")
+
+    def host_fails(self, host: HostState, request: FilterRequest) -> str | None:
         for key, options in host.metadata.items():
-            if not key.startswith(prefix):
+            if not key.startswith(self.prefix):
                 continue
             prop = request.image_props.get(key)
             if prop and str(prop) not in options:

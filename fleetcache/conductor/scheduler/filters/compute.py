@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from oslo_config import cfg
+
 from fleetcache.common.servicegroup import service_is_up
 from fleetcache.conductor.scheduler.filters.base import BaseHostFilter
 from fleetcache.conductor.scheduler.host_state import HostState
@@ -10,12 +12,16 @@ from fleetcache.conductor.scheduler.request import FilterRequest
 
 
 class ComputeFilter(BaseHostFilter):
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        super().__init__(conf)
+        self.service_down_time = conf.service_down_time
+
     def host_fails(self, host: HostState, request: FilterRequest) -> str | None:
         service = host.service
         if service is None:
             return "no compute service"
         if service["disabled"]:
             return f"compute service disabled ({service['disabled_reason'] or 'no reason'})"
-        if not service_is_up(service, self.conf.service_down_time):
+        if not service_is_up(service, self.service_down_time, now=request.now):
             return "compute service is down"
         return None

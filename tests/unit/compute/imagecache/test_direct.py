@@ -167,6 +167,31 @@ def test_bad_bytes_from_both_paths_cache_nothing(env, tmp_path):
     assert _leftovers(cache) == []
 
 
+def test_when_both_paths_fail_the_error_names_both_reasons(env, tmp_path):
+    cache = _cache(env, FakeExport(fail="permission denied: rbd export ... (13) Permission "
+                                        "denied", before_open=True))
+    image_file = next(p for p in (tmp_path / "images").iterdir() if not p.suffix)
+    image_file.write_bytes(DATA[:-7])
+    with pytest.raises(exception.ImageFetchError) as caught:
+        cache.fetch(CTXT, env["meta"].id)
+    message = str(caught.value)
+    assert message.startswith(f"http: Could not fetch image {env['meta'].id}: size mismatch")
+    assert "; rbd fallback because: ImageFetchError: " in message
+    assert message.endswith("permission denied: rbd export ... (13) Permission denied")
+    assert caught.value.kwargs["image_id"] == env["meta"].id
+    assert cache.direct_fallbacks == 1 and _leftovers(cache) == []
+
+
+def test_both_failed_keeps_the_http_error_type(env):
+    """An image Glance no longer has stays ImageNotFound (a 404 to the API) after a fallback."""
+    from fleetcache.compute.imagecache.cache import both_failed
+
+    error = both_failed(exception.ImageNotFound(image_id="x"), "fsid mismatch: ...")
+    assert isinstance(error, exception.ImageNotFound)
+    assert str(error) == "http: Image x could not be found.; rbd fallback because: fsid " \
+        "mismatch: ..."
+
+
 def test_fifo_left_by_a_killed_compute_is_a_stale_partial(env):
     cache = _cache(env, FakeExport())
     cache.ensure_dirs()

@@ -7,8 +7,8 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from fleetcache.common.db.api import ServiceDict
 from fleetcache.common.db.models import utcnow
+from fleetcache.common.db.scheduling import ComputeStatus
 from fleetcache.conductor.placement.provider import provider_uuid
 from fleetcache.conductor.scheduler import FlavorSpec, RequestSpec
 from fleetcache.conductor.scheduler.aggregates import AggregateCatalog
@@ -30,19 +30,16 @@ def spec(image: Mapping[str, Any] | None = None, extra_specs: Mapping[str, str] 
         **kwargs)
 
 
-def service(host: str, up: bool = True, disabled: bool = False) -> ServiceDict:
+def service(host: str, up: bool = True, disabled: bool = False) -> ComputeStatus:
     seen = utcnow() - datetime.timedelta(seconds=0 if up else 3600)
-    return ServiceDict(
-        id=1, uuid="s", host=host, binary="fleetcache-compute", topic="compute",
-        cell={"id": 7, "uuid": "c", "name": "cell1", "transport_url": "fake://"},
-        disabled=disabled, disabled_reason="maintenance" if disabled else None,
-        forced_down=False, last_seen_up=seen, report_count=1, capabilities={},
-        placement_synced_at=seen, created_at=seen, updated_at=None)
+    return ComputeStatus(host=host, cell_id=7, disabled=disabled,
+                         disabled_reason="maintenance" if disabled else None,
+                         forced_down=False, last_seen_up=seen)
 
 
 def host(name: str, aggregates: set[str] | None = None,
          catalog: AggregateCatalog | None = None, ram: int = 1024, disk: int = 10,
-         svc: ServiceDict | None = None, used_ram: int = 0) -> HostState:
+         svc: ComputeStatus | None = None, used_ram: int = 0) -> HostState:
     aggs = frozenset(aggregates or ())
     catalog = catalog or AggregateCatalog({})
     rp = provider_uuid(name)

@@ -1,0 +1,106 @@
+"""The compute's Prometheus metrics: image downloads by source, verification failures,
+fallbacks from Ceph to HTTP, and the image cache's size.
+
+The counters are updated by :class:`~fleetcache.compute.manager.ComputeManager` from what each
+``cache_image`` returned or raised, once per image request, so the download pipeline itself
+holds no metrics code. The cache's size and entries are read from its directory when
+Prometheus scrapes (:class:`ImageCacheCollector`), so they are always current and cost nothing
+between scrapes.
+
+Metrics (``source`` is ``http`` or ``rbd``, the path the bytes took)::
+
+    fleetcache_compute_image_downloads_total{source}         images downloaded
+    fleetcache_compute_image_download_bytes_total{source}    bytes downloaded
+    fleetcache_compute_image_download_seconds{source}        time to cache one image (histogram)
+    fleetcache_compute_image_requests_total{result}          cached, existing, error, unsupported
+    fleetcache_compute_image_verification_failures_total{check}  checksum, signature, format
+    fleetcache_compute_image_download_fallbacks_total        rbd -> http
+    fleetcache_compute_image_cache_bytes                     disk used by cached images
+    fleetcache_compute_image_cache_entries                   cached images
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from fleetcache.common import exception
+from fleetcache.compute.imagecache import CacheOutcome, ImageCache
+
+SOURCES = ("http", "rbd")
+RESULTS = ("cached", "existing", "error", "unsupported")
+#: Which failures are a verification failure, by the check that refused the bytes.
+CHECKS: tuple[tuple[type[Exception], str], ...] = (
+    (exception.ImageChecksumMismatch, "checksum"),
+    (exception.ImageSignatureVerificationFailed, "signature"),
+    (exception.ImageFormatRejected, "format"),
+)
+#: Seconds to cache one image: a few MiB over a LAN take well under a second, a multi-GiB
+#: image over a busy link minutes.
+DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+
+
+class ComputeMetrics:
+    """The compute's counters, registered in ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        downloads = Counter("fleetcache_compute_image_downloads", "Images downloaded into "
+                            "the image cache, by the path the bytes took", ["source"],
+                            registry=registry)
+        data = Counter("fleetcache_compute_image_download_bytes", "Bytes downloaded into the "
+                       "image cache, by the path they took", ["source"], registry=registry)
+        seconds = Histogram("fleetcache_compute_image_download_seconds", "Time to download, "
+                            "verify and publish one image, by the path its bytes took",
+                            ["source"], buckets=DURATION_BUCKETS, registry=registry)
+        requests = Counter("fleetcache_compute_image_requests", "Images asked for by "
+                           "pre-cache requests, by their result", ["result"], registry=registry)
+        failures = Counter("fleetcache_compute_image_verification_failures", "Downloads "
+                           "refused by a check of their bytes", ["check"], registry=registry)
+        self.fallbacks = Counter("fleetcache_compute_image_download_fallbacks", "Images with "
+                                 "an rbd:// location downloaded over HTTP instead",
+                                 registry=registry)
+        # Children resolved once: recording is then an increment, with no label look-up.
+        self.downloads = {s: downloads.labels(s) for s in SOURCES}
+        self.bytes = {s: data.labels(s) for s in SOURCES}
+        self.seconds = {s: seconds.labels(s) for s in SOURCES}
+        self.requests = {r: requests.labels(r) for r in RESULTS}
+        self.failures = {check: failures.labels(check) for _exc, check in CHECKS}
+
+    def record_outcome(self, outcome: CacheOutcome, seconds: float) -> None:
+        """An image request that ended cached (downloaded now) or existing."""
+        if not outcome.downloaded:
+            self.requests["existing"].inc()
+            return
+        self.requests["cached"].inc()
+        source = outcome.download_path if outcome.download_path in SOURCES else "http"
+        self.downloads[source].inc()
+        self.bytes[source].inc(outcome.bytes_downloaded)
+        self.seconds[source].observe(seconds)
+        if outcome.fallback_reason is not None:
+            self.fallbacks.inc()
+
+    def record_failure(self, result: str, error: BaseException | None = None) -> None:
+        """An image request that ended ``error`` (with its exception) or ``unsupported``."""
+        self.requests[result].inc()
+        for exc_type, check in CHECKS:
+            if isinstance(error, exc_type):
+                self.failures[check].inc()
+                return
+
+
+class ImageCacheCollector(Collector):
+    """The image cache's disk usage and entries, measured at each scrape."""
+
+    def __init__(self, cache: ImageCache) -> None:
+        self.cache = cache
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        entries = self.cache.list_entries()
+        yield GaugeMetricFamily("fleetcache_compute_image_cache_bytes",
+                                "Disk used by the complete images of the image cache",
+                                value=sum(e.disk_usage for e in entries))
+        yield GaugeMetricFamily("fleetcache_compute_image_cache_entries",
+                                "Complete images in the image cache", value=len(entries))
