@@ -72,6 +72,7 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
     "flavor_id": {"type": "string", "description": "The flavor's id (not its name)"},
     "flavor_extra_spec_key": {"type": "string"},
     "server_id": {"type": "string", "description": "The server's uuid"},
+    "network_id": {"type": "string", "description": "Only 'none' exists"},
 }
 QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("GET", PREFIX + "/os-services"): [
@@ -97,6 +98,10 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
         ]
         for path in (FLAVORS, FLAVORS + "/detail")
     },
+    ("GET", PREFIX + "/networks"): [
+        {"name": name, "in": "query", "required": False, "schema": {"type": "string"},
+         "description": "Only the pseudo-network 'none' exists"} for name in ("id", "name")
+    ],
     **{
         ("GET", path): [
             {"name": "all_tenants", "in": "query", "required": False,
@@ -247,6 +252,12 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
                      "Accepted: the server (the first one), or the reservation id"),
     ),
     ("GET", SERVER): ("200", _json(_wrapped("server", _ref("Server")), "The server")),
+    ("GET", PREFIX + "/networks"): (
+        "200", _json(_wrapped("networks", {"type": "array", "items": _OBJECT}), "Found"),
+    ),
+    ("GET", PREFIX + "/networks/{network_id}"): (
+        "200", _json(_wrapped("network", _OBJECT), "The pseudo-network 'none'"),
+    ),
     ("DELETE", SERVER): ("204", {"description": "Deletion under way"}),
     ("POST", SERVER + "/action"): (
         "202", _json(_wrapped("server", _ref("Server")), "Rebuild under way"),

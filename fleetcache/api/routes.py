@@ -14,6 +14,7 @@ from fleetcache.api.handlers import (
     flavors,
     host_image_cache,
     images,
+    networks,
     openapi,
     server_actions,
     servers,
@@ -77,6 +78,10 @@ ROUTE_DECLARATIONS.update(
         SERVERS + "/detail": {"GET": servers.list_servers_detail},
         SERVER: {"GET": servers.get_server, "DELETE": servers.delete_server},
         SERVER + "/action": {"POST": server_actions.post_server_action},
+        # The pseudo-network "none" that `openstack server create --network none` looks up
+        # (not Nova's; see handlers/networks.py).
+        PREFIX + "/networks": {"GET": networks.list_networks},
+        PREFIX + "/networks/{network_id}": {"GET": networks.get_network},
         # Image look-ups for clients without an image endpoint (not Nova's; see
         # handlers/images.py for the requests the clients send).
         PREFIX + "/images": {"GET": images.list_images},

@@ -27,7 +27,8 @@ def validate(body: Any, schema: dict[str, Any]) -> None:
     error = jsonschema.exceptions.best_match(validator.iter_errors(body))
     if error is None:
         return
-    path = "/".join(str(p) for p in error.path)
+    # absolute_path: an error under anyOf/oneOf has a path relative to that keyword only.
+    path = "/".join(str(p) for p in error.absolute_path)
     value = _short(repr(error.instance))
     reason = _short(error.message)
     if error.validator == "pattern" and isinstance(error.schema, dict):

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -23,6 +26,18 @@ PLACEMENT_HEADERS = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placemen
 BUILD_TIMEOUT = 120
 
 
+def converted(disk_format: str, size: int = 1 << 20) -> bytes:
+    """A real image of ``disk_format`` (qemu-img's name: ``vpc`` for vhd), ``size`` bytes of
+    virtual disk."""
+    qemu_format = {"vhd": "vpc"}.get(disk_format, disk_format)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw, out = Path(tmp) / "src.raw", Path(tmp) / "out"
+        raw.write_bytes(os.urandom(size))
+        subprocess.run(["qemu-img", "convert", "-q", "-f", "raw", "-O", qemu_format, str(raw),
+                        str(out)], check=True, timeout=60)
+        return out.read_bytes()
+
+
 class Images:
     """Creates Glance images (deleted at the end) with any disk format and properties."""
 
@@ -31,7 +46,9 @@ class Images:
         self.created: list[str] = []
 
     def __call__(self, disk_format: str = "raw", size: int = 1 << 20,
-                 **properties: str) -> str:
+                 data: bytes | None = None, **properties: str) -> str:
+        """A new active image; ``data`` defaults to ``size`` random bytes (Glance checks the
+        bytes against ``disk_format``: other formats need real ``data``)."""
         body = {"name": f"it-boot-{uuid.uuid4().hex[:8]}", "disk_format": disk_format,
                 "container_format": "bare", "visibility": "public", **properties}
         resp = requests.post(f"{self.stack.glance_url}/v2/images", json=body, timeout=30)
@@ -39,7 +56,7 @@ class Images:
         image_id: str = resp.json()["id"]
         self.created.append(image_id)
         requests.put(f"{self.stack.glance_url}/v2/images/{image_id}/file",
-                     data=os.urandom(size), timeout=120,
+                     data=os.urandom(size) if data is None else data, timeout=120,
                      headers={"Content-Type": "application/octet-stream"}).raise_for_status()
         return image_id
 
@@ -53,7 +70,10 @@ def flavor(stack: Stack, vcpus: int = 1, ram: int = 64, disk: int = 1,
            extra_specs: dict[str, str] | None = None) -> Iterator[str]:
     """A flavor created with ``openstack flavor create``; yields its name."""
     name = f"it-f-{uuid.uuid4().hex[:8]}"
-    args = ["flavor", "create", "--vcpus", str(vcpus), "--ram", str(ram), "--disk", str(disk)]
+    # NOTE: python-openstackclient 10.5.0's flavor create insists on an identity v3 service
+    # (for --project); with OS_AUTH_TYPE=none it must be told the version.
+    args = ["--os-identity-api-version", "3", "flavor", "create", "--vcpus", str(vcpus),
+            "--ram", str(ram), "--disk", str(disk)]
     for key, value in (extra_specs or {}).items():
         args += ["--property", f"{key}={value}"]
     stack.openstack_json(*MICROVERSION, *args, name)

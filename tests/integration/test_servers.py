@@ -23,6 +23,7 @@ from tests.integration.boot import (
     Images,
     Servers,
     allocations,
+    converted,
     eventually,
     flavor,
     host_of,
@@ -107,7 +108,7 @@ def test_vhd_image_no_host_supports_ends_error_with_no_valid_host(
                 host, "no-vhd", "[compute]\nimage_type_exclude_list = vhd\n"))
         for host in stack.computes:
             eventually(lambda h=host: VHD not in _traits(stack, h), 60, f"{host} without vhd")
-        server = servers.create(small, images("vhd"))
+        server = servers.create(small, images("vhd", data=converted("vhd")))
         assert server["status"] == "ERROR"
         fault = server["fault"]
         assert fault["message"].startswith("No valid host was found."), fault

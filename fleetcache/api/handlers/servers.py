@@ -131,6 +131,18 @@ def parse_zone(req: webob.Request, value: str | None) -> tuple[str | None, str |
     return parts[0] or None, parts[1]
 
 
+def _check_block_devices(body: dict[str, Any]) -> None:
+    """The one mapping allowed (the schema's) must name the image of ``imageRef``.
+
+    :raises InvalidInput:
+    """
+    for mapping in body.get("block_device_mapping_v2", []):
+        if ref_id(mapping["uuid"]) != ref_id(body["imageRef"]):
+            raise exception.InvalidInput(
+                reason="block_device_mapping_v2 may only map imageRef's image as the local "
+                "root disk")
+
+
 def lookup_image(req: webob.Request, image_ref: str) -> ImageMeta:
     """:raises InvalidInput: (400, as Nova) for an image that is missing or not active."""
     image_id = ref_id(image_ref)
@@ -188,6 +200,7 @@ def create_server(req: webob.Request) -> webob.Response:
     max_count = max_count if max_count is not None else min_count
     if min_count > max_count:
         raise exception.InvalidInput(reason="min_count must be <= max_count")
+    _check_block_devices(body)
     zone, forced_host = parse_zone(req, body.get("availability_zone"))
     flavor = _flavor(req, body["flavorRef"])
     image = lookup_image(req, body["imageRef"])

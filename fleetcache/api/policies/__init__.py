@@ -18,6 +18,7 @@ from fleetcache.api.policies import (
     flavors,
     host_image_cache,
     images,
+    networks,
     servers,
     services,
     status,
@@ -36,5 +37,6 @@ def list_rules() -> list[policy.RuleDefault]:
             status.list_rules(),
             flavors.list_rules(),
             servers.list_rules(),
+            networks.list_rules(),
         )
     )

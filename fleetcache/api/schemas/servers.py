@@ -22,8 +22,36 @@ AVAILABILITY_ZONE: dict[str, Any] = {
     "description": "a zone, or zone:host (admins), without control characters",
 }
 #: fleetcache attaches no network: "none", or "auto" (taken as none, so that a client
-#: that sends its default works).
-NETWORKS: dict[str, Any] = {"enum": ["none", "auto"]}
+#: that sends its default works), or the pseudo-network "none" that ``--network none`` names
+#: (``[{"uuid": "none"}]``, see api/handlers/networks.py).
+NETWORKS: dict[str, Any] = {"anyOf": [
+    {"enum": ["none", "auto"]},
+    {"type": "array", "minItems": 1, "maxItems": 1, "items": {
+        "type": "object", "properties": {"uuid": {"enum": ["none"]}},
+        "required": ["uuid"], "additionalProperties": False}},
+]}
+
+#: The one block device mapping fleetcache builds: the image as a local root disk. The
+#: openstack client sends it with every ``--image`` boot (python-openstackclient 10.5.0:
+#: ``{"uuid": <image>, "boot_index": 0, "source_type": "image", "destination_type": "local",
+#: "delete_on_termination": true}``); volumes are refused (there is no block storage).
+BLOCK_DEVICE_MAPPING: dict[str, Any] = {
+    "type": "array",
+    "maxItems": 1,
+    "items": {
+        "type": "object",
+        "properties": {
+            "uuid": REF,
+            "boot_index": {"type": ["integer", "string"], "enum": [0, "0"]},
+            "source_type": {"enum": ["image"]},
+            "destination_type": {"enum": ["local"]},
+            "delete_on_termination": {"type": "boolean"},
+        },
+        "required": ["uuid", "source_type"],
+        "additionalProperties": False,
+    },
+    "description": "Only the image as the local root disk (what openstack sends for --image)",
+}
 
 _SERVER: dict[str, Any] = {
     "type": "object",
@@ -36,6 +64,7 @@ _SERVER: dict[str, Any] = {
         "max_count": COUNT,
         "return_reservation_id": {"type": "boolean"},
         "networks": {**NETWORKS, "description": "Optional below 2.37, required from 2.37"},
+        "block_device_mapping_v2": BLOCK_DEVICE_MAPPING,
     },
     "required": ["name", "imageRef", "flavorRef"],
     "additionalProperties": False,

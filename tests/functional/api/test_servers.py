@@ -230,3 +230,26 @@ def test_rebuild(app: webtest.TestApp, images: dict[str, str], flavor: str,
           "badRequest", 400)
     fault(app.post_json(action, {"rebuild": {}}, headers=USER, expect_errors=True),
           "badRequest", 400)
+
+
+def test_the_openstack_clients_body_is_accepted(app: webtest.TestApp, images: dict[str, str],
+                                                flavor: str, db: Database) -> None:
+    # What python-openstackclient 10.5.0 sends for --image I --network none.
+    bdm = [{"uuid": images["raw"], "boot_index": 0, "source_type": "image",
+            "destination_type": "local", "delete_on_termination": True}]
+    server = _create(app, images, networks=[{"uuid": "none"}], block_device_mapping_v2=bdm,
+                     min_count=1, max_count=1).json["server"]
+    assert db_instances.instance_get(db, server["id"])["image_ref"] == images["raw"]
+    other = [{**bdm[0], "uuid": images["queued"]}]
+    fault(_create(app, images, status=400, block_device_mapping_v2=other), "badRequest", 400)
+    volume = [{**bdm[0], "source_type": "volume"}]
+    fault(_create(app, images, status=400, block_device_mapping_v2=volume), "badRequest", 400)
+    fault(_create(app, images, status=400, networks=[{"uuid": "net1"}]), "badRequest", 400)
+
+
+def test_the_pseudo_network_none(app: webtest.TestApp) -> None:
+    assert app.get("/v2.1/networks/none", headers=USER).json["network"]["id"] == "none"
+    fault(app.get("/v2.1/networks/net1", headers=USER, expect_errors=True), "itemNotFound", 404)
+    assert [n["id"] for n in app.get("/v2.1/networks", {"name": "none"}).json["networks"]] == [
+        "none"]
+    assert app.get("/v2.1/networks", {"name": "other"}).json["networks"] == []

@@ -41,7 +41,7 @@ def test_rule_names() -> None:
     names = {r.name for r in policies.list_rules()}
     fleetcache_names = {"fleetcache:aggregates:images:jobs", "fleetcache:images:show",
                         "fleetcache:flavors:list", "fleetcache:status:show",
-                        "fleetcache:os-hosts:image-cache:list"}
+                        "fleetcache:os-hosts:image-cache:list", "fleetcache:networks:show"}
     assert NOVA_NAMES | BASE_RULES | fleetcache_names == names
 
 
@@ -54,7 +54,8 @@ def test_every_operation_rule_is_documented_with_novas_default() -> None:
                     if rule.name in PROJECT_READ else
                     "rule:project_member_api or rule:context_is_admin"
                     if rule.name in PROJECT_WRITE else
-                    "@" if rule.name == "fleetcache:flavors:list" else "rule:context_is_admin")
+                    "@" if rule.name in ("fleetcache:flavors:list", "fleetcache:networks:show")
+                    else "rule:context_is_admin")
         assert rule.check_str == expected, rule.name
         assert rule.operations and rule.description
 
