@@ -77,7 +77,7 @@ def test_progress_feed_counts_without_loading_results(
     assert body["jobs"] == [{"id": job["uuid"], "state": "running", "total_hosts": 3,
                              "hosts_reported": 1,
                              "counts": {"cached": 1, "existing": 0, "error": 1,
-                                        "unsupported": 0, "skipped": 0}}]
+                                        "unsupported": 0, "skipped": 0, "waiting": 0}}]
 
 
 @pytest.mark.parametrize("path", ["/status", "/status/progress"])
