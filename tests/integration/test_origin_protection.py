@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import socket
 import subprocess
 import time
 import uuid
@@ -100,7 +101,11 @@ def _second_conductor(stack: Any, workdir: Path) -> Iterator[None]:
     """``fleetcache-conductor`` as ``it-conductor2``, on the stack's configuration and its
     ``conductor.d`` (so on the same options as the stack's conductor)."""
     override = workdir / "conductor2.conf"
-    override.write_text(f"[DEFAULT]\nhost = {CONDUCTOR2}\n")
+    # Its own port for the Prometheus exporter: the stack's conductor holds the stack's one.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    override.write_text(f"[DEFAULT]\nhost = {CONDUCTOR2}\n[metrics]\nconductor_port = {port}\n")
     log = (workdir / "conductor2.log").open("ab")
     proc = subprocess.Popen(
         [str(VENV_BIN / "fleetcache-conductor"), "--config-file", str(stack.conf_file),
