@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -50,6 +51,16 @@ def machine_lock(name: str, timeout: float = 900) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def second_conductor_conf(host: str) -> str:
+    """The options that make a second ``fleetcache-conductor`` on the stack's configuration a
+    process of its own: its host name, and a free port for its Prometheus exporter (the
+    stack's conductor holds the stack's port)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"[DEFAULT]\nhost = {host}\n[metrics]\nconductor_port = {port}\n"
 
 
 def _rabbitmqctl(*args: str) -> None:

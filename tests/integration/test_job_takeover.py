@@ -38,6 +38,7 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db import job_leases, jobs
 from fleetcache.compute.imagecache import PART_MARK, cache_name
 from tests.integration.conftest import VENV_BIN
+from tests.integration.daemons import second_conductor_conf
 
 pytestmark = pytest.mark.integration
 
@@ -114,7 +115,7 @@ class SecondConductor:
     def __init__(self, stack: Any, workdir: Path) -> None:
         confdir = workdir / "conductor2.d"
         confdir.mkdir()
-        (confdir / "host.conf").write_text(f"[DEFAULT]\nhost = {SECOND}\n{OPTIONS}")
+        (confdir / "host.conf").write_text(second_conductor_conf(SECOND) + OPTIONS)
         self.log_file = workdir / "conductor2.log"
         self._log = self.log_file.open("ab")
         self.proc = subprocess.Popen(

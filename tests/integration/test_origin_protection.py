@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import socket
 import subprocess
 import time
 import uuid
@@ -38,7 +37,7 @@ from fleetcache.common import config, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import download_leases, jobs, models
 from fleetcache.compute.imagecache import PART_MARK, cache_name
-from tests.integration.daemons import VENV_BIN, wait_for
+from tests.integration.daemons import VENV_BIN, second_conductor_conf, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -101,11 +100,7 @@ def _second_conductor(stack: Any, workdir: Path) -> Iterator[None]:
     """``fleetcache-conductor`` as ``it-conductor2``, on the stack's configuration and its
     ``conductor.d`` (so on the same options as the stack's conductor)."""
     override = workdir / "conductor2.conf"
-    # Its own port for the Prometheus exporter: the stack's conductor holds the stack's one.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    override.write_text(f"[DEFAULT]\nhost = {CONDUCTOR2}\n[metrics]\nconductor_port = {port}\n")
+    override.write_text(second_conductor_conf(CONDUCTOR2))
     log = (workdir / "conductor2.log").open("ab")
     proc = subprocess.Popen(
         [str(VENV_BIN / "fleetcache-conductor"), "--config-file", str(stack.conf_file),
