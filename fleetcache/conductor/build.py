@@ -163,6 +163,7 @@ class InstanceBuilder:
         image: dict[str, Any],
         min_count: int,
         force_host: str | None,
+        claim: bool = True,
     ) -> list[Selection]:
         if self.scheduler is None:
             raise exception.NoValidHost(
@@ -182,6 +183,7 @@ class InstanceBuilder:
             availability_zone=first["availability_zone"],
             force_host=force_host or first["requested_host"],
             min_count=min_count,
+            claim=claim,
         )
         return self.scheduler.select_destinations(ctxt, spec)
 
@@ -258,7 +260,7 @@ class InstanceBuilder:
         try:
             image = self.images().show(ctxt, instance["image_ref"]).to_dict()
             (selection,) = self._select(ctxt, [instance], image, 1,
-                                        force_host=instance["host"])
+                                        force_host=instance["host"], claim=False)
         except exception.NoValidHost as exc:
             self._fail_all([instance], exc.message, filter_summary_text(exc.filter_summary))
             return

@@ -82,6 +82,8 @@ def test_exporters_count_what_a_pre_cache_job_did(
     conductor_url = stack.env["FLEETCACHE_METRICS_CONDUCTOR"]
     compute_urls = dict(e.split("=", 1) for e in stack.env["FLEETCACHE_METRICS_COMPUTES"].split())
     assert sorted(compute_urls) == sorted(HOSTS)
+    for host in HOSTS:  # an earlier test may have stopped and restarted one
+        stack.wait_service_state(host, up=True)
     before = {"conductor": scrape(conductor_url)} | {h: scrape(u) for h, u in compute_urls.items()}
 
     aggregate = make_aggregate(hosts=HOSTS)

@@ -167,21 +167,30 @@ def test_precached_image_boots_without_download_on_the_host_that_holds_it(
     assert disk is not None and disk["image_fetched"] is False
 
 
-def _vcpu_capacity(stack: Stack, host: str) -> int:
+def _memory_slot(stack: Stack, host: str) -> int:
+    """The most ``MEMORY_MB`` one server may take on ``host``: all of it that Placement lets
+    be allocated, capped by ``max_unit`` (VCPU would not do: its allocation ratio of 16
+    makes a host's capacity far larger than the largest single allocation)."""
     inventory = placement_get(stack, f"/resource_providers/{provider_uuid(host)}/inventories")
-    vcpu = inventory["inventories"]["VCPU"]
-    return int((vcpu["total"] - vcpu["reserved"]) * vcpu["allocation_ratio"])
+    ram = inventory["inventories"]["MEMORY_MB"]
+    capacity = int((ram["total"] - ram["reserved"]) * ram["allocation_ratio"])
+    assert capacity < 2 * ram["max_unit"], ram  # one server of this size fills the host
+    return min(capacity, ram["max_unit"])
+
+
+def _usage(stack: Stack, host: str) -> int:
+    used = placement_get(stack, f"/resource_providers/{provider_uuid(host)}/usages")
+    return int(used["usages"].get("MEMORY_MB", 0))
 
 
 def test_parallel_boots_for_the_last_slots(stack: Stack, images: Images,
                                            servers: Servers) -> None:
-    capacities = {host: _vcpu_capacity(stack, host) for host in stack.computes}
-    usage = {host: placement_get(stack, f"/resource_providers/{provider_uuid(host)}/usages")
-             ["usages"].get("VCPU", 0) for host in stack.computes}
+    slot = min(_memory_slot(stack, host) for host in stack.computes)
+    usage = {host: _usage(stack, host) for host in stack.computes}
     assert set(usage.values()) == {0}, f"servers left by another test: {usage}"
     # One server fills a host: three slots for five parallel boots.
     image = images("raw")
-    with flavor(stack, vcpus=min(capacities.values())) as whole_host:
+    with flavor(stack, ram=slot) as whole_host:
         with concurrent.futures.ThreadPoolExecutor(5) as pool:
             booted = list(pool.map(lambda _: servers.create(whole_host, image), range(5)))
         states = sorted(s["status"] for s in booted)
@@ -193,13 +202,11 @@ def test_parallel_boots_for_the_last_slots(stack: Stack, images: Images,
                 assert server["fault"]["message"].startswith("No valid host was found.")
                 assert allocations(stack, server["id"]) == {}
         for host in stack.computes:
-            used = placement_get(stack, f"/resource_providers/{provider_uuid(host)}/usages")
-            assert used["usages"]["VCPU"] == min(capacities.values()), (host, used)
+            assert _usage(stack, host) == slot, host
         for server in booted:
             servers.delete(server["id"])
     for host in stack.computes:
-        used = placement_get(stack, f"/resource_providers/{provider_uuid(host)}/usages")
-        assert used["usages"].get("VCPU", 0) == 0
+        assert _usage(stack, host) == 0, host
 
 
 def test_rebuild_to_an_image_the_host_cannot_use_is_error(

@@ -122,6 +122,8 @@ class Scheduler:
         if query.impossible:
             self._log(spec, [], [], 0, started, query.impossible)
             raise exception.NoValidHost(reason=NOT_ENOUGH_HOSTS, filter_summary=[])
+        if not spec.claim:
+            return self._check_only(spec, query, request, started)
         selections: list[Selection] = []
         summary: list[FilterCount] = []
         refused = 0
@@ -153,6 +155,26 @@ class Scheduler:
             raise exception.NoValidHost(reason=NOT_ENOUGH_HOSTS,
                                         filter_summary=[list(row) for row in summary])
         self._log(spec, summary, selections, refused, started, None)
+        return selections
+
+    def _check_only(self, spec: RequestSpec, query: CandidateQuery, request: FilterRequest,
+                    started: float) -> list[Selection]:
+        """A rebuild: the filters are asked again and nothing is claimed or released, since
+        the instances keep the allocation they hold (a new claim for a consumer that has one
+        is refused by Placement).
+
+        NOTE: Placement still counts the instances' own allocation against the host, so a
+        rebuild on a host with no room for a second copy of the flavor gets NoValidHost.
+        """
+        hosts, summary = self.candidates(query, request)
+        if not hosts:
+            self._log(spec, summary, [], 0, started, NOT_ENOUGH_HOSTS)
+            raise exception.NoValidHost(reason=NOT_ENOUGH_HOSTS,
+                                        filter_summary=[list(row) for row in summary])
+        host = hosts[0]
+        selections = [Selection(uuid, host.host, host.cell_id, host.provider_uuid,
+                                host.allocation_request) for uuid in spec.instance_uuids]
+        self._log(spec, summary, selections, 0, started, None)
         return selections
 
     def release(self, instance_uuid: str) -> None:

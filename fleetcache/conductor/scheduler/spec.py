@@ -40,6 +40,9 @@ class RequestSpec:
     force_host: str | None = None
     #: Fewer than this many placed: ``NoValidHost`` and nothing stays claimed.
     min_count: int = 1
+    #: False for a rebuild: the instances keep the allocation they hold on ``force_host``, so
+    #: the request is only checked again (Nova's rebuild claims nothing either).
+    claim: bool = True
 
     @property
     def image_properties(self) -> Mapping[str, Any]:

@@ -296,6 +296,8 @@ def test_rebuild_reschedules_on_the_same_host(builder: build.InstanceBuilder, db
     instance = db_instances.instance_get(db, uuid)
     assert instance["vm_state"] == "active" and instance["task_state"] is None
     assert scheduler.specs[-1].force_host == "c1" and computes.disks == {("c1", uuid): IMAGE.id}
+    # the instance keeps its allocation: a rebuild asks the filters again, claims nothing
+    assert scheduler.specs[0].claim and not scheduler.specs[-1].claim
 
 
 def test_rebuild_with_an_image_the_host_cannot_take_is_error(
