@@ -179,6 +179,10 @@ def _image_gets(stack: Any, image_ids: list[str], since: float,
 def _run(stack: Any, client: Any, owners: list[str], aggregates: list[dict[str, Any]],
          images: list[str]) -> Run:
     """Both jobs, one per conductor, at once; poll them until done."""
+    # The stack's conductor was just restarted with other options: a compute whose heartbeats
+    # went unanswered meanwhile looks down until its next one is stored.
+    for host in HOSTS:
+        stack.wait_service_state(host, up=True)
     for image_id in images:
         _forget(stack, image_id)
     since = time.time()
