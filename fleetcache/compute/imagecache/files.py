@@ -1,9 +1,12 @@
-"""File-system helpers of the image cache: early writeback, quiet unlink, directory fsync."""
+"""File-system helpers of the image cache: early writeback, quiet unlink, directory fsync, and the
+small JSON records of the index and the pins."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import tempfile
 from typing import BinaryIO
 
 from fleetcache.image.source import Buffer
@@ -50,3 +53,27 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_record(directory: str, name: str) -> object:
+    """The JSON record ``name`` in ``directory``, or ``None`` when it is missing or unreadable
+    (a bad record is treated as none by its callers)."""
+    try:
+        with open(os.path.join(directory, name), encoding="utf-8") as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def write_record(directory: str, name: str, record: object) -> None:
+    """Replace the JSON record ``name`` in ``directory`` atomically (temporary file, rename)."""
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f, sort_keys=True)
+        os.replace(tmp, os.path.join(directory, name))
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

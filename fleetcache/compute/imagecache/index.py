@@ -21,13 +21,12 @@ reported; it never makes a file removable.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import tempfile
 from typing import TypedDict
 
 from oslo_config import cfg
 
+from fleetcache.compute.imagecache import files
 from fleetcache.compute.imagecache.layout import cache_name, index_dir
 
 
@@ -49,11 +48,7 @@ class CacheIndex:
 
     def get(self, name: str) -> IndexRecord | None:
         """The record of cache file ``name``, or ``None`` when there is none (or it is bad)."""
-        try:
-            with open(os.path.join(self.directory, name), encoding="utf-8") as f:
-                data = json.load(f)
-        except (FileNotFoundError, ValueError, UnicodeDecodeError):
-            return None
+        data = files.read_record(self.directory, name)
         if not isinstance(data, dict) or not isinstance(data.get("image_id"), str):
             return None
         if cache_name(data["image_id"]) != name:
@@ -91,13 +86,4 @@ class CacheIndex:
             os.unlink(os.path.join(self.directory, name))
 
     def _write(self, name: str, record: IndexRecord) -> None:
-        os.makedirs(self.directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=self.directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(record, f, sort_keys=True)
-            os.replace(tmp, os.path.join(self.directory, name))
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        files.write_record(self.directory, name, record)

@@ -16,14 +16,13 @@ that pinned it or a later one, against ``remove_unused_original_minimum_age_seco
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import tempfile
 import time
 from typing import TypedDict
 
 from oslo_config import cfg
 
+from fleetcache.compute.imagecache import files
 from fleetcache.compute.imagecache.layout import cache_name, pins_dir
 
 
@@ -44,11 +43,7 @@ class PinStore:
 
     def get(self, name: str) -> PinRecord | None:
         """The pin of cache file ``name``, or ``None`` (none, or unreadable)."""
-        try:
-            with open(os.path.join(self.directory, name), encoding="utf-8") as f:
-                data = json.load(f)
-        except (FileNotFoundError, ValueError, UnicodeDecodeError):
-            return None
+        data = files.read_record(self.directory, name)
         if (not isinstance(data, dict) or not isinstance(data.get("image_id"), str)
                 or not isinstance(data.get("until"), (int, float))
                 or cache_name(data["image_id"]) != name):
@@ -91,13 +86,4 @@ class PinStore:
         return removed
 
     def _write(self, name: str, record: PinRecord) -> None:
-        os.makedirs(self.directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=self.directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(record, f, sort_keys=True)
-            os.replace(tmp, os.path.join(self.directory, name))
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        files.write_record(self.directory, name, record)
