@@ -66,7 +66,8 @@ class _CellCaller:
         self.errors: list[str] = []
 
     def _on_confirm(self, delivery_tag: int, multiple: bool) -> None:
-        self.confirmed = delivery_tag if multiple else self.confirmed + 1
+        # RabbitMQ confirms in publishing order; a tag confirms every one before it.
+        self.confirmed = max(self.confirmed, delivery_tag)
 
     def _on_reply(self, message: amqp.Message) -> None:
         body = json.loads(json.loads(message.body)["oslo.message"])
@@ -103,7 +104,12 @@ class _CellCaller:
                 self._publish(host)
         deadline = time.monotonic() + 30
         while self.confirmed < self.published and time.monotonic() < deadline:
-            self.conn.drain_events(timeout=30)
+            try:
+                self.conn.drain_events(timeout=max(0.1, deadline - time.monotonic()))
+            except TimeoutError:
+                break
+        if self.confirmed < self.published:
+            self.errors.append(f"{self.published - self.confirmed} publishes not confirmed")
 
     def close(self) -> None:
         self.conn.close()
