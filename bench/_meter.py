@@ -47,11 +47,11 @@ class CpuMeter:
         """CPU ms per host of each group, median over the rounds, one column per phase."""
         columns = {p: self.per_host_ms(p, hosts) for p in phases if p in self.samples}
         names = list(self.groups)
-        lines = [f"{'CPU ms per host':>16}  " + " ".join(f"{p:>9}" for p in columns)]
+        lines = [f"{'CPU ms per host':>16}  " + " ".join(f"{p:>10}" for p in columns)]
         for name in names + ["total"]:
             cells = []
             for col in columns.values():
                 value = sum(col.values()) if name == "total" else col.get(name, float("nan"))
-                cells.append(f"{value:9.2f}")
+                cells.append(f"{value:10.2f}")
             lines.append(f"{name:>16}: " + " ".join(cells))
         return "\n".join(lines)

@@ -55,6 +55,7 @@ from _benchlib import (  # noqa: E402
     tree_cpu,
 )
 from _fleet import Shards, plan_cells, setup_database  # noqa: E402
+from _lean_floor import LeanFloor  # noqa: E402
 from _meter import CpuMeter, self_cpu  # noqa: E402
 from _services import ApiClient, RpcClient, Services  # noqa: E402
 
@@ -93,6 +94,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--profile", metavar="FILE",
                         help="record the conductor's on-CPU stacks during the measured rounds "
                         "with py-spy (collapsed stacks, flamegraph input) into FILE")
+    parser.add_argument("--lean-floor", action="store_true",
+                        help="also call every host once per round straight through py-amqp "
+                        "(bench/_lean_floor.py): what the calls cost without oslo.messaging's "
+                        "client, a diagnostic of the floor")
     parser.add_argument("--baseline-only", action="store_true",
                         help="measure only the baseline (harness check)")
     return parser.parse_args()
@@ -146,8 +151,7 @@ def run_job(api: ApiClient | RpcClient, services: Services, aggregate_id: int,
     job = api.wait_job(location, timeout=600)
     polled = time.monotonic() - started
     cpu = services.conductor_cpu() - cpu_before
-    if meter is not None:
-        meter.record("job", before)
+    total_cpu = sum(meter.record("job", before).values()) if meter is not None else 0.0
     if job["state"] != "done":
         raise RuntimeError(f"job ended {job['state']}: {job.get('error')}")
     counts = api.counts(job)
@@ -155,7 +159,7 @@ def run_job(api: ApiClient | RpcClient, services: Services, aggregate_id: int,
         raise RuntimeError(f"expected {hosts} existing, got {counts}")
     inner = services.job_elapsed(location.rsplit("/", 1)[-1])
     return {"wall": finished_wall(job, started_utc), "polled": polled, "cpu": cpu,
-            "inner": inner if inner is not None else float("nan")}
+            "inner": inner if inner is not None else float("nan"), "total_cpu": total_cpu}
 
 
 def main() -> int:
@@ -178,6 +182,11 @@ def main() -> int:
                             call_monitor_timeout=60 if args.baseline_call_monitor else None)
         stack.callback(baseline.cleanup)
         log(f"baseline warm-up: {baseline.run()[0]:.2f} s")
+        lean = None
+        if args.lean_floor:
+            lean = LeanFloor(cells, args.concurrency)
+            stack.callback(lean.cleanup)
+            log(f"lean floor warm-up: {lean.run()[0]:.2f} s")
         services = None
         if not args.baseline_only:
             services = Services(tmp, broker_url + VHOST_PREFIX, db_url, args.concurrency,
@@ -206,7 +215,7 @@ def main() -> int:
         for rnd in range(args.rounds):
             before = meter.snapshot()
             wall, cpu = baseline.run()
-            meter.record("baseline", before)
+            base_total = sum(meter.record("baseline", before).values())
             base_walls.append(wall)
             base_cpus.append(cpu)
             line = f"round {rnd + 1}: baseline {base_walls[-1]:.2f} s"
@@ -215,7 +224,13 @@ def main() -> int:
                 job_walls.append(res["wall"])
                 cpus.append(res["cpu"])
                 line += (f", job {res['wall']:.2f} s (fan-out {res['inner']:.2f} s, polled "
-                         f"{res['polled']:.2f} s, conductor CPU {res['cpu']:.2f} s)")
+                         f"{res['polled']:.2f} s, conductor CPU {res['cpu']:.2f} s, total CPU "
+                         f"job/baseline {res['total_cpu'] / base_total:.2f})")
+            if lean is not None:
+                before = meter.snapshot()
+                lean_wall, _ = lean.run()
+                meter.record("lean floor", before)
+                line += f", lean floor {lean_wall:.2f} s"
             log(line)
         memory = services.conductor_memory() if services is not None else None
     base = median(base_walls)
@@ -227,7 +242,7 @@ def main() -> int:
     print(f"baseline (bare oslo.messaging): {' '.join(f'{w:.2f}' for w in base_walls)} s; "
           f"median {base:.2f} s = {args.hosts / base:.0f} calls/s; client CPU per host "
           f"{median(base_cpus) / args.hosts * 1000:.2f} ms")
-    print(meter.table(args.hosts))
+    print(meter.table(args.hosts, ("baseline", "job", "lean floor")))
     if not job_walls:
         print(headline("fanout", 1.0, hosts=args.hosts, concurrency=args.concurrency,
                        baseline_s=base))

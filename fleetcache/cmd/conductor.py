@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 from prometheus_client import CollectorRegistry
 
-from fleetcache.cmd import common
+from fleetcache.cmd import common, heap
 from fleetcache.common import binaries, exception, metrics, rpc
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db.api import CellDict
@@ -112,6 +112,8 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
                 BINARY, f"invalid value for option [DEFAULT] transport_url: {exc}")
         except exception.InvalidConfiguration as exc:  # e.g. an unknown enabled filter
             common.config_error(BINARY, str(exc))
+        LOG.debug("%d start-up objects exempted from garbage collection",
+                  heap.freeze_startup_heap())
         return service.run()
     finally:
         if exporter is not None:

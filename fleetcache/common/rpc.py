@@ -26,7 +26,7 @@ from oslo_config import cfg
 from oslo_messaging.rpc import server as rpc_server
 
 from fleetcache.common import context as fc_context
-from fleetcache.common import exception, kombu_locks
+from fleetcache.common import exception, kombu_locks, kombu_revival
 from fleetcache.common.callmonitor import CallMonitor, MonitoredDispatcher
 
 #: Modules whose exceptions oslo.messaging may re-create on the client side.
@@ -43,9 +43,11 @@ def init(conf: cfg.ConfigOpts) -> None:
     demo) working.
 
     It also lifts kombu's class-wide lock from reads of its cached properties, which every
-    publish takes (:mod:`fleetcache.common.kombu_locks`).
+    publish takes (:mod:`fleetcache.common.kombu_locks`), and its class per ``autoretry`` call
+    (:mod:`fleetcache.common.kombu_revival`).
     """
     kombu_locks.read_cached_properties_without_lock()
+    kombu_revival.autoretry_without_class_per_call()
     from oslo_messaging._metrics import client as metrics_client
     from oslo_messaging._tracing import client as tracing_client
 

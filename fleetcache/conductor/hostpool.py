@@ -18,12 +18,17 @@ stopping conductor leaves at once, and the next one takes the job over (conducto
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any
 
-_Item = tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...],
+LOG = logging.getLogger(__name__)
+
+#: Queued work: its future (``None`` from :meth:`HostCallPool.run`), the function and its
+#: arguments; ``None`` tells a worker to exit.
+_Item = tuple[concurrent.futures.Future[Any] | None, Callable[..., Any], tuple[Any, ...],
               dict[str, Any]] | None
 
 
@@ -52,16 +57,31 @@ class HostCallPool(concurrent.futures.Executor):
                **kwargs: Any) -> concurrent.futures.Future[Any]:
         """Queue ``fn(*args, **kwargs)``. :raises RuntimeError: after :meth:`shutdown`."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._put((future, fn, args, kwargs))
+        return future
+
+    def run(self, fn: Callable[..., None], /, *args: Any) -> None:
+        """Queue ``fn(*args)`` without a future, for work that reports its own outcome (a
+        pre-cache host call); should it raise all the same, the error is logged.
+
+        NOTE: a ``Future`` per host (its ``Condition`` and lock) was 1.9 % of the conductor's
+        GIL samples in ``bench/fanout.py --hosts 1000 --concurrency 64`` (py-spy), for a
+        result the job never read (docs/performance.md, "Conductor CPU per host (issue 12)").
+
+        :raises RuntimeError: after :meth:`shutdown`.
+        """
+        self._put((None, fn, args, {}))
+
+    def _put(self, item: _Item) -> None:
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new futures after shutdown")
-            self._queue.put((future, fn, args, kwargs))
+            self._queue.put(item)
             if not self._idle.acquire(blocking=False) and len(self._threads) < self.size:
                 thread = threading.Thread(target=self._work, daemon=True,
                                           name=f"{self.name}-{len(self._threads)}")
                 self._threads.append(thread)
                 thread.start()
-        return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking work; ``cancel_futures`` drops what has not started yet."""
@@ -75,7 +95,7 @@ class HostCallPool(concurrent.futures.Executor):
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is not None and item[0].cancel():
+                if item is not None and item[0] is not None and item[0].cancel():
                     # Settles it for concurrent.futures.wait(), which a bare cancel() does not.
                     item[0].set_running_or_notify_cancel()
         for _ in threads:
@@ -90,7 +110,12 @@ class HostCallPool(concurrent.futures.Executor):
             if item is None:
                 return
             future, fn, args, kwargs = item
-            if future.set_running_or_notify_cancel():
+            if future is None:
+                try:
+                    fn(*args, **kwargs)
+                except Exception:
+                    LOG.exception("Unexpected error in %s worker", self.name)
+            elif future.set_running_or_notify_cancel():
                 try:
                     result = fn(*args, **kwargs)
                 except BaseException as exc:

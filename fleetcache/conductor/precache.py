@@ -290,7 +290,7 @@ class PrecacheJob:
             if not self._take_slot(host_calls.stopping):
                 break
             try:
-                host_calls.submit(self._call_host, plan)
+                host_calls.run(self._call_host, plan)
             except RuntimeError:  # the pool was shut down: the conductor is stopping
                 break
         self._wait(host_calls.stopping)

@@ -68,3 +68,47 @@ def test_pools_are_built_at_start_up_from_the_options(
     finally:
         state.shutdown()
     assert state.host_calls.stopping.is_set()
+
+
+def test_main_freezes_the_start_up_heap_once_built_and_before_serving(
+    monkeypatch: pytest.MonkeyPatch, conf: cfg.ConfigOpts
+) -> None:
+    events: list[str] = []
+
+    class FakeService:
+        def run(self) -> int:
+            events.append("run")
+            return 0
+
+    class FakeState:
+        def shutdown(self) -> None:
+            events.append("shutdown")
+
+    class FakeTransports:
+        def __init__(self, conf_: cfg.ConfigOpts) -> None:
+            pass
+
+        def cleanup(self) -> None:
+            events.append("transports closed")
+
+    class FakeDb:
+        def dispose(self) -> None:
+            pass
+
+    def build(*_args: object, **_kwargs: object) -> tuple[FakeService, FakeState]:
+        events.append("built")
+        return FakeService(), FakeState()
+
+    def freeze() -> int:
+        events.append("frozen")
+        return 1
+
+    monkeypatch.setattr(conductor_cmd.common, "parse_config", lambda *a, **k: conf)
+    monkeypatch.setattr(conductor_cmd.common, "open_database", lambda *a, **k: FakeDb())
+    monkeypatch.setattr(conductor_cmd.rpc, "Transports", FakeTransports)
+    monkeypatch.setattr(conductor_cmd, "build_service", build)
+    monkeypatch.setattr(conductor_cmd.metrics, "start_exporter", lambda *a, **k: None)
+    monkeypatch.setattr(conductor_cmd.heap, "freeze_startup_heap", freeze)
+
+    assert conductor_cmd.main([], conf) == 0
+    assert events == ["built", "frozen", "run", "shutdown", "transports closed"]

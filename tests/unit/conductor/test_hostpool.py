@@ -72,3 +72,52 @@ def test_a_busy_worker_does_not_hold_the_interpreter_at_exit():
     started = time.monotonic()
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
     assert time.monotonic() - started < 10
+
+
+def test_run_queues_work_without_a_future_within_the_same_bound():
+    pool = HostCallPool(2)
+    lock, state = threading.Lock(), {"now": 0, "max": 0, "done": 0}
+    finished = threading.Event()
+
+    def work() -> None:
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.02)
+        with lock:
+            state["now"] -= 1
+            state["done"] += 1
+            if state["done"] == 8:
+                finished.set()
+
+    assert [pool.run(work) for _ in range(8)] == [None] * 8
+    assert finished.wait(10)
+    assert state["max"] == 2
+    assert pool.threads == 2
+    pool.shutdown()
+
+
+def test_run_logs_an_error_and_the_worker_goes_on(caplog):
+    pool = HostCallPool(1)
+    pool.run(lambda: 1 / 0)
+    assert pool.submit(lambda: "still working").result(timeout=5) == "still working"
+    assert pool.threads == 1
+    assert "Unexpected error in precache worker" in caplog.text
+    assert "ZeroDivisionError" in caplog.text
+    pool.shutdown()
+
+
+def test_shutdown_drops_queued_runs_and_refuses_more():
+    pool = HostCallPool(1)
+    release = threading.Event()
+    ran: list[int] = []
+    pool.run(release.wait, 5)
+    for n in range(3):
+        pool.run(ran.append, n)
+    time.sleep(0.05)
+    pool.shutdown(wait=False, cancel_futures=True)
+    release.set()
+    time.sleep(0.1)
+    assert ran == []
+    with pytest.raises(RuntimeError):
+        pool.run(ran.append, 9)

@@ -553,16 +553,16 @@ def test_hosts_are_looked_up_a_page_at_a_time_and_calls_stay_bounded(conf, db, p
     monkeypatch.setattr(precache.db_api, "aggregate_hosts_by_cell", recording_lookup)
     host_calls = pools.host_calls(1)
     submitted = []
-    real_submit = host_calls.submit
+    real_run = host_calls.run
 
     waiting: list[int] = []  # calls submitted and not started, at each submit
 
-    def counting_submit(fn: Callable[..., Any], *args: Any) -> Any:
+    def counting_run(fn: Callable[..., Any], *args: Any) -> None:
         waiting.append(len(submitted) - len(computes.calls))
         submitted.append(args[0].host)
-        return real_submit(fn, *args)
+        real_run(fn, *args)
 
-    monkeypatch.setattr(host_calls, "submit", counting_submit)
+    monkeypatch.setattr(host_calls, "run", counting_run)
     computes = FakeComputes(delay=0.01)
     job = make_precacher(conf, db, computes, pools, host_calls=host_calls).start(
         _ctxt(), agg_id, [IMG_A])
