@@ -11,7 +11,8 @@ conductor owning it asks a pending host as soon as it is up and enabled:
 * otherwise within ``[image_cache] catch_up_interval`` (:meth:`CatchUp.sweep`, which also
   ends the jobs whose window closed: their pending hosts end ``skipped``).
 
-A caught-up host's answer replaces its ``pending`` results and sends its
+A pending host is asked under the image service's download slots (:mod:`~.origin`), as
+the first pass asks. A caught-up host's answer replaces its ``pending`` results and sends its
 ``aggregate.cache_images.progress`` notification, as every host of the first pass does (its
 ``index`` counts the job's hosts with an outcome so far); the images are pinned as the job
 asked while its pin lasts. The job is ``done`` once no host is pending. The calls go through
@@ -44,7 +45,7 @@ from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor import notifications
 from fleetcache.conductor.jobresults import CACHED_STATES
 from fleetcache.conductor.ownership import JobOwner
-from fleetcache.conductor.precache import PrecacheJob, Precacher
+from fleetcache.conductor.precache import ComputeClient, PrecacheJob, Precacher
 
 LOG = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ class CatchUp:
         if asked:
             client = self.precacher.clients.compute_api(service["cell"])
             try:
-                replies = client.cache_images(ctxt, host, asked, **_pin(job))
+                replies = self._cache(ctxt, client, job, host, asked)
             except Exception as exc:
                 # NOTE: a host that has just come back may not consume its queue yet, or go
                 # away again: it stays pending and the next sweep asks it again (until the
@@ -190,6 +191,25 @@ class CatchUp:
                 return
             results.update(PrecacheJob._check_replies(replies, asked))
         self._record(ctxt, job, aggregate, host, results)
+
+    def _cache(self, ctxt: RequestContext, client: ComputeClient, job: jobs.JobDict, host: str,
+               image_ids: list[str]) -> dict[str, ImageResult]:
+        """The host's ``cache_images`` replies: one call, or, when the image service's
+        downloads are limited, one call per image under a download lease, as the first pass
+        does (:mod:`~.origin`). The host stays ``pending`` while it waits for a slot: a
+        ``waiting`` result would leave the job nothing pending, and end it early.
+
+        :raises GateClosed: the conductor stopped while the host waited.
+        """
+        gate = self.precacher.gate
+        if gate is None or not gate.enabled:
+            return client.cache_images(ctxt, host, image_ids, **_pin(job))
+        replies: dict[str, ImageResult] = {}
+        for image_id in image_ids:
+            with gate.hold(host, image_id, job["uuid"],
+                           stopping=self.precacher.host_calls.stopping):
+                replies.update(client.cache_images(ctxt, host, [image_id], **_pin(job)))
+        return replies
 
     def _record(self, ctxt: RequestContext, job: jobs.JobDict, aggregate: AggregateDict | None,
                 host: str, results: dict[str, ImageResult]) -> None:

@@ -1,6 +1,6 @@
-"""What catch-up and takeover tell the world: a caught-up host sends its progress notification
-as every host of a first pass does, a job taken over sends no second start, and a caught-up
-host of a pinned job gets the job's pin (conductor/catchup.py, conductor/takeover.py)."""
+"""Catch-up and takeover as the first pass behaves: a caught-up host sends its progress
+notification, gets the job's pin and waits for a download slot of the image service, and a job
+taken over sends no second start (conductor/catchup.py, conductor/takeover.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from oslo_config import cfg
 
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import jobs
+from fleetcache.common.db import download_leases, jobs
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.db.session import Database
 from fleetcache.conductor import notifications, precache
 from fleetcache.conductor.catchup import CatchUp
+from fleetcache.conductor.origin import DownloadGate
 from fleetcache.conductor.ownership import JobOwner
 from fleetcache.conductor.takeover import JobTakeover
 from tests.unit.conductor.test_precache import (
@@ -57,11 +58,11 @@ def pools() -> Iterator[Pools]:
 
 
 def _precacher(conf: cfg.ConfigOpts, db: Database, computes: FakeComputes, pools: Pools,
-               notifier: FakeNotifier) -> precache.Precacher:
+               notifier: FakeNotifier, gate: DownloadGate | None = None) -> precache.Precacher:
     return precache.Precacher(
         conf, db, OWNER.host, clients=computes, images=FakeImages(),  # type: ignore[arg-type]
         notifier=notifications.CacheNotifier(notifier), host_calls=pools.host_calls(2),
-        job_runner=lambda f: f(), owner=OWNER)
+        job_runner=lambda f: f(), owner=OWNER, gate=gate)
 
 
 def _wait_state(db: Database, job_uuid: str, state: str, timeout: float = 10) -> jobs.JobDict:
@@ -148,3 +149,29 @@ def test_job_taken_over_sends_start_only_if_its_first_conductor_did_not(conf, db
     progress = notifier.events(notifications.PROGRESS)
     assert [p["host"] for p in progress] == (["h2"] if state == jobs.RUNNING else ["h1", "h2"])
     assert progress[-1]["index"] == 2
+
+
+def test_catch_up_waits_for_a_download_slot_and_the_host_stays_pending(conf, db, pools):
+    agg_id = make_aggregate(db, ["down"])
+    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    gate = DownloadGate(db, "conductor1/1", download_leases.Limits(per_image=1), 30)
+    computes = PinComputes()
+    try:
+        precacher = _precacher(conf, db, computes, pools, FakeNotifier(), gate)
+        job = precacher.start(get_admin_context(), agg_id, [IMG_A])
+        other = download_leases.lease_acquire(db, "conductor2/2", "elsewhere", IMG_A,
+                                              gate.limits, 30)
+        assert other.lease_id is not None
+        db_api.service_update(db, service_id(db, "down"), forced_down=False)
+        CatchUp(precacher, OWNER).sweep()
+        time.sleep(1.0)  # the slot is taken: the host is not called, and stays pending
+        assert computes.calls == []
+        held = jobs.job_get(db, job["uuid"])
+        assert held["state"] == jobs.CATCHING_UP
+        assert [r["state"] for r in held["results"]] == [jobs.PENDING]
+        download_leases.lease_release(db, other.lease_id)
+        _wait_state(db, job["uuid"], jobs.DONE)
+        assert computes.calls == [("down", [IMG_A])]
+        assert download_leases.leases_list(db) == []
+    finally:
+        gate.stop()
