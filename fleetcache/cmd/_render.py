@@ -26,7 +26,7 @@ PENDING = "pending"
 def _hosts_in(job: dict[str, Any], state: str) -> int:
     """Hosts with an image in ``state``: counted from the per-host results when the job has
     them (``jobs show``, ``--wait``), else estimated from the per-image count divided by the
-    job's images, rounded up (``jobs list`` has counts only)."""
+    job's images, rounded up (a job read without its hosts)."""
     hosts = job.get("hosts")
     if hosts is not None:
         return sum(any(i.get("state") == state for i in h.get("images") or []) for h in hosts)
