@@ -405,11 +405,22 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "host": _STR, "usage_bytes": _INT, "image_count": _INT, "reported_at": _NSTR,
             "images": {"type": "array", "items": {
                 "type": "object",
-                "properties": {"image_id": _STR, "size": _INT, "last_used": _STR},
-                "required": ["image_id", "size", "last_used"],
+                # pinned_until: null when the image is not (or no longer) pinned
+                "properties": {"image_id": _STR, "size": _INT, "last_used": _STR,
+                               "pinned_until": _NSTR},
+                "required": ["image_id", "size", "last_used", "pinned_until"],
+            }},
+            # the unfinished jobs that cache images here when the host comes back
+            "pending_catch_ups": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"job_id": _STR, "aggregate_id": _INT,
+                               "image_ids": {"type": "array", "items": _STR},
+                               "until": _NSTR},
+                "required": ["job_id", "aggregate_id", "image_ids", "until"],
             }},
         },
-        "required": ["host", "usage_bytes", "image_count", "reported_at", "images"],
+        "required": ["host", "usage_bytes", "image_count", "reported_at", "images",
+                     "pending_catch_ups"],
     },
     "JobProgress": {
         "type": "object",

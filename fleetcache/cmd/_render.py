@@ -15,11 +15,43 @@ import prettytable
 #: Per-image states that make a job's outcome a failure for the exit status.
 FAILED_STATES = ("error",)
 _STATES = ("cached", "existing", "error", "unsupported", "skipped", "pending")
+#: Per-image outcomes no later pass changes.
+_FINAL = _STATES[:-1]
+#: A host not called yet because the image service's download slots are taken.
+WAITING = "waiting"
+#: A host that was away: it gets the job's images when it comes back (catch-up).
+PENDING = "pending"
+
+
+def _hosts_in(job: dict[str, Any], state: str) -> int:
+    """Hosts with an image in ``state``: counted from the per-host results when the job has
+    them (``jobs show``, ``--wait``), else estimated from the per-image count divided by the
+    job's images, rounded up (a job read without its hosts)."""
+    hosts = job.get("hosts")
+    if hosts is not None:
+        return sum(any(i.get("state") == state for i in h.get("images") or []) for h in hosts)
+    counts = job.get("counts") or {}
+    images = max(1, len(job.get("image_ids") or []))
+    return -(-int(counts.get(state) or 0) // images)
+
+
+def hosts_in_interim_states(job: dict[str, Any]) -> str:
+    """``3 waiting for a download slot, 2 pending catch-up until T``, or ``""`` when no host
+    waits for a slot (origin protection) or to come back (catch-up)."""
+    parts = []
+    waiting = _hosts_in(job, WAITING)
+    if waiting:
+        parts.append(f"{waiting} waiting for a download slot")
+    pending = _hosts_in(job, PENDING)
+    if pending:
+        until = job.get("catch_up_until")
+        parts.append(f"{pending} pending catch-up" + (f" until {until}" if until else ""))
+    return ", ".join(parts)
 
 
 class ProgressBar:
-    """``[#########.........]  12/40 hosts  running`` on ``stream``, redrawn in place on a
-    terminal, one line per change otherwise."""
+    """``[#########.........]  12/40 hosts  running  (20 cached)  3 waiting for a download
+    slot`` on ``stream``, redrawn in place on a terminal, one line per change otherwise."""
 
     def __init__(self, stream: TextIO, width: int = 30) -> None:
         self.stream = stream
@@ -32,9 +64,12 @@ class ProgressBar:
         done = int(job.get("hosts_reported") or 0)
         filled = self.width if total == 0 else self.width * done // total
         counts = job.get("counts") or {}
-        detail = ", ".join(f"{counts.get(s, 0)} {s}" for s in _STATES if counts.get(s))
+        detail = ", ".join(f"{counts.get(s, 0)} {s}" for s in _FINAL if counts.get(s))
         line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} hosts  "
                 f"{job['state']}" + (f"  ({detail})" if detail else ""))
+        interim = hosts_in_interim_states(job)
+        if interim:
+            line += "  " + interim
         if line == self._last:
             return
         self._last = line
@@ -54,7 +89,7 @@ def _cell(image: dict[str, Any] | None) -> str:
     if image is None:
         return "-"
     state = str(image["state"])
-    if state in ("skipped", "pending") and image.get("reason"):
+    if state in ("skipped", PENDING, WAITING) and image.get("reason"):
         return f"{state} ({image['reason']})"
     if state == "error":
         return "error *"
@@ -105,9 +140,14 @@ def job_summary(job: dict[str, Any]) -> str:
             f"{human_bytes(int(job.get('bytes_downloaded') or 0))} downloaded")
     if job.get("error"):
         line += f"\nJob error: {job['error']}"
-    if counts.get("pending"):
-        line += (f"\n{counts['pending']} image(s) pending on hosts that were away: cached "
-                 f"when they come back, until {job.get('catch_up_until') or '?'}")
+    waiting = _hosts_in(job, WAITING)
+    if waiting:
+        line += (f"\n{waiting} host(s) waiting for a download slot (the image service's "
+                 "download limit is reached): called as slots free")
+    if counts.get(PENDING):
+        line += (f"\n{_hosts_in(job, PENDING)} host(s) pending ({counts[PENDING]} image(s)): "
+                 f"they were away; cached when they come back, until "
+                 f"{job.get('catch_up_until') or '?'}")
     return line
 
 
@@ -135,16 +175,16 @@ def host_cache_table(cache: dict[str, Any]) -> str:
     """A host's image cache (``GET /os-hosts/{host}/image-cache``): a heading, one row per
     image, most recently used first.
 
-    Keys later API versions may add are shown when present: a ``pinned_until`` per image
-    (a column), and ``pending_catch_ups`` (jobs whose images the host will get when it comes
-    back: a second table).
+    A ``Pinned until`` column appears when an image is pinned (``pinned_until`` not null),
+    and a second table lists ``pending_catch_ups``: the jobs whose images the host gets when
+    it comes back.
     """
     images = list(cache.get("images") or [])
     reported = cache.get("reported_at")
     heading = (f"Image cache of {cache['host']}: {len(images)} image(s), "
                f"{human_bytes(int(cache.get('usage_bytes') or 0))} on disk, "
                + (f"reported {reported}" if reported else "no report yet"))
-    pins = any("pinned_until" in i for i in images)
+    pins = any(i.get("pinned_until") for i in images)
     table = prettytable.PrettyTable()
     table.field_names = ["Image", "Size", "Last used", *(["Pinned until"] if pins else [])]
     table.align = "l"

@@ -54,8 +54,10 @@ def _print_job(job: dict[str, Any]) -> int:
 def _jobs_show(api: ApiClient, args: argparse.Namespace) -> int:
     job = api.find_job(args.job, aggregate=args.aggregate)
     if job["state"] not in ("done", "failed"):
+        interim = _render.hosts_in_interim_states(job)
         print(f"Job {job['id']} is {job['state']}: "
-              f"{job.get('hosts_reported', 0)}/{job.get('total_hosts', 0)} hosts reported")
+              f"{job.get('hosts_reported', 0)}/{job.get('total_hosts', 0)} hosts reported"
+              + (f", {interim}" if interim else ""))
     return _print_job(job)
 
 

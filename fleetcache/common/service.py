@@ -18,10 +18,12 @@ answers, and registers again when the other side has forgotten the service.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +34,11 @@ LOG = logging.getLogger(__name__)
 
 #: Seconds ``stop()`` waits for a periodic task that is running at that moment.
 PERIODIC_STOP_TIMEOUT = 5.0
+
+#: Seconds after SIGTERM/SIGINT at which a process still running writes every thread's stack
+#: to stderr (its log): what holds a stop up is then on record, even when a supervisor
+#: (``tools/stack.sh``: SIGKILL 15 s after SIGTERM) kills it next.
+STOP_DUMP_AFTER = 10.0
 
 #: A periodic task; it may return the seconds until its next run instead of the interval.
 PeriodicFunc = Callable[[], "float | None"]
@@ -88,11 +95,16 @@ class Service:
     :param name: the binary name, for logs.
     :param stop_timeout: seconds to wait for in-flight RPC calls when stopping; calls still
         running after that are abandoned (the process exits anyway).
+    :param stop_dump_after: after a signal, :meth:`run` has the process write every thread's
+        stack to stderr if it still runs this many seconds later (``faulthandler``; the timer
+        stays armed until the process exits, so it covers the clean-up after ``run`` too).
     """
 
-    def __init__(self, name: str, stop_timeout: float = 60.0) -> None:
+    def __init__(self, name: str, stop_timeout: float = 60.0,
+                 stop_dump_after: float = STOP_DUMP_AFTER) -> None:
         self.name = name
         self.stop_timeout = stop_timeout
+        self.stop_dump_after = stop_dump_after
         self._servers: dict[str, Any] = {}
         self._periodics: list[_Periodic] = []
         self._lock = threading.Lock()
@@ -212,6 +224,7 @@ class Service:
         signum = self.wait_for_signal()
         LOG.info("%s: caught %s, stopping", self.name, signal.Signals(signum).name)
         sd_notify("STOPPING=1")
+        faulthandler.dump_traceback_later(self.stop_dump_after, file=sys.stderr)
         self.stop()
         return 0
 

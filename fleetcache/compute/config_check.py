@@ -22,6 +22,7 @@ from fleetcache.common import exception
 from fleetcache.common.disk_formats import DISK_FORMATS, INSPECTABLE_FORMATS, RAW_CONTENT_FORMATS
 from fleetcache.compute import long_calls
 from fleetcache.compute.imagebackend import backends, mapping, selection
+from fleetcache.compute.imagecache.disk_floor import Floor
 from fleetcache.image import qemu
 
 LOG = logging.getLogger(__name__)
@@ -101,8 +102,19 @@ def _qemu_img_problems(conf: cfg.ConfigOpts, which: backends.Which) -> list[Prob
     ]
 
 
+def _disk_floor_problems(conf: cfg.ConfigOpts) -> list[Problem]:
+    """``[image_cache] disk_free_floor`` parses (the compute's start-up parses it too, and
+    stops on a bad value)."""
+    try:
+        Floor.parse(conf.image_cache.disk_free_floor)
+    except exception.InvalidConfiguration as exc:
+        return [Problem(ERROR, "[image_cache] disk_free_floor", "bytes or a percentage",
+                        exc.kwargs.get("reason") or str(exc))]
+    return []
+
+
 def _other_problems(conf: cfg.ConfigOpts) -> list[Problem]:
-    problems = []
+    problems = _disk_floor_problems(conf)
     if conf.libvirt.images_type == "rbd" and not conf.force_raw_images:
         problems.append(
             Problem(

@@ -154,6 +154,8 @@ class ComputeManager:
                                bytes_downloaded=0)
         except exception.DiskFloorReached as exc:
             LOG.warning("%s", exc)
+            if self.metrics is not None:
+                self.metrics.record_skip(rpcapi.SKIPPED_DISK)
             return ImageResult(state="skipped", reason=rpcapi.SKIPPED_DISK, bytes_downloaded=0)
         except Exception as exc:
             LOG.exception("Caching image %s failed", image_id)

@@ -12,7 +12,9 @@ Metrics (``source`` is ``http`` or ``rbd``, the path the bytes took)::
     fleetcache_compute_image_downloads_total{source}         images downloaded
     fleetcache_compute_image_download_bytes_total{source}    bytes downloaded
     fleetcache_compute_image_download_seconds{source}        time to cache one image (histogram)
-    fleetcache_compute_image_requests_total{result}          cached, existing, error, unsupported
+    fleetcache_compute_image_requests_total{result}          cached, existing, error,
+                                                             unsupported, skipped
+    fleetcache_compute_image_skips_total{reason}             disk (below disk_free_floor)
     fleetcache_compute_image_verification_failures_total{check}  checksum, signature, format
     fleetcache_compute_image_download_fallbacks_total        rbd -> http
     fleetcache_compute_image_cache_bytes                     disk used by cached images
@@ -31,7 +33,9 @@ from fleetcache.common import exception
 from fleetcache.compute.imagecache import CacheOutcome, ImageCache
 
 SOURCES = ("http", "rbd")
-RESULTS = ("cached", "existing", "error", "unsupported")
+RESULTS = ("cached", "existing", "error", "unsupported", "skipped")
+#: Why a compute refused to cache an image (``skipped``): only the disk floor so far.
+SKIP_REASONS = ("disk",)
 #: Which failures are a verification failure, by the check that refused the bytes.
 CHECKS: tuple[tuple[type[Exception], str], ...] = (
     (exception.ImageChecksumMismatch, "checksum"),
@@ -57,6 +61,9 @@ class ComputeMetrics:
                             ["source"], buckets=DURATION_BUCKETS, registry=registry)
         requests = Counter("fleetcache_compute_image_requests", "Images asked for by "
                            "pre-cache requests, by their result", ["result"], registry=registry)
+        skips = Counter("fleetcache_compute_image_skips", "Images a pre-cache request asked "
+                        "for that this compute refused to cache, by reason (disk: below "
+                        "[image_cache] disk_free_floor)", ["reason"], registry=registry)
         failures = Counter("fleetcache_compute_image_verification_failures", "Downloads "
                            "refused by a check of their bytes", ["check"], registry=registry)
         self.fallbacks = Counter("fleetcache_compute_image_download_fallbacks", "Images with "
@@ -68,6 +75,7 @@ class ComputeMetrics:
         self.seconds = {s: seconds.labels(s) for s in SOURCES}
         self.requests = {r: requests.labels(r) for r in RESULTS}
         self.failures = {check: failures.labels(check) for _exc, check in CHECKS}
+        self.skips = {r: skips.labels(r) for r in SKIP_REASONS}
 
     def record_outcome(self, outcome: CacheOutcome, seconds: float) -> None:
         """An image request that ended cached (downloaded now) or existing."""
@@ -81,6 +89,11 @@ class ComputeMetrics:
         self.seconds[source].observe(seconds)
         if outcome.fallback_reason is not None:
             self.fallbacks.inc()
+
+    def record_skip(self, reason: str) -> None:
+        """An image request refused without an error (``skipped``), for ``reason``."""
+        self.requests["skipped"].inc()
+        self.skips[reason].inc()
 
     def record_failure(self, result: str, error: BaseException | None = None) -> None:
         """An image request that ended ``error`` (with its exception) or ``unsupported``."""

@@ -11,9 +11,13 @@ conductor owning it asks a pending host as soon as it is up and enabled:
 * otherwise within ``[image_cache] catch_up_interval`` (:meth:`CatchUp.sweep`, which also
   ends the jobs whose window closed: their pending hosts end ``skipped``).
 
-A caught-up host's answer replaces its ``pending`` results; the job is ``done`` once none is
-left. The calls go through the conductor's host call pool, so ``precache_concurrency`` holds
-for catch-up too, and a host is asked by one catch-up at a time per job.
+A pending host is asked under the image service's download slots (:mod:`~.origin`), as
+the first pass asks. A caught-up host's answer replaces its ``pending`` results and sends its
+``aggregate.cache_images.progress`` notification, as every host of the first pass does (its
+``index`` counts the job's hosts with an outcome so far); the images are pinned as the job
+asked while its pin lasts. The job is ``done`` once no host is pending. The calls go through
+the conductor's host call pool, so ``precache_concurrency`` holds for catch-up too, and a host
+is asked by one catch-up at a time per job.
 
 Policy for hosts added later (OpenKruise's ImagePullJob has both: ``completionPolicy:
 Always`` ends a job once the nodes it found are done, ``Never`` keeps pulling on new matching
@@ -26,19 +30,22 @@ changes never wake old jobs, and a job's cost stays bounded by its window.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import threading
 
 from fleetcache.common import binaries, exception
-from fleetcache.common.context import get_admin_context
+from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import job_leases, jobs
-from fleetcache.common.db.api import ServiceDict
+from fleetcache.common.db.api import AggregateDict, ServiceDict
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.servicegroup import service_is_up
 from fleetcache.compute.rpcapi import ImageResult
+from fleetcache.conductor import notifications
+from fleetcache.conductor.jobresults import CACHED_STATES
 from fleetcache.conductor.ownership import JobOwner
-from fleetcache.conductor.precache import PrecacheJob, Precacher
+from fleetcache.conductor.precache import ComputeClient, PrecacheJob, Precacher
 
 LOG = logging.getLogger(__name__)
 
@@ -154,11 +161,11 @@ class CatchUp:
             aggregate = db_api.aggregate_get(self.db, job["aggregate_id"])
         except exception.AggregateNotFound:
             aggregate = None
+        ctxt = get_admin_context()
         if aggregate is None or host not in aggregate["hosts"]:
-            self._record(job_uuid, host, {i: ImageResult(
+            self._record(ctxt, job, aggregate, host, {i: ImageResult(
                 state="skipped", reason=REMOVED_REASON, bytes_downloaded=0) for i in pending})
             return
-        ctxt = get_admin_context()
         metas = ({i: self.precacher.images.show(ctxt, i).to_dict() for i in pending}
                  if self.precacher.image_support is not None else {})
         plan = self.precacher.plan_hosts(aggregate, [host], metas)[0]
@@ -174,7 +181,7 @@ class CatchUp:
         if asked:
             client = self.precacher.clients.compute_api(service["cell"])
             try:
-                replies = client.cache_images(ctxt, host, asked)
+                replies = self._cache(ctxt, client, job, host, asked)
             except Exception as exc:
                 # NOTE: a host that has just come back may not consume its queue yet, or go
                 # away again: it stays pending and the next sweep asks it again (until the
@@ -183,11 +190,48 @@ class CatchUp:
                             "stays pending", host, job_uuid, type(exc).__name__, exc)
                 return
             results.update(PrecacheJob._check_replies(replies, asked))
-        self._record(job_uuid, host, results)
+        self._record(ctxt, job, aggregate, host, results)
 
-    def _record(self, job_uuid: str, host: str, results: dict[str, ImageResult]) -> None:
+    def _cache(self, ctxt: RequestContext, client: ComputeClient, job: jobs.JobDict, host: str,
+               image_ids: list[str]) -> dict[str, ImageResult]:
+        """The host's ``cache_images`` replies: one call, or, when the image service's
+        downloads are limited, one call per image under a download lease, as the first pass
+        does (:mod:`~.origin`). The host stays ``pending`` while it waits for a slot: a
+        ``waiting`` result would leave the job nothing pending, and end it early.
+
+        :raises GateClosed: the conductor stopped while the host waited.
+        """
+        gate = self.precacher.gate
+        if gate is None or not gate.enabled:
+            return client.cache_images(ctxt, host, image_ids, **_pin(job))
+        replies: dict[str, ImageResult] = {}
+        for image_id in image_ids:
+            with gate.hold(host, image_id, job["uuid"],
+                           stopping=self.precacher.host_calls.stopping):
+                replies.update(client.cache_images(ctxt, host, [image_id], **_pin(job)))
+        return replies
+
+    def _record(self, ctxt: RequestContext, job: jobs.JobDict, aggregate: AggregateDict | None,
+                host: str, results: dict[str, ImageResult]) -> None:
+        job_uuid = job["uuid"]
         jobs.job_record_hosts(self.db, job_uuid, {host: results})
         LOG.info("Compute %s caught up in pre-cache job %s: %s", host, job_uuid,
                  ", ".join(f"{i} {r['state']}" for i, r in sorted(results.items())))
+        self.precacher.notifier.progress(ctxt, notifications.AggregateCachePayload(
+            id=job["aggregate_id"], uuid=job["aggregate_uuid"],
+            name=aggregate["name"] if aggregate is not None else "", host=host,
+            images_cached=sorted(i for i, r in results.items() if r["state"] in CACHED_STATES),
+            images_failed=sorted(i for i, r in results.items() if r["state"] not in CACHED_STATES),
+            index=job_leases.count_hosts_finished(self.db, job_uuid),
+            total=job["total_hosts"], job_uuid=job_uuid))
         if job_leases.job_finish_if_caught_up(self.db, job_uuid):
             LOG.info("Pre-cache job %s done: every pending host caught up", job_uuid)
+
+
+def _pin(job: jobs.JobDict) -> dict[str, float]:
+    """The job's pin as the compute call takes it (compute RPC 1.2), while it lasts; none
+    otherwise, so a compute that predates pins is called as before."""
+    until = job["pin_until"]
+    if until is None or until <= utcnow():
+        return {}
+    return {"pin_until": until.replace(tzinfo=datetime.UTC).timestamp()}

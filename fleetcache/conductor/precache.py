@@ -214,10 +214,13 @@ class PrecacheJob:
         hosts: list[str],
         metas: Mapping[str, Mapping[str, object]],
         done_before: int = 0,
+        resumed: bool = False,
     ) -> None:
         """:param hosts: the hosts to ask, planned :data:`LOOKUP_PAGE` at a time.
         :param metas: the image service's record of each image (for the image-type rule).
-        :param done_before: hosts that already have results (a job taken over)."""
+        :param done_before: hosts that already have results (a job taken over).
+        :param resumed: a job taken over that its first conductor had started: its start
+            notification was sent then, so it is not sent again."""
         self.precacher = precacher
         self.ctxt = ctxt
         self.aggregate = aggregate
@@ -230,6 +233,7 @@ class PrecacheJob:
         #: The hosts this run asks (all of the aggregate's, or those a takeover left).
         self.hosts = list(dict.fromkeys(hosts))
         self.metas = metas
+        self.resumed = resumed
         self.stats = JobStats(hosts_done=done_before)
         self.total_hosts = max(job["total_hosts"], len(self.hosts) + done_before)
         #: Down or disabled hosts are ``pending`` (caught up later), not ``skipped``.
@@ -261,7 +265,8 @@ class PrecacheJob:
         error: str | None = None
         try:
             jobs.job_set_state(self.precacher.db, self.uuid, jobs.RUNNING)
-            self.precacher.notifier.start(self.ctxt, payload)
+            if not self.resumed:
+                self.precacher.notifier.start(self.ctxt, payload)
             self.writer.start()
             try:
                 error = self._fan_out()

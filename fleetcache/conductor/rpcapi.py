@@ -11,6 +11,7 @@ API version history:
 * 1.2 - Added sync_host_aggregates
 * 1.3 - Added build_instances, rebuild_instance, delete_instance
 * 1.4 - cache_images takes pin_seconds
+* 1.5 - report_image_cache images may carry pinned_until
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from fleetcache.common.db.host_images import ReportedImage
 from fleetcache.common.db.jobs import JobDict
 
 TOPIC = "conductor"
-RPC_API_VERSION = "1.4"
+RPC_API_VERSION = "1.5"
 
 
 class ConductorAPI:
@@ -111,14 +112,24 @@ class ConductorAPI:
     ) -> None:
         """Report everything ``host``'s image cache holds (a cast: nothing comes back).
 
-        :param images: ``{"image_id", "size" (bytes), "last_used" (epoch s)}`` each.
+        :param images: ``{"image_id", "size" (bytes), "last_used" (epoch s)}`` each, plus
+            ``"pinned_until"`` (epoch s) for a pinned image. A report with a pin is sent at
+            1.5; a client capped below 1.5 sends it at 1.1 without the pins, so a conductor
+            that predates them still gets the cache's contents.
         :param usage_bytes: disk bytes the whole cache takes.
         :param reported_at: when the report was built (epoch s); an older report than the one
             the conductor holds is dropped. Default: now.
         :raises RPCVersionCapped: when ``[upgrade_levels] conductor`` is below 1.1.
         """
+        version = "1.1"
+        if any("pinned_until" in image for image in images):
+            if self.client.can_send_version("1.5"):
+                version = "1.5"
+            else:
+                images = [ReportedImage(image_id=i["image_id"], size=i["size"],
+                                        last_used=i["last_used"]) for i in images]
         # NOTE: best effort: a lost report is replaced by the next one, so it is not retried.
-        cctxt = self._prepare("report_image_cache", "1.1", retry=0)
+        cctxt = self._prepare("report_image_cache", version, retry=0)
         cctxt.cast(ctxt, "report_image_cache", host=host, images=images,
                    usage_bytes=usage_bytes,
                    reported_at=time.time() if reported_at is None else reported_at)

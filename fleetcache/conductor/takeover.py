@@ -103,5 +103,7 @@ class JobTakeover:
         LOG.info("Image pre-cache job %s: %d host(s) to ask again, %d with results",
                  job_uuid, len(hosts), done_before)
         metas = {i: self.precacher.images.show(ctxt, i).to_dict() for i in job["image_ids"]}
+        # A running job's first conductor sent its start notification; a queued one's never
+        # did. Its end notification comes from this conductor either way.
         PrecacheJob(self.precacher, ctxt, aggregate, job, hosts, metas,
-                    done_before=done_before).launch()
+                    done_before=done_before, resumed=job["state"] == jobs.RUNNING).launch()

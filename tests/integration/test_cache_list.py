@@ -3,6 +3,7 @@ through ``GET /v2.1/os-hosts/{host}/image-cache``, against the compute's own ``_
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import time
@@ -60,3 +61,68 @@ def test_cache_list_shows_what_the_compute_holds(stack: Any, make_aggregate: Any
     missing = _cli(stack, "cache", "list", "no-such-host")
     assert missing.returncode == 1
     assert "HTTP 404" in missing.stderr
+
+
+PIN = 15
+
+
+def _run_job(stack: Any, agg_id: int, image_id: str, pin: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"cache": [{"id": image_id}]}
+    if pin is not None:
+        body["fleetcache:pin_seconds"] = pin
+    resp = stack.api_request("POST", f"os-aggregates/{agg_id}/images", microversion=MV,
+                             json=body)
+    assert resp.status_code == 202, resp.text
+    path = resp.headers["Location"].split("/v2.1/", 1)[1]
+    deadline = time.monotonic() + 120
+    while True:
+        job: dict[str, Any] = stack.api_request("GET", path, microversion=MV).json()["job"]
+        if job["state"] in ("done", "failed"):
+            return job
+        assert time.monotonic() < deadline, job
+        time.sleep(0.3)
+
+
+def _row(output: str, image_id: str) -> list[str]:
+    [line] = [line for line in output.splitlines() if f"| {image_id} " in line]
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def test_cache_list_shows_a_pin_while_it_lasts(stack: Any, make_aggregate: Any) -> None:
+    """A pinned pre-cache shows its pin in ``fleetcache cache list``, an unpinned one a dash;
+    once the pin ends the column goes (the compute's report carries the pin to the
+    conductor, which stores it with the host's images)."""
+    pinned, unpinned = stack.sample_images[:2]
+    aggregate = make_aggregate(hosts=(HOST,))
+    job = _run_job(stack, aggregate["id"], pinned, PIN)
+    assert job["pin_until"] and job["hosts"][0]["images"][0]["state"] in ("cached", "existing")
+    assert _run_job(stack, aggregate["id"], unpinned, None)["pin_until"] is None
+
+    # The compute casts its report after each request: wait until it names both images.
+    deadline = time.monotonic() + 30
+    while True:
+        cache = stack.api_request("GET", f"os-hosts/{HOST}/image-cache").json()["image_cache"]
+        listed = {i["image_id"]: i for i in cache["images"]}
+        if {pinned, unpinned} <= set(listed) and listed[pinned]["pinned_until"]:
+            break
+        assert time.monotonic() < deadline, cache
+        time.sleep(0.3)
+    # The compute's pin runs from the job's pin_until (what the conductor asked for).
+    assert listed[pinned]["pinned_until"][:19] == job["pin_until"][:19], (listed, job)
+    assert listed[unpinned]["pinned_until"] is None
+
+    proc = _cli(stack, "cache", "list", HOST)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Pinned until" in proc.stdout, proc.stdout
+    assert _row(proc.stdout, pinned)[-1] == listed[pinned]["pinned_until"], proc.stdout
+    assert _row(proc.stdout, unpinned)[-1] == "-", proc.stdout
+
+    # After the pin: no image is pinned any more, and the column goes (not before).
+    pin_end = datetime.datetime.fromisoformat(job["pin_until"]).replace(
+        tzinfo=datetime.UTC).timestamp()
+    deadline = time.monotonic() + PIN + 30
+    while "Pinned until" in (proc := _cli(stack, "cache", "list", HOST)).stdout:
+        assert time.monotonic() < deadline, proc.stdout
+        time.sleep(1)
+    assert time.time() >= pin_end
+    assert proc.returncode == 0 and f"| {pinned} " in proc.stdout, proc.stdout

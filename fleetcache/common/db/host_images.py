@@ -1,7 +1,7 @@
 """Queries of the compute image cache reports (tables ``host_images`` and ``host_image_caches``).
 
-Each compute reports its whole cache (every image with its size and last use, plus the disk
-bytes the cache takes) after each ageing pass and each pre-cache request; the conductor stores
+Each compute reports its whole cache (every image with its size, last use and pin, plus the
+disk bytes the cache takes) after each ageing pass and each pre-cache request; the conductor stores
 it here, replacing that host's previous set in one transaction. A report older than the one
 stored (casts may arrive out of order) is ignored. The scheduler's cached-image weigher reads
 it (:func:`hosts_with_image`); the API reads it back: the cache of one
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Sequence
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -33,6 +33,9 @@ class ReportedImage(TypedDict):
     image_id: str
     size: int
     last_used: float
+    #: Until when a pre-cache request pinned it (epoch seconds; conductor RPC 1.5); absent:
+    #: not pinned.
+    pinned_until: NotRequired[float]
 
 
 def from_epoch(seconds: float) -> datetime.datetime:
@@ -50,7 +53,8 @@ def _checked(images: Sequence[ReportedImage]) -> dict[str, ReportedImage]:
         ok = (isinstance(image, dict) and isinstance(image.get("image_id"), str)
               and 0 < len(image["image_id"]) <= 255
               and isinstance(image.get("size"), int) and image["size"] >= 0
-              and isinstance(image.get("last_used"), int | float))
+              and isinstance(image.get("last_used"), int | float)
+              and isinstance(image.get("pinned_until"), int | float | None))
         if not ok:
             raise exception.InvalidInput(reason=f"malformed cached image entry {image!r}")
         by_id[image["image_id"]] = image
@@ -112,10 +116,16 @@ def _replace(session: Session, host: str, images: dict[str, ReportedImage],
     session.execute(delete(models.HostImage).where(models.HostImage.host == host))
     session.add_all(
         models.HostImage(host=host, image_id=i["image_id"], size=i["size"],
-                         last_used=from_epoch(i["last_used"]), updated_at=now)
+                         last_used=from_epoch(i["last_used"]), pinned_until=_pin(i),
+                         updated_at=now)
         for i in images.values()
     )
     return True
+
+
+def _pin(image: ReportedImage) -> datetime.datetime | None:
+    until = image.get("pinned_until")
+    return None if until is None else from_epoch(until)
 
 
 def hosts_with_image(db: Database, image_id: str, hosts: Iterable[str] | None = None) -> set[str]:
@@ -143,6 +153,8 @@ class HostImageDict(TypedDict):
     image_id: str
     size: int
     last_used: datetime.datetime
+    #: Until when the image is pinned on the host, as it reported; None: not pinned.
+    pinned_until: datetime.datetime | None
 
 
 def _cache_dict(row: models.HostImageCache) -> HostCacheDict:
@@ -167,5 +179,6 @@ def host_cache_get(db: Database, host: str) -> tuple[HostCacheDict | None, list[
             select(models.HostImage).where(models.HostImage.host == host)
             .order_by(models.HostImage.last_used.desc(), models.HostImage.image_id))
         return (_cache_dict(summary) if summary is not None else None,
-                [HostImageDict(image_id=i.image_id, size=i.size, last_used=i.last_used)
+                [HostImageDict(image_id=i.image_id, size=i.size, last_used=i.last_used,
+                               pinned_until=i.pinned_until)
                  for i in images])

@@ -255,3 +255,17 @@ def count_results(db: Database, job_uuid: str) -> int:
         return int(session.scalar(select(func.count()).select_from(models.CacheJobResult)
                                   .where(models.CacheJobResult.job_id ==
                                          _job_id(session, job_uuid))) or 0)
+
+
+def count_hosts_finished(db: Database, job_uuid: str) -> int:
+    """How many of the job's hosts have their outcome: a result, none of them ``pending`` or
+    ``waiting`` (the index of a caught-up host's progress notification)."""
+    result = models.CacheJobResult
+    with db.transaction() as session:
+        job_id = _job_id(session, job_uuid)
+        unfinished = (select(result.host).where(result.job_id == job_id,
+                                                result.state.in_((jobs.PENDING, jobs.WAITING)))
+                      .scalar_subquery())
+        return int(session.scalar(
+            select(func.count(result.host.distinct()))
+            .where(result.job_id == job_id, result.host.not_in(unfinished))) or 0)

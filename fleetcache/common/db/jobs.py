@@ -303,3 +303,33 @@ def job_count_by_state(db: Database) -> dict[str, int]:
         rows = session.execute(
             select(models.CacheJob.state, func.count()).group_by(models.CacheJob.state))
         return {state: int(count) for state, count in rows}
+
+
+class PendingCatchUpDict(TypedDict):
+    """A job that will cache images on a host when it comes back (its catch-up window)."""
+
+    job_uuid: str
+    aggregate_id: int
+    image_ids: list[str]
+    #: When the job's catch-up window closes (the host's pending images then end skipped).
+    until: datetime.datetime | None
+
+
+def pending_catch_ups(db: Database, host: str) -> list[PendingCatchUpDict]:
+    """The unfinished jobs in which ``host`` is ``pending``, oldest first, in one query that
+    reads only the results of unfinished jobs."""
+    job, result = models.CacheJob, models.CacheJobResult
+    with db.transaction() as session:
+        rows = session.execute(
+            select(job.id, job.uuid, job.aggregate_id, job.catch_up_until, result.image_id)
+            .join(result, result.job_id == job.id)
+            .where(job.state.in_(ACTIVE_STATES), result.host == host,
+                   result.state == PENDING)
+            .order_by(job.id, result.image_id)).all()
+    by_job: dict[int, PendingCatchUpDict] = {}
+    for row in rows:
+        entry = by_job.setdefault(row.id, PendingCatchUpDict(
+            job_uuid=row.uuid, aggregate_id=row.aggregate_id, image_ids=[],
+            until=row.catch_up_until))
+        entry["image_ids"].append(row.image_id)
+    return list(by_job.values())

@@ -199,6 +199,10 @@ class HostImage(Base):
     image_id: Mapped[str] = mapped_column(String(255), index=True)
     size: Mapped[int] = mapped_column(BigInteger, default=0)
     last_used: Mapped[datetime.datetime] = mapped_column(PreciseDateTime)
+    #: Until when a pre-cache request pinned it on the host, as the compute reported; NULL:
+    #: not pinned (or a compute that predates pins).
+    pinned_until: Mapped[datetime.datetime | None] = mapped_column(
+        PreciseDateTime, nullable=True)
     updated_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)
 
 

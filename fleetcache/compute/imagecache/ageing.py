@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -44,6 +44,8 @@ class CachedImage(TypedDict):
     image_id: str
     size: int
     last_used: float
+    #: Until when a pre-cache request pinned it (epoch seconds); absent: not pinned.
+    pinned_until: NotRequired[float]
 
 
 #: Sends a report: ``(images, usage_bytes)``.
@@ -115,16 +117,23 @@ class ImageCacheManager:
         return result
 
     def cached_images(self) -> tuple[list[CachedImage], int]:
-        """The cache's images the index can name, and the disk bytes of every cached file."""
+        """The cache's images the index can name, each with its pin while it holds, and the
+        disk bytes of every cached file."""
         images, usage = [], 0
+        now = time.time()
+        pins = self.cache.pins.pins()
         for entry in self.cache.list_entries():
             usage += entry.disk_usage
             record = self.cache.index.get(entry.name)
             if record is None:
                 LOG.debug("Cached file %s has no index record; not reported", entry.path)
                 continue
-            images.append(CachedImage(image_id=record["image_id"], size=entry.size,
-                                      last_used=entry.mtime))
+            image = CachedImage(image_id=record["image_id"], size=entry.size,
+                                last_used=entry.mtime)
+            pin = pins.get(entry.name)
+            if pin is not None and pin["until"] > now:
+                image["pinned_until"] = pin["until"]
+            images.append(image)
         return images, usage
 
     def report(self) -> None:

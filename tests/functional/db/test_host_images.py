@@ -110,3 +110,19 @@ def test_concurrent_later_reports_of_one_host_newest_wins(db: Database) -> None:
             t.join(60)
         assert errors == []
         assert stored_image_ids(db, "h1") == [f"r{rnd}n5"], f"round {rnd}"
+
+
+def test_pins_are_stored_read_back_and_replaced_by_the_next_report(db: Database) -> None:
+    pinned = ReportedImage(image_id="a", size=1, last_used=T0, pinned_until=T0 + 3600.5)
+    assert host_images.set_host_images(db, "h1", [pinned, _image("b")], 10, reported_at=T0)
+    by_id = {i["image_id"]: i for i in host_images.host_cache_get(db, "h1")[1]}
+    assert by_id["a"]["pinned_until"] == datetime.datetime(2027, 1, 15, 9, 0, 0, 750000)
+    assert by_id["b"]["pinned_until"] is None
+    host_images.set_host_images(db, "h1", [_image("a"), _image("b")], 10, reported_at=T0 + 1)
+    assert [i["pinned_until"] for i in host_images.host_cache_get(db, "h1")[1]] == [None, None]
+
+
+def test_a_malformed_pin_is_refused(db: Database) -> None:
+    bad = {"image_id": "a", "size": 1, "last_used": T0, "pinned_until": "tomorrow"}
+    with pytest.raises(exception.InvalidInput, match="tomorrow"):
+        host_images.set_host_images(db, "h1", [bad], 10)  # type: ignore[list-item]

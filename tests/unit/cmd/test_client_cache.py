@@ -48,7 +48,7 @@ def test_no_report_yet():
 
 @pytest.mark.parametrize("pinned", [True, False])
 def test_pins_and_pending_catch_ups_slot_in_when_the_api_names_them(pinned):
-    images = [dict(i) for i in CACHE["images"]]
+    images = [{**i, "pinned_until": None} for i in CACHE["images"]]
     if pinned:
         images[0]["pinned_until"] = "2026-12-01T00:00:00"
     text = _render.host_cache_table({**CACHE, "images": images, "pending_catch_ups": [
@@ -56,3 +56,14 @@ def test_pins_and_pending_catch_ups_slot_in_when_the_api_names_them(pinned):
     assert ("Pinned until" in text) is pinned
     assert "2026-12-01T00:00:00" in text if pinned else True
     assert "Pending catch-up: job" in text and "img-x img-y" in text
+
+
+def test_pinned_image_shows_its_pin_and_the_unpinned_one_a_dash():
+    images = [{**CACHE["images"][0], "pinned_until": "2026-12-01T00:00:00"},
+              {**CACHE["images"][1], "pinned_until": None}]
+    text = _render.host_cache_table({**CACHE, "images": images, "pending_catch_ups": []})
+    [pinned] = [line for line in text.splitlines() if "| img-new " in line]
+    [unpinned] = [line for line in text.splitlines() if "| img-old " in line]
+    assert pinned.rstrip(" |").endswith("2026-12-01T00:00:00")
+    assert unpinned.rstrip(" |").endswith("-")
+    assert "Pending catch-up" not in text

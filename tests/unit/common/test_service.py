@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pathlib
 import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -35,6 +39,13 @@ class FakeServer:
     def wait(self) -> None:
         time.sleep(self.delay)
         self.events.append("wait")
+
+
+@pytest.fixture(autouse=True)
+def _no_stop_dump_left() -> Iterator[None]:
+    """``run()`` arms the process's stack dump on a signal: disarm it after each test."""
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 def _until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
@@ -274,3 +285,27 @@ def test_stop_does_not_wait_long_for_a_blocked_periodic_task(
     service.stop()
     assert time.monotonic() - began < 1.0
     release.set()
+
+
+def test_a_process_still_stopping_after_the_limit_writes_every_threads_stack() -> None:
+    """The dump names what holds the stop up (here a server's ``wait``), and the process
+    still ends normally when it does stop."""
+    script = textwrap.dedent("""
+        import os, signal, sys, threading, time
+        from fleetcache.common.service import Service
+
+        class SlowServer:
+            def start(self): pass
+            def stop(self): pass
+            def wait(self): time.sleep(1.5)
+
+        service = Service("slow", stop_dump_after=0.3)
+        service.add_server("slow", SlowServer())
+        threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGTERM)).start()
+        sys.exit(service.run())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "Timeout (0:00:00.300000)!" in proc.stderr, proc.stderr
+    assert 'line 8 in wait' in proc.stderr, proc.stderr

@@ -171,3 +171,24 @@ def test_invalid_images_type_is_refused_by_oslo_config(tmp_path: pathlib.Path) -
     conf = load(tmp_path, "[libvirt]\nimages_type = zfs\n")
     with pytest.raises(cfg.ConfigFileValueError):
         conf.libvirt.images_type  # noqa: B018
+
+
+@pytest.mark.parametrize("floor", ["lots", "100%", "5X", "-1"])
+def test_bad_disk_free_floor_is_reported_by_check_config_and_stops_start_up(
+        tmp_path: pathlib.Path, floor: str) -> None:
+    conf = load(tmp_path, f"[image_cache]\ndisk_free_floor = {floor}\n")
+    out = io.StringIO()
+    assert config_check.main_check_config(conf, out) == 1
+    [line] = [x for x in out.getvalue().splitlines() if "disk_free_floor" in x]
+    assert line.startswith("ERROR: [image_cache] disk_free_floor: [image_cache] "
+                           f"disk_free_floor = {floor!r}")
+    assert line.endswith("(rule: bytes or a percentage)")
+    with pytest.raises(exception.InvalidConfiguration, match="disk_free_floor"):
+        config_check.enforce_config(conf, which=host_with_everything)
+
+
+@pytest.mark.parametrize("floor", ["0", "500M", "1GiB", "10%", "4096"])
+def test_good_disk_free_floor_passes(tmp_path: pathlib.Path, floor: str) -> None:
+    conf = load(tmp_path, f"[image_cache]\ndisk_free_floor = {floor}\n")
+    assert not [p for p in config_check.check_config(conf, strict=True)
+                if "disk_free_floor" in p.option]

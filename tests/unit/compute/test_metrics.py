@@ -49,11 +49,13 @@ def test_outcomes_downloads_fallbacks_and_verification_failures(tmp_path: pathli
         "bad-format": exception.ImageFormatRejected(image_id="bad-format", reason="vmdk"),
         "gone": exception.ImageFetchError(image_id="gone", reason="HTTP 500"),
         "none": NotImplementedError(),
+        "full": exception.DiskFloorReached(image_id="full", reason="1 MiB free"),
     })
     manager = ComputeManager(host.conf, driver, metrics=ComputeMetrics(registry))
     results = manager.cache_images(CTXT, list(driver.script))
 
     assert results["bad-hash"]["state"] == "error"
+    assert results["full"] == {"state": "skipped", "reason": "disk", "bytes_downloaded": 0}
     downloads = "fleetcache_compute_image_downloads_total"
     assert _value(registry, downloads, source="rbd") == 1
     assert _value(registry, downloads, source="http") == 1
@@ -62,7 +64,8 @@ def test_outcomes_downloads_fallbacks_and_verification_failures(tmp_path: pathli
     assert _value(registry, "fleetcache_compute_image_download_fallbacks_total") == 1
     requests = "fleetcache_compute_image_requests_total"
     assert [_value(registry, requests, result=r)
-            for r in ("cached", "existing", "error", "unsupported")] == [2, 1, 4, 1]
+            for r in ("cached", "existing", "error", "unsupported", "skipped")] == [2, 1, 4, 1, 1]
+    assert _value(registry, "fleetcache_compute_image_skips_total", reason="disk") == 1
     failures = "fleetcache_compute_image_verification_failures_total"
     assert [_value(registry, failures, check=c)
             for c in ("checksum", "signature", "format")] == [1, 1, 1]

@@ -144,3 +144,42 @@ def test_client_capped_at_1_2_does_not_build() -> None:
     with pytest.raises(exception.RPCVersionCapped, match="build_instances needs 1.3"):
         client.build_instances(CTXT, ["u1"])
     transports.cleanup()
+
+
+class PinsConductor(Conductor):
+    target = messaging.Target(version="1.5")
+
+
+@pytest.mark.parametrize(("cap", "version", "pins"), [(None, "1.5", True),
+                                                      ("1.4", "1.1", False)])
+def test_report_with_a_pin_is_1_5_or_sent_without_pins_below(monkeypatch, cap, version, pins):
+    conf = make_conf(upgrade_levels__conductor=cap) if cap else make_conf()
+    transports = rpc.Transports(conf)
+    transport = transports.get("fake:///")
+    endpoint = PinsConductor()
+    server = rpc.get_server(transport, rpcapi.TOPIC, "conductor-1", [endpoint])
+    asked: list[str] = []
+    real_prepare = rpc.prepare
+
+    def prepare(client: Any, method: str, v: str, **kwargs: Any) -> Any:
+        asked.append(v)
+        return real_prepare(client, method, v, **kwargs)
+
+    monkeypatch.setattr(rpc, "prepare", prepare)
+    server.start()
+    try:
+        images = [{"image_id": "a", "size": 1, "last_used": 5.0, "pinned_until": 9.0},
+                  {"image_id": "b", "size": 2, "last_used": 6.0}]
+        rpcapi.ConductorAPI(conf, transport).report_image_cache(
+            CTXT, "h1", images, 3)  # type: ignore[arg-type]
+        assert endpoint.got.wait(5)
+    finally:
+        server.stop()
+        server.wait()
+        transports.cleanup()
+    assert asked == [version]
+    [report] = endpoint.reports
+    assert report["images"][0] == ({"image_id": "a", "size": 1, "last_used": 5.0,
+                                    "pinned_until": 9.0} if pins else
+                                   {"image_id": "a", "size": 1, "last_used": 5.0})
+    assert report["images"][1] == images[1]

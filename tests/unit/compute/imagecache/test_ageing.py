@@ -151,3 +151,17 @@ def test_report_errors_are_logged_not_raised(tmp_path: pathlib.Path) -> None:
     manager = ImageCacheManager(host.conf, host.cache, broken)
     manager.report()
     assert manager.run_pass().removed == []
+
+
+def test_report_carries_each_pin_while_it_lasts(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    pinned, ended, plain = (_cached(host, False) for _ in range(3))
+    until = time.time() + 3600
+    assert host.cache.pin(pinned, until)
+    assert host.cache.pin(ended, time.time() - 1)  # not pruned yet: no pass ran
+    reports = Reports()
+    _manager(host, reports).report()
+    [(images, _usage)] = reports.sent
+    by_id = {i["image_id"]: i for i in images}
+    assert by_id[pinned]["pinned_until"] == until
+    assert "pinned_until" not in by_id[ended] and "pinned_until" not in by_id[plain]
