@@ -1,8 +1,8 @@
 """Fixtures of the integration tests: the real local stack of ``tools/stack.sh``.
 
-The stack (real Glance 33, ``fleetcache-api`` under gunicorn, a conductor and three computes in
-two cells on the machine's RabbitMQ) is started outside pytest, by ``tools/run-integration.sh``
-or by hand::
+The stack (real Keystone 30 and Glance 33, ``fleetcache-api`` under gunicorn behind Keystone, a
+conductor and three computes in two cells on the machine's RabbitMQ) is started outside pytest,
+by ``tools/run-integration.sh`` or by hand::
 
     tools/stack.sh up && .venv/bin/pytest -m integration tests/integration; tools/stack.sh down
 
@@ -14,6 +14,11 @@ when the stack is not up. Use it like::
         assert db_api.aggregate_get(stack.db, agg["id"])["name"] == "a1"
         with stack.compute_stopped("compute2"):
             stack.wait_service_state("compute2", up=False)
+
+Every request carries a real Keystone token: :meth:`Stack.api_request` and
+:meth:`Stack.run_openstack` act as one of the stack's users (``admin``, ``member`` and ``reader``
+of project fleetcache-demo, ``other``: member of fleetcache-other), :attr:`Stack.glance` is a
+``requests`` session with the admin's token.
 
 Every test in this directory is marked ``integration``.
 """
@@ -35,6 +40,8 @@ from typing import Any
 
 import pytest
 import requests
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
 from oslo_config import cfg
 
 from fleetcache.common import servicegroup
@@ -48,6 +55,12 @@ VENV_BIN = Path(os.environ.get("FLEETCACHE_VENV", ROOT / ".venv")) / "bin"
 STACK_SH = ROOT / "tools" / "stack.sh"
 COMPUTE_BINARY = "fleetcache-compute"
 CLI_TIMEOUT = 120
+#: The stack's users (tools/keystone/stack-keystone.bash) -> the env file with their OS_*.
+USERS = {"admin": "env", "member": "env.member", "reader": "env.reader", "other": "env.other"}
+
+
+#: Test modules that run after all the others (they inspect what the whole run left behind).
+LAST = ("test_secrets_in_logs.py",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -55,6 +68,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
+    items.sort(key=lambda item: Path(str(item.fspath)).name in LAST)  # stable: order kept
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -68,6 +82,29 @@ def read_env_file(path: Path) -> dict[str, str]:
     return env
 
 
+def password_auth(env: dict[str, str]) -> v3.Password:
+    """The keystoneauth plugin the ``OS_*`` variables of an env file describe."""
+    return v3.Password(
+        auth_url=env["OS_AUTH_URL"], username=env["OS_USERNAME"], password=env["OS_PASSWORD"],
+        project_name=env["OS_PROJECT_NAME"], user_domain_name=env["OS_USER_DOMAIN_NAME"],
+        project_domain_name=env["OS_PROJECT_DOMAIN_NAME"])
+
+
+class TokenSession(requests.Session):
+    """A ``requests`` session that sends a keystoneauth session's token (renewed before it
+    expires) on every request: raw HTTP to Glance or the API as one user."""
+
+    def __init__(self, keystone: ks_session.Session) -> None:
+        super().__init__()
+        self.keystone = keystone
+
+    def request(self, method: str | bytes, url: str | bytes,  # type: ignore[override]
+                *args: Any, **kwargs: Any) -> requests.Response:
+        headers = dict(kwargs.pop("headers", None) or {})
+        headers.setdefault("X-Auth-Token", self.keystone.get_token())
+        return super().request(method, url, *args, headers=headers, **kwargs)
+
+
 class Stack:
     """The running local stack, as ``tools/stack.sh up`` described it in ``.stack/env``.
 
@@ -75,8 +112,11 @@ class Stack:
     :ivar computes: compute host name -> its ``instances_path``.
     :ivar sample_images: the Glance ids of the sample images (qcow2 first, then raw).
     :ivar conf_file: the API's and conductor's configuration file.
-    :ivar api_url: the compute API endpoint (``.../v2.1``), as ``OS_ENDPOINT``.
-    :ivar glance_url: the Glance root URL, as ``OS_IMAGE_ENDPOINT_OVERRIDE``.
+    :ivar api_url: the compute API endpoint (``.../v2.1``), as in the catalog.
+    :ivar glance_url: the Glance root URL, as in the catalog.
+    :ivar users: user (``admin``, ``member``, ``reader``, ``other``) -> the ``OS_*`` variables
+        of its env file.
+    :ivar glance: a ``requests`` session with the admin's token, for raw Glance calls.
     :ivar glance_access_log: Glance's access log (see :meth:`glance_requests`).
     :ivar ceph: the stack's throwaway Ceph cluster (``tools/ceph.sh``).
     :ivar rbd_sample_image: the Glance id of the raw sample image in Glance's rbd store.
@@ -88,8 +128,14 @@ class Stack:
         self.dir = directory
         self.env = env
         self.conf_file = Path(env["FLEETCACHE_CONF"])
-        self.api_url = env["OS_ENDPOINT"].rstrip("/")
-        self.glance_url = env["OS_IMAGE_ENDPOINT_OVERRIDE"].rstrip("/")
+        self.api_url = env["FLEETCACHE_API_URL"].rstrip("/")
+        self.glance_url = env["FLEETCACHE_GLANCE_URL"].rstrip("/")
+        self.users = {
+            user: {k: v for k, v in read_env_file(directory / name).items()
+                   if k.startswith("OS_")}
+            for user, name in USERS.items()}
+        self._sessions: dict[str, ks_session.Session] = {}
+        self.glance = TokenSession(self.keystone_session("admin"))
         self.computes = {
             host: Path(path)
             for host, _, path in (p.partition(":") for p in env["FLEETCACHE_COMPUTES"].split())
@@ -136,25 +182,66 @@ class Stack:
         return self._db
 
     def close(self) -> None:
+        self.glance.close()
         if self._db is not None:
             self._db.dispose()
             self._db = None
 
+    # -- identity -----------------------------------------------------------------------------
+
+    def keystone_session(self, user: str = "admin") -> ks_session.Session:
+        """A keystoneauth session of ``user`` (password auth, project-scoped), kept for the
+        run: it authenticates once and again only when its token nears expiry."""
+        if user not in self._sessions:
+            self._sessions[user] = ks_session.Session(auth=password_auth(self.users[user]),
+                                                      timeout=30)
+        return self._sessions[user]
+
+    def token(self, user: str = "admin") -> str:
+        """A valid token of ``user`` (the same one while it lasts)."""
+        token = self.keystone_session(user).get_token()
+        assert token, f"Keystone gave no token for {user}"
+        return str(token)
+
+    def new_token(self, user: str = "admin") -> str:
+        """A fresh token of ``user``, nobody else's (for tests that revoke it)."""
+        token = ks_session.Session(auth=password_auth(self.users[user])).get_token()
+        assert token, f"Keystone gave no token for {user}"
+        return str(token)
+
+    def passwords(self) -> dict[str, str]:
+        """Every password of the stack (``etc/passwords``: ``ADMIN_PASSWORD``...)."""
+        lines = (self.dir / "etc" / "passwords").read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines if "=" in line)
+
+    def glance_auth_options(self) -> dict[str, Any]:
+        """``[glance]`` options (``make_conf`` keywords) that authenticate to Glance as the
+        stack's service user ``fleetcache``, as the computes do."""
+        return {"glance__auth_type": "password",
+                "glance__auth_url": self.users["admin"]["OS_AUTH_URL"],
+                "glance__username": "fleetcache",
+                "glance__password": self.passwords()["FLEETCACHE_SERVICE_PASSWORD"],
+                "glance__project_name": "service",
+                "glance__user_domain_name": "Default",
+                "glance__project_domain_name": "Default"}
+
     # -- clients ------------------------------------------------------------------------------
 
-    def process_env(self) -> dict[str, str]:
-        """``os.environ`` with the stack's variables, for a client subprocess."""
-        return {**os.environ, **self.env}
+    def process_env(self, user: str = "admin") -> dict[str, str]:
+        """``os.environ`` without its ``OS_*``, with the stack's variables and ``user``'s
+        ``OS_*`` (password auth, the catalog), for a client subprocess."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+        return {**env, **self.env, **self.users[user]}
 
-    def run_openstack(self, *args: str, check: bool = True,
-                      placement: bool = False) -> subprocess.CompletedProcess[str]:
-        """Run the real ``openstack`` client of the venv against the stack.
+    def run_openstack(self, *args: str, check: bool = True, placement: bool = False,
+                      user: str = "admin") -> subprocess.CompletedProcess[str]:
+        """Run the real ``openstack`` client of the venv against the stack as ``user``.
 
         :param placement: with :attr:`placement_env` (for osc-placement's commands).
         :raises AssertionError: when ``check`` and the command exits non-zero (with its output).
         """
         cmd = [str(VENV_BIN / "openstack"), *args]
-        env = {**self.process_env(), **(self.placement_env if placement else {})}
+        env = {**self.process_env(user), **(self.placement_env if placement else {})}
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                               timeout=CLI_TIMEOUT, check=False)
         if check and proc.returncode != 0:
@@ -163,20 +250,21 @@ class Stack:
                 f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
         return proc
 
-    def openstack_json(self, *args: str, placement: bool = False) -> Any:
+    def openstack_json(self, *args: str, placement: bool = False, user: str = "admin") -> Any:
         """``run_openstack(*args, "-f", "json")`` and the parsed output."""
-        return json.loads(self.run_openstack(*args, "-f", "json", placement=placement).stdout)
+        return json.loads(self.run_openstack(*args, "-f", "json", placement=placement,
+                                             user=user).stdout)
 
-    def api_request(self, method: str, path: str, *, roles: str | None = "admin",
-                    microversion: str | None = None, **kwargs: Any) -> requests.Response:
-        """A raw HTTP request to the API (``path`` relative to ``api_url``).
-
-        ``roles`` becomes ``X-Roles`` (the API runs ``auth_strategy = noauth``); None sends no
-        identity headers at all.
-        """
+    def api_request(self, method: str, path: str, *, user: str | None = "admin",
+                    token: str | None = None, microversion: str | None = None,
+                    **kwargs: Any) -> requests.Response:
+        """A raw HTTP request to the API (``path`` relative to ``api_url``) with ``user``'s
+        token (``token``: this one instead); ``user=None`` and no ``token``: no token."""
         headers = dict(kwargs.pop("headers", {}))
-        if roles is not None:
-            headers.update({"X-Roles": roles, "X-User-Id": "it-user", "X-Project-Id": "it-project"})
+        if token is None and user is not None:
+            token = self.token(user)
+        if token is not None:
+            headers["X-Auth-Token"] = token
         if microversion is not None:
             headers["OpenStack-API-Version"] = f"compute {microversion}"
         return requests.request(method, f"{self.api_url}/{path.lstrip('/')}", headers=headers,
