@@ -97,10 +97,11 @@ class ApiClient:
         """The client the arguments and the environment describe.
 
         Without a cloud (``cloud``/``OS_CLOUD``), an endpoint (``endpoint``/``OS_ENDPOINT``)
-        with a token (``token``/``OS_TOKEN``) or with ``OS_AUTH_TYPE=none`` is used as given:
-        noauth labs. Anything else goes through keystoneauth: ``clouds.yaml`` or the ``OS_*``
-        variables (``OS_AUTH_URL``, ``OS_USERNAME``...), the endpoint from the catalog (service
-        type ``compute``, ``OS_INTERFACE``, ``OS_REGION_NAME``) unless one is given.
+        with a token (``token``/``OS_TOKEN``), with ``OS_AUTH_TYPE=none`` or without
+        ``OS_AUTH_URL`` is used as given: noauth labs. Anything else goes through
+        keystoneauth: ``clouds.yaml`` or the ``OS_*`` variables (``OS_AUTH_URL``,
+        ``OS_USERNAME``...), the endpoint from the catalog (service type ``compute``,
+        ``OS_INTERFACE``, ``OS_REGION_NAME``) unless one is given.
 
         :raises ApiError: (status 0) when the credentials are missing or refused, or the
             catalog has no compute endpoint.
@@ -109,7 +110,8 @@ class ApiClient:
         token = token or os.environ.get("OS_TOKEN")
         cloud = cloud or os.environ.get("OS_CLOUD")
         no_auth = os.environ.get("OS_AUTH_TYPE") in ("none", "noauth")
-        if endpoint and not cloud and (token or no_auth):
+        no_keystone = not os.environ.get("OS_AUTH_URL")
+        if endpoint and not cloud and (token or no_auth or no_keystone):
             return cls(endpoint, token=token, timeout=timeout)
         session, endpoint = _keystone_session(cloud, region, endpoint)
         return cls(endpoint, timeout=timeout, token_source=session.get_token)

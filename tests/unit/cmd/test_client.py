@@ -173,6 +173,8 @@ def test_noauth_lab_endpoint_and_token_skip_keystone(monkeypatch, tmp_path):
     assert api.endpoint == "http://lab:8774/v2.1"
     assert api.session.headers["X-Auth-Token"] == "t0k" and api.token_source is None
     monkeypatch.delenv("OS_TOKEN")
+    assert "X-Auth-Token" not in ApiClient.from_env().session.headers  # no OS_AUTH_URL
+    monkeypatch.setenv("OS_AUTH_URL", "http://127.0.0.1:9/v3")
     monkeypatch.setenv("OS_AUTH_TYPE", "none")
     assert "X-Auth-Token" not in ApiClient.from_env().session.headers
 
