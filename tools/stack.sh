@@ -28,8 +28,10 @@
 #              `up`, like every other piece of state), `placement-manage db sync`. The conductor
 #              keeps one resource provider per compute in it (docs/placement.md).
 # - api:       fleetcache-api (gunicorn) on :18774, [api] auth_strategy = keystone.
-# - conductor: one fleetcache-conductor; DEFAULT transport_url vhost fleetcache. It also reads
-#              .stack/etc/conductor.d/*.conf (empty: for tests that restart it with options).
+# - conductor: one fleetcache-conductor; DEFAULT transport_url vhost fleetcache. It reads
+#              .stack/etc/fleetcache.conf (shared with the API), then .stack/etc/conductor.conf
+#              (Glance as the service user fleetcache), then .stack/etc/conductor.d/*.conf
+#              (empty: for tests that restart it with options).
 # - compute1, compute2 (cell1, vhost fleetcache_cell1) and compute3 (cell2, fleetcache_cell2):
 #              fleetcache-compute, disk driver, each with its own config and instances_path,
 #              and .stack/etc/<host>.d/*.conf (empty: for tests). Images in Glance's rbd store
@@ -84,6 +86,7 @@ GLANCE_ACCESS_LOG=$LOG/glance-access.log
 GLANCE_ACCESS_FORMAT='%(h)s %(t)s "%(r)s" %(s)s %(B)s %(L)s %({x-openstack-request-id}i)s "%(a)s" %({x-fleetcache-started}i)s'
 RUN=$STACK/run
 CONF=$ETC/fleetcache.conf
+CONDUCTOR_CONF=$ETC/conductor.conf
 GLANCE_PORT=${STACK_GLANCE_PORT:-19292}
 API_PORT=${STACK_API_PORT:-18774}
 PLACEMENT_PORT=${STACK_PLACEMENT_PORT:-18778}
@@ -449,7 +452,8 @@ workers = 1
 threads = 4
 graceful_timeout = 5
 
-# No auth options: the API and the conductor pass the caller's token on to Glance.
+# No auth options here: the API passes the caller's token on to Glance (a member sees only
+# the images its project may see). The conductor's service user is in conductor.conf.
 [glance]
 api_servers = $GLANCE_URL
 
@@ -483,6 +487,16 @@ lock_path = $STACK/state/locks
 # The conductor's Prometheus exporter (the API reads this file too and serves none).
 [metrics]
 conductor_port = $METRICS_PORT
+EOF
+}
+
+write_conductor_config() {  # what the conductor alone reads, after fleetcache.conf
+    cat >"$CONDUCTOR_CONF" <<EOF
+# fleetcache-conductor of the local stack (written by tools/stack.sh up), read after
+# fleetcache.conf. A job taken over from a dead conductor, or caught up hours later, runs
+# without a caller's token: the conductor looks images up as the service user fleetcache.
+[glance]
+$(service_auth_options fleetcache "$FLEETCACHE_SERVICE_PASSWORD")
 EOF
 }
 
@@ -545,7 +559,7 @@ start_fleetcache() {
     # conductor.d: options a test drops in (e.g. precache_concurrency) before restarting it.
     mkdir -p "$ETC/conductor.d"
     start_daemon conductor "$VENV_BIN/fleetcache-conductor" --config-file "$CONF" \
-        --config-dir "$ETC/conductor.d"
+        --config-file "$CONDUCTOR_CONF" --config-dir "$ETC/conductor.d"
     # NOTE: a compute's registration sent before the conductor listens on its cell's broker
     # is lost and waits out rpc_response_timeout; the conductor registers itself once it does.
     wait_services fleetcache-conductor "*:*"
@@ -619,6 +633,7 @@ write_env() {  # rbd-image-id file-image-ids...
 export FLEETCACHE_API_URL=$API_URL/v2.1
 export FLEETCACHE_GLANCE_URL=$GLANCE_URL
 export FLEETCACHE_CONF=$CONF
+export FLEETCACHE_CONDUCTOR_CONF=$CONDUCTOR_CONF
 export FLEETCACHE_COMPUTES="${computes[*]}"
 export FLEETCACHE_METRICS_CONDUCTOR=http://127.0.0.1:$METRICS_PORT/metrics
 export FLEETCACHE_METRICS_COMPUTES="${metrics[*]}"
@@ -723,6 +738,7 @@ cmd_up() {
     PLACEMENT_START_PID=$!
     make_sample_images
     write_fleetcache_config
+    write_conductor_config
     local n=0
     for entry in "${COMPUTES[@]}"; do
         n=$((n + 1))
