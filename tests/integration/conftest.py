@@ -112,11 +112,15 @@ class Stack:
     :ivar computes: compute host name -> its ``instances_path``.
     :ivar sample_images: the Glance ids of the sample images (qcow2 first, then raw).
     :ivar conf_file: the API's and conductor's configuration file.
+    :ivar conductor_conf_file: what the conductor alone reads after :attr:`conf_file` (its
+        Glance service user); see :meth:`conductor_args`.
     :ivar api_url: the compute API endpoint (``.../v2.1``), as in the catalog.
     :ivar glance_url: the Glance root URL, as in the catalog.
     :ivar users: user (``admin``, ``member``, ``reader``, ``other``) -> the ``OS_*`` variables
         of its env file.
-    :ivar glance: a ``requests`` session with the admin's token, for raw Glance calls.
+    :ivar admin_http: a ``requests`` session with the admin's token, for raw calls to Glance
+        and Placement (both behind the stack's Keystone).
+    :ivar glance: the same session, named for raw Glance calls.
     :ivar glance_access_log: Glance's access log (see :meth:`glance_requests`).
     :ivar ceph: the stack's throwaway Ceph cluster (``tools/ceph.sh``).
     :ivar rbd_sample_image: the Glance id of the raw sample image in Glance's rbd store.
@@ -128,6 +132,7 @@ class Stack:
         self.dir = directory
         self.env = env
         self.conf_file = Path(env["FLEETCACHE_CONF"])
+        self.conductor_conf_file = Path(env["FLEETCACHE_CONDUCTOR_CONF"])
         self.api_url = env["FLEETCACHE_API_URL"].rstrip("/")
         self.glance_url = env["FLEETCACHE_GLANCE_URL"].rstrip("/")
         self.users = {
@@ -135,7 +140,8 @@ class Stack:
                    if k.startswith("OS_")}
             for user, name in USERS.items()}
         self._sessions: dict[str, ks_session.Session] = {}
-        self.glance = TokenSession(self.keystone_session("admin"))
+        self.admin_http = TokenSession(self.keystone_session("admin"))
+        self.glance = self.admin_http
         self.computes = {
             host: Path(path)
             for host, _, path in (p.partition(":") for p in env["FLEETCACHE_COMPUTES"].split())
@@ -161,6 +167,12 @@ class Stack:
     @property
     def report_interval(self) -> int:
         return int(self.conf.report_interval)
+
+    def conductor_args(self) -> list[str]:
+        """The ``--config-file`` arguments of the stack's conductor, for another conductor
+        process on the stack's configuration."""
+        return ["--config-file", str(self.conf_file),
+                "--config-file", str(self.conductor_conf_file)]
 
     def compute_conf_file(self, host: str) -> Path:
         return self.dir / "etc" / f"{host}.conf"
