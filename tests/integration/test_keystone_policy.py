@@ -50,6 +50,39 @@ def _send(stack: Stack) -> policy_matrix.Send:
     return send
 
 
+#: MiB of RAM no compute of the stack has: the matrix's servers end in ERROR (no valid host)
+#: without building anything, and their delete is local.
+HUGE_RAM = 4 << 20
+
+
+def _flavor(stack: Stack, name: str, ram: int = 64) -> str:
+    resp = stack.api_request("POST", "flavors", json={"flavor": {
+        "name": name, "ram": ram, "vcpus": 1, "disk": 1}})
+    assert resp.status_code == 200, resp.text
+    return str(resp.json()["flavor"]["id"])
+
+
+def _members_server(stack: Stack, flavor: str, name: str) -> str:
+    resp = stack.api_request("POST", "servers", user="member", microversion="2.81", json={
+        "server": {"name": name, "imageRef": stack.sample_images[1], "flavorRef": flavor,
+                   "networks": "none"}})
+    assert resp.status_code == 202, resp.text
+    return str(resp.json()["server"]["id"])
+
+
+def _purge(stack: Stack, prefix: str) -> None:
+    """Delete what the matrix made (as the admin): aggregates, flavors, servers."""
+    for row in stack.api_request("GET", "os-aggregates").json()["aggregates"]:
+        if row["name"].startswith(f"{prefix}-new-"):
+            stack.purge_aggregate(row["id"])
+    for row in stack.api_request("GET", "flavors").json()["flavors"]:
+        if row["name"].startswith(prefix):
+            stack.api_request("DELETE", f"flavors/{row['id']}")
+    for row in stack.api_request("GET", "servers?all_tenants=1").json()["servers"]:
+        if row["name"].startswith(prefix):
+            stack.api_request("DELETE", f"servers/{row['id']}")
+
+
 def test_route_role_matrix_with_real_tokens(stack: Stack, make_aggregate: Any,
                                             aggregate_name: str) -> None:
     agg = make_aggregate()
@@ -57,15 +90,21 @@ def test_route_role_matrix_with_real_tokens(stack: Stack, make_aggregate: Any,
     resp = stack.api_request("POST", f"os-aggregates/{agg['id']}/images", microversion="2.81",
                              json={"cache": [{"id": stack.sample_images[1]}]})
     assert resp.status_code == 202, resp.text
-    ids = {"agg": str(agg["id"]), "victim": str(victim["id"]),
-           "job": resp.headers["Location"].rsplit("/", 1)[1], "image": stack.sample_images[1],
-           "host": "compute1", "prefix": aggregate_name}
+    job = resp.headers["Location"].rsplit("/", 1)[1]
     try:
+        flavor = _flavor(stack, f"{aggregate_name}-flavor", ram=HUGE_RAM)
+        resp = stack.api_request("POST", f"flavors/{flavor}/os-extra_specs",
+                                 json={"extra_specs": {policy_matrix.SPEC: "1"}})
+        assert resp.status_code == 200, resp.text
+        servers = {role: _members_server(stack, flavor, f"{aggregate_name}-{role}")
+                   for role in ("server", *ROLES)}
+        ids = {"agg": str(agg["id"]), "victim": str(victim["id"]), "job": job,
+               "image": stack.sample_images[1], "host": "compute1", "prefix": aggregate_name,
+               "flavor": flavor, "flavor_victim": _flavor(stack, f"{aggregate_name}-victim"),
+               "server": servers.pop("server"), "server_victim": servers}
         matrix = policy_matrix.run(_send(stack), ROLES, ids)
     finally:
-        for row in stack.api_request("GET", "os-aggregates").json()["aggregates"]:
-            if row["name"].startswith(f"{aggregate_name}-new-"):
-                stack.purge_aggregate(row["id"])
+        _purge(stack, aggregate_name)
     print("\n" + matrix.render())
     assert policy_matrix.check(matrix) == []
     # The same statuses as the in-process matrix that docs/api.md prints.

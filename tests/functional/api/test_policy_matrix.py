@@ -1,5 +1,6 @@
 """Every route as every role (noauth headers, the default policies): the matrix
-``docs/api.md`` prints, and what it must say (admin-only aggregate and pre-cache routes)."""
+``docs/api.md`` prints, and what it must say (Nova's defaults: admin-only aggregate and
+pre-cache routes, project-owned servers, flavors readable by anyone)."""
 
 from __future__ import annotations
 
@@ -36,11 +37,28 @@ def image(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> str:
     return local.add_image(str(directory), io.BytesIO(b"x" * 10), name="cirros").id
 
 
+def _flavor(app: webtest.TestApp, name: str) -> str:
+    body = {"flavor": {"name": name, "ram": 64, "vcpus": 1, "disk": 1}}
+    return str(app.post_json("/v2.1/flavors", body).json["flavor"]["id"])
+
+
+def _members_server(app: webtest.TestApp, image: str, flavor: str, name: str) -> str:
+    body = {"server": {"name": name, "imageRef": image, "flavorRef": flavor,
+                       "networks": "none"}}
+    headers = {**PERSONAS["member"], **LATEST}
+    return str(app.post_json("/v2.1/servers", body, headers=headers).json["server"]["id"])
+
+
 def _matrix(app: webtest.TestApp, image: str, host: str) -> policy_matrix.Matrix:
     agg = create_aggregate(app, "matrix")
     victim = create_aggregate(app, "matrix-victim")
     location = app.post_json(f"/v2.1/os-aggregates/{agg['id']}/images",
                              {"cache": [{"id": image}]}, headers=LATEST).headers["Location"]
+    flavor = _flavor(app, "matrix")
+    app.post_json(f"/v2.1/flavors/{flavor}/os-extra_specs",
+                  {"extra_specs": {policy_matrix.SPEC: "1"}})
+    servers = {role: _members_server(app, image, flavor, f"matrix-{role}")
+               for role in ("server", *ROLES)}
 
     def send(role: str | None, method: str, path: str, body: Any,
              microversion: str | None) -> policy_matrix.Answer:
@@ -53,7 +71,9 @@ def _matrix(app: webtest.TestApp, image: str, host: str) -> policy_matrix.Matrix
         return resp.status_int, resp.json if json_body else None
 
     ids = {"agg": str(agg["id"]), "victim": str(victim["id"]), "job": location.rsplit("/", 1)[1],
-           "image": image, "host": host, "prefix": "matrix"}
+           "image": image, "host": host, "prefix": "matrix", "flavor": flavor,
+           "flavor_victim": _flavor(app, "matrix-victim"), "server": servers.pop("server"),
+           "server_victim": servers}
     return policy_matrix.run(send, ROLES, ids)
 
 
