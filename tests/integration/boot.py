@@ -96,7 +96,7 @@ class Servers:
         name = f"it-s-{uuid.uuid4().hex[:8]}"
         proc = self.stack.run_openstack(
             *MICROVERSION, "server", "create", "--flavor", flavor_name, "--image", image_id,
-            "--network", "none", "--wait", *extra, "-f", "json", name, check=check)
+            "--nic", "none", "--wait", *extra, "-f", "json", name, check=check)
         server = self.show(name)
         self.created.append(server["id"])
         if proc.returncode != 0:

@@ -1,5 +1,5 @@
 """The boot path on the real stack, driven by the unmodified ``openstack`` client at
-microversion 2.81 (``server create --flavor F --image I --network none --wait``): a server is a
+microversion 2.81 (``server create --flavor F --image I --nic none --wait``): a server is a
 scheduled root disk on a compute, through the backend ``images_type_mapping`` picks, from the
 image cache; the state says what is true, Placement holds exactly what exists."""
 
