@@ -26,7 +26,6 @@ Every test in this directory is marked ``integration``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import json
 import os
@@ -41,7 +40,6 @@ from typing import Any
 import pytest
 import requests
 from keystoneauth1 import session as ks_session
-from keystoneauth1.identity import v3
 from oslo_config import cfg
 
 from fleetcache.common import servicegroup
@@ -49,14 +47,15 @@ from fleetcache.common.config import database as database_opts
 from fleetcache.common.config import default as default_opts
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db.session import Database
+from tests.integration.ceph_cluster import CephCluster
+from tests.integration.glance_log import GlanceRequest
+from tests.integration.identity import USERS, TokenSession, password_auth, read_env_file
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(os.environ.get("FLEETCACHE_VENV", ROOT / ".venv")) / "bin"
 STACK_SH = ROOT / "tools" / "stack.sh"
 COMPUTE_BINARY = "fleetcache-compute"
 CLI_TIMEOUT = 120
-#: The stack's users (tools/keystone/stack-keystone.bash) -> the env file with their OS_*.
-USERS = {"admin": "env", "member": "env.member", "reader": "env.reader", "other": "env.other"}
 
 
 #: Test modules that run after all the others (they inspect what the whole run left behind).
@@ -69,40 +68,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
     items.sort(key=lambda item: Path(str(item.fspath)).name in LAST)  # stable: order kept
-
-
-def read_env_file(path: Path) -> dict[str, str]:
-    """The ``export NAME=value`` lines of ``.stack/env`` as a dict."""
-    env: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        words = shlex.split(line, comments=True)
-        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
-            name, _, value = words[1].partition("=")
-            env[name] = value
-    return env
-
-
-def password_auth(env: dict[str, str]) -> v3.Password:
-    """The keystoneauth plugin the ``OS_*`` variables of an env file describe."""
-    return v3.Password(
-        auth_url=env["OS_AUTH_URL"], username=env["OS_USERNAME"], password=env["OS_PASSWORD"],
-        project_name=env["OS_PROJECT_NAME"], user_domain_name=env["OS_USER_DOMAIN_NAME"],
-        project_domain_name=env["OS_PROJECT_DOMAIN_NAME"])
-
-
-class TokenSession(requests.Session):
-    """A ``requests`` session that sends a keystoneauth session's token (renewed before it
-    expires) on every request: raw HTTP to Glance or the API as one user."""
-
-    def __init__(self, keystone: ks_session.Session) -> None:
-        super().__init__()
-        self.keystone = keystone
-
-    def request(self, method: str | bytes, url: str | bytes,  # type: ignore[override]
-                *args: Any, **kwargs: Any) -> requests.Response:
-        headers = dict(kwargs.pop("headers", None) or {})
-        headers.setdefault("X-Auth-Token", self.keystone.get_token())
-        return super().request(method, url, *args, headers=headers, **kwargs)
 
 
 class Stack:
@@ -395,76 +360,6 @@ class Stack:
         if proc.returncode != 0:
             raise AssertionError(f"tools/stack.sh {' '.join(args)} failed: "
                                  f"{proc.stdout}{proc.stderr}")
-
-
-@dataclasses.dataclass(frozen=True)
-class CephCluster:
-    """The stack's Ceph as ``tools/ceph.sh up`` described it (``FLEETCACHE_CEPH_*``)."""
-
-    #: The cluster's users, each with its own keyring: ``admin`` (all caps), ``glance``
-    #: (rbd on pool images), ``compute`` (read-only on images), ``instances`` (rbd on pool
-    #: instances, read-only on images).
-    USERS = ("admin", "glance", "compute", "instances")
-
-    conf: Path
-    fsid: str
-    keyrings: dict[str, Path]
-
-    def rbd(self, user: str, *args: str, check: bool = True,
-            timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[bytes]:
-        """Run the ``rbd`` CLI as ``client.<user>`` with explicit conf and keyring.
-
-        :raises AssertionError: when ``check`` and it exits non-zero (with its stderr).
-        """
-        cmd = ["rbd", "--conf", str(self.conf), "--id", user,
-               "--keyring", str(self.keyrings[user]), *args]
-        proc = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{shlex.join(cmd)} exited {proc.returncode}: "
-                                 f"{proc.stderr.decode(errors='replace')}")
-        return proc
-
-
-_ACCESS_LINE = re.compile(
-    r'^(?P<client>\S+) \[(?P<time>[^]]+)\] "(?P<method>\S+) (?P<path>\S+) [^"]*" '
-    r'(?P<status>\d+) (?P<size>\d+) (?P<seconds>[\d.]+) (?P<request_id>\S+) ')
-#: The last field: when the request started (tools/glance/gunicorn_hooks.py).
-_STARTED = re.compile(r' (?P<started>\d+\.\d+)$')
-
-
-@dataclasses.dataclass(frozen=True)
-class GlanceRequest:
-    """One line of Glance's access log (format: ``GLANCE_ACCESS_FORMAT`` in tools/stack.sh)."""
-
-    method: str
-    path: str
-    status: int
-    size: int
-    #: Seconds the request took (the line is written when the response ends).
-    seconds: float
-    #: The ``X-OpenStack-Request-ID`` the client sent (a compute sends its job's global
-    #: request id), None when it sent none.
-    request_id: str | None
-    #: When Glance started the request (epoch seconds); None in a line of a Glance
-    #: started without tools/glance/gunicorn_hooks.py.
-    started: float | None = None
-
-    @property
-    def ended(self) -> float | None:
-        """When the response ended (epoch seconds), from the start and the duration."""
-        return None if self.started is None else self.started + self.seconds
-
-    @classmethod
-    def parse(cls, line: str) -> GlanceRequest:
-        match = _ACCESS_LINE.match(line)
-        if match is None:
-            raise AssertionError(f"not a Glance access log line: {line!r}")
-        request_id = match["request_id"]
-        started = _STARTED.search(line.rstrip())
-        return cls(method=match["method"], path=match["path"], status=int(match["status"]),
-                   size=int(match["size"]), seconds=float(match["seconds"]),
-                   request_id=None if request_id == "-" else request_id,
-                   started=float(started["started"]) if started else None)
 
 
 def _load_conf(path: Path) -> cfg.ConfigOpts:
