@@ -3,7 +3,7 @@
 A link cannot carry ``X-Auth-Token``, so the status paths (and only they) accept a token in
 other ways, all ending as that header before ``auth_token`` reads it:
 
-* ``noauth`` (labs, the local stack): the page loads as any request does (the roles of
+* ``noauth`` (labs, the embedded demo): the page loads as any request does (the roles of
   ``[api] noauth_default_roles``).
 * a reverse proxy in front of the API that adds ``X-Auth-Token`` (a header from the proxy
   wins over everything below);
