@@ -63,7 +63,13 @@ from _benchlib import (  # noqa: E402
     stack_pids,
     tree_cpu,
 )
-from _glance import CHUNK, glance_image  # noqa: E402
+from _glance import (  # noqa: E402
+    CHUNK,
+    glance_image,
+    stack_env,
+    stack_token,
+    token_header_file,
+)
 
 
 def parse_args() -> argparse.Namespace:
@@ -75,16 +81,17 @@ def parse_args() -> argparse.Namespace:
                         help="where the copies are written (one disk for all three)")
     parser.add_argument("--stack-dir", default=os.environ.get("FLEETCACHE_STACK_DIR",
                                                               str(REPO / ".stack")),
-                        help="the local stack's directory, to find Glance's pid (its CPU)")
+                        help="the local stack's directory: its env (the admin's credentials) "
+                        "and Glance's pid (its CPU)")
     return parser.parse_args()
 
 
-def curl_plain(url: str, dest: Path) -> None:
-    subprocess.run(["curl", "-sSf", "-o", str(dest), url], check=True)
+def curl_plain(url: str, dest: Path, header: Path) -> None:
+    subprocess.run(["curl", "-sSf", "-H", f"@{header}", "-o", str(dest), url], check=True)
 
 
-def curl_sync(url: str, dest: Path) -> None:
-    curl_plain(url, dest)
+def curl_sync(url: str, dest: Path, header: Path) -> None:
+    curl_plain(url, dest, header)
     subprocess.run(["sync", str(dest)], check=True)
 
 
@@ -93,10 +100,12 @@ SUM_TOOLS = {"sha512": "sha512sum", "sha256": "sha256sum", "sha384": "sha384sum"
              "sha1": "sha1sum", "md5": "md5sum"}
 
 
-def curl_verify(url: str, dest: Path, algo: str, expected: str, fsync: bool = False) -> None:
-    script = f'curl -sSf "$1" | tee "$2" | {SUM_TOOLS[algo]}' + (' && sync "$2"' if fsync else "")
+def curl_verify(url: str, dest: Path, header: Path, algo: str, expected: str,
+                fsync: bool = False) -> None:
+    script = (f'curl -sSf -H "@$3" "$1" | tee "$2" | {SUM_TOOLS[algo]}'
+              + (' && sync "$2"' if fsync else ""))
     out = subprocess.run(
-        ["bash", "-o", "pipefail", "-c", script, "-", url, str(dest)],
+        ["bash", "-o", "pipefail", "-c", script, "-", url, str(dest), str(header)],
         check=True, capture_output=True, text=True).stdout
     if out.split()[0] != expected:
         raise RuntimeError(f"curl | tee | {SUM_TOOLS[algo]}: digest differs from Glance's "
@@ -106,7 +115,7 @@ def curl_verify(url: str, dest: Path, algo: str, expected: str, fsync: bool = Fa
 class Fleetcache:
     """The compute side, in process: the disk driver's ``cache_image`` from Glance."""
 
-    def __init__(self, glance: str, instances_path: Path) -> None:
+    def __init__(self, glance: str, token: str, instances_path: Path) -> None:
         from oslo_config import cfg
 
         from fleetcache.common import config, context
@@ -121,6 +130,7 @@ class Fleetcache:
         self.driver = disk.DiskDriver(conf)
         self.driver.init_host("fcbench")
         self.ctxt = context.get_admin_context()
+        self.ctxt.auth_token = token  # Glance is behind Keystone: the caller's token
         self.disk_reads: list[int] = []  # /proc/self/io read_bytes of each fetch
         self.all_reads: list[int] = []  # /proc/self/io rchar of each fetch
 
@@ -174,19 +184,22 @@ def main() -> int:
     glance_cpus: dict[str, list[float]] = {k: [] for k in walls}
     glance_pid = stack_pids(args.stack_dir).get("glance")
     try:
-        with glance_image(args.glance_url, size, work, "fcbench-download") as image:
+        token = stack_token(stack_env(args.stack_dir))
+        header = token_header_file(token, work)
+        with glance_image(args.glance_url, size, work, "fcbench-download", token) as image:
             image_id, expected = str(image["id"]), str(image["os_hash_value"])
             algo = str(image["os_hash_algo"])
             url = f"{args.glance_url}/v2/images/{image_id}/file"
-            fleetcache = Fleetcache(args.glance_url, work / "instances")
-            curl_plain(url, work / "warm")  # warm Glance's page cache and worker
+            fleetcache = Fleetcache(args.glance_url, token, work / "instances")
+            curl_plain(url, work / "warm", header)  # warm Glance's page cache and worker
             (work / "warm").unlink()
             for rnd in range(args.rounds):
                 runs: dict[str, Callable[[], object]] = {
-                    "curl -o": lambda: curl_plain(url, work / "plain"),
-                    "curl -o && sync": lambda: curl_sync(url, work / "plainsync"),
-                    "curl|tee|sum": lambda: curl_verify(url, work / "tee", algo, expected),
-                    "...+sync FILE": lambda: curl_verify(url, work / "teesync", algo,
+                    "curl -o": lambda: curl_plain(url, work / "plain", header),
+                    "curl -o && sync": lambda: curl_sync(url, work / "plainsync", header),
+                    "curl|tee|sum": lambda: curl_verify(url, work / "tee", header, algo,
+                                                        expected),
+                    "...+sync FILE": lambda: curl_verify(url, work / "teesync", header, algo,
                                                          expected, True),
                     "fleetcache": lambda: fleetcache.fetch(image_id),
                 }

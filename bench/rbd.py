@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import shlex
 import shutil
 import subprocess
 import sys
@@ -51,7 +50,7 @@ from _benchlib import (  # noqa: E402
     stack_pids,
     tree_cpu,
 )
-from _glance import glance_image  # noqa: E402
+from _glance import glance_image, stack_env, stack_token  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -65,19 +64,6 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def stack_env(stack_dir: str) -> dict[str, str]:
-    path = Path(stack_dir) / "env"
-    if not path.is_file():
-        sys.exit(f"{path} is missing: start the local stack first (tools/stack.sh up)")
-    env = {}
-    for line in path.read_text().splitlines():
-        words = shlex.split(line, comments=True)
-        if len(words) == 2 and words[0] == "export":
-            key, _, value = words[1].partition("=")
-            env[key] = value
-    return env
-
-
 def rbd_cli(env: dict[str, str], image_id: str, dest: Path) -> None:
     subprocess.run(
         ["rbd", "--conf", env["FLEETCACHE_CEPH_CONF"], "--id", "compute", "--keyring",
@@ -89,7 +75,8 @@ def rbd_cli(env: dict[str, str], image_id: str, dest: Path) -> None:
 class Fleetcache:
     """The compute side, in process: the disk driver's ``cache_image``."""
 
-    def __init__(self, env: dict[str, str], instances_path: Path, direct: bool) -> None:
+    def __init__(self, env: dict[str, str], token: str, instances_path: Path,
+                 direct: bool) -> None:
         from oslo_config import cfg
 
         from fleetcache import privsep
@@ -101,7 +88,7 @@ class Fleetcache:
         conf([], project="fleetcache", default_config_files=[])
         conf.set_override("instances_path", str(instances_path))
         conf.set_override("backend", "glance", group="image_source")
-        conf.set_override("api_servers", [env["OS_IMAGE_ENDPOINT_OVERRIDE"]], group="glance")
+        conf.set_override("api_servers", [env["FLEETCACHE_GLANCE_URL"]], group="glance")
         if direct:
             for name, value in (("allowed_direct_url_schemes", ["rbd"]),
                                 ("rbd_user", "compute"),
@@ -113,6 +100,7 @@ class Fleetcache:
         self.driver = disk.DiskDriver(conf)
         self.driver.init_host("fcbench")
         self.ctxt = context.get_admin_context()
+        self.ctxt.auth_token = token  # Glance is behind Keystone: the caller's token
 
     def fetch(self, image_id: str) -> Path:
         outcome = self.driver.cache_image(self.ctxt, image_id)
@@ -160,7 +148,8 @@ def cpu_seconds() -> float:
 def main() -> int:
     args = parse_args()
     env = stack_env(args.stack_dir)
-    glance = env["OS_IMAGE_ENDPOINT_OVERRIDE"].rstrip("/")
+    glance = env["FLEETCACHE_GLANCE_URL"].rstrip("/")
+    token = stack_token(env)
     size = args.size_mib * 1024 * 1024
     load_before = loadavg()
     work = Path(tempfile.mkdtemp(prefix="fcbench-rbd-", dir=args.workdir))
@@ -169,14 +158,14 @@ def main() -> int:
     cpus: dict[str, list[float]] = {k: [] for k in names}
     stage_cpus: dict[str, dict[str, list[float]]] = {k: {} for k in names}
     try:
-        with glance_image(glance, size, work, "fcbench-rbd",
+        with glance_image(glance, size, work, "fcbench-rbd", token,
                           store=env.get("FLEETCACHE_GLANCE_RBD_STORE", "ceph")) as image:
             if not str(image.get("direct_url")).startswith("rbd://"):
                 raise RuntimeError(f"the upload did not make an rbd image: {image}")
             image_id = str(image["id"])
             algo = str(image["os_hash_algo"])
-            direct = Fleetcache(env, work / "instances-rbd", direct=True)
-            http = Fleetcache(env, work / "instances-http", direct=False)
+            direct = Fleetcache(env, token, work / "instances-rbd", direct=True)
+            http = Fleetcache(env, token, work / "instances-http", direct=False)
             daemons = privsep_daemons()
             direct.fetch(image_id).unlink()  # starts the privsep daemon, warms the OSD
             pids = stack_pids(args.stack_dir)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The real local stack: Glance 33, the fleetcache API, a conductor and three computes.
+# The real local stack: Keystone 30, Glance 33, Placement, the fleetcache API, a conductor and
+# three computes.
 #
 #   tools/stack.sh up        start everything (stopping a previous stack first), write .stack/env
 #   tools/stack.sh down      stop exactly what `up` started (pid files), TERM then KILL
@@ -8,40 +9,50 @@
 #   tools/stack.sh start NAME           start it again with the same command and config
 #
 # Pieces (all on 127.0.0.1, state under .stack/ in the checkout, or $FLEETCACHE_STACK_DIR):
+# - keystone:  Keystone 30.0.0 in its own venv on :15000, fernet tokens, PostgreSQL database
+#              fleetcache_keystone; users, projects, roles and the catalog (compute, image,
+#              placement): tools/keystone/stack-keystone.bash says which. Every other service
+#              validates tokens against it (keystonemiddleware) and uses service users.
 # - ceph:      a throwaway single-node Ceph (tools/ceph.sh: one mon, one OSD, pools images and
 #              instances, users glance, compute, instances) in .stack/ceph.
 # - glance:    Glance 33.0.0 in its own venv (.stack/glance-venv, tools/glance/requirements.txt,
 #              rebuilt only when that file changes; Debian's rados/rbd bindings linked in) under
-#              gunicorn on :19292; SQLite, no Keystone (paste "default" flavor; tools/glance/).
+#              gunicorn on :19292; SQLite, behind Keystone (paste "keystone" flavor;
+#              tools/glance/).
 #              Stores: "file" (the default, 4 MiB chunks) and "ceph" (rbd, user glance, pool
 #              images). Its access log (.stack/log/glance-access.log) records every request.
 # - placement: OpenStack Placement (openstack-placement 16.0.0) in its own venv
 #              (.stack/placement-venv, tools/placement/requirements.txt, rebuilt only when that
-#              file changes) under gunicorn on :18778, noauth2 (token "admin"); its database
+#              file changes) under gunicorn on :18778, behind Keystone; its database
 #              fleetcache_placement on the machine's PostgreSQL (dropped and created at each
 #              `up`, like every other piece of state), `placement-manage db sync`. The conductor
 #              keeps one resource provider per compute in it (docs/placement.md).
-# - api:       fleetcache-api (gunicorn) on :18774, [api] auth_strategy = noauth.
-# - conductor: one fleetcache-conductor; DEFAULT transport_url vhost fleetcache. It also reads
-#              .stack/etc/conductor.d/*.conf (empty: for tests that restart it with options).
+# - api:       fleetcache-api (gunicorn) on :18774, [api] auth_strategy = keystone.
+# - conductor: one fleetcache-conductor; DEFAULT transport_url vhost fleetcache. It reads
+#              .stack/etc/fleetcache.conf (shared with the API), then .stack/etc/conductor.conf
+#              (Glance as the service user fleetcache), then .stack/etc/conductor.d/*.conf
+#              (empty: for tests that restart it with options).
 # - compute1, compute2 (cell1, vhost fleetcache_cell1) and compute3 (cell2, fleetcache_cell2):
 #              fleetcache-compute, disk driver, each with its own config and instances_path,
 #              and .stack/etc/<host>.d/*.conf (empty: for tests). Images in Glance's rbd store
-#              are exported from Ceph directly (client.compute; HTTP when that fails).
+#              are exported from Ceph directly (client.compute; HTTP when that fails), over
+#              HTTP as the service user fleetcache ([glance] auth options).
 # metrics:   the conductor and every compute serve Prometheus metrics on 127.0.0.1:
 #              conductor on STACK_METRICS_PORT (18790), compute N on STACK_METRICS_PORT + N.
 # Two sample images (a real qcow2 and a raw, a few MiB each) are uploaded to Glance's file store,
 # and one raw image to its rbd store (direct_url rbd://<fsid>/images/<id>/snap).
 #
 # Every daemon runs in its own session (setsid), so stopping its process group stops its
-# children too and nothing else. `up` fails naming the piece that did not come up, with the
+# children too and nothing else. Everything `up` writes is private (umask 077: configs and env
+# files hold passwords). `up` fails naming the piece that did not come up, with the
 # tail of its log, and stops what it had started. One stack.sh command runs at a time (flock).
 #
 # FLEETCACHE_GLANCE_HASHING_ALGORITHM (default sha512, Glance's default) is Glance's
 # [DEFAULT] hashing_algorithm, the os_hash_algo of every image uploaded to this stack: an
 # operator's choice that the benchmarks run both ways (docs/performance.md).
 #
-# STACK_GLANCE_PORT, STACK_API_PORT, STACK_PLACEMENT_PORT, STACK_PLACEMENT_DB, STACK_VHOST_PREFIX
+# STACK_GLANCE_PORT, STACK_API_PORT, STACK_PLACEMENT_PORT, STACK_PLACEMENT_DB, STACK_KEYSTONE_PORT,
+# STACK_KEYSTONE_DB, STACK_VHOST_PREFIX
 # (vhosts <prefix>, <prefix>_cell1, <prefix>_cell2, which must exist) and tools/ceph.sh's STACK_CEPH_* ports with
 # FLEETCACHE_STACK_DIR run a second stack beside this one.
 set -euo pipefail
@@ -75,6 +86,7 @@ GLANCE_ACCESS_LOG=$LOG/glance-access.log
 GLANCE_ACCESS_FORMAT='%(h)s %(t)s "%(r)s" %(s)s %(B)s %(L)s %({x-openstack-request-id}i)s "%(a)s" %({x-fleetcache-started}i)s'
 RUN=$STACK/run
 CONF=$ETC/fleetcache.conf
+CONDUCTOR_CONF=$ETC/conductor.conf
 GLANCE_PORT=${STACK_GLANCE_PORT:-19292}
 API_PORT=${STACK_API_PORT:-18774}
 PLACEMENT_PORT=${STACK_PLACEMENT_PORT:-18778}
@@ -95,6 +107,9 @@ STOP_TIMEOUT=${STACK_STOP_TIMEOUT:-15}  # seconds between TERM and KILL
 # Short heartbeats so tests see a killed compute go down quickly.
 REPORT_INTERVAL=2
 SERVICE_DOWN_TIME=10
+
+# shellcheck source=tools/keystone/stack-keystone.bash
+source "$ROOT/tools/keystone/stack-keystone.bash"
 
 T0=$SECONDS
 GLANCE_START_PID=
@@ -200,13 +215,13 @@ stray_daemons() {  # name=pid of group leaders writing to this stack's logs, wit
 
 all_daemons() {  # names that have a pid file, API first so it stops taking requests first
     local name f
-    for name in api conductor "${COMPUTES[@]%%:*}" glance placement; do
+    for name in api conductor "${COMPUTES[@]%%:*}" glance placement keystone; do
         [[ -f $RUN/$name.pid ]] && echo "$name"
     done
     for f in "$RUN"/*.pid; do   # anything else a test may have started through this script
         [[ -e $f ]] || continue
         name=$(basename "$f" .pid)
-        [[ " api conductor ${COMPUTES[*]%%:*} glance placement " == *" $name "* ]] \
+        [[ " api conductor ${COMPUTES[*]%%:*} glance placement keystone " == *" $name "* ]] \
             || echo "$name"
     done
 }
@@ -231,6 +246,9 @@ fail() {  # name message: report with the tail of name's logs, stop everything, 
     fi
     if [[ -n $PLACEMENT_START_PID ]]; then
         wait "$PLACEMENT_START_PID" || true
+    fi
+    if [[ -n $KEYSTONE_START_PID ]]; then
+        wait "$KEYSTONE_START_PID" || true
     fi
     echo "stack: stopping what was started" >&2
     cmd_down >&2 || true
@@ -283,6 +301,7 @@ write_glance_config() {
             "$ROOT/tools/glance/$f.in" >"$GLANCE_DIR/etc/$f"
     done
     cp "$ROOT/tools/glance/policy.yaml" "$GLANCE_DIR/etc/policy.yaml"
+    keystone_authtoken_section glance "$GLANCE_SERVICE_PASSWORD" >>"$GLANCE_DIR/etc/glance-api.conf"
 }
 
 start_glance() {  # in the background during `up`: report failure by status, not through fail()
@@ -342,6 +361,8 @@ start_placement() {  # in the background during `up`: report failure by status, 
     mkdir -p "$PLACEMENT_DIR/etc"
     sed -e "s#@PLACEMENT_DB_URL@#postgresql+psycopg2://postgres@127.0.0.1:5432/$PLACEMENT_DB#g" \
         "$ROOT/tools/placement/placement.conf.in" >"$PLACEMENT_DIR/etc/placement.conf"
+    keystone_authtoken_section placement "$PLACEMENT_SERVICE_PASSWORD" \
+        >>"$PLACEMENT_DIR/etc/placement.conf"
     ensure_placement_venv || return 10
     reset_placement_db >"$LOG/placement-db.log" 2>&1 || return 12
     # placement-manage reads --config-file; the WSGI app reads $OS_PLACEMENT_CONFIG_DIR.
@@ -384,14 +405,16 @@ make_sample_images() {  # -> $STACK/samples/sample.qcow2, sample.raw (random con
 upload_image() {  # name disk_format file [store] -> image id (store: Glance's default, file)
     local name=$1 fmt=$2 file=$3 store=${4:-} body id status headers=()
     [[ -n $store ]] && headers=(-H "X-Image-Meta-Store: $store")
-    body=$(curl -sf -m 30 -X POST -H 'Content-Type: application/json' \
+    body=$(curl -sf -m 30 -X POST -H @"$RUN/admin-token.header" -H 'Content-Type: application/json' \
         -d "{\"name\": \"$name\", \"disk_format\": \"$fmt\", \"container_format\": \"bare\",
              \"visibility\": \"public\"}" "$GLANCE_URL/v2/images") \
         || fail glance "cannot create image $name"
     id=$(json_field id <<<"$body")
-    curl -sf -m 120 -X PUT -H 'Content-Type: application/octet-stream' "${headers[@]}" \
+    curl -sf -m 120 -X PUT -H @"$RUN/admin-token.header" \
+        -H 'Content-Type: application/octet-stream' "${headers[@]}" \
         -T "$file" "$GLANCE_URL/v2/images/$id/file" || fail glance "upload of $name ($id) failed"
-    status=$(curl -sf -m 30 "$GLANCE_URL/v2/images/$id" | json_field status)
+    status=$(curl -sf -m 30 -H @"$RUN/admin-token.header" "$GLANCE_URL/v2/images/$id" \
+        | json_field status)
     [[ $status == active ]] || fail glance "image $name ($id) is $status after upload"
     echo "$id"
 }
@@ -422,24 +445,27 @@ transport_url = $RABBIT/$VHOST_PREFIX
 connection = sqlite:///$STACK/fleetcache.sqlite
 
 [api]
-auth_strategy = noauth
+auth_strategy = keystone
 bind_host = 127.0.0.1
 bind_port = $API_PORT
 workers = 1
 threads = 4
 graceful_timeout = 5
 
+# No auth options here: the API passes the caller's token on to Glance (a member sees only
+# the images its project may see). The conductor's service user is in conductor.conf.
 [glance]
 api_servers = $GLANCE_URL
 
 [image_source]
 backend = glance
 
-# The conductor keeps the computes' resource providers in Placement (noauth2: token "admin").
+# The conductor keeps the computes' resource providers in Placement (endpoint from the catalog)
+# as the service user fleetcache.
 [placement]
-auth_type = admin_token
-endpoint = $PLACEMENT_URL
-token = admin
+$(service_auth_options fleetcache "$FLEETCACHE_SERVICE_PASSWORD")
+
+$(keystone_authtoken_section fleetcache "$FLEETCACHE_SERVICE_PASSWORD")
 
 # The scheduler: the image-type request filter, and both isolation filters beside the
 # extra-specs one (a test that shows AggregateImagePropertiesIsolation's leak alone drops a
@@ -464,6 +490,16 @@ conductor_port = $METRICS_PORT
 EOF
 }
 
+write_conductor_config() {  # what the conductor alone reads, after fleetcache.conf
+    cat >"$CONDUCTOR_CONF" <<EOF
+# fleetcache-conductor of the local stack (written by tools/stack.sh up), read after
+# fleetcache.conf. A job taken over from a dead conductor, or caught up hours later, runs
+# without a caller's token: the conductor looks images up as the service user fleetcache.
+[glance]
+$(service_auth_options fleetcache "$FLEETCACHE_SERVICE_PASSWORD")
+EOF
+}
+
 write_compute_config() {  # host cell metrics-port
     local host=$1 cell=$2 port=$3 base=$STACK/$1
     mkdir -p "$base/instances" "$base/locks"
@@ -479,6 +515,9 @@ transport_url = $(cell_url "$cell")
 
 [glance]
 api_servers = $GLANCE_URL
+# A download may run long after the request that caused it: the compute authenticates to
+# Glance as the service user fleetcache rather than with the caller's token.
+$(service_auth_options fleetcache "$FLEETCACHE_SERVICE_PASSWORD")
 # Images in the stack's Ceph come straight from it (rbd export through privsep) as
 # client.compute, read-only on pool images; short Ceph timeouts so that a dead OSD means a
 # quick fallback to HTTP.
@@ -520,7 +559,7 @@ start_fleetcache() {
     # conductor.d: options a test drops in (e.g. precache_concurrency) before restarting it.
     mkdir -p "$ETC/conductor.d"
     start_daemon conductor "$VENV_BIN/fleetcache-conductor" --config-file "$CONF" \
-        --config-dir "$ETC/conductor.d"
+        --config-file "$CONDUCTOR_CONF" --config-dir "$ETC/conductor.d"
     # NOTE: a compute's registration sent before the conductor listens on its cell's broker
     # is lost and waits out rpc_response_timeout; the conductor registers itself once it does.
     wait_services fleetcache-conductor "*:*"
@@ -589,11 +628,12 @@ write_env() {  # rbd-image-id file-image-ids...
         computes+=("$host:$STACK/$host/instances")
         metrics+=("$host=http://127.0.0.1:$((METRICS_PORT + n))/metrics")
     done
-    cat >"$STACK/env" <<EOF
-export OS_AUTH_TYPE=none
-export OS_ENDPOINT=$API_URL/v2.1
-export OS_IMAGE_ENDPOINT_OVERRIDE=$GLANCE_URL
+    write_identity_env >"$STACK/env"
+    cat >>"$STACK/env" <<EOF
+export FLEETCACHE_API_URL=$API_URL/v2.1
+export FLEETCACHE_GLANCE_URL=$GLANCE_URL
 export FLEETCACHE_CONF=$CONF
+export FLEETCACHE_CONDUCTOR_CONF=$CONDUCTOR_CONF
 export FLEETCACHE_COMPUTES="${computes[*]}"
 export FLEETCACHE_METRICS_CONDUCTOR=http://127.0.0.1:$METRICS_PORT/metrics
 export FLEETCACHE_METRICS_COMPUTES="${metrics[*]}"
@@ -602,15 +642,12 @@ export FLEETCACHE_STACK_DIR=$STACK
 export FLEETCACHE_GLANCE_ACCESS_LOG=$GLANCE_ACCESS_LOG
 export FLEETCACHE_GLANCE_RBD_STORE=$GLANCE_RBD_STORE
 export FLEETCACHE_RBD_SAMPLE_IMAGE=$rbd
-export OS_PLACEMENT_ENDPOINT=$PLACEMENT_URL
+export FLEETCACHE_PLACEMENT_URL=$PLACEMENT_URL
+export FLEETCACHE_KEYSTONE_URL=$KEYSTONE_URL
 EOF
     # `source .stack/placement-env`, then the unmodified `openstack resource provider ...`
-    # (osc-placement): admin_token sends the noauth2 admin token to Placement's endpoint.
-    cat >"$STACK/placement-env" <<EOF
-export OS_AUTH_TYPE=admin_token
-export OS_TOKEN=admin
-export OS_ENDPOINT=$PLACEMENT_URL
-EOF
+    # (osc-placement): the admin, Placement's endpoint from the catalog.
+    write_identity_env >"$STACK/placement-env"
     # FLEETCACHE_CEPH_CONF, FLEETCACHE_CEPH_FSID, FLEETCACHE_CEPH_KEYRING_<USER>
     cat "$CEPH_DIR/env" >>"$STACK/env"
 }
@@ -634,7 +671,8 @@ wait_ceph_started() {
 
 check_rbd_image() {  # id: Glance stored it in Ceph (direct_url rbd://<fsid>/images/<id>/snap)
     local url
-    url=$(curl -sf -m 30 "$GLANCE_URL/v2/images/$1" | json_field direct_url)
+    url=$(curl -sf -m 30 -H @"$RUN/admin-token.header" "$GLANCE_URL/v2/images/$1" \
+        | json_field direct_url)
     [[ $url == rbd://*/images/$1/snap ]] \
         || fail glance "image $1 uploaded to store $GLANCE_RBD_STORE has direct_url $url"
 }
@@ -647,7 +685,7 @@ check_prerequisites() {
         command -v "$tool" >/dev/null \
             || fail prerequisites "$tool missing (run make venv / tools/install-debian-deps.sh)"
     done
-    for port in $GLANCE_PORT $API_PORT $PLACEMENT_PORT $(seq "$METRICS_PORT" \
+    for port in $GLANCE_PORT $API_PORT $PLACEMENT_PORT $KEYSTONE_PORT $(seq "$METRICS_PORT" \
             $((METRICS_PORT + ${#COMPUTES[@]}))); do
         if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
             fail prerequisites "port $port is already taken by another process"
@@ -666,7 +704,9 @@ check_prerequisites() {
 reset_state() {  # everything of a previous stack except the cached Glance and Placement venvs
     local entry
     for entry in "$STACK"/* "$STACK"/.[!.]*; do
-        case $entry in "$GLANCE_VENV" | "$PLACEMENT_VENV" | "$STACK/.lock") continue ;; esac
+        case $entry in
+        "$GLANCE_VENV" | "$PLACEMENT_VENV" | "$KEYSTONE_VENV" | "$STACK/.lock") continue ;;
+        esac
         [[ -e $entry ]] && rm -rf "$entry"
     done
     mkdir -p "$ETC" "$LOG" "$RUN"
@@ -678,7 +718,13 @@ cmd_up() {
     mkdir -p "$STACK" "$RUN"
     cmd_down   # pid files and strays both: a daemon that lost its pid file dies here too
     reset_state
+    umask 077  # configs, env files and logs: readable by root only (passwords, tokens)
     check_prerequisites
+    make_passwords
+    # Keystone first (about 20 s with a cached venv): Placement, the conductor and Glance's
+    # uploads need it; it is set up while the other pieces start.
+    start_keystone &
+    KEYSTONE_START_PID=$!
     # Ceph (about 15 s) starts while Glance and fleetcache do; Glance's rbd store connects
     # only when an image is stored or read.
     start_ceph &
@@ -692,18 +738,23 @@ cmd_up() {
     PLACEMENT_START_PID=$!
     make_sample_images
     write_fleetcache_config
+    write_conductor_config
     local n=0
     for entry in "${COMPUTES[@]}"; do
         n=$((n + 1))
         write_compute_config "${entry%%:*}" "${entry#*:}" $((METRICS_PORT + n))
     done
     setup_database
+    wait_keystone_started
+    setup_identity
+    phase "Keystone up on $KEYSTONE_URL, users and catalog set up"
     wait_placement_started
     phase "Placement up on $PLACEMENT_URL"
     start_fleetcache
     phase "conductor up; computes and API starting"
     wait_glance_started
     wait_http glance "$GLANCE_URL/" 300
+    admin_token_header
     qcow2=$(upload_image fleetcache-sample-qcow2 qcow2 "$STACK/samples/sample.qcow2")
     raw=$(upload_image fleetcache-sample-raw raw "$STACK/samples/sample.raw")
     phase "Glance up, sample images $qcow2 (qcow2) $raw (raw) active"
@@ -716,7 +767,7 @@ cmd_up() {
     wait_services fleetcache-compute "${COMPUTES[@]}"
     wait_in_placement
     write_env "$rbd" "$qcow2" "$raw"
-    log "up in $((SECONDS - T0))s: Glance $GLANCE_URL, API $API_URL/v2.1," \
+    log "up in $((SECONDS - T0))s: Keystone $AUTH_URL, Glance $GLANCE_URL, API $API_URL/v2.1," \
         "Placement $PLACEMENT_URL, computes ${COMPUTES[*]}, Ceph $CEPH_DIR; source $STACK/env"
 }
 
@@ -729,7 +780,7 @@ cmd_down() {
     mapfile -t strays < <(stray_daemons)
     ((${#strays[@]})) && stop_groups TERM "${strays[@]}"
     ceph_sh down
-    rm -f "$STACK/env" "$STACK/placement-env"
+    rm -f "$STACK/env" "$STACK/placement-env" "$STACK"/env.*
     names+=("${strays[@]%%=*}")
     ((${#names[@]})) && log "stopped ${names[*]}"
     return 0
@@ -756,6 +807,7 @@ cmd_status() {
     echo "glance $GLANCE_URL/: HTTP $(http_code "$GLANCE_URL/")"
     echo "api $API_URL/: HTTP $(http_code "$API_URL/")"
     echo "placement $PLACEMENT_URL/: HTTP $(http_code "$PLACEMENT_URL/")"
+    echo "keystone $AUTH_URL: HTTP $(http_code "$AUTH_URL")"
     "$VENV_BIN/fleetcache-manage" --config-file "$CONF" service list || rc=1
     ceph_sh status || rc=1
     return "$rc"

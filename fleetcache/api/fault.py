@@ -37,6 +37,9 @@ FAULT_NAMES = {
     503: "serviceUnavailable",
 }
 DEFAULT_FAULT_NAME = "computeFault"
+#: WSGI environ key a middleware sets when its error response is a page for a browser (the
+#: status page's sign-in form, a 401 in HTML) that must reach the client as it is.
+KEEP_ERROR_PAGE = "fleetcache.fault.keep_error_page"
 #: error_code for errors that do not come from a fleetcache exception.
 GENERIC_ERROR_CODES = {
     400: "fleetcache.invalid",
@@ -101,7 +104,8 @@ class FaultWrapper(util.Middleware):
                 "Unexpected API Error. Please report this at the fleetcache bug tracker and "
                 "attach the fleetcache-api log if possible.",
             )
-        if response.status_code >= 400 and response.content_type != "application/json":
+        if (response.status_code >= 400 and response.content_type != "application/json"
+                and not req.environ.get(KEEP_ERROR_PAGE)):
             # A webob.exc error returned rather than raised, or a bare error from a middleware.
             return fault_response(response.status_code, _plain_message(response))
         return response

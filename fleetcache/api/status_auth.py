@@ -3,7 +3,7 @@
 A link cannot carry ``X-Auth-Token``, so the status paths (and only they) accept a token in
 other ways, all ending as that header before ``auth_token`` reads it:
 
-* ``noauth`` (labs, the local stack): the page loads as any request does (the roles of
+* ``noauth`` (labs, the embedded demo): the page loads as any request does (the roles of
   ``[api] noauth_default_roles``).
 * a reverse proxy in front of the API that adds ``X-Auth-Token`` (a header from the proxy
   wins over everything below);
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import webob
 
-from fleetcache.api import status_html, util
+from fleetcache.api import fault, status_html, util
 from fleetcache.api.middleware import normalize_path
 from fleetcache.api.paths import STATUS, STATUS_PATHS
 
@@ -50,4 +50,5 @@ class StatusTokenCookie(util.Middleware):
         page.text = status_html.render_sign_in(req.script_name + STATUS, message)
         if "WWW-Authenticate" in response.headers:
             page.headers["WWW-Authenticate"] = response.headers["WWW-Authenticate"]
+        req.environ[fault.KEEP_ERROR_PAGE] = True  # a page, not a JSON fault
         return page

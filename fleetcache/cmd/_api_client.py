@@ -1,12 +1,16 @@
 """A small HTTP client of the fleetcache API, for the ``fleetcache`` CLI and the demo.
 
-It speaks to ``/v2.1`` at microversion 2.81 (``OpenStack-API-Version: compute 2.81``), with
-no authentication, a given token (``X-Auth-Token``) or a keystoneauth session built from the
-usual ``OS_*`` variables. Errors come back as :class:`ApiError` carrying the API's message.
+It speaks to ``/v2.1`` at microversion 2.81 (``OpenStack-API-Version: compute 2.81``).
+Authentication is every OpenStack client's (:meth:`ApiClient.from_env`): a keystoneauth session
+loaded by openstacksdk's config loader from ``clouds.yaml`` (``--os-cloud``/``OS_CLOUD``) or
+the ``OS_*`` variables, with the compute endpoint from the catalog; a keystoneauth session
+renews its token before it expires, so a long ``--wait`` outlives the first token. For noauth
+labs, an explicit endpoint with a token (or ``OS_AUTH_TYPE=none``) skips Keystone. Errors
+come back as :class:`ApiError` carrying the API's message.
 
 Use::
 
-    api = ApiClient("http://127.0.0.1:18774/v2.1")
+    api = ApiClient.from_env(cloud="mycloud")          # or ApiClient("http://lab:8774/v2.1")
     agg = api.find_aggregate("edge-1")
     location = api.cache_images(agg["id"], [image_id])
     job = api.wait_job(location, on_update=print)
@@ -21,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import requests
+from keystoneauth1 import exceptions as ks_exc
 
 MICROVERSION = "2.81"
 #: ``catching_up`` ends a wait too: the first pass is over, and the hosts left ``pending`` are
@@ -64,9 +69,13 @@ class ApiClient:
         token: str | None = None,
         timeout: float = 60.0,
         session: requests.Session | None = None,
+        token_source: Callable[[], str | None] | None = None,
     ) -> None:
+        """:param token_source: called before each request for the ``X-Auth-Token`` to send
+            (a keystoneauth session's ``get_token``: cached, renewed when near expiry)."""
         self.endpoint = versioned_endpoint(endpoint)
         self.timeout = timeout
+        self.token_source = token_source
         self.session = session or requests.Session()
         self.session.headers.update({
             "Accept": "application/json",
@@ -77,20 +86,35 @@ class ApiClient:
             self.session.headers["X-Auth-Token"] = token
 
     @classmethod
-    def from_env(cls, endpoint: str | None, token: str | None, timeout: float = 60.0) -> ApiClient:
-        """Build from arguments, else ``OS_ENDPOINT``/``OS_TOKEN``, else keystoneauth's
-        ``OS_AUTH_URL`` and friends (the compute endpoint then comes from the catalog).
+    def from_env(
+        cls,
+        endpoint: str | None = None,
+        token: str | None = None,
+        timeout: float = 60.0,
+        cloud: str | None = None,
+        region: str | None = None,
+    ) -> ApiClient:
+        """The client the arguments and the environment describe.
 
-        :raises ApiError: when no endpoint can be found.
+        Without a cloud (``cloud``/``OS_CLOUD``), an endpoint (``endpoint``/``OS_ENDPOINT``)
+        with a token (``token``/``OS_TOKEN``), with ``OS_AUTH_TYPE=none`` or without
+        ``OS_AUTH_URL`` is used as given: noauth labs. Anything else goes through
+        keystoneauth: ``clouds.yaml`` or the ``OS_*`` variables (``OS_AUTH_URL``,
+        ``OS_USERNAME``...), the endpoint from the catalog (service type ``compute``,
+        ``OS_INTERFACE``, ``OS_REGION_NAME``) unless one is given.
+
+        :raises ApiError: (status 0) when the credentials are missing or refused, or the
+            catalog has no compute endpoint.
         """
         endpoint = endpoint or os.environ.get("OS_ENDPOINT")
         token = token or os.environ.get("OS_TOKEN")
-        auth_type = os.environ.get("OS_AUTH_TYPE", "password")
-        if not token and os.environ.get("OS_AUTH_URL") and auth_type != "none":
-            token, endpoint = _keystone_token(auth_type, endpoint)
-        if not endpoint:
-            raise ApiError(0, "no API endpoint: pass --os-endpoint or set OS_ENDPOINT")
-        return cls(endpoint, token=token, timeout=timeout)
+        cloud = cloud or os.environ.get("OS_CLOUD")
+        no_auth = os.environ.get("OS_AUTH_TYPE") in ("none", "noauth")
+        no_keystone = not os.environ.get("OS_AUTH_URL")
+        if endpoint and not cloud and (token or no_auth or no_keystone):
+            return cls(endpoint, token=token, timeout=timeout)
+        session, endpoint = _keystone_session(cloud, region, endpoint)
+        return cls(endpoint, timeout=timeout, token_source=session.get_token)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -99,10 +123,15 @@ class ApiClient:
 
     def request(self, method: str, path: str, body: Any = None) -> requests.Response:
         """One request; :raises ApiError: on a connection failure or a status >= 400."""
+        headers = {}
         try:
+            if self.token_source is not None:
+                headers["X-Auth-Token"] = self.token_source() or ""
             response = self.session.request(
-                method, self.url(path), json=body, timeout=self.timeout
+                method, self.url(path), json=body, timeout=self.timeout, headers=headers
             )
+        except ks_exc.ClientException as exc:  # a token refused or not renewed
+            raise ApiError(0, f"Keystone: {exc}") from exc
         except requests.RequestException as exc:
             raise ApiError(0, f"cannot reach the API at {self.url(path)}: {exc}; check "
                            "--os-endpoint (or OS_ENDPOINT) and that fleetcache-api runs there"
@@ -189,7 +218,6 @@ class ApiClient:
                 raise ApiError(0, f"job {job['id']} still {job['state']} after {timeout} s")
             time.sleep(interval)
 
-
     # -- compute hosts ----------------------------------------------------------------------
 
     def get_host_image_cache(self, host: str) -> dict[str, Any]:
@@ -201,21 +229,25 @@ class ApiClient:
         return dict(self.get(path)["image_cache"])
 
 
-def _keystone_token(auth_type: str, endpoint: str | None) -> tuple[str, str | None]:
-    """A token (and the compute endpoint, when not given) from keystoneauth's env options."""
-    from keystoneauth1 import loading
-    from keystoneauth1 import session as ks_session
+def _keystone_session(cloud: str | None, region: str | None,
+                      endpoint: str | None) -> tuple[Any, str]:
+    """A keystoneauth session from ``clouds.yaml``/``OS_*`` (openstacksdk's loader, as the
+    ``openstack`` client reads them) and the compute endpoint (``endpoint`` when given)."""
+    # Imported here: openstacksdk's config loader takes ~0.3 s to import, which the noauth
+    # path and `fleetcache demo` need not pay.
+    from openstack import exceptions as sdk_exc
+    from openstack.config import loader
 
-    loader: Any = loading.get_plugin_loader(auth_type)
-    values: dict[str, str] = {}
-    for opt in loader.get_options():
-        value = os.environ.get("OS_" + opt.dest.upper())
-        if value is not None:
-            values[opt.dest] = value
-    session = ks_session.Session(auth=loader.load_from_options(**values))
-    token = session.get_token()
-    if not token:
-        raise ApiError(0, f"keystone ({auth_type}) gave no token")
+    try:
+        cloud_region = loader.OpenStackConfig().get_one(cloud=cloud, region_name=region)
+        session = cloud_region.get_session()
+        if not endpoint:
+            endpoint = cloud_region.get_session_endpoint("compute")
+    except (ks_exc.ClientException, sdk_exc.SDKException) as exc:
+        raise ApiError(0, f"cannot authenticate ({type(exc).__name__}: {exc}); set "
+                       "--os-cloud/OS_CLOUD or OS_AUTH_URL, OS_USERNAME... (or, for a noauth "
+                       "lab, --os-endpoint with --os-token)") from exc
     if not endpoint:
-        endpoint = session.get_endpoint(service_type="compute", interface="public")
-    return token, endpoint
+        raise ApiError(0, "no compute endpoint in the Keystone catalog; pass --os-endpoint")
+    return session, str(endpoint)
+

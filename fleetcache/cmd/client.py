@@ -9,10 +9,13 @@ Commands::
                                                          last use (its last cache report)
     fleetcache demo                                      the embedded demo (no services needed)
 
-``AGG`` is an aggregate's id, uuid or name. The API is ``--os-endpoint`` or ``OS_ENDPOINT``
-(``http://host:port`` or ``.../v2.1``); a token comes from ``--os-token``/``OS_TOKEN`` or,
-with ``OS_AUTH_URL`` set, from keystoneauth's ``OS_*`` variables. Exit status: 0 on success,
-1 when the API refused or a job failed (an image errored on some host), 2 on bad usage.
+``AGG`` is an aggregate's id, uuid or name. Authentication is the ``openstack`` client's:
+``--os-cloud``/``OS_CLOUD`` names a cloud of ``clouds.yaml``, or the ``OS_*`` variables
+(``OS_AUTH_URL``, ``OS_USERNAME``, ``OS_PASSWORD``, ``OS_PROJECT_NAME``...) describe one; the
+API's endpoint is the catalog's ``compute`` service. For a noauth lab, ``--os-endpoint``
+(``http://host:port`` or ``.../v2.1``) with ``--os-token`` (or ``OS_AUTH_TYPE=none``) skips
+Keystone. Exit status: 0 on success, 1 when the API refused or a job failed (an image errored
+on some host), 2 on bad usage.
 """
 
 from __future__ import annotations
@@ -94,11 +97,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Pre-cache images on the hosts of an aggregate and follow the jobs, "
         "through the fleetcache REST API.",
-        epilog="AGG is an aggregate id, uuid or name. Environment: OS_ENDPOINT, OS_TOKEN "
-        "(or keystoneauth's OS_AUTH_URL, OS_USERNAME...).",
+        epilog="AGG is an aggregate id, uuid or name. Environment: OS_CLOUD, or OS_AUTH_URL, "
+        "OS_USERNAME, OS_PASSWORD, OS_PROJECT_NAME... as for the openstack client; "
+        "OS_ENDPOINT and OS_TOKEN for a noauth lab.",
     )
-    parser.add_argument("--os-endpoint", help="API endpoint (default: $OS_ENDPOINT)")
-    parser.add_argument("--os-token", help="auth token (default: $OS_TOKEN)")
+    parser.add_argument("--os-cloud", help="a cloud of clouds.yaml (default: $OS_CLOUD)")
+    parser.add_argument("--os-region-name", help="region (default: $OS_REGION_NAME)")
+    parser.add_argument("--os-endpoint", help="API endpoint instead of the catalog's "
+                        "(default: $OS_ENDPOINT)")
+    parser.add_argument("--os-token", help="token for a noauth lab or an endpoint given "
+                        "(default: $OS_TOKEN)")
     parser.add_argument("--http-timeout", type=float, default=60.0,
                         help="seconds to wait for one API answer (default: 60)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -139,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         return _demo(args)
     try:
-        api = ApiClient.from_env(args.os_endpoint, args.os_token, timeout=args.http_timeout)
+        api = ApiClient.from_env(args.os_endpoint, args.os_token, timeout=args.http_timeout,
+                                 cloud=args.os_cloud, region=args.os_region_name)
         status: int = args.func(api, args)
     except ApiError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

@@ -14,14 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from fleetcache.common.db import instances as db_instances
 from fleetcache.common.db.instances import InstanceDict
 from tests.integration.conftest import Stack
 
 MICROVERSION = ("--os-compute-api-version", "2.81")
-PLACEMENT_HEADERS = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.28"}
+PLACEMENT_HEADERS = {"OpenStack-API-Version": "placement 1.28"}
 #: Seconds a build may take here (a download, a disk, the scheduler on 2 shared cores).
 BUILD_TIMEOUT = 120
 
@@ -51,18 +49,20 @@ class Images:
         bytes against ``disk_format``: other formats need real ``data``)."""
         body = {"name": f"it-boot-{uuid.uuid4().hex[:8]}", "disk_format": disk_format,
                 "container_format": "bare", "visibility": "public", **properties}
-        resp = requests.post(f"{self.stack.glance_url}/v2/images", json=body, timeout=30)
+        resp = self.stack.glance.post(f"{self.stack.glance_url}/v2/images", json=body,
+                                      timeout=30)
         resp.raise_for_status()
         image_id: str = resp.json()["id"]
         self.created.append(image_id)
-        requests.put(f"{self.stack.glance_url}/v2/images/{image_id}/file",
-                     data=os.urandom(size) if data is None else data, timeout=120,
-                     headers={"Content-Type": "application/octet-stream"}).raise_for_status()
+        self.stack.glance.put(
+            f"{self.stack.glance_url}/v2/images/{image_id}/file",
+            data=os.urandom(size) if data is None else data, timeout=120,
+            headers={"Content-Type": "application/octet-stream"}).raise_for_status()
         return image_id
 
     def purge(self) -> None:
         for image_id in self.created:
-            requests.delete(f"{self.stack.glance_url}/v2/images/{image_id}", timeout=30)
+            self.stack.glance.delete(f"{self.stack.glance_url}/v2/images/{image_id}", timeout=30)
 
 
 @contextlib.contextmanager
@@ -70,9 +70,7 @@ def flavor(stack: Stack, vcpus: int = 1, ram: int = 64, disk: int = 1,
            extra_specs: dict[str, str] | None = None) -> Iterator[str]:
     """A flavor created with ``openstack flavor create``; yields its name."""
     name = f"it-f-{uuid.uuid4().hex[:8]}"
-    # NOTE: python-openstackclient 10.5.0's flavor create insists on an identity v3 service
-    # (for --project); with OS_AUTH_TYPE=none it must be told the version.
-    args = ["--os-identity-api-version", "3", "flavor", "create", "--vcpus", str(vcpus),
+    args = ["flavor", "create", "--vcpus", str(vcpus),
             "--ram", str(ram), "--disk", str(disk)]
     for key, value in (extra_specs or {}).items():
         args += ["--property", f"{key}={value}"]
@@ -98,7 +96,7 @@ class Servers:
         name = f"it-s-{uuid.uuid4().hex[:8]}"
         proc = self.stack.run_openstack(
             *MICROVERSION, "server", "create", "--flavor", flavor_name, "--image", image_id,
-            "--network", "none", "--wait", *extra, "-f", "json", name, check=check)
+            "--nic", "none", "--wait", *extra, "-f", "json", name, check=check)
         server = self.show(name)
         self.created.append(server["id"])
         if proc.returncode != 0:
@@ -130,8 +128,8 @@ def host_of(server: dict[str, Any]) -> str | None:
 
 
 def placement_get(stack: Stack, path: str) -> Any:
-    resp = requests.get(stack.env["OS_PLACEMENT_ENDPOINT"].rstrip("/") + path,
-                        headers=PLACEMENT_HEADERS, timeout=30)
+    resp = stack.admin_http.get(stack.env["FLEETCACHE_PLACEMENT_URL"].rstrip("/") + path,
+                                headers=PLACEMENT_HEADERS, timeout=30)
     resp.raise_for_status()
     return resp.json()
 

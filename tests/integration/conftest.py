@@ -1,8 +1,8 @@
 """Fixtures of the integration tests: the real local stack of ``tools/stack.sh``.
 
-The stack (real Glance 33, ``fleetcache-api`` under gunicorn, a conductor and three computes in
-two cells on the machine's RabbitMQ) is started outside pytest, by ``tools/run-integration.sh``
-or by hand::
+The stack (real Keystone 30 and Glance 33, ``fleetcache-api`` under gunicorn behind Keystone, a
+conductor and three computes in two cells on the machine's RabbitMQ) is started outside pytest,
+by ``tools/run-integration.sh`` or by hand::
 
     tools/stack.sh up && .venv/bin/pytest -m integration tests/integration; tools/stack.sh down
 
@@ -15,13 +15,17 @@ when the stack is not up. Use it like::
         with stack.compute_stopped("compute2"):
             stack.wait_service_state("compute2", up=False)
 
+Every request carries a real Keystone token: :meth:`Stack.api_request` and
+:meth:`Stack.run_openstack` act as one of the stack's users (``admin``, ``member`` and ``reader``
+of project fleetcache-demo, ``other``: member of fleetcache-other), :attr:`Stack.glance` is a
+``requests`` session with the admin's token.
+
 Every test in this directory is marked ``integration``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import json
 import os
@@ -35,6 +39,7 @@ from typing import Any
 
 import pytest
 import requests
+from keystoneauth1 import session as ks_session
 from oslo_config import cfg
 
 from fleetcache.common import servicegroup
@@ -42,6 +47,9 @@ from fleetcache.common.config import database as database_opts
 from fleetcache.common.config import default as default_opts
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db.session import Database
+from tests.integration.ceph_cluster import CephCluster
+from tests.integration.glance_log import GlanceRequest
+from tests.integration.identity import USERS, TokenSession, password_auth, read_env_file
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(os.environ.get("FLEETCACHE_VENV", ROOT / ".venv")) / "bin"
@@ -50,22 +58,16 @@ COMPUTE_BINARY = "fleetcache-compute"
 CLI_TIMEOUT = 120
 
 
+#: Test modules that run after all the others (they inspect what the whole run left behind).
+LAST = ("test_secrets_in_logs.py",)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
-
-
-def read_env_file(path: Path) -> dict[str, str]:
-    """The ``export NAME=value`` lines of ``.stack/env`` as a dict."""
-    env: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        words = shlex.split(line, comments=True)
-        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
-            name, _, value = words[1].partition("=")
-            env[name] = value
-    return env
+    items.sort(key=lambda item: Path(str(item.fspath)).name in LAST)  # stable: order kept
 
 
 class Stack:
@@ -75,8 +77,15 @@ class Stack:
     :ivar computes: compute host name -> its ``instances_path``.
     :ivar sample_images: the Glance ids of the sample images (qcow2 first, then raw).
     :ivar conf_file: the API's and conductor's configuration file.
-    :ivar api_url: the compute API endpoint (``.../v2.1``), as ``OS_ENDPOINT``.
-    :ivar glance_url: the Glance root URL, as ``OS_IMAGE_ENDPOINT_OVERRIDE``.
+    :ivar conductor_conf_file: what the conductor alone reads after :attr:`conf_file` (its
+        Glance service user); see :meth:`conductor_args`.
+    :ivar api_url: the compute API endpoint (``.../v2.1``), as in the catalog.
+    :ivar glance_url: the Glance root URL, as in the catalog.
+    :ivar users: user (``admin``, ``member``, ``reader``, ``other``) -> the ``OS_*`` variables
+        of its env file.
+    :ivar admin_http: a ``requests`` session with the admin's token, for raw calls to Glance
+        and Placement (both behind the stack's Keystone).
+    :ivar glance: the same session, named for raw Glance calls.
     :ivar glance_access_log: Glance's access log (see :meth:`glance_requests`).
     :ivar ceph: the stack's throwaway Ceph cluster (``tools/ceph.sh``).
     :ivar rbd_sample_image: the Glance id of the raw sample image in Glance's rbd store.
@@ -88,8 +97,16 @@ class Stack:
         self.dir = directory
         self.env = env
         self.conf_file = Path(env["FLEETCACHE_CONF"])
-        self.api_url = env["OS_ENDPOINT"].rstrip("/")
-        self.glance_url = env["OS_IMAGE_ENDPOINT_OVERRIDE"].rstrip("/")
+        self.conductor_conf_file = Path(env["FLEETCACHE_CONDUCTOR_CONF"])
+        self.api_url = env["FLEETCACHE_API_URL"].rstrip("/")
+        self.glance_url = env["FLEETCACHE_GLANCE_URL"].rstrip("/")
+        self.users = {
+            user: {k: v for k, v in read_env_file(directory / name).items()
+                   if k.startswith("OS_")}
+            for user, name in USERS.items()}
+        self._sessions: dict[str, ks_session.Session] = {}
+        self.admin_http = TokenSession(self.keystone_session("admin"))
+        self.glance = self.admin_http
         self.computes = {
             host: Path(path)
             for host, _, path in (p.partition(":") for p in env["FLEETCACHE_COMPUTES"].split())
@@ -116,6 +133,12 @@ class Stack:
     def report_interval(self) -> int:
         return int(self.conf.report_interval)
 
+    def conductor_args(self) -> list[str]:
+        """The ``--config-file`` arguments of the stack's conductor, for another conductor
+        process on the stack's configuration."""
+        return ["--config-file", str(self.conf_file),
+                "--config-file", str(self.conductor_conf_file)]
+
     def compute_conf_file(self, host: str) -> Path:
         return self.dir / "etc" / f"{host}.conf"
 
@@ -136,25 +159,66 @@ class Stack:
         return self._db
 
     def close(self) -> None:
+        self.glance.close()
         if self._db is not None:
             self._db.dispose()
             self._db = None
 
+    # -- identity -----------------------------------------------------------------------------
+
+    def keystone_session(self, user: str = "admin") -> ks_session.Session:
+        """A keystoneauth session of ``user`` (password auth, project-scoped), kept for the
+        run: it authenticates once and again only when its token nears expiry."""
+        if user not in self._sessions:
+            self._sessions[user] = ks_session.Session(auth=password_auth(self.users[user]),
+                                                      timeout=30)
+        return self._sessions[user]
+
+    def token(self, user: str = "admin") -> str:
+        """A valid token of ``user`` (the same one while it lasts)."""
+        token = self.keystone_session(user).get_token()
+        assert token, f"Keystone gave no token for {user}"
+        return str(token)
+
+    def new_token(self, user: str = "admin") -> str:
+        """A fresh token of ``user``, nobody else's (for tests that revoke it)."""
+        token = ks_session.Session(auth=password_auth(self.users[user])).get_token()
+        assert token, f"Keystone gave no token for {user}"
+        return str(token)
+
+    def passwords(self) -> dict[str, str]:
+        """Every password of the stack (``etc/passwords``: ``ADMIN_PASSWORD``...)."""
+        lines = (self.dir / "etc" / "passwords").read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines if "=" in line)
+
+    def glance_auth_options(self) -> dict[str, Any]:
+        """``[glance]`` options (``make_conf`` keywords) that authenticate to Glance as the
+        stack's service user ``fleetcache``, as the computes do."""
+        return {"glance__auth_type": "password",
+                "glance__auth_url": self.users["admin"]["OS_AUTH_URL"],
+                "glance__username": "fleetcache",
+                "glance__password": self.passwords()["FLEETCACHE_SERVICE_PASSWORD"],
+                "glance__project_name": "service",
+                "glance__user_domain_name": "Default",
+                "glance__project_domain_name": "Default"}
+
     # -- clients ------------------------------------------------------------------------------
 
-    def process_env(self) -> dict[str, str]:
-        """``os.environ`` with the stack's variables, for a client subprocess."""
-        return {**os.environ, **self.env}
+    def process_env(self, user: str = "admin") -> dict[str, str]:
+        """``os.environ`` without its ``OS_*``, with the stack's variables and ``user``'s
+        ``OS_*`` (password auth, the catalog), for a client subprocess."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+        return {**env, **self.env, **self.users[user]}
 
-    def run_openstack(self, *args: str, check: bool = True,
-                      placement: bool = False) -> subprocess.CompletedProcess[str]:
-        """Run the real ``openstack`` client of the venv against the stack.
+    def run_openstack(self, *args: str, check: bool = True, placement: bool = False,
+                      user: str = "admin") -> subprocess.CompletedProcess[str]:
+        """Run the real ``openstack`` client of the venv against the stack as ``user``.
 
         :param placement: with :attr:`placement_env` (for osc-placement's commands).
         :raises AssertionError: when ``check`` and the command exits non-zero (with its output).
         """
         cmd = [str(VENV_BIN / "openstack"), *args]
-        env = {**self.process_env(), **(self.placement_env if placement else {})}
+        env = {**self.process_env(user), **(self.placement_env if placement else {})}
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                               timeout=CLI_TIMEOUT, check=False)
         if check and proc.returncode != 0:
@@ -163,20 +227,21 @@ class Stack:
                 f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
         return proc
 
-    def openstack_json(self, *args: str, placement: bool = False) -> Any:
+    def openstack_json(self, *args: str, placement: bool = False, user: str = "admin") -> Any:
         """``run_openstack(*args, "-f", "json")`` and the parsed output."""
-        return json.loads(self.run_openstack(*args, "-f", "json", placement=placement).stdout)
+        return json.loads(self.run_openstack(*args, "-f", "json", placement=placement,
+                                             user=user).stdout)
 
-    def api_request(self, method: str, path: str, *, roles: str | None = "admin",
-                    microversion: str | None = None, **kwargs: Any) -> requests.Response:
-        """A raw HTTP request to the API (``path`` relative to ``api_url``).
-
-        ``roles`` becomes ``X-Roles`` (the API runs ``auth_strategy = noauth``); None sends no
-        identity headers at all.
-        """
+    def api_request(self, method: str, path: str, *, user: str | None = "admin",
+                    token: str | None = None, microversion: str | None = None,
+                    **kwargs: Any) -> requests.Response:
+        """A raw HTTP request to the API (``path`` relative to ``api_url``) with ``user``'s
+        token (``token``: this one instead); ``user=None`` and no ``token``: no token."""
         headers = dict(kwargs.pop("headers", {}))
-        if roles is not None:
-            headers.update({"X-Roles": roles, "X-User-Id": "it-user", "X-Project-Id": "it-project"})
+        if token is None and user is not None:
+            token = self.token(user)
+        if token is not None:
+            headers["X-Auth-Token"] = token
         if microversion is not None:
             headers["OpenStack-API-Version"] = f"compute {microversion}"
         return requests.request(method, f"{self.api_url}/{path.lstrip('/')}", headers=headers,
@@ -295,76 +360,6 @@ class Stack:
         if proc.returncode != 0:
             raise AssertionError(f"tools/stack.sh {' '.join(args)} failed: "
                                  f"{proc.stdout}{proc.stderr}")
-
-
-@dataclasses.dataclass(frozen=True)
-class CephCluster:
-    """The stack's Ceph as ``tools/ceph.sh up`` described it (``FLEETCACHE_CEPH_*``)."""
-
-    #: The cluster's users, each with its own keyring: ``admin`` (all caps), ``glance``
-    #: (rbd on pool images), ``compute`` (read-only on images), ``instances`` (rbd on pool
-    #: instances, read-only on images).
-    USERS = ("admin", "glance", "compute", "instances")
-
-    conf: Path
-    fsid: str
-    keyrings: dict[str, Path]
-
-    def rbd(self, user: str, *args: str, check: bool = True,
-            timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[bytes]:
-        """Run the ``rbd`` CLI as ``client.<user>`` with explicit conf and keyring.
-
-        :raises AssertionError: when ``check`` and it exits non-zero (with its stderr).
-        """
-        cmd = ["rbd", "--conf", str(self.conf), "--id", user,
-               "--keyring", str(self.keyrings[user]), *args]
-        proc = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{shlex.join(cmd)} exited {proc.returncode}: "
-                                 f"{proc.stderr.decode(errors='replace')}")
-        return proc
-
-
-_ACCESS_LINE = re.compile(
-    r'^(?P<client>\S+) \[(?P<time>[^]]+)\] "(?P<method>\S+) (?P<path>\S+) [^"]*" '
-    r'(?P<status>\d+) (?P<size>\d+) (?P<seconds>[\d.]+) (?P<request_id>\S+) ')
-#: The last field: when the request started (tools/glance/gunicorn_hooks.py).
-_STARTED = re.compile(r' (?P<started>\d+\.\d+)$')
-
-
-@dataclasses.dataclass(frozen=True)
-class GlanceRequest:
-    """One line of Glance's access log (format: ``GLANCE_ACCESS_FORMAT`` in tools/stack.sh)."""
-
-    method: str
-    path: str
-    status: int
-    size: int
-    #: Seconds the request took (the line is written when the response ends).
-    seconds: float
-    #: The ``X-OpenStack-Request-ID`` the client sent (a compute sends its job's global
-    #: request id), None when it sent none.
-    request_id: str | None
-    #: When Glance started the request (epoch seconds); None in a line of a Glance
-    #: started without tools/glance/gunicorn_hooks.py.
-    started: float | None = None
-
-    @property
-    def ended(self) -> float | None:
-        """When the response ended (epoch seconds), from the start and the duration."""
-        return None if self.started is None else self.started + self.seconds
-
-    @classmethod
-    def parse(cls, line: str) -> GlanceRequest:
-        match = _ACCESS_LINE.match(line)
-        if match is None:
-            raise AssertionError(f"not a Glance access log line: {line!r}")
-        request_id = match["request_id"]
-        started = _STARTED.search(line.rstrip())
-        return cls(method=match["method"], path=match["path"], status=int(match["status"]),
-                   size=int(match["size"]), seconds=float(match["seconds"]),
-                   request_id=None if request_id == "-" else request_id,
-                   started=float(started["started"]) if started else None)
 
 
 def _load_conf(path: Path) -> cfg.ConfigOpts:

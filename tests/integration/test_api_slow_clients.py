@@ -71,7 +71,8 @@ def _timed_list(stack: Stack) -> float:
 
 def test_slow_bodies_time_out_and_free_every_thread(stack: Stack) -> None:
     threads, client_timeout = _limits(stack)
-    head = (b"POST /v2.1/os-aggregates HTTP/1.1\r\nHost: api\r\nX-Roles: admin\r\n"
+    head = (b"POST /v2.1/os-aggregates HTTP/1.1\r\nHost: api\r\n"
+            b"X-Auth-Token: " + stack.token().encode() + b"\r\n"
             b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"aggr")
     start = time.monotonic()
     with _connections(stack, threads + 1, head) as slow:
@@ -106,7 +107,7 @@ def test_slow_headers_are_cut_off(stack: Stack) -> None:
 def test_hostile_paths_get_json_faults_from_gunicorn(stack: Stack, path: str) -> None:
     host, port = _address(stack)
     with socket.create_connection((host, port), timeout=30) as sock:
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: api\r\nX-Roles: admin\r\n"
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: api\r\nX-Auth-Token: {stack.token()}\r\n"
                      "Connection: close\r\n\r\n".encode())
         answer = b""
         while chunk := sock.recv(65536):

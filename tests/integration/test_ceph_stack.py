@@ -16,14 +16,13 @@ import uuid
 from typing import Any
 
 import pytest
-import requests
 
 pytestmark = pytest.mark.integration
 CHUNK = 1 << 20
 
 
 def _glance_image(stack: Any, image_id: str) -> dict[str, Any]:
-    resp = requests.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+    resp = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
     resp.raise_for_status()
     body: dict[str, Any] = resp.json()
     return body
@@ -31,7 +30,7 @@ def _glance_image(stack: Any, image_id: str) -> dict[str, Any]:
 
 def _glance_download_sha256(stack: Any, image_id: str) -> str:
     digest = hashlib.sha256()
-    with requests.get(f"{stack.glance_url}/v2/images/{image_id}/file", stream=True,
+    with stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}/file", stream=True,
                       timeout=60) as resp:
         resp.raise_for_status()
         for chunk in resp.iter_content(CHUNK):

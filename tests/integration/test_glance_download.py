@@ -44,7 +44,7 @@ def _image_ids(stack: Any) -> list[str]:
 
 
 def _glance_body(stack: Any, image_id: str) -> dict[str, Any]:
-    resp = requests.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+    resp = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
     resp.raise_for_status()
     body: dict[str, Any] = resp.json()
     return body
@@ -53,6 +53,7 @@ def _glance_body(stack: Any, image_id: str) -> dict[str, Any]:
 def _cache(stack: Any, instances: pathlib.Path, force_raw_images: bool = False) -> ImageCache:
     """A cache that keeps images as Glance serves them (unless ``force_raw_images``)."""
     conf = make_conf(instances_path=str(instances), glance__api_servers=[stack.glance_url],
+                     **stack.glance_auth_options(),
                      force_raw_images=force_raw_images)
     return ImageCache(conf, GlanceImageSource(conf))
 
@@ -69,7 +70,7 @@ def test_sample_images_download_byte_identical(stack: Any, tmp_path: pathlib.Pat
         assert body["os_hash_algo"] == "sha512"
         assert hashlib.sha512(data).hexdigest() == body["os_hash_value"]
         assert hashlib.md5(data).hexdigest() == body["checksum"]
-        direct = requests.get(f"{stack.glance_url}/v2/images/{image_id}/file", timeout=60)
+        direct = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}/file", timeout=60)
         assert data == direct.content
     assert {"qcow2", "raw"} <= formats
     assert cache.partial_files() == []
@@ -84,7 +85,7 @@ def test_qcow2_sample_is_cached_as_raw_with_force_raw_images(stack: Any,
     assert cache.fetch(CTXT, image_id).downloaded
     base = cache.path_for(image_id)
     direct = tmp_path / "direct.qcow2"
-    direct.write_bytes(requests.get(f"{stack.glance_url}/v2/images/{image_id}/file",
+    direct.write_bytes(stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}/file",
                                     timeout=60).content)
     info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", "-f", "raw", base],
                                      check=True, capture_output=True, text=True).stdout)
@@ -114,7 +115,8 @@ def test_hit_touches_without_downloading(stack: Any, tmp_path: pathlib.Path) -> 
 
 def test_show_reports_glance_metadata(stack: Any) -> None:
     image_id = _image_ids(stack)[0]
-    source = GlanceImageSource(make_conf(glance__api_servers=[stack.glance_url]))
+    source = GlanceImageSource(make_conf(glance__api_servers=[stack.glance_url],
+                                         **stack.glance_auth_options()))
     meta = source.show(CTXT, image_id)
     assert meta == ImageMeta.from_dict(_glance_body(stack, image_id))
     assert meta.status == "active" and meta.size
@@ -123,7 +125,7 @@ def test_show_reports_glance_metadata(stack: Any) -> None:
 def test_resume_uses_real_range_requests(stack: Any) -> None:
     """A transfer cut after the first chunk resumes from there with Glance's 206."""
     image_id = _image_ids(stack)[0]
-    conf = make_conf(glance__api_servers=[stack.glance_url],
+    conf = make_conf(glance__api_servers=[stack.glance_url], **stack.glance_auth_options(),
                      glance__download_chunk_size=256 * 1024)
     source = GlanceImageSource(conf)
     source.retry_delay = 0.01
@@ -152,14 +154,15 @@ def test_resume_uses_real_range_requests(stack: Any) -> None:
 
 
 _FETCH = """
-import sys, time
+import json, os, sys, time
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import ImageCache
 from fleetcache.image.glance import GlanceImageSource
 from tests.unit.image.fixtures import make_conf
 conf = make_conf(instances_path=sys.argv[1], glance__api_servers=[sys.argv[2]],
-                 glance__download_chunk_size=65536)
+                 glance__download_chunk_size=65536,
+                 **json.loads(os.environ["FLEETCACHE_IT_GLANCE_AUTH"]))
 source = GlanceImageSource(conf)
 calls = []
 real = source.download
@@ -193,7 +196,9 @@ def test_two_processes_fetch_an_image_from_glance_once(stack: Any,
     def start(delay: float) -> subprocess.Popen[str]:
         return subprocess.Popen([sys.executable, "-c", _FETCH, str(tmp_path / "inst"),
                                  stack.glance_url, image_id, str(delay)],
-                                stdout=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "FLEETCACHE_IT_GLANCE_AUTH":
+                                     json.dumps(stack.glance_auth_options())})
 
     first = start(2.0)
     deadline = time.monotonic() + 60
@@ -292,7 +297,8 @@ def test_connections_cut_mid_body_resume_byte_identical(stack: Any, proxy: Proxy
     image_id = _qcow2_sample(stack)
     proxy.cuts = [1_500_000, 1_500_000]
     conf = make_conf(instances_path=str(tmp_path / "instances"), force_raw_images=False,
-                     glance__api_servers=[proxy.url], glance__download_chunk_size=65536)
+                     glance__api_servers=[proxy.url], glance__download_chunk_size=65536,
+                     **stack.glance_auth_options())
     source = GlanceImageSource(conf)
     source.retry_delay = 0.01
     outcome = ImageCache(conf, source).fetch(CTXT, image_id)
@@ -308,7 +314,7 @@ def test_a_byte_corrupted_in_flight_fails_and_leaves_nothing(stack: Any, proxy: 
     image_id = _qcow2_sample(stack)
     proxy.flip_at = 2 * 1024 * 1024
     conf = make_conf(instances_path=str(tmp_path / "instances"),
-                     glance__api_servers=[proxy.url])
+                     glance__api_servers=[proxy.url], **stack.glance_auth_options())
     cache = ImageCache(conf, GlanceImageSource(conf))
     with pytest.raises(exception.ImageFetchError, match="sha512 mismatch"):
         cache.fetch(CTXT, image_id)

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from fleetcache.common import servicegroup
 from fleetcache.common.db import api as db_api
@@ -77,23 +76,23 @@ def make_image(stack: Any) -> Iterator[Callable[[int], dict[str, Any]]]:
     made: list[str] = []
 
     def make(mib: int) -> dict[str, Any]:
-        resp = requests.post(f"{stack.glance_url}/v2/images", timeout=30, json={
+        resp = stack.glance.post(f"{stack.glance_url}/v2/images", timeout=30, json={
             "name": f"it-takeover-{uuid.uuid4().hex[:8]}", "disk_format": "raw",
             "container_format": "bare"})
         resp.raise_for_status()
         image_id = resp.json()["id"]
         made.append(image_id)
-        requests.put(f"{stack.glance_url}/v2/images/{image_id}/file",
-                     data=(os.urandom(1 << 20) for _ in range(mib)), timeout=600,
-                     headers={"Content-Type": "application/octet-stream"}).raise_for_status()
-        body: dict[str, Any] = requests.get(f"{stack.glance_url}/v2/images/{image_id}",
-                                            timeout=30).json()
+        stack.glance.put(f"{stack.glance_url}/v2/images/{image_id}/file",
+                         data=(os.urandom(1 << 20) for _ in range(mib)), timeout=600,
+                         headers={"Content-Type": "application/octet-stream"}).raise_for_status()
+        body: dict[str, Any] = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}",
+                                                timeout=30).json()
         assert body["status"] == "active" and body["size"] == mib << 20, body
         return body
 
     yield make
     for image_id in made:
-        requests.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+        stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
         _forget(stack, image_id)
 
 
@@ -119,7 +118,7 @@ class SecondConductor:
         self.log_file = workdir / "conductor2.log"
         self._log = self.log_file.open("ab")
         self.proc = subprocess.Popen(
-            [str(VENV_BIN / "fleetcache-conductor"), "--config-file", str(stack.conf_file),
+            [str(VENV_BIN / "fleetcache-conductor"), *stack.conductor_args(),
              "--config-dir", str(confdir)],
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
 

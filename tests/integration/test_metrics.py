@@ -59,7 +59,7 @@ def new_images(stack: Any, tmp_path: Path) -> Iterator[dict[str, str]]:
     }
     yield images
     for image_id in images.values():
-        requests.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+        stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
         for host in HOSTS:
             (Path(stack.computes[host]) / "_base" / cache_name(image_id)).unlink(missing_ok=True)
 

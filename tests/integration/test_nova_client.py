@@ -1,11 +1,8 @@
-"""The unmodified ``nova`` CLI (python-novaclient) against the real stack, without Keystone
+"""The unmodified ``nova`` CLI (python-novaclient) against the real stack, with Keystone
 (issue 3: "``nova aggregate-cache-images`` works against it").
 
-The environment is the one that works without Keystone (docs/api.md, "Authentication"):
-``OS_AUTH_TYPE=none``, ``OS_ENDPOINT`` and dummy ``OS_USERNAME``/``OS_PROJECT_ID``/
-``OS_AUTH_URL`` (checked for, never contacted; with ``--os-token`` alone novaclient still
-contacts Keystone). novaclient then resolves images on the compute endpoint itself
-(``GET /v2.1/v2/images?id=in:...``), which the API answers from Glance.
+The environment is the admin's ``.stack/env`` (password auth): novaclient finds the compute API
+in the catalog, and resolves image ids on the catalog's image service, the stack's Glance.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from fleetcache.compute.imagecache import cache_name
 
@@ -31,11 +27,8 @@ NOVA = Path(os.environ.get("FLEETCACHE_VENV", Path(__file__).parents[2] / ".venv
 
 
 def nova_env(stack: Any) -> dict[str, str]:
-    """The process environment without any ``OS_*`` of ours, plus the no-Keystone settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-    env.update(OS_AUTH_TYPE="none", OS_ENDPOINT=stack.api_url, OS_USERNAME="it-user",
-               OS_PROJECT_ID="it-project", OS_AUTH_URL="http://127.0.0.1:9/")
-    return env
+    """The process environment without any ``OS_*`` of ours, plus the admin's ``OS_*``."""
+    return stack.process_env("admin")
 
 
 def nova(stack: Any, *args: str) -> str:
@@ -70,7 +63,7 @@ def _cached(stack: Any, host: str, image_id: str) -> Path:
 
 
 def _glance_image(stack: Any, image_id: str) -> dict[str, Any]:
-    resp = requests.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+    resp = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
     resp.raise_for_status()
     body: dict[str, Any] = resp.json()
     return body
@@ -107,6 +100,7 @@ def test_nova_aggregate_cache_images_fills_the_hosts(stack, nova_aggregate):
             _cached(stack, host, image_id).unlink(missing_ok=True)
     api_log = stack.log_file("api")
     api_log_start = api_log.stat().st_size
+    glance_start = len(stack.glance_requests())
 
     nova(stack, "aggregate-create", nova_aggregate)
     agg = _aggregate_by_name(stack, nova_aggregate)
@@ -117,11 +111,13 @@ def test_nova_aggregate_cache_images_fills_the_hosts(stack, nova_aggregate):
     assert sorted(_aggregate_by_name(stack, nova_aggregate)["hosts"]) == sorted(HOSTS)
 
     nova(stack, "aggregate-cache-images", nova_aggregate, *images)
-    with api_log.open() as f:  # novaclient found the images on the compute endpoint
+    with api_log.open() as f:  # novaclient found the images in Glance, not on the compute API
         f.seek(api_log_start)
-        lookups = [line for line in f if '"GET /v2.1/v2/images?id=in:' in line]
-    assert len(lookups) == 1 and all(i in lookups[0] for i in images), lookups
-    assert "status: 200" in lookups[0]
+        assert not [line for line in f if '"GET /v2.1/v2/images' in line]
+    lookups = [r for r in stack.glance_requests()[glance_start:]
+               if r.method == "GET" and r.path.startswith("/v2/images")
+               and any(i in r.path for i in images)]
+    assert lookups and all(r.status == 200 for r in lookups), lookups
 
     job = _wait_only_job(stack, agg["id"])
     assert job["state"] == "done", job

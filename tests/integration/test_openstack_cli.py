@@ -1,7 +1,7 @@
 """The unmodified ``openstack`` client against the real stack, checked against its database.
 
-Aggregate commands go to ``fleetcache-api`` (gunicorn, noauth) through ``OS_ENDPOINT``; image
-look-ups go to the stack's real Glance through ``OS_IMAGE_ENDPOINT_OVERRIDE``. What the API says
+The client authenticates to the stack's Keystone with a password (``.stack/env``) and finds
+``fleetcache-api`` (compute) and Glance (image) in the catalog. What the API says
 is compared with what ``fleetcache.common.db.api`` reads from the stack's database.
 """
 
@@ -87,7 +87,7 @@ def test_add_host_of_unknown_compute_fails_and_leaves_database_unchanged(stack, 
 
 
 def test_member_role_gets_403_and_creates_nothing(stack, aggregate_name):
-    resp = stack.api_request("POST", "os-aggregates", roles="member",
+    resp = stack.api_request("POST", "os-aggregates", user="member",
                              json={"aggregate": {"name": aggregate_name}})
     assert resp.status_code == 403, resp.text
     assert resp.json()["forbidden"]["code"] == 403
@@ -97,7 +97,7 @@ def test_member_role_gets_403_and_creates_nothing(stack, aggregate_name):
 
 def test_member_role_gets_403_on_host_changes(stack, make_aggregate):
     agg = make_aggregate()
-    resp = stack.api_request("POST", f"os-aggregates/{agg['id']}/action", roles="member",
+    resp = stack.api_request("POST", f"os-aggregates/{agg['id']}/action", user="member",
                              json={"add_host": {"host": "compute1"}})
     assert resp.status_code == 403, resp.text
     assert db_api.aggregate_get(stack.db, agg["id"])["hosts"] == []

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 from oslo_config import cfg
 from sqlalchemy import delete
 
@@ -79,19 +78,19 @@ def two_images(stack: Any) -> Iterator[list[str]]:
     ids: list[str] = []
     try:
         for n in range(2):
-            resp = requests.post(f"{stack.glance_url}/v2/images", timeout=30, json={
+            resp = stack.glance.post(f"{stack.glance_url}/v2/images", timeout=30, json={
                 "name": f"it-origin-{n}-{uuid.uuid4().hex[:8]}", "disk_format": "raw",
                 "container_format": "bare"})
             resp.raise_for_status()
             ids.append(resp.json()["id"])
-            requests.put(f"{stack.glance_url}/v2/images/{ids[-1]}/file",
-                         data=(os.urandom(1 << 20) for _ in range(IMAGE_MIB)), timeout=600,
-                         headers={"Content-Type": "application/octet-stream"}
-                         ).raise_for_status()
+            stack.glance.put(f"{stack.glance_url}/v2/images/{ids[-1]}/file",
+                             data=(os.urandom(1 << 20) for _ in range(IMAGE_MIB)), timeout=600,
+                             headers={"Content-Type": "application/octet-stream"}
+                             ).raise_for_status()
         yield ids
     finally:
         for image_id in ids:
-            requests.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+            stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
             _forget(stack, image_id)
 
 
@@ -103,7 +102,7 @@ def _second_conductor(stack: Any, workdir: Path) -> Iterator[None]:
     override.write_text(second_conductor_conf(CONDUCTOR2))
     log = (workdir / "conductor2.log").open("ab")
     proc = subprocess.Popen(
-        [str(VENV_BIN / "fleetcache-conductor"), "--config-file", str(stack.conf_file),
+        [str(VENV_BIN / "fleetcache-conductor"), *stack.conductor_args(),
          "--config-dir", str(stack.dir / "etc" / "conductor.d"),
          "--config-file", str(override)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

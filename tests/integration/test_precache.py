@@ -20,7 +20,6 @@ from typing import Any
 
 import oslo_messaging as messaging
 import pytest
-import requests
 from oslo_config import cfg
 
 from fleetcache.common import rpc
@@ -80,7 +79,7 @@ def notifications(stack: Any) -> Any:
 
 
 def _glance_image(stack: Any, image_id: str) -> dict[str, Any]:
-    resp = requests.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+    resp = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
     resp.raise_for_status()
     body: dict[str, Any] = resp.json()
     assert body["os_hash_algo"] == "sha512"
@@ -100,7 +99,7 @@ def _same_disk_as_glance(stack: Any, image_id: str, cached: Path, tmp: Path) -> 
     with cached.open("rb") as f:
         assert f.read(4) != b"QFI\xfb", "a cached qcow2 must be Glance's bytes"
     original = tmp / f"{image_id}.{body['disk_format']}"
-    with requests.get(f"{stack.glance_url}/v2/images/{image_id}/file", stream=True,
+    with stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}/file", stream=True,
                       timeout=60) as resp, original.open("wb") as out:
         resp.raise_for_status()
         for chunk in resp.iter_content(1 << 20):
@@ -253,19 +252,19 @@ BIG_MIB = 1024  # ~7 s to download here: a wide window to kill the compute in
 @pytest.fixture
 def big_image(stack: Any) -> Any:
     """A 1 GiB raw image in the stack's Glance, deleted after the test."""
-    resp = requests.post(f"{stack.glance_url}/v2/images", timeout=30, json={
+    resp = stack.glance.post(f"{stack.glance_url}/v2/images", timeout=30, json={
         "name": f"it-big-{uuid.uuid4().hex[:8]}", "disk_format": "raw",
         "container_format": "bare"})
     resp.raise_for_status()
     image_id = resp.json()["id"]
     block = os.urandom(1 << 20)
     try:
-        requests.put(f"{stack.glance_url}/v2/images/{image_id}/file",
+        stack.glance.put(f"{stack.glance_url}/v2/images/{image_id}/file",
                      data=(block for _ in range(BIG_MIB)), timeout=600,
                      headers={"Content-Type": "application/octet-stream"}).raise_for_status()
         yield image_id
     finally:
-        requests.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+        stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
 
 
 def _call_monitor_timeout(stack: Any) -> int:

@@ -61,20 +61,20 @@ def _forget(stack: Any, image_id: str) -> None:
 def fresh_image(stack: Any) -> Iterator[dict[str, Any]]:
     """A new raw image of IMAGE_MIB random MiB in the stack's Glance (so no compute has it),
     deleted, with its cached copies, after the test. :returns: Glance's image body."""
-    resp = requests.post(f"{stack.glance_url}/v2/images", timeout=30, json={
+    resp = stack.glance.post(f"{stack.glance_url}/v2/images", timeout=30, json={
         "name": f"it-concurrent-{uuid.uuid4().hex[:8]}", "disk_format": "raw",
         "container_format": "bare"})
     resp.raise_for_status()
     image_id = resp.json()["id"]
     try:
-        requests.put(f"{stack.glance_url}/v2/images/{image_id}/file",
+        stack.glance.put(f"{stack.glance_url}/v2/images/{image_id}/file",
                      data=(os.urandom(1 << 20) for _ in range(IMAGE_MIB)), timeout=600,
                      headers={"Content-Type": "application/octet-stream"}).raise_for_status()
-        body = requests.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30).json()
+        body = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30).json()
         assert body["status"] == "active" and body["size"] == IMAGE_MIB << 20, body
         yield body
     finally:
-        requests.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+        stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
         _forget(stack, image_id)
 
 

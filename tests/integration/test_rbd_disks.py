@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import requests
 from oslo_config import cfg
 
 from fleetcache.common import config, rpc
@@ -77,7 +76,7 @@ def test_qcow2_image_is_converted_and_imported(stack, rbd_host):
         assert (result["backend"], result["format"]) == ("rbd", "raw")
         info = _info(stack, f"{instance}_disk")
         assert info is not None and "parent" not in info
-        glance = requests.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30).json()
+        glance = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30).json()
         assert info["size"] == int(glance["virtual_size"])
     finally:
         assert rbd_host.delete_instance_disk(get_admin_context(), HOST, instance) is True

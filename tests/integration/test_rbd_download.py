@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from fleetcache.common.db import jobs
 from fleetcache.compute.imagecache import PART_MARK, cache_name
@@ -37,16 +36,16 @@ MIB = 1024 * 1024
 
 def _upload_rbd_image(stack: Any, data: bytes) -> str:
     """A new raw image in Glance's rbd store; :returns: its id (= its rbd image name)."""
-    resp = requests.post(f"{stack.glance_url}/v2/images", timeout=30, json={
+    resp = stack.glance.post(f"{stack.glance_url}/v2/images", timeout=30, json={
         "name": f"it-rbd-{uuid.uuid4().hex[:8]}", "disk_format": "raw",
         "container_format": "bare", "visibility": "public"})
     resp.raise_for_status()
     image_id: str = resp.json()["id"]
-    resp = requests.put(f"{stack.glance_url}/v2/images/{image_id}/file", data=data, timeout=120,
+    resp = stack.glance.put(f"{stack.glance_url}/v2/images/{image_id}/file", data=data, timeout=120,
                         headers={"Content-Type": "application/octet-stream",
                                  "X-Image-Meta-Store": stack.env["FLEETCACHE_GLANCE_RBD_STORE"]})
     resp.raise_for_status()
-    body = requests.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30).json()
+    body = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30).json()
     assert body["status"] == "active", body
     assert body["direct_url"] == f"rbd://{stack.ceph.fsid}/images/{image_id}/snap", body
     return image_id
@@ -68,7 +67,7 @@ def rbd_image(stack: Any) -> Iterator[tuple[str, bytes]]:
     yield image_id, data
     for host in HOSTS:
         _cached(stack, host, image_id).unlink(missing_ok=True)
-    requests.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=60)
+    stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=60)
 
 
 def _file_gets(stack: Any, image_id: str) -> int:
@@ -253,7 +252,7 @@ def test_osd_killed_mid_export_falls_back_to_http(stack, make_aggregate):
         if not _osd_alive(stack):
             _restart_osd(stack)
         _wait_osd_up(stack)
-        requests.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=60)
+        stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=60)
 
 
 def _osd_alive(stack: Any) -> bool:

@@ -1,7 +1,7 @@
 """Seed 002's experiment with the unmodified client: an aggregate ``Trove`` holding compute3
 with ``image_isolation_property=tesora_edition``; three images tagged ``tesora_edition``, three
 not; six ``openstack --os-compute-api-version 2.81 server create --flavor F --image I
---network none --wait``. With the stack's filters (AggregateImageStrictIsolation among them)
+--nic none --wait``. With the stack's filters (AggregateImageStrictIsolation among them)
 the tagged ones all land on compute3 and the untagged ones never do; with the strict filter
 swapped for AggregateImagePropertiesIsolation, the one-way leak shows: an untagged image lands
 on compute3."""

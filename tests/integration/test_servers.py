@@ -1,5 +1,5 @@
 """The boot path on the real stack, driven by the unmodified ``openstack`` client at
-microversion 2.81 (``server create --flavor F --image I --network none --wait``): a server is a
+microversion 2.81 (``server create --flavor F --image I --nic none --wait``): a server is a
 scheduled root disk on a compute, through the backend ``images_type_mapping`` picks, from the
 image cache; the state says what is true, Placement holds exactly what exists."""
 
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from fleetcache.common.db import host_images
 from fleetcache.conductor.placement import provider_uuid
@@ -114,7 +113,7 @@ def test_vhd_image_no_host_supports_ends_error_with_no_valid_host(
         assert fault["message"].startswith("No valid host was found."), fault
     record = servers.record(server["id"])
     assert record["host"] is None and allocations(stack, server["id"]) == {}
-    # Admins (the stack's noauth default) see which filter removed how many hosts.
+    # An admin (the stack's .stack/env) sees which filter removed how many hosts.
     assert "->" in fault.get("details", ""), fault
 
 
@@ -132,14 +131,14 @@ def test_qcow2_server_never_lands_on_a_host_without_qcow2(
 def _qcow2_image(stack: Stack, images: Images) -> str:
     """A real qcow2 image (the stack's sample) under a new id."""
     sample = stack.dir / "samples" / "sample.qcow2"
-    resp = requests.post(f"{stack.glance_url}/v2/images", timeout=30, json={
+    resp = stack.glance.post(f"{stack.glance_url}/v2/images", timeout=30, json={
         "name": "it-boot-qcow2", "disk_format": "qcow2", "container_format": "bare"})
     resp.raise_for_status()
     image_id: str = resp.json()["id"]
     images.created.append(image_id)
-    requests.put(f"{stack.glance_url}/v2/images/{image_id}/file", data=sample.read_bytes(),
-                 timeout=120,
-                 headers={"Content-Type": "application/octet-stream"}).raise_for_status()
+    stack.glance.put(f"{stack.glance_url}/v2/images/{image_id}/file", data=sample.read_bytes(),
+                     timeout=120,
+                     headers={"Content-Type": "application/octet-stream"}).raise_for_status()
     return image_id
 
 

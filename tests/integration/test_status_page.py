@@ -2,8 +2,9 @@
 
 A job over the three computes is held back by freezing compute3 (SIGSTOP of its process
 group: its RPC call waits in RabbitMQ), so the page first shows it running with two hosts of
-three; compute3 is then thawed and the page, without the test reloading it, follows the job
-to ``done``. One image of the job is a qcow2 declared ``raw`` (Glance accepts it; every
+three (after signing in with the admin's Keystone token pasted into the page's form);
+compute3 is then thawed and the page, without the test reloading it, follows the job to
+``done``. One image of the job is a qcow2 declared ``raw`` (Glance accepts it; every
 compute's format inspection refuses it), so the matrix shows an error with its reason.
 
 Screenshots: ``<stack>/log/status-page-running.png`` and ``status-page-done.png`` (the stack's
@@ -38,14 +39,14 @@ MV = "2.81"
 
 def upload_image(stack: Any, path: Path, disk_format: str) -> str:
     """A new image in the stack's Glance (file store). :returns: its id."""
-    resp = requests.post(f"{stack.glance_url}/v2/images", timeout=30, json={
+    resp = stack.glance.post(f"{stack.glance_url}/v2/images", timeout=30, json={
         "name": f"it-status-{uuid.uuid4().hex[:8]}", "disk_format": disk_format,
         "container_format": "bare"})
     resp.raise_for_status()
     image_id: str = resp.json()["id"]
-    requests.put(f"{stack.glance_url}/v2/images/{image_id}/file", data=path.read_bytes(),
-                 headers={"Content-Type": "application/octet-stream"},
-                 timeout=120).raise_for_status()
+    stack.glance.put(f"{stack.glance_url}/v2/images/{image_id}/file", data=path.read_bytes(),
+                     headers={"Content-Type": "application/octet-stream"},
+                     timeout=120).raise_for_status()
     return image_id
 
 
@@ -54,7 +55,7 @@ def mislabelled_image(stack: Any, tmp_path: Path) -> Iterator[str]:
     """A qcow2 declared ``raw``: Glance takes it, fleetcache's format inspection refuses it."""
     image_id = upload_image(stack, hostile_images.qcow2(tmp_path, size="1M"), "raw")
     yield image_id
-    requests.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+    stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
 
 
 @contextlib.contextmanager
@@ -105,7 +106,12 @@ def test_page_follows_a_running_job_to_its_end_and_shows_an_error_reason(
             _wait(lambda: _job(stack, aggregate["id"], job_id)["hosts_reported"] == 2,
                   "the two live computes to answer")
 
-            response = page.goto(status_url)
+            signed_out = page.goto(status_url)  # Keystone: the sign-in form first
+            assert signed_out is not None and signed_out.status == 401
+            page.fill("#token", stack.token("admin"))
+            page.click("button[type=submit]")
+            page.wait_for_selector(f'tr[data-job="{job_id}"]', timeout=10_000)
+            response = page.reload()  # the token now rides in the page's cookie
             assert response is not None and response.status == 200
             assert "default-src 'none'" in response.headers["content-security-policy"]
             row = page.locator(f'tr[data-job="{job_id}"]')
@@ -140,6 +146,7 @@ def test_status_paths_are_admin_only(stack: Any) -> None:
     root = stack.api_url.rsplit("/v2.1", 1)[0]
     for path in ("/status", "/status/progress"):
         resp = requests.get(root + path, timeout=30,
-                            headers={"X-Roles": "member", "X-Project-Id": "p"})
+                            headers={"X-Auth-Token": stack.token("member")})
         assert resp.status_code == 403, resp.text
         assert resp.json()["forbidden"]["code"] == 403
+        assert requests.get(root + path, timeout=30).status_code == 401

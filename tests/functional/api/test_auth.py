@@ -42,3 +42,22 @@ def test_keystone_mode_needs_a_token_but_not_for_discovery(
     assert app.get("/").status_int == 200
     assert app.get("/v2.1/").json["version"]["version"] == "2.81"
     assert app.get("/openapi.json").status_int == 200
+
+
+def test_keystone_mode_status_page_without_token_is_the_sign_in_form(
+    conf: cfg.ConfigOpts, db: Database
+) -> None:
+    """The whole pipeline: the fault wrapper lets the sign-in page (a 401 in HTML) through;
+    the feed the page polls stays JSON."""
+    conf.set_override("auth_strategy", "keystone", group="api")
+    middleware.register_keystone_opts(conf)
+    conf.set_override("www_authenticate_uri", "http://127.0.0.1:9/identity",
+                      group="keystone_authtoken")
+    app = webtest.TestApp(wsgi.init_application(conf))
+    page = app.get("/status", expect_errors=True)
+    assert page.status_int == 401 and page.content_type == "text/html"
+    assert 'id="token"' in page.text
+    assert "default-src 'none'" in page.headers["Content-Security-Policy"]
+    assert page.headers["WWW-Authenticate"] == 'Keystone uri="http://127.0.0.1:9/identity"'
+    feed = app.get("/status/progress", expect_errors=True)
+    assert feed.status_int == 401 and feed.content_type == "application/json"

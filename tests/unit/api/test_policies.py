@@ -1,5 +1,6 @@
 """The default policies: Nova's names and defaults where Nova has them (admin-only but for
-servers, which a project's members own, and flavor reads, open to all)."""
+servers, which a project's members own, and flavor reads, open to all), project scope; the base
+rules are Nova's new-default aliases."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from oslo_config import cfg
 from oslo_policy import policy as oslo_policy
 
 from fleetcache.api import policies, policy
+from fleetcache.api.policies import base
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 
@@ -34,7 +36,6 @@ PROJECT_READ = {"os_compute_api:os-flavor-extra-specs:index",
                 "os_compute_api:servers:detail", "os_compute_api:servers:show"}
 PROJECT_WRITE = {"os_compute_api:servers:create", "os_compute_api:servers:delete",
                  "os_compute_api:servers:rebuild"}
-BASE_RULES = {"context_is_admin", "project_member_api", "project_reader_api"}
 
 
 def test_rule_names() -> None:
@@ -42,28 +43,36 @@ def test_rule_names() -> None:
     fleetcache_names = {"fleetcache:aggregates:images:jobs", "fleetcache:images:show",
                         "fleetcache:flavors:list", "fleetcache:status:show",
                         "fleetcache:os-hosts:image-cache:list", "fleetcache:networks:show"}
-    assert NOVA_NAMES | BASE_RULES | fleetcache_names == names
+    base_names = {r.name for r in base.list_rules()}
+    assert NOVA_NAMES | base_names | fleetcache_names == names
+
+
+def test_base_aliases_name_base_rules() -> None:
+    base_names = {r.name for r in base.list_rules()}
+    for alias in (base.ADMIN, base.PROJECT_MANAGER_OR_ADMIN, base.PROJECT_MEMBER_OR_ADMIN,
+                  base.PROJECT_READER_OR_ADMIN, base.SERVICE_OR_ADMIN):
+        assert alias.removeprefix("rule:") in base_names
 
 
 def test_every_operation_rule_is_documented_with_novas_default() -> None:
+    base_names = {r.name for r in base.list_rules()}
     for rule in policies.list_rules():
-        if rule.name in BASE_RULES:
+        if rule.name in base_names:
+            assert not isinstance(rule, oslo_policy.DocumentedRuleDefault)
             continue
         assert isinstance(rule, oslo_policy.DocumentedRuleDefault)
-        expected = ("rule:project_reader_api or rule:context_is_admin"
-                    if rule.name in PROJECT_READ else
-                    "rule:project_member_api or rule:context_is_admin"
-                    if rule.name in PROJECT_WRITE else
-                    "@" if rule.name in ("fleetcache:flavors:list", "fleetcache:networks:show")
-                    else "rule:context_is_admin")
+        expected = (base.PROJECT_READER_OR_ADMIN if rule.name in PROJECT_READ else
+                    base.PROJECT_MEMBER_OR_ADMIN if rule.name in PROJECT_WRITE else
+                    base.ANY if rule.name in ("fleetcache:flavors:list",
+                                              "fleetcache:networks:show")
+                    else base.ADMIN)
         assert rule.check_str == expected, rule.name
+        assert rule.scope_types == ["project"]
         assert rule.operations and rule.description
 
 
 def test_project_rules() -> None:
-    conf = cfg.ConfigOpts()
-    conf([])
-    enforcer = policy.get_enforcer(conf)
+    enforcer = _enforcer()
     mine = {"project_id": "p", "user_id": "u"}
     reader = RequestContext(roles=["reader"], project_id="p")
     member = RequestContext(roles=["member", "reader"], project_id="p")
@@ -79,10 +88,33 @@ def test_project_rules() -> None:
         raise AssertionError(f"{rule} allowed")
 
 
-def test_authorize() -> None:
+def _enforcer() -> oslo_policy.Enforcer:
     conf = cfg.ConfigOpts()
     conf([])
-    enforcer = policy.get_enforcer(conf)
+    return policy.get_enforcer(conf)
+
+
+def test_project_aliases_need_the_targets_project_or_admin() -> None:
+    enforcer = _enforcer()
+    reader = RequestContext(roles=["reader"], project_id="p1")
+    member = RequestContext(roles=["member", "reader"], project_id="p1")
+    admin = RequestContext(roles=["admin", "member", "reader"], project_id="p0")
+    own, other = {"project_id": "p1"}, {"project_id": "p2"}
+
+    def allowed(alias: str, ctx: RequestContext, target: dict[str, str]) -> bool:
+        return bool(enforcer.enforce(alias.removeprefix("rule:"), target, ctx))
+
+    assert allowed(base.PROJECT_READER_OR_ADMIN, reader, own)
+    assert not allowed(base.PROJECT_READER_OR_ADMIN, reader, other)
+    assert not allowed(base.PROJECT_MEMBER_OR_ADMIN, reader, own)
+    assert allowed(base.PROJECT_MEMBER_OR_ADMIN, member, own)
+    assert not allowed(base.PROJECT_MEMBER_OR_ADMIN, member, other)
+    assert allowed(base.PROJECT_MEMBER_OR_ADMIN, admin, other)
+    assert not allowed(base.ADMIN, member, own)
+
+
+def test_authorize() -> None:
+    enforcer = _enforcer()
     admin = RequestContext(roles=["admin"], project_id="p")
     member = RequestContext(roles=["member", "reader"], project_id="p")
     policy.authorize(enforcer, admin, "compute:aggregates:images")

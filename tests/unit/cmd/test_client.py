@@ -148,11 +148,61 @@ def test_progress_bar_writes_a_line_per_change_off_a_terminal():
     ]
 
 
-def test_main_without_endpoint_fails_with_a_message(monkeypatch, capsys):
-    for name in ("OS_ENDPOINT", "OS_TOKEN", "OS_AUTH_URL"):
-        monkeypatch.delenv(name, raising=False)
+def _no_os_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("OS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.config/openstack/clouds.yaml
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+
+
+def test_main_without_credentials_fails_with_a_message(monkeypatch, capsys, tmp_path):
+    _no_os_env(monkeypatch, tmp_path)
     assert client.main(["jobs", "list", "agg"]) == 1
-    assert "no API endpoint" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "cannot authenticate" in err and "--os-cloud" in err
+
+
+def test_noauth_lab_endpoint_and_token_skip_keystone(monkeypatch, tmp_path):
+    _no_os_env(monkeypatch, tmp_path)
+    monkeypatch.setenv("OS_ENDPOINT", "http://lab:8774")
+    monkeypatch.setenv("OS_TOKEN", "t0k")
+    api = ApiClient.from_env()
+    assert api.endpoint == "http://lab:8774/v2.1"
+    assert api.session.headers["X-Auth-Token"] == "t0k" and api.token_source is None
+    monkeypatch.delenv("OS_TOKEN")
+    assert "X-Auth-Token" not in ApiClient.from_env().session.headers  # no OS_AUTH_URL
+    monkeypatch.setenv("OS_AUTH_URL", "http://127.0.0.1:9/v3")
+    monkeypatch.setenv("OS_AUTH_TYPE", "none")
+    assert "X-Auth-Token" not in ApiClient.from_env().session.headers
+
+
+def test_unknown_cloud_is_an_error_not_a_traceback(monkeypatch, tmp_path):
+    _no_os_env(monkeypatch, tmp_path)
+    (tmp_path / "clouds.yaml").write_text("clouds:\n  lab:\n    auth:\n      auth_url: x\n")
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(tmp_path / "clouds.yaml"))
+    with pytest.raises(ApiError, match="cannot authenticate"):
+        ApiClient.from_env(cloud="nowhere")
+
+
+def test_token_source_is_asked_before_each_request():
+    tokens = iter(["first", "renewed"])
+    session = FakeSession({("GET", "http://api/v2.1/os-aggregates"):
+                           _response(200, {"aggregates": []})})
+    sent: list[str] = []
+    real = session.request
+
+    def record(method: str, url: str, json: Any = None, **kwargs: Any) -> Any:
+        sent.append(kwargs["headers"]["X-Auth-Token"])
+        return real(method, url, json, **kwargs)
+
+    session.request = record  # type: ignore[method-assign]
+    api = ApiClient("http://api", session=session, token_source=lambda: next(tokens))
+    api.list_aggregates()
+    api.list_aggregates()
+    assert sent == ["first", "renewed"]
 
 
 def test_main_usage_error_exits_2():

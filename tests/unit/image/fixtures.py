@@ -10,16 +10,25 @@ import time
 from typing import Any
 
 import pytest
+from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from fleetcache.common import config
 
 
 def make_conf(**overrides: Any) -> cfg.ConfigOpts:
-    """A fresh configuration with every fleetcache option; ``group__name=value`` overrides."""
+    """A fresh configuration with every fleetcache option; ``group__name=value`` overrides.
+
+    ``group__auth_type`` also registers that keystoneauth plugin's options in the group (as
+    loading the plugin would), so that ``group__username=...`` and the like can be given.
+    """
     conf = cfg.ConfigOpts()
     config.register_all(conf)
     conf([], project="fleetcache", default_config_files=[], default_config_dirs=[])
+    for key, value in overrides.items():
+        if key.endswith("__auth_type"):
+            conf.register_opts(ks_loading.get_auth_plugin_conf_options(value),
+                               group=key.rpartition("__")[0])
     for key, value in overrides.items():
         group, _, name = key.rpartition("__")
         conf.set_override(name, value, group=group or None)
