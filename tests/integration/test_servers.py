@@ -182,12 +182,6 @@ def _usage(stack: Stack, host: str) -> int:
     return int(used["usages"].get("MEMORY_MB", 0))
 
 
-# NOTE: quarantined (non-strict xfail): it passed alone on the stack, then in a full run all
-# five whole-host servers went ACTIVE (two claims on one host were accepted); the cause is
-# not found yet. The functional test of the scheduler's claims on the real Placement
-# (tests/functional/conductor/test_scheduler.py) still proves M winners for M slots.
-@pytest.mark.xfail(strict=False, reason="five whole-host boots all went ACTIVE in one full "
-                   "run (cause not found); passes alone")
 def test_parallel_boots_for_the_last_slots(stack: Stack, images: Images,
                                            servers: Servers) -> None:
     slot = min(_memory_slot(stack, host) for host in stack.computes)

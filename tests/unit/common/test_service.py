@@ -200,12 +200,15 @@ class Forgotten(Exception):
 
 
 class Conductor:
-    """Answers registrations and heartbeats as scripted."""
+    """Answers registrations and heartbeats as scripted; a heartbeat takes
+    ``heartbeat_seconds`` of the fake clock ``now``."""
 
     def __init__(self) -> None:
         self.register_errors: list[Exception] = []
         self.heartbeat_errors: list[Exception] = []
         self.calls: list[str] = []
+        self.now = 100.0
+        self.heartbeat_seconds = 0.0
 
     def register(self) -> None:
         self.calls.append("register")
@@ -214,13 +217,17 @@ class Conductor:
 
     def heartbeat(self) -> None:
         self.calls.append("heartbeat")
+        self.now += self.heartbeat_seconds
         if self.heartbeat_errors:
             raise self.heartbeat_errors.pop(0)
+
+    def clock(self) -> float:
+        return self.now
 
 
 def _reporter(conductor: Conductor, interval: float = 10) -> ServiceReporter:
     return ServiceReporter("svc", conductor.register, conductor.heartbeat, interval,
-                           unknown=(Forgotten,))
+                           unknown=(Forgotten,), clock=conductor.clock)
 
 
 def test_reporter_registers_first_then_heartbeats() -> None:
@@ -260,6 +267,30 @@ def test_reporter_keeps_registration_over_a_missed_heartbeat() -> None:
     assert reporter.registered
     assert reporter.run_once() == 10
     assert conductor.calls == ["register", "heartbeat", "heartbeat"]
+
+
+def test_reporter_beats_from_the_start_of_each_heartbeat() -> None:
+    """A heartbeat that timed out (no conductor: the call waits its timeout, the interval)
+    is tried again at once, so one is always queued for a conductor that comes back; a slow
+    one that was answered shortens the wait by what it took."""
+    conductor = Conductor()
+    reporter = _reporter(conductor, interval=2)
+    reporter.run_once()
+    conductor.heartbeat_seconds = 2.0
+    conductor.heartbeat_errors = [TimeoutError("no reply in 2 s")] * 2
+    assert reporter.run_once() == 0
+    assert reporter.run_once() == 0
+    conductor.heartbeat_seconds = 0.5
+    assert reporter.run_once() == 1.5
+    assert conductor.calls == ["register"] + ["heartbeat"] * 3
+
+
+def test_reporter_does_not_spin_when_a_heartbeat_fails_at_once() -> None:
+    conductor = Conductor()
+    reporter = _reporter(conductor, interval=2)
+    reporter.run_once()
+    conductor.heartbeat_errors = [ConnectionRefusedError("broker gone")]
+    assert reporter.run_once() == 2
 
 
 def test_server_added_after_stop_is_not_started() -> None:

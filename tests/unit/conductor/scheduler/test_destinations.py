@@ -35,11 +35,14 @@ def candidates(hosts: Mapping[str, int]) -> dict[str, Any]:
 
 
 class ScriptedPlacement:
-    """Returns canned candidates; refuses claims on the hosts in ``full``."""
+    """Returns canned candidates; refuses claims on the hosts in ``full``; accepts claims on
+    the hosts in ``overbooked`` beyond their capacity (Placement 16.0.0's retried write)."""
 
-    def __init__(self, responses: list[dict[str, Any]], full: set[str] | None = None) -> None:
+    def __init__(self, responses: list[dict[str, Any]], full: set[str] | None = None,
+                 overbooked: set[str] | None = None) -> None:
         self.responses = responses
         self.full = {provider_uuid(h) for h in full or ()}
+        self.overbooked = {provider_uuid(h) for h in overbooked or ()}
         self.queries: list[list[tuple[str, str]]] = []
         self.claims: dict[str, str] = {}
         self.attempts: list[tuple[str, str]] = []
@@ -61,6 +64,13 @@ class ScriptedPlacement:
     def delete_allocation(self, consumer: str) -> None:
         self.deleted.append(consumer)
         self.claims.pop(consumer, None)
+
+    def get_inventories(self, uuid: str) -> tuple[int, dict[str, dict[str, Any]]]:
+        return 1, {"VCPU": {"total": 4, "reserved": 0, "allocation_ratio": 2.0}}
+
+    def get_usages(self, uuid: str) -> dict[str, int]:
+        """Within the 8 VCPU of capacity, unless the provider is overbooked."""
+        return {"VCPU": 9 if uuid in self.overbooked else 1}
 
 
 @pytest.fixture
@@ -91,6 +101,27 @@ def test_refused_claim_tries_the_next_host(
     [selection] = scheduler(conf, db, client).select_destinations(CTXT, spec())
     assert selection.host == "c3"
     assert [rp for _, rp in client.attempts] == [provider_uuid("c2"), provider_uuid("c3")]
+
+
+def test_claim_placement_accepted_beyond_capacity_is_released_and_the_next_host_tried(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    client = ScriptedPlacement([candidates({"c1": 1024, "c2": 8192, "c3": 2048})],
+                               overbooked={"c2"})
+    [selection] = scheduler(conf, db, client).select_destinations(CTXT, spec())
+    assert selection.host == "c3"
+    assert [rp for _, rp in client.attempts] == [provider_uuid("c2"), provider_uuid("c3")]
+    assert client.deleted == [selection.instance_uuid]
+    assert client.claims == {selection.instance_uuid: provider_uuid("c3")}
+
+
+def test_every_host_overbooked_is_no_valid_host_with_nothing_claimed(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    client = ScriptedPlacement([candidates({"c1": 1024, "c2": 8192})], overbooked={"c1", "c2"})
+    with pytest.raises(exception.NoValidHost):
+        scheduler(conf, db, client).select_destinations(CTXT, spec())
+    assert client.claims == {}
 
 
 def test_instances_claim_in_turn_and_respect_room(
