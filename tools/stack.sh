@@ -271,24 +271,26 @@ wait_http() {  # name url codes... ; until url answers with one of codes
     done
 }
 
-# -- Glance ---------------------------------------------------------------------------------
+# -- Service venvs -----------------------------------------------------------------------
 
-glance_venv_hash() {
-    { cat "$GLANCE_REQS"; "$GLANCE_PYTHON" -VV; } | sha256sum | cut -d' ' -f1
-}
-
-ensure_glance_venv() {  # reuse .stack/glance-venv while the requirements hash matches
-    local want have=""
-    want=$(glance_venv_hash)
-    [[ -f $GLANCE_VENV/.requirements.sha256 ]] && have=$(<"$GLANCE_VENV/.requirements.sha256")
-    if [[ $want == "$have" && -x $GLANCE_VENV/bin/gunicorn ]]; then
+ensure_service_venv() {  # name venv requirements what: reuse venv while the requirements hash matches
+    local name=$1 venv=$2 reqs=$3 what=$4 want have=""
+    want=$({ cat "$reqs"; "$GLANCE_PYTHON" -VV; } | sha256sum | cut -d' ' -f1)
+    [[ -f $venv/.requirements.sha256 ]] && have=$(<"$venv/.requirements.sha256")
+    if [[ $want == "$have" && -x $venv/bin/gunicorn ]]; then
         return 0
     fi
-    log "building the Glance venv (pinned glance 33.0.0; about a minute)"
-    rm -rf "$GLANCE_VENV"
-    "$GLANCE_PYTHON" -m venv "$GLANCE_VENV"
-    "$GLANCE_VENV/bin/pip" install -q -r "$GLANCE_REQS" >"$LOG/glance-venv.log" 2>&1 || return 1
-    echo "$want" >"$GLANCE_VENV/.requirements.sha256"
+    log "building the $name venv (pinned $what; about a minute)"
+    rm -rf "$venv"
+    "$GLANCE_PYTHON" -m venv "$venv"
+    "$venv/bin/pip" install -q -r "$reqs" >"$LOG/${name,,}-venv.log" 2>&1 || return 1
+    echo "$want" >"$venv/.requirements.sha256"
+}
+
+# -- Glance ---------------------------------------------------------------------------------
+
+ensure_glance_venv() {
+    ensure_service_venv Glance "$GLANCE_VENV" "$GLANCE_REQS" "glance 33.0.0"
 }
 
 write_glance_config() {
@@ -332,24 +334,8 @@ wait_glance_started() {
 
 # -- Placement ------------------------------------------------------------------------------
 
-placement_venv_hash() {
-    { cat "$PLACEMENT_REQS"; "$GLANCE_PYTHON" -VV; } | sha256sum | cut -d' ' -f1
-}
-
-ensure_placement_venv() {  # reuse .stack/placement-venv while the requirements hash matches
-    local want have=""
-    want=$(placement_venv_hash)
-    [[ -f $PLACEMENT_VENV/.requirements.sha256 ]] \
-        && have=$(<"$PLACEMENT_VENV/.requirements.sha256")
-    if [[ $want == "$have" && -x $PLACEMENT_VENV/bin/gunicorn ]]; then
-        return 0
-    fi
-    log "building the Placement venv (pinned openstack-placement 16.0.0; about a minute)"
-    rm -rf "$PLACEMENT_VENV"
-    "$GLANCE_PYTHON" -m venv "$PLACEMENT_VENV"
-    "$PLACEMENT_VENV/bin/pip" install -q -r "$PLACEMENT_REQS" >"$LOG/placement-venv.log" 2>&1 \
-        || return 1
-    echo "$want" >"$PLACEMENT_VENV/.requirements.sha256"
+ensure_placement_venv() {
+    ensure_service_venv Placement "$PLACEMENT_VENV" "$PLACEMENT_REQS" "openstack-placement 16.0.0"
 }
 
 reset_placement_db() {  # a fresh database for a fresh stack, as every other piece of state

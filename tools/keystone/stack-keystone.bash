@@ -38,23 +38,8 @@ TOKEN_CACHE_TIME=10
 DEMO_PROJECT=fleetcache-demo
 OTHER_PROJECT=fleetcache-other
 
-keystone_venv_hash() {
-    { cat "$KEYSTONE_REQS"; "$GLANCE_PYTHON" -VV; } | sha256sum | cut -d' ' -f1
-}
-
-ensure_keystone_venv() {  # reuse .stack/keystone-venv while the requirements hash matches
-    local want have=""
-    want=$(keystone_venv_hash)
-    [[ -f $KEYSTONE_VENV/.requirements.sha256 ]] && have=$(<"$KEYSTONE_VENV/.requirements.sha256")
-    if [[ $want == "$have" && -x $KEYSTONE_VENV/bin/gunicorn ]]; then
-        return 0
-    fi
-    log "building the Keystone venv (pinned keystone 30.0.0; about a minute)"
-    rm -rf "$KEYSTONE_VENV"
-    "$GLANCE_PYTHON" -m venv "$KEYSTONE_VENV"
-    "$KEYSTONE_VENV/bin/pip" install -q -r "$KEYSTONE_REQS" >"$LOG/keystone-venv.log" 2>&1 \
-        || return 1
-    echo "$want" >"$KEYSTONE_VENV/.requirements.sha256"
+ensure_keystone_venv() {
+    ensure_service_venv Keystone "$KEYSTONE_VENV" "$KEYSTONE_REQS" "keystone 30.0.0"
 }
 
 new_password() { head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
