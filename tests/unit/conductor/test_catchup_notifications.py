@@ -22,6 +22,7 @@ from fleetcache.conductor.catchup import CatchUp
 from fleetcache.conductor.origin import DownloadGate
 from fleetcache.conductor.ownership import JobOwner
 from fleetcache.conductor.takeover import JobTakeover
+from tests.unit.conductor.test_catchup_takeover import wait_job_state
 from tests.unit.conductor.test_precache import (
     IMG_A,
     IMG_B,
@@ -65,16 +66,6 @@ def _precacher(conf: cfg.ConfigOpts, db: Database, computes: FakeComputes, pools
         job_runner=lambda f: f(), owner=OWNER, gate=gate)
 
 
-def _wait_state(db: Database, job_uuid: str, state: str, timeout: float = 10) -> jobs.JobDict:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = jobs.job_get(db, job_uuid)
-        if job["state"] == state:
-            return job
-        assert time.monotonic() < deadline, f"job still {job['state']}, not {state}"
-        time.sleep(0.02)
-
-
 def test_caught_up_host_sends_its_progress_with_the_next_index(conf, db, pools):
     agg_id = make_aggregate(db, ["up1", "up2", "down"])
     db_api.service_update(db, service_id(db, "down"), forced_down=True)
@@ -87,7 +78,7 @@ def test_caught_up_host_sends_its_progress_with_the_next_index(conf, db, pools):
 
     db_api.service_update(db, service_id(db, "down"), forced_down=False)
     CatchUp(precacher, OWNER).sweep()
-    _wait_state(db, job["uuid"], jobs.DONE)
+    wait_job_state(db, job["uuid"], jobs.DONE)
     caught_up = notifier.events(notifications.PROGRESS)[len(first_pass):]
     agg = db_api.aggregate_get(db, agg_id)
     assert caught_up == [{
@@ -106,7 +97,7 @@ def test_catch_up_pins_as_the_job_asked_while_the_pin_lasts(conf, db, pools):
     assert pin_until is not None
     db_api.service_update(db, service_id(db, "down"), forced_down=False)
     CatchUp(precacher, OWNER).sweep()
-    _wait_state(db, job["uuid"], jobs.DONE)
+    wait_job_state(db, job["uuid"], jobs.DONE)
     expected = pin_until.replace(tzinfo=datetime.UTC).timestamp()
     assert computes.pins == [("up", expected), ("down", expected)]
 
@@ -123,7 +114,7 @@ def test_catch_up_after_the_pin_ended_asks_without_one(conf, db, pools):
     jobs.job_set_state(db, job["uuid"], jobs.CATCHING_UP)
     computes = PinComputes()
     CatchUp(_precacher(conf, db, computes, pools, FakeNotifier()), OWNER).sweep()
-    _wait_state(db, job["uuid"], jobs.DONE)
+    wait_job_state(db, job["uuid"], jobs.DONE)
     assert computes.pins == [("down", None)]
 
 
@@ -142,7 +133,7 @@ def test_job_taken_over_sends_start_only_if_its_first_conductor_did_not(conf, db
     notifier = FakeNotifier()
     takeover = JobTakeover(_precacher(conf, db, PinComputes(), pools, notifier), OWNER)
     assert takeover.claim() == [job["uuid"]]
-    _wait_state(db, job["uuid"], jobs.DONE)
+    wait_job_state(db, job["uuid"], jobs.DONE)
     events = [e for e, _ in notifier.sent]
     assert events.count(notifications.START) == starts
     assert events[-1] == notifications.END and events.count(notifications.END) == 1
@@ -170,7 +161,7 @@ def test_catch_up_waits_for_a_download_slot_and_the_host_stays_pending(conf, db,
         assert held["state"] == jobs.CATCHING_UP
         assert [r["state"] for r in held["results"]] == [jobs.PENDING]
         download_leases.lease_release(db, other.lease_id)
-        _wait_state(db, job["uuid"], jobs.DONE)
+        wait_job_state(db, job["uuid"], jobs.DONE)
         assert computes.calls == [("down", [IMG_A])]
         assert download_leases.leases_list(db) == []
     finally:

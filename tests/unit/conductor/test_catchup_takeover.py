@@ -58,7 +58,9 @@ def _precacher(conf: cfg.ConfigOpts, db: Database, computes: FakeComputes, pools
         job_runner=lambda f: f(), owner=owner)
 
 
-def _wait_state(db: Database, job_uuid: str, state: str, timeout: float = 10) -> jobs.JobDict:
+def wait_job_state(db: Database, job_uuid: str, state: str,
+                   timeout: float = 10) -> jobs.JobDict:
+    """The job once it reaches ``state`` (a catch-up ends on another thread)."""
     deadline = time.monotonic() + timeout
     while True:
         job = jobs.job_get(db, job_uuid)
@@ -84,7 +86,7 @@ def test_down_host_is_pending_then_caught_up_when_its_heartbeat_arrives(conf, db
 
     db_api.service_update(db, service_id(db, "down"), forced_down=False)
     catch_up.host_seen(db_api.service_heartbeat(db, "down", "fleetcache-compute"))
-    done = _wait_state(db, job["uuid"], jobs.DONE)
+    done = wait_job_state(db, job["uuid"], jobs.DONE)
     assert computes.calls[-1] == ("down", [IMG_A, IMG_B])
     assert results_by_host(db, job["uuid"])["down"] == {IMG_A: ("cached", None),
                                                         IMG_B: ("cached", None)}
@@ -101,7 +103,7 @@ def test_disabled_host_is_asked_by_the_sweep_once_enabled(conf, db, pools):
     assert results_by_host(db, job["uuid"])["off"] == {IMG_A: ("pending", "disabled")}
     db_api.service_update(db, service_id(db, "off"), disabled=False)
     CatchUp(precacher, OWNER).sweep()
-    _wait_state(db, job["uuid"], jobs.DONE)
+    wait_job_state(db, job["uuid"], jobs.DONE)
     assert results_by_host(db, job["uuid"])["off"] == {IMG_A: ("cached", None)}
 
 
@@ -159,7 +161,7 @@ def test_pending_host_removed_from_the_aggregate_ends_skipped(conf, db, pools):
     db_api.aggregate_remove_host(db, agg_id, "down")
     db_api.service_update(db, service_id(db, "down"), forced_down=False)
     CatchUp(precacher, OWNER).sweep()
-    _wait_state(db, job["uuid"], jobs.DONE)
+    wait_job_state(db, job["uuid"], jobs.DONE)
     assert results_by_host(db, job["uuid"])["down"] == {IMG_A: ("skipped", REMOVED_REASON)}
     assert [h for h, _ in computes.calls] == ["up"]
 
@@ -182,7 +184,7 @@ def test_takeover_asks_only_the_hosts_without_a_stored_result(conf, db, pools):
     computes = FakeComputes()
     takeover = JobTakeover(_precacher(conf, db, computes, pools), OWNER)
     assert takeover.claim() == [job["uuid"]]
-    done = _wait_state(db, job["uuid"], jobs.DONE)
+    done = wait_job_state(db, job["uuid"], jobs.DONE)
     assert sorted(h for h, _ in computes.calls) == ["h2", "h3"]
     assert done["owner"] == OWNER.owner and done["conductor_host"] == OWNER.host
     assert done["started_at"] == started_at
@@ -224,7 +226,7 @@ def test_catch_up_call_that_fails_leaves_the_host_pending_for_the_next_sweep(con
     assert results_by_host(db, job["uuid"])["down"] == {IMG_A: ("pending", "down")}
     del computes.behaviour["down"]
     catch_up.sweep()
-    _wait_state(db, job["uuid"], jobs.DONE)
+    wait_job_state(db, job["uuid"], jobs.DONE)
     assert results_by_host(db, job["uuid"])["down"] == {IMG_A: ("cached", None)}
 
 
