@@ -14,6 +14,7 @@ import pytest
 
 from fleetcache.cmd._render import human_bytes
 from fleetcache.compute.imagecache import cache_name
+from tests.integration.stackops import precache_and_wait
 
 pytestmark = pytest.mark.integration
 
@@ -66,23 +67,6 @@ def test_cache_list_shows_what_the_compute_holds(stack: Any, make_aggregate: Any
 PIN = 15
 
 
-def _run_job(stack: Any, agg_id: int, image_id: str, pin: int | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"cache": [{"id": image_id}]}
-    if pin is not None:
-        body["fleetcache:pin_seconds"] = pin
-    resp = stack.api_request("POST", f"os-aggregates/{agg_id}/images", microversion=MV,
-                             json=body)
-    assert resp.status_code == 202, resp.text
-    path = resp.headers["Location"].split("/v2.1/", 1)[1]
-    deadline = time.monotonic() + 120
-    while True:
-        job: dict[str, Any] = stack.api_request("GET", path, microversion=MV).json()["job"]
-        if job["state"] in ("done", "failed"):
-            return job
-        assert time.monotonic() < deadline, job
-        time.sleep(0.3)
-
-
 def _row(output: str, image_id: str) -> list[str]:
     [line] = [line for line in output.splitlines() if f"| {image_id} " in line]
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
@@ -94,9 +78,9 @@ def test_cache_list_shows_a_pin_while_it_lasts(stack: Any, make_aggregate: Any) 
     conductor, which stores it with the host's images)."""
     pinned, unpinned = stack.sample_images[:2]
     aggregate = make_aggregate(hosts=(HOST,))
-    job = _run_job(stack, aggregate["id"], pinned, PIN)
+    job = precache_and_wait(stack, aggregate["id"], pinned, PIN)
     assert job["pin_until"] and job["hosts"][0]["images"][0]["state"] in ("cached", "existing")
-    assert _run_job(stack, aggregate["id"], unpinned, None)["pin_until"] is None
+    assert precache_and_wait(stack, aggregate["id"], unpinned, None)["pin_until"] is None
 
     # The compute casts its report after each request: wait until it names both images.
     deadline = time.monotonic() + 30

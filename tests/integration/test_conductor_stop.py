@@ -9,17 +9,14 @@ conductor takes the job over and ends it once compute1 runs again.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.integration.daemons import wait_for
+from tests.integration.stackops import frozen
 
 pytestmark = pytest.mark.integration
 
@@ -27,16 +24,6 @@ MV = "2.81"
 HOST = "compute1"
 #: Seconds a stop may take: the stack SIGKILLs at 15 s; a stop measured 1-5 s on this machine.
 STOP_BOUND = 10.0
-
-
-@contextlib.contextmanager
-def _frozen(stack: Any, name: str) -> Iterator[None]:
-    pid = int((stack.dir / "run" / f"{name}.pid").read_text().split()[0])
-    os.killpg(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.killpg(pid, signal.SIGCONT)
 
 
 def _job(stack: Any, path: str) -> dict[str, Any]:
@@ -53,7 +40,7 @@ def test_conductor_stops_promptly_with_a_host_call_in_flight(stack: Any,
     log = stack.log_file("conductor")
     offset = log.stat().st_size
     old_pid = _pid(stack)
-    with _frozen(stack, HOST):
+    with frozen(stack, HOST):
         resp = stack.api_request("POST", f"os-aggregates/{agg['id']}/images", microversion=MV,
                                  json={"cache": [{"id": stack.sample_images[1]}]})
         assert resp.status_code == 202, resp.text

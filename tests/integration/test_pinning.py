@@ -17,6 +17,7 @@ import pytest
 
 from fleetcache.compute.imagecache import cache_name
 from tests.integration.daemons import wait_for
+from tests.integration.stackops import precache_and_wait
 
 pytestmark = pytest.mark.integration
 
@@ -30,23 +31,6 @@ def _base(stack: Any, image_id: str) -> Path:
     return Path(stack.computes[HOST]) / "_base" / cache_name(image_id)
 
 
-def _cache(stack: Any, agg_id: int, image_id: str, pin: int | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"cache": [{"id": image_id}]}
-    if pin is not None:
-        body["fleetcache:pin_seconds"] = pin
-    resp = stack.api_request("POST", f"os-aggregates/{agg_id}/images", microversion=MV,
-                             json=body)
-    assert resp.status_code == 202, resp.text
-    path = resp.headers["Location"].split("/v2.1/", 1)[1]
-    deadline = time.monotonic() + 120
-    while True:
-        job: dict[str, Any] = stack.api_request("GET", path, microversion=MV).json()["job"]
-        if job["state"] in ("done", "failed"):
-            return job
-        assert time.monotonic() < deadline, job
-        time.sleep(0.3)
-
-
 def test_pinned_base_outlives_ageing_until_its_ttl_then_goes(stack, make_aggregate):
     pinned, unpinned = stack.sample_images[:2]
     with stack.compute_options(HOST, "pin-ageing", AGEING):
@@ -54,10 +38,10 @@ def test_pinned_base_outlives_ageing_until_its_ttl_then_goes(stack, make_aggrega
             _base(stack, image_id).unlink(missing_ok=True)
         agg = make_aggregate(hosts=(HOST,))
         pinned_at = time.monotonic()  # the pin runs from the job's creation, a bit later
-        job = _cache(stack, agg["id"], pinned, PIN)
+        job = precache_and_wait(stack, agg["id"], pinned, PIN)
         assert job["state"] == "done" and job["pin_until"], job
         assert job["hosts"][0]["images"][0]["state"] == "cached", job
-        assert _cache(stack, agg["id"], unpinned, None)["state"] == "done"
+        assert precache_and_wait(stack, agg["id"], unpinned, None)["state"] == "done"
 
         # The unpinned base ages out within seconds; the pinned one stays meanwhile.
         wait_for(lambda: not _base(stack, unpinned).exists(), 15,

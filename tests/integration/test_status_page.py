@@ -14,10 +14,7 @@ log directory, kept until the next ``tools/stack.sh up``), and the same files in
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +26,7 @@ import requests
 
 from tests import hostile_images
 from tests.browser import chromium_page
+from tests.integration.stackops import frozen
 
 pytestmark = pytest.mark.integration
 
@@ -56,17 +54,6 @@ def mislabelled_image(stack: Any, tmp_path: Path) -> Iterator[str]:
     image_id = upload_image(stack, hostile_images.qcow2(tmp_path, size="1M"), "raw")
     yield image_id
     stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
-
-
-@contextlib.contextmanager
-def frozen(stack: Any, name: str) -> Iterator[None]:
-    """Stop (SIGSTOP) the process group of stack daemon ``name`` for the block."""
-    pid = int((stack.dir / "run" / f"{name}.pid").read_text().split()[0])
-    os.killpg(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.killpg(pid, signal.SIGCONT)
 
 
 def _job(stack: Any, agg_id: int, job_id: str) -> dict[str, Any]:
