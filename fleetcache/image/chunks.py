@@ -20,18 +20,22 @@ from fleetcache.image.source import Buffer, Writer
 
 
 class ChunkPool:
-    """Buffers handed out by :meth:`acquire`, taken back by :meth:`release`.
+    """Buffers handed out by :meth:`acquire`, free again once every reader of the chunk made
+    of one is done with it (:meth:`handed`, then :meth:`seen` by each reader).
 
     There is no upper bound here: the writer's bounded queues already bound how many chunks
     are in flight, and a pool that never blocks cannot deadlock a source that keeps a buffer
-    it did not fill (the last read of a stream).
+    it did not fill (the last read of a stream). The pool refers to no one who uses it (its
+    readers hold it), so it and its buffers go as soon as the download's writer goes.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._free: dict[int, list[mmap.mmap]] = {}
-        #: Every buffer made here, by ``id``: how :meth:`owner` recognises a chunk of one.
+        #: Every buffer made here, by ``id``: how a chunk of one is recognised.
         self._made: dict[int, mmap.mmap] = {}
+        #: Buffers handed on -> readers still to see them (by ``id``).
+        self._visits: dict[int, int] = {}
 
     def acquire(self, size: int) -> memoryview:
         """A writable, page-aligned buffer of ``size`` bytes (reused, or made now)."""
@@ -44,19 +48,32 @@ class ChunkPool:
             self._made[id(buf)] = buf
         return memoryview(buf)
 
-    def owner(self, chunk: Buffer) -> mmap.mmap | None:
-        """The pool's buffer that ``chunk`` is a view of, or None for any other bytes."""
+    def handed(self, chunk: Buffer, readers: int) -> None:
+        """``chunk`` goes to ``readers`` readers; nothing to do unless it is one of ours."""
+        buf = self._owner(chunk)
+        if buf is not None:
+            with self._lock:
+                self._visits[id(buf)] = self._visits.get(id(buf), 0) + readers
+
+    def seen(self, chunk: Buffer) -> None:
+        """One reader is done with ``chunk``; after the last, its buffer is free again."""
+        buf = self._owner(chunk)
+        if buf is None:
+            return
+        with self._lock:
+            left = self._visits.pop(id(buf)) - 1
+            if left:
+                self._visits[id(buf)] = left
+            else:
+                self._free.setdefault(len(buf), []).append(buf)
+
+    def _owner(self, chunk: Buffer) -> mmap.mmap | None:
         if isinstance(chunk, memoryview):
             with self._lock:
                 buf = self._made.get(id(chunk.obj))
             if buf is not None and buf is chunk.obj:
                 return buf
         return None
-
-    def release(self, buf: mmap.mmap) -> None:
-        """Make ``buf`` available again: nobody reads it any more."""
-        with self._lock:
-            self._free.setdefault(len(buf), []).append(buf)
 
 
 def receive_buffer(writer: Writer, size: int) -> memoryview:

@@ -150,12 +150,9 @@ class VerifyingWriter:
         self.verifier = verifier
         self.observers = tuple(observers)
         self._pool = ChunkPool()
-        self._lock = threading.Lock()
-        #: Pool buffers in the lanes' queues -> chunk visits still to come (by ``id``).
-        self._pending: dict[int, int] = {}
         self._lanes = (
-            _Lane("image-hash", [verifier.update], depth, self._done),
-            _Lane("image-writer", [*self.observers, sink.write], depth, self._done),
+            _Lane("image-hash", [verifier.update], depth, self._pool.seen),
+            _Lane("image-writer", [*self.observers, sink.write], depth, self._pool.seen),
         )
         for lane in self._lanes:
             lane.start()
@@ -168,25 +165,10 @@ class VerifyingWriter:
     def write(self, data: Buffer, /) -> int:
         self._raise_first_error()
         if data:
-            buf = self._pool.owner(data)
-            if buf is not None:
-                with self._lock:
-                    self._pending[id(buf)] = self._pending.get(id(buf), 0) + len(self._lanes)
+            self._pool.handed(data, len(self._lanes))
             for lane in self._lanes:
                 lane.queue.put(data)
         return len(data)
-
-    def _done(self, chunk: Buffer) -> None:
-        buf = self._pool.owner(chunk)
-        if buf is None:
-            return
-        with self._lock:
-            left = self._pending[id(buf)] - 1
-            if left:
-                self._pending[id(buf)] = left
-                return
-            del self._pending[id(buf)]
-        self._pool.release(buf)
 
     def close(self) -> None:
         """Wait until every chunk is hashed and written.

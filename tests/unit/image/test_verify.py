@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import hashlib
 import io
 import mmap
 import threading
+import weakref
 
 import pytest
 
@@ -223,3 +225,19 @@ def test_buffers_come_back_after_an_error_or_an_abort() -> None:
     aborted.write(buf)
     aborted.abort()
     assert receive_buffer(aborted, 4096).obj is buf.obj
+
+
+def test_the_buffers_go_with_the_writer_without_waiting_for_the_cycle_collector() -> None:
+    writer = verify.VerifyingWriter(io.BytesIO(), verify.ImageVerifier(_meta()))
+    buf = receive_buffer(writer, 65536)
+    buf[:] = DATA[:65536]
+    writer.write(buf)
+    writer.close()
+    pool = weakref.ref(writer._pool)
+    del buf
+    gc.disable()
+    try:
+        del writer
+        assert pool() is None  # freed by reference counting: no cycle holds its 4 MiB buffers
+    finally:
+        gc.enable()
