@@ -5,7 +5,9 @@ multihash (``os_hash_algo``/``os_hash_value``) when set, else the MD5 ``checksum
 computed only for an image without a multihash), and the ``size``. :class:`VerifyingWriter`
 is the writer a source streams into: it hashes each chunk on one worker thread and writes it
 to the destination file on another, so that the hash, the disk write and the network read
-overlap (hashlib and file writes release the GIL on large buffers).
+overlap (hashlib and file writes release the GIL on large buffers). It also lends sources
+page-aligned receive buffers (:mod:`fleetcache.image.chunks`), taken back once both workers
+are done with a chunk.
 :func:`download_verified` puts the two together. The file is never read back.
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.image.chunks import ChunkPool
 from fleetcache.image.source import Buffer, ImageMeta, ImageSource, ProgressCallback, Writer
 
 LOG = logging.getLogger(__name__)
@@ -97,13 +100,15 @@ class _Lane(threading.Thread):
     """One worker of a :class:`VerifyingWriter`: applies its steps to every chunk, in order.
 
     After the first error (kept in ``error``) it drains its queue without working, so that
-    the reader never blocks on a full queue.
+    the reader never blocks on a full queue. ``done`` is called with every chunk once this
+    lane no longer needs it, worked on or not.
     """
 
     def __init__(self, name: str, steps: Sequence[Callable[[Buffer], Any]],
-                 depth: int) -> None:
+                 depth: int, done: Callable[[Buffer], None]) -> None:
         super().__init__(name=name, daemon=True)
         self.steps = tuple(steps)
+        self.done = done
         self.queue: queue.Queue[Buffer | None] = queue.Queue(maxsize=depth)
         self.error: BaseException | None = None
         #: Set by :meth:`VerifyingWriter.abort`: the chunks still queued are dropped.
@@ -111,13 +116,14 @@ class _Lane(threading.Thread):
 
     def run(self) -> None:
         while (chunk := self.queue.get()) is not None:
-            if self.error is not None or self.cancelled:
-                continue
             try:
-                for step in self.steps:
-                    step(chunk)
+                if self.error is None and not self.cancelled:
+                    for step in self.steps:
+                        step(chunk)
             except BaseException as exc:  # handed to the reader thread
                 self.error = exc
+            finally:
+                self.done(chunk)
 
 
 class VerifyingWriter:
@@ -133,6 +139,8 @@ class VerifyingWriter:
     ``write`` hands the chunk to both and returns; an error of either worker (a full disk, a
     refused format) is raised by the next ``write`` or by :meth:`close`. Chunks must not be
     changed after ``write`` (both threads read them; each queue holds at most ``depth``).
+    A chunk received into a buffer of :meth:`receive_buffer` goes back to the pool when both
+    workers are done with it; the source must not touch it after ``write``.
     """
 
     def __init__(self, sink: Writer, verifier: ImageVerifier,
@@ -141,16 +149,23 @@ class VerifyingWriter:
         self.sink = sink
         self.verifier = verifier
         self.observers = tuple(observers)
+        self._pool = ChunkPool()
         self._lanes = (
-            _Lane("image-hash", [verifier.update], depth),
-            _Lane("image-writer", [*self.observers, sink.write], depth),
+            _Lane("image-hash", [verifier.update], depth, self._pool.seen),
+            _Lane("image-writer", [*self.observers, sink.write], depth, self._pool.seen),
         )
         for lane in self._lanes:
             lane.start()
 
+    def receive_buffer(self, size: int) -> memoryview:
+        """A page-aligned buffer of ``size`` bytes for the source's next chunk (a view of it
+        is then passed to :meth:`write`); reused once both workers are done with it."""
+        return self._pool.acquire(size)
+
     def write(self, data: Buffer, /) -> int:
         self._raise_first_error()
         if data:
+            self._pool.handed(data, len(self._lanes))
             for lane in self._lanes:
                 lane.queue.put(data)
         return len(data)

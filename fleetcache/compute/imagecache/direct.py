@@ -32,6 +32,7 @@ from typing import Any
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
+from fleetcache.image.chunks import receive_buffer
 from fleetcache.image.rbd_location import (
     InvalidRbdUrl,
     RbdLocation,
@@ -152,10 +153,10 @@ class RbdExportSource(ImageSource):
                 raise
         written = 0
         while True:
-            # A fresh buffer per chunk, handed over as it is: the writer's threads still read
-            # the previous ones, and copying each chunk into ``bytes`` cost a memcpy per byte.
-            buf = bytearray(CHUNK)
-            view = memoryview(buf)
+            # The writer's page-aligned buffer, handed over as it is (no copy into ``bytes``;
+            # the cache's sink writes a full one with O_DIRECT): its threads still read the
+            # previous ones, which it reuses once they are done.
+            view = receive_buffer(writer, CHUNK)
             filled = 0
             while filled < CHUNK:
                 try:
@@ -166,7 +167,7 @@ class RbdExportSource(ImageSource):
                     break
                 filled += n
             if filled:
-                writer.write(buf if filled == CHUNK else view[:filled])
+                writer.write(view if filled == CHUNK else view[:filled])
                 written += filled
                 if progress is not None:
                     progress(written)

@@ -29,7 +29,8 @@ from oslo_config import cfg
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute import imagebackend
-from fleetcache.compute.imagecache.files import EarlyWriteback, unlink
+from fleetcache.compute.imagecache.files import unlink
+from fleetcache.compute.imagecache.odirect import file_sink
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, download_verified
 from fleetcache.image.format_safety import StreamInspection, inspect_image
 from fleetcache.image.source import Buffer
@@ -107,10 +108,11 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
     fd, tmp = tempfile.mkstemp(prefix=tmp_prefix, dir=os.path.dirname(final))
     try:
         with os.fdopen(fd, "wb") as f:
+            sink = file_sink(f)
             written = download_verified(
-                source, ctxt, meta, EarlyWriteback(f), progress,
+                source, ctxt, meta, sink, progress,
                 [*(c.feed for c in checks), inspection.feed])
-            f.flush()
+            sink.finish()
             os.fsync(f.fileno())
         for check in checks:
             check.finish(tmp)

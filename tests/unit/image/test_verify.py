@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import hashlib
 import io
+import mmap
 import threading
+import weakref
 
 import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.image import verify
+from fleetcache.image.chunks import receive_buffer
 from fleetcache.image.source import ImageMeta, ImageSource, ProgressCallback, Writer
 
 DATA = b"fleetcache" * 100_000
@@ -156,3 +161,83 @@ def test_source_error_propagates_and_stops_the_writer() -> None:
         verify.download_verified(ChunkSource(DATA, fail_after=200_000), RequestContext(),
                                  _meta(), io.BytesIO())
     assert threading.active_count() == before
+
+
+def test_receive_buffers_are_page_aligned_and_reused_once_both_workers_are_done() -> None:
+    out = io.BytesIO()
+    writer = verify.VerifyingWriter(out, verify.ImageVerifier(_meta()))
+    first = receive_buffer(writer, 65536)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(first))
+    assert address % mmap.PAGESIZE == 0
+    first[:] = DATA[:65536]
+    writer.write(first)
+    writer.close()  # both workers are done with it
+    again = receive_buffer(writer, 65536)
+    assert ctypes.addressof(ctypes.c_char.from_buffer(again)) == address
+    assert out.getvalue() == DATA[:65536]
+
+
+def test_a_receive_buffer_is_not_reused_while_a_worker_still_reads_it() -> None:
+    gate = threading.Event()
+    verifier = verify.ImageVerifier(_meta())
+    update = verifier.update
+
+    def slow(data: bytes) -> None:
+        gate.wait(10)
+        update(data)
+
+    verifier.update = slow  # type: ignore[method-assign]
+    out = io.BytesIO()
+    writer = verify.VerifyingWriter(out, verifier)
+    chunks = []
+    for start in range(0, len(DATA), 65536):
+        buf = receive_buffer(writer, 65536)
+        piece = DATA[start:start + 65536]
+        buf[:len(piece)] = piece
+        chunks.append(buf.obj)
+        writer.write(buf[:len(piece)])
+        if start == 65536 * 3:
+            gate.set()  # the hash lane was still on the first chunk until now
+    writer.close()
+    verifier.verify()  # every chunk hashed as it was written: none was refilled under it
+    assert out.getvalue() == DATA
+    assert len({id(c) for c in chunks[:4]}) == 4
+
+
+def test_receive_buffer_of_a_plain_writer_is_a_fresh_bytearray() -> None:
+    view = receive_buffer(io.BytesIO(), 100)
+    assert isinstance(view.obj, bytearray) and len(view) == 100
+
+
+def test_buffers_come_back_after_an_error_or_an_abort() -> None:
+    class Full(io.BytesIO):
+        def write(self, data: bytes, /) -> int:  # type: ignore[override]
+            raise OSError(28, "No space left on device")
+
+    writer = verify.VerifyingWriter(Full(), verify.ImageVerifier(_meta()))
+    buf = receive_buffer(writer, 4096)
+    writer.write(buf)
+    with pytest.raises(OSError, match="No space left"):
+        writer.close()
+    assert receive_buffer(writer, 4096).obj is buf.obj
+    aborted = verify.VerifyingWriter(io.BytesIO(), verify.ImageVerifier(_meta()))
+    buf = receive_buffer(aborted, 4096)
+    aborted.write(buf)
+    aborted.abort()
+    assert receive_buffer(aborted, 4096).obj is buf.obj
+
+
+def test_the_buffers_go_with_the_writer_without_waiting_for_the_cycle_collector() -> None:
+    writer = verify.VerifyingWriter(io.BytesIO(), verify.ImageVerifier(_meta()))
+    buf = receive_buffer(writer, 65536)
+    buf[:] = DATA[:65536]
+    writer.write(buf)
+    writer.close()
+    pool = weakref.ref(writer._pool)
+    del buf
+    gc.disable()
+    try:
+        del writer
+        assert pool() is None  # freed by reference counting: no cycle holds its 4 MiB buffers
+    finally:
+        gc.enable()

@@ -22,6 +22,7 @@ from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
 from tests import hostile_images
 from tests.unit.compute.diskfixtures import Host
+from tests.unit.compute.imagecache.test_odirect import refuse_o_direct
 from tests.unit.image.fakeglance import FakeGlance
 from tests.unit.image.fixtures import make_conf
 
@@ -282,9 +283,11 @@ def test_a_refusing_check_leaves_nothing(cache: ImageCache, images: pathlib.Path
     assert cache.index.names() == []
 
 
-def test_writeback_starts_while_downloading(cache: ImageCache, images: pathlib.Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_writeback_starts_while_downloading_without_o_direct(
+        cache: ImageCache, images: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the file system refuses O_DIRECT, buffered writes start their write-back early."""
     meta = _add(images)
+    refuse_o_direct(monkeypatch)
     advised: list[tuple[int, int, int]] = []
     monkeypatch.setattr(files, "WRITEBACK_STEP", 512 * 1024)
     monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, adv: advised.append((off, n, adv)))

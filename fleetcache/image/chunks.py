@@ -1,0 +1,90 @@
+"""Page-aligned receive buffers for a download's chunks, reused once every worker is done.
+
+A source that receives into a buffer it provides (the rbd path's FIFO ``readv``) asks its
+writer for one (:func:`receive_buffer`) instead of allocating a fresh ``bytearray`` per chunk.
+The buffers of a :class:`ChunkPool` are anonymous ``mmap`` s, so:
+
+* each starts on a page boundary: the image cache's file sink writes a full chunk of one with
+  ``O_DIRECT`` as it is, without copying it into an aligned buffer first;
+* each is reused once the :class:`~fleetcache.image.verify.VerifyingWriter`'s workers are done
+  with it, instead of a new 4 MiB allocation per chunk that the kernel zero-fills page by page
+  (1,024 page faults per chunk) and the allocator hands back after it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import threading
+
+from fleetcache.image.source import Buffer, Writer
+
+
+class ChunkPool:
+    """Buffers handed out by :meth:`acquire`, free again once every reader of the chunk made
+    of one is done with it (:meth:`handed`, then :meth:`seen` by each reader).
+
+    There is no upper bound here: the writer's bounded queues already bound how many chunks
+    are in flight, and a pool that never blocks cannot deadlock a source that keeps a buffer
+    it did not fill (the last read of a stream). The pool refers to no one who uses it (its
+    readers hold it), so it and its buffers go as soon as the download's writer goes.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: dict[int, list[mmap.mmap]] = {}
+        #: Every buffer made here, by ``id``: how a chunk of one is recognised.
+        self._made: dict[int, mmap.mmap] = {}
+        #: Buffers handed on -> readers still to see them (by ``id``).
+        self._visits: dict[int, int] = {}
+
+    def acquire(self, size: int) -> memoryview:
+        """A writable, page-aligned buffer of ``size`` bytes (reused, or made now)."""
+        with self._lock:
+            free = self._free.get(size)
+            if free:
+                return memoryview(free.pop())
+        buf = mmap.mmap(-1, size)
+        with self._lock:
+            self._made[id(buf)] = buf
+        return memoryview(buf)
+
+    def handed(self, chunk: Buffer, readers: int) -> None:
+        """``chunk`` goes to ``readers`` readers; nothing to do unless it is one of ours."""
+        buf = self._owner(chunk)
+        if buf is not None:
+            with self._lock:
+                self._visits[id(buf)] = self._visits.get(id(buf), 0) + readers
+
+    def seen(self, chunk: Buffer) -> None:
+        """One reader is done with ``chunk``; after the last, its buffer is free again."""
+        buf = self._owner(chunk)
+        if buf is None:
+            return
+        with self._lock:
+            left = self._visits.pop(id(buf)) - 1
+            if left:
+                self._visits[id(buf)] = left
+            else:
+                self._free.setdefault(len(buf), []).append(buf)
+
+    def _owner(self, chunk: Buffer) -> mmap.mmap | None:
+        if isinstance(chunk, memoryview):
+            with self._lock:
+                buf = self._made.get(id(chunk.obj))
+            if buf is not None and buf is chunk.obj:
+                return buf
+        return None
+
+
+def receive_buffer(writer: Writer, size: int) -> memoryview:
+    """A buffer of ``size`` bytes to receive the next chunk into, then hand to ``writer``.
+
+    The writer's own when it has a pool (``receive_buffer`` method: aligned and reused),
+    else a fresh ``bytearray`` (the writer may keep it: nobody touches it again).
+    """
+    get = getattr(writer, "receive_buffer", None)
+    if callable(get):
+        view = get(size)
+        if isinstance(view, memoryview):
+            return view
+    return memoryview(bytearray(size))
