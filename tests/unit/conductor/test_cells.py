@@ -14,6 +14,7 @@ from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service
 from fleetcache.compute.rpcapi import ComputeAPI
 from fleetcache.conductor.cells import CellListeners, CellTransports, redact_url
+from fleetcache.conductor.leancompute import LeanComputeAPI
 from fleetcache.conductor.manager import ConductorManager, ConductorState
 
 
@@ -64,6 +65,25 @@ def test_compute_api_is_one_client_per_transport(
     assert isinstance(api, ComputeAPI)
     assert transports.compute_api(c1) is api
     assert transports.compute_api(None) is not api
+
+
+def test_compute_api_is_lean_on_plain_rabbit_only(
+    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
+) -> None:
+    plain = db_api.cell_create(db, "plain", "rabbit://u:p@127.0.0.1:1/plain")
+    tls = db_api.cell_create(db, "tls", "rabbit://u:p@127.0.0.1:1/tls?ssl=1")
+    cells = CellTransports(conf, db, transports)
+    try:
+        lean = cells.compute_api(plain)
+        assert isinstance(lean, LeanComputeAPI)
+        assert lean.caller.params.virtual_host == "plain"
+        assert lean.caller.connects == 0  # no connection before the first call
+        assert type(cells.compute_api(tls)) is ComputeAPI
+        assert type(cells.compute_api(None)) is ComputeAPI  # fake://
+    finally:
+        cells.close()
+    conf.set_override("lean_compute_calls", False, group="conductor")
+    assert type(CellTransports(conf, db, transports).compute_api(plain)) is ComputeAPI
 
 
 def _listeners(state: ConductorState, service: Service) -> CellListeners:
