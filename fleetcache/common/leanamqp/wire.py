@@ -11,6 +11,7 @@ remote exception) and ``ending``.
 
 from __future__ import annotations
 
+import datetime
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -79,3 +80,21 @@ def timeout_error(msg_id: str, reply_q: str, why: str | None = None) -> Exceptio
     text = f"Timed out waiting for a reply {reply_q} to message ID {msg_id}."
     error: Exception = messaging.MessagingTimeout(text if why is None else f"{text} {why}")
     return error
+
+
+def notification_body(publisher_id: str, event_type: str, priority: str, payload: Any,
+                      context: Mapping[str, Any]) -> bytes:
+    """A notification of oslo.messaging's ``messagingv2`` driver (``Notifier._notify``): the
+    same envelope around ``message_id``, ``publisher_id``, ``event_type``, ``priority``,
+    ``payload``, ``timestamp`` (naive UTC, ``str(datetime)``), ``_unique_id`` and the
+    context's ``_context_<key>`` entries."""
+    msg: dict[str, Any] = {
+        "message_id": str(uuid.uuid4()), "publisher_id": publisher_id,
+        "event_type": event_type, "priority": priority, "payload": payload,
+        "timestamp": str(datetime.datetime.now(datetime.UTC).replace(tzinfo=None)),
+        "_unique_id": uuid.uuid4().hex,
+    }
+    for key, value in context.items():
+        msg[f"_context_{key}"] = value
+    envelope = {"oslo.version": ENVELOPE_VERSION, "oslo.message": json.dumps(msg)}
+    return json.dumps(envelope).encode()
