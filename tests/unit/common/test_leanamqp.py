@@ -222,3 +222,33 @@ def test_a_lost_connection_publishes_unconfirmed_calls_again_first(
     lean._lost(ConnectionResetError("reset"))
     assert list(lean._to_publish) == [unconfirmed, waiting]
     assert confirmed.msg_id in lean._calls and lean._down_reason.startswith("ConnectionReset")
+
+
+def test_a_notification_is_the_messagingv2_drivers_envelope() -> None:
+    msg = _inner(wire.notification_body("fleetcache-conductor:h", "aggregate.x", "INFO",
+                                        {"host": "c1"}, {"request_id": "req-1"}))
+    assert len(msg.pop("_unique_id")) == 32 and len(msg.pop("message_id")) == 36
+    timestamp = msg.pop("timestamp")
+    assert len(timestamp) == 26 and timestamp[10] == " "  # str() of a naive UTC datetime
+    assert msg == {"publisher_id": "fleetcache-conductor:h", "event_type": "aggregate.x",
+                   "priority": "INFO", "payload": {"host": "c1"},
+                   "_context_request_id": "req-1"}
+
+
+def test_the_notifier_queues_one_message_per_topic_with_its_queue(conf: cfg.ConfigOpts) -> None:
+    from fleetcache.common.context import RequestContext
+    from fleetcache.common.leanamqp.notifier import AmqpNotifier
+
+    notifier = AmqpNotifier(broker.params_for(conf, "rabbit://u:p@h/"), "p", ["a", "b"])
+    notifier._start = lambda: None  # type: ignore[method-assign]  # no thread, no broker
+    notifier._wake = lambda: None  # type: ignore[method-assign]
+    ctxt = RequestContext(auth_token="s3cret")
+    notifier.info(ctxt, "e", {"n": 1})
+    notifier.info(ctxt, "e", {"n": 2})
+    assert [(o.routing_key, o.queue) for o in notifier._outbox] == [
+        ("a.info", "a.info"), ("b.info", "b.info")] * 2
+    assert all(b"s3cret" not in o.body for o in notifier._outbox)
+    notifier._stopping = True
+    with pytest.raises(RuntimeError, match="closed"):
+        notifier.info(ctxt, "e", {})
+    notifier._close_pipe()

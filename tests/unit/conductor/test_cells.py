@@ -142,3 +142,21 @@ def test_listeners_strict_refresh_raises_when_the_default_fails(
     listeners = _listeners(state, Service("test"))
     with pytest.raises(Exception, match="nosuchdriver"):
         listeners.refresh(strict=True)
+
+
+def test_the_notifier_is_lean_for_messagingv2_on_plain_rabbit_only(
+    conf: cfg.ConfigOpts, transports: rpc.Transports
+) -> None:
+    from fleetcache.conductor import leannotify
+
+    conf.set_override("transport_url", "rabbit://u:p@127.0.0.1:1/")
+    transports.notification()  # registers [oslo_messaging_notifications]
+    conf.set_override("driver", ["messagingv2"], group="oslo_messaging_notifications")
+    notifier, lean = leannotify.build_notifier(conf, transports, "fleetcache-conductor:h")
+    assert lean is not None and notifier is lean and lean.topics == ["notifications"]
+    lean.close()
+    conf.set_override("driver", ["log"], group="oslo_messaging_notifications")
+    assert leannotify.build_notifier(conf, transports, "p")[1] is None
+    conf.set_override("driver", ["messagingv2"], group="oslo_messaging_notifications")
+    conf.set_override("lean_compute_calls", False, group="conductor")
+    assert leannotify.build_notifier(conf, transports, "p")[1] is None
