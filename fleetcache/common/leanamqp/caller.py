@@ -174,6 +174,7 @@ class AmqpCaller(Link):
 
     def _settle(self, call: _Call) -> None:
         call.settled = True
+        call.body = b""  # never published again; the heap may hold the call a while
         del self._calls[call.msg_id]
         call.done.release()
 
@@ -193,3 +194,8 @@ class AmqpCaller(Link):
             self._settle(call)
         if not self._calls:
             deadlines.clear()
+        elif len(deadlines) > 2 * len(self._calls) + 64:
+            # Ended calls stay in the heap until their deadline (a minute, by default): at a
+            # few hundred calls a second, drop them now so memory follows the calls in flight.
+            self._deadlines = [(c.deadline, next(self._seq), c) for c in self._calls.values()]
+            heapq.heapify(self._deadlines)

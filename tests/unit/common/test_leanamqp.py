@@ -252,3 +252,13 @@ def test_the_notifier_queues_one_message_per_topic_with_its_queue(conf: cfg.Conf
     with pytest.raises(RuntimeError, match="closed"):
         notifier.info(ctxt, "e", {})
     notifier._close_pipe()
+
+
+def test_ended_calls_do_not_pile_up_in_the_deadline_heap(lean: Any, clock: Clock) -> None:
+    live = _pending(lean)
+    for _ in range(200):
+        call = _pending(lean)
+        _reply(lean, call.msg_id, result=1, failure=None, ending=True)
+        assert call.body == b""
+    lean._expire()
+    assert [c for _, _, c in lean._deadlines] == [live]
