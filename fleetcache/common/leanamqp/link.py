@@ -24,6 +24,7 @@ import collections
 import logging
 import os
 import select
+import socket
 import threading
 import time
 from typing import Any
@@ -37,6 +38,12 @@ LOG = logging.getLogger(__name__)
 #: Seconds one frame may take to arrive once its first byte has, or a write to finish,
 #: before the connection is taken for lost.
 STALL_TIMEOUT = 10.0
+
+#: Frames handled in one go before queued messages are published.
+READ_BATCH = 256
+
+#: Bytes asked of the socket per ``recv``.
+RECV_SIZE = 65536
 
 #: What a lost or broken connection raises (py-amqp's errors, socket errors).
 CONNECTION_ERRORS = (OSError, amqp.exceptions.AMQPError)
@@ -58,6 +65,39 @@ class Outgoing:
         self.expiration = expiration
         self.queue = queue
         self.settled = False
+
+
+class BufferedRecv:
+    """``sock.recv`` for py-amqp's ``TCPTransport``, reading up to :data:`RECV_SIZE` bytes
+    per system call and handing them out as asked.
+
+    NOTE: py-amqp reads exactly what it needs (a frame's 7-byte header, its payload, its end
+    byte): three ``recv`` calls per frame, nine per delivered reply, each dropping and
+    retaking the GIL the conductor's other threads are waiting for.
+    """
+
+    __slots__ = ("_recv", "_buf", "_pos")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._recv = sock.recv
+        self._buf = b""
+        self._pos = 0
+
+    def __call__(self, n: int) -> bytes:
+        buf, pos = self._buf, self._pos
+        if pos >= len(buf):
+            buf = self._recv(RECV_SIZE)
+            if not buf:
+                return buf  # the peer closed
+            self._buf, pos = buf, 0
+        chunk = buf[pos:pos + n]
+        self._pos = pos + len(chunk)
+        return chunk
+
+    @property
+    def pending(self) -> bool:
+        """Bytes received and not handed out yet (the socket may look empty meanwhile)."""
+        return self._pos < len(self._buf)
 
 
 class Link:
@@ -84,6 +124,7 @@ class Link:
         self._conn: amqp.Connection | None = None
         self._channel: Any = None
         self._sock_poll: Any = None
+        self._recv: BufferedRecv | None = None
         self._poller = select.poll()
         self._poller.register(self._wake_r, select.POLLIN)
         self._sock_fd = -1
@@ -240,7 +281,11 @@ class Link:
         return max(0.0, min(due) - time.monotonic()) if due else None
 
     def _wait(self, timeout: float | None) -> None:
+        buffered = self._conn is not None and self._recv is not None and self._recv.pending
+        if buffered:
+            timeout = 0.0
         events = self._poller.poll(None if timeout is None else int(timeout * 1000) + 1)
+        readable = buffered
         for fd, _event in events:
             if fd == self._wake_r:
                 self._wake_pending = False
@@ -249,16 +294,25 @@ class Link:
                         pass
                 except BlockingIOError:
                     pass
-            elif fd == self._sock_fd and self._conn is not None:
-                self._read()
+            elif fd == self._sock_fd:
+                readable = True
+        if readable and self._conn is not None:
+            self._read()
 
     def _read(self) -> None:
-        """Handle every frame that has arrived (``blocking_read`` reads one)."""
+        """Handle the frames that have arrived (``blocking_read`` reads one), until none is
+        left, at most :data:`READ_BATCH`, or as soon as another thread queued a message: under
+        a steady stream of replies the socket is never empty, and new calls would wait behind
+        it (the pipeline drains, then refills in bursts)."""
         conn: Any = self._conn
+        outbox = self._outbox
         try:
-            while True:
+            recv = self._recv
+            assert recv is not None
+            for _ in range(READ_BATCH):
                 conn.blocking_read(None)
-                if not self._sock_poll.poll(0) or self._conn is not conn:
+                if outbox or self._conn is not conn or not (
+                        recv.pending or self._sock_poll.poll(0)):
                     break
             self._after_read()
         except CONNECTION_ERRORS as exc:
@@ -338,6 +392,8 @@ class Link:
         params = self.params
         sock = broker.socket_of(conn)
         sock.settimeout(STALL_TIMEOUT)
+        self._recv = BufferedRecv(sock)
+        conn.transport._quick_recv = self._recv
         self._conn = conn
         self._sock_fd = sock.fileno()
         self._poller.register(self._sock_fd, select.POLLIN)
