@@ -205,6 +205,6 @@ def test_a_connection_closed_mid_call_reconnects_and_the_reply_arrives(
     thread.join(30)
     assert result.get("reply") == {"held": {"state": "existing", "reason": result["reply"]
                                             ["held"]["reason"], "bytes_downloaded": 0}}, result
-    assert api.caller.connects == 2
+    assert api.caller.connects >= 2  # reconnected (once, unless the close raced a read)
     # And the caller goes on calling.
     assert api.cache_images(get_admin_context(), HOST, ["after"])["after"]["state"] == "existing"

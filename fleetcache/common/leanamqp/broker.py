@@ -29,6 +29,9 @@ from oslo_messaging._drivers import impl_rabbit
 #: Seconds to open the TCP connection and finish the AMQP handshake with one host.
 CONNECT_TIMEOUT = 10.0
 
+#: Bytes asked of the socket per ``recv`` (:class:`BufferedRecv`).
+RECV_SIZE = 65536
+
 
 @dataclasses.dataclass(frozen=True)
 class Host:
@@ -144,3 +147,36 @@ def socket_of(conn: amqp.Connection) -> socket.socket:
     sock = conn.transport.sock
     assert sock is not None
     return sock  # type: ignore[no-any-return]
+
+
+class BufferedRecv:
+    """``sock.recv`` for py-amqp's ``TCPTransport``, reading up to :data:`RECV_SIZE` bytes
+    per system call and handing them out as asked.
+
+    NOTE: py-amqp reads exactly what it needs (a frame's 7-byte header, its payload, its end
+    byte): three ``recv`` calls per frame, nine per delivered reply, each dropping and
+    retaking the GIL the conductor's other threads are waiting for.
+    """
+
+    __slots__ = ("_recv", "_buf", "_pos")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._recv = sock.recv
+        self._buf = b""
+        self._pos = 0
+
+    def __call__(self, n: int) -> bytes:
+        buf, pos = self._buf, self._pos
+        if pos >= len(buf):
+            buf = self._recv(RECV_SIZE)
+            if not buf:
+                return buf  # the peer closed
+            self._buf, pos = buf, 0
+        chunk = buf[pos:pos + n]
+        self._pos = pos + len(chunk)
+        return chunk
+
+    @property
+    def pending(self) -> bool:
+        """Bytes received and not handed out yet (the socket may look empty meanwhile)."""
+        return self._pos < len(self._buf)

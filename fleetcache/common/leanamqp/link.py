@@ -24,7 +24,6 @@ import collections
 import logging
 import os
 import select
-import socket
 import threading
 import time
 from typing import Any
@@ -41,9 +40,6 @@ STALL_TIMEOUT = 10.0
 
 #: Frames handled in one go before queued messages are published.
 READ_BATCH = 256
-
-#: Bytes asked of the socket per ``recv``.
-RECV_SIZE = 65536
 
 #: What a lost or broken connection raises (py-amqp's errors, socket errors).
 CONNECTION_ERRORS = (OSError, amqp.exceptions.AMQPError)
@@ -65,39 +61,6 @@ class Outgoing:
         self.expiration = expiration
         self.queue = queue
         self.settled = False
-
-
-class BufferedRecv:
-    """``sock.recv`` for py-amqp's ``TCPTransport``, reading up to :data:`RECV_SIZE` bytes
-    per system call and handing them out as asked.
-
-    NOTE: py-amqp reads exactly what it needs (a frame's 7-byte header, its payload, its end
-    byte): three ``recv`` calls per frame, nine per delivered reply, each dropping and
-    retaking the GIL the conductor's other threads are waiting for.
-    """
-
-    __slots__ = ("_recv", "_buf", "_pos")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._recv = sock.recv
-        self._buf = b""
-        self._pos = 0
-
-    def __call__(self, n: int) -> bytes:
-        buf, pos = self._buf, self._pos
-        if pos >= len(buf):
-            buf = self._recv(RECV_SIZE)
-            if not buf:
-                return buf  # the peer closed
-            self._buf, pos = buf, 0
-        chunk = buf[pos:pos + n]
-        self._pos = pos + len(chunk)
-        return chunk
-
-    @property
-    def pending(self) -> bool:
-        """Bytes received and not handed out yet (the socket may look empty meanwhile)."""
-        return self._pos < len(self._buf)
 
 
 class Link:
@@ -124,7 +87,7 @@ class Link:
         self._conn: amqp.Connection | None = None
         self._channel: Any = None
         self._sock_poll: Any = None
-        self._recv: BufferedRecv | None = None
+        self._recv: broker.BufferedRecv | None = None
         self._poller = select.poll()
         self._poller.register(self._wake_r, select.POLLIN)
         self._sock_fd = -1
@@ -241,26 +204,54 @@ class Link:
             self._publish_waiting()
 
     def _publish_waiting(self) -> None:
+        """Publish what waits, in one ``sendall`` for the whole batch.
+
+        NOTE: each system call drops the GIL, and taking it back can wait out the switch
+        interval (5 ms) behind a busy thread (the job's result writer); one ``sendall`` per
+        call let the calls of a batch go out milliseconds apart.
+        """
         waiting = self._to_publish
         channel = self._channel
         exchange = self.params.exchange
+        transport = self._conn.transport  # type: ignore[union-attr]
+        sendall = transport._write
+        batch: list[bytes] = []
+
+        def collect(data: Any) -> None:
+            batch.append(bytes(data))  # py-amqp hands out views of a buffer it reuses
+
         try:
-            while waiting:
-                item = waiting[0]
-                if not item.settled:
-                    if item.queue is not None and item.queue not in self._declared:
-                        self._declare(item.queue, item.routing_key)
-                    message = amqp.Message(item.body, content_type="application/json",
-                                           content_encoding="utf-8", delivery_mode=2)
-                    if item.expiration is not None:
-                        message.properties["expiration"] = item.expiration
-                    channel.basic_publish(message, exchange=exchange,
-                                          routing_key=item.routing_key)
-                    self._published += 1
-                    self._unconfirmed.append((self._published, item))
-                waiting.popleft()
+            transport._write = collect
+            try:
+                while waiting:
+                    item = waiting[0]
+                    if not item.settled:
+                        if item.queue is not None and item.queue not in self._declared:
+                            transport._write = sendall  # a declaration waits for its answer
+                            self._flush(sendall, batch)
+                            self._declare(item.queue, item.routing_key)
+                            transport._write = collect
+                        message = amqp.Message(item.body, content_type="application/json",
+                                               content_encoding="utf-8", delivery_mode=2)
+                        if item.expiration is not None:
+                            message.properties["expiration"] = item.expiration
+                        channel.basic_publish(message, exchange=exchange,
+                                              routing_key=item.routing_key)
+                        self._published += 1
+                        self._unconfirmed.append((self._published, item))
+                    waiting.popleft()
+            finally:
+                transport._write = sendall
+            self._flush(sendall, batch)
         except CONNECTION_ERRORS as exc:
             self._lost(exc)
+
+    @staticmethod
+    def _flush(sendall: Any, batch: list[bytes]) -> None:
+        if batch:
+            data = b"".join(batch)
+            batch.clear()
+            sendall(data)
 
     def _declare(self, queue: str, routing_key: str) -> None:
         """The queue oslo.messaging's notifier declares (``_publish_and_creates_default_queue``:
@@ -392,7 +383,7 @@ class Link:
         params = self.params
         sock = broker.socket_of(conn)
         sock.settimeout(STALL_TIMEOUT)
-        self._recv = BufferedRecv(sock)
+        self._recv = broker.BufferedRecv(sock)
         conn.transport._quick_recv = self._recv
         self._conn = conn
         self._sock_fd = sock.fileno()

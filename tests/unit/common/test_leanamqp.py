@@ -262,3 +262,23 @@ def test_ended_calls_do_not_pile_up_in_the_deadline_heap(lean: Any, clock: Clock
         assert call.body == b""
     lean._expire()
     assert [c for _, _, c in lean._deadlines] == [live]
+
+
+def test_the_buffered_recv_hands_out_what_one_recv_brought() -> None:
+    from fleetcache.common.leanamqp.broker import RECV_SIZE, BufferedRecv
+
+    chunks = [b"0123456789", b"ab", b""]
+    asked: list[int] = []
+
+    def recv(n: int) -> bytes:
+        asked.append(n)
+        return chunks.pop(0)
+
+    buffered = BufferedRecv(SimpleNamespace(recv=recv))  # type: ignore[arg-type]
+    assert not buffered.pending
+    assert buffered(7) == b"0123456" and buffered.pending
+    assert buffered(7) == b"789"  # at most what is left; py-amqp asks again for the rest
+    assert not buffered.pending
+    assert buffered(1) == b"a" and buffered(5) == b"b"
+    assert buffered(1) == b""  # the peer closed
+    assert asked == [RECV_SIZE] * 3
