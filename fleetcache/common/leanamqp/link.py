@@ -279,12 +279,15 @@ class Link:
         readable = buffered
         for fd, _event in events:
             if fd == self._wake_r:
-                self._wake_pending = False
                 try:
                     while os.read(self._wake_r, 4096):
                         pass
                 except BlockingIOError:
                     pass
+                # Only now: cleared before the pipe is drained, a wake-up written in between
+                # is drained with the flag left set, and the next submitter writes none (the
+                # next call then waits for the heartbeat check, up to 20 s).
+                self._wake_pending = False
             elif fd == self._sock_fd:
                 readable = True
         if readable and self._conn is not None:
