@@ -69,7 +69,7 @@ class Services:
 
     def __init__(self, workdir: Path, transport_url: str, db_url: str, concurrency: int,
                  image_id: str, notifications: str = "messagingv2",
-                 lean_calls: bool = False) -> None:
+                 lean_calls: bool = True) -> None:
         self.workdir = workdir
         self.api_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.api_port}"

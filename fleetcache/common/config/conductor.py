@@ -53,7 +53,7 @@ Related options:
     ),
     cfg.BoolOpt(
         "lean_compute_calls",
-        default=False,
+        default=True,
         help="""
 Send pre-cache and catch-up ``cache_images`` calls over one AMQP connection per cell.
 
@@ -63,11 +63,8 @@ through one connection and one thread per cell, many calls in flight, instead of
 blocking oslo.messaging call per host: about a quarter of the CPU per call. The messages are
 oslo.messaging's own (the computes are unchanged), with its timeouts, call-monitor
 heartbeats, reconnection and AMQP heartbeats; see docs/architecture.md for what differs.
-Any other transport, and every other compute call, uses oslo.messaging's client.
-
-Off by default: in ``bench/fanout.py --hosts 1000 --concurrency 64`` it halves the
-conductor's CPU per host, but the job's wall time and the computes' CPU per call grew
-(docs/performance.md, "Lean calls and notifications"), for a reason not established yet.
+Any other transport, and every other compute call, uses oslo.messaging's client. Set to
+false to use it for these calls too.
 """,
     ),
     cfg.IntOpt(

@@ -72,8 +72,6 @@ def test_compute_api_is_lean_on_plain_rabbit_only(
 ) -> None:
     plain = db_api.cell_create(db, "plain", "rabbit://u:p@127.0.0.1:1/plain")
     tls = db_api.cell_create(db, "tls", "rabbit://u:p@127.0.0.1:1/tls?ssl=1")
-    assert type(CellTransports(conf, db, transports).compute_api(plain)) is ComputeAPI  # off
-    conf.set_override("lean_compute_calls", True, group="conductor")
     cells = CellTransports(conf, db, transports)
     try:
         lean = cells.compute_api(plain)
@@ -154,8 +152,6 @@ def test_the_notifier_is_lean_for_messagingv2_on_plain_rabbit_only(
     conf.set_override("transport_url", "rabbit://u:p@127.0.0.1:1/")
     transports.notification()  # registers [oslo_messaging_notifications]
     conf.set_override("driver", ["messagingv2"], group="oslo_messaging_notifications")
-    assert leannotify.build_notifier(conf, transports, "p")[1] is None  # off by default
-    conf.set_override("lean_compute_calls", True, group="conductor")
     notifier, lean = leannotify.build_notifier(conf, transports, "fleetcache-conductor:h")
     assert lean is not None and notifier is lean and lean.topics == ["notifications"]
     lean.close()
