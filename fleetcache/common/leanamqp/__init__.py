@@ -6,7 +6,9 @@ publish, a reply consumer handing each reply over through a queue); speaking the
 format straight through py-amqp from one thread per connection costs about 0.34 ms
 (``bench/_lean_floor.py``, docs/performance.md "Conductor CPU per host (issue 12)").
 
-* :mod:`.wire`: the message format (oslo.messaging's envelope 2.0) and its errors;
-* :mod:`.broker`: which transport URLs this path serves and how to connect;
-* :mod:`.caller`: the connection's thread, calls in flight, the call monitor, reconnection.
+* :mod:`.wire`: the message formats (oslo.messaging's envelope 2.0) and their errors;
+* :mod:`.broker`: which transport URLs this path serves, how to connect, buffered reads;
+* :mod:`.link`: one connection owned by one thread: confirms, heartbeats, reconnection;
+* :mod:`.caller`: calls in flight, reply matching, the call monitor;
+* :mod:`.notifier`: notifications as oslo.messaging's ``messagingv2`` driver sends them.
 """
