@@ -91,6 +91,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--baseline-call-monitor", action="store_true",
                         help="give the baseline's calls the conductor's call_monitor_timeout "
                         "(the compute then runs a watchdog thread per call)")
+    parser.add_argument("--oslo-calls", action="store_true",
+                        help="the conductor calls the computes and sends its notifications "
+                             "through oslo.messaging's client ([conductor] "
+                             "lean_compute_calls = false), as before issue 12's lean caller")
     parser.add_argument("--profile", metavar="FILE",
                         help="record the conductor's on-CPU stacks during the measured rounds "
                         "with py-spy (collapsed stacks, flamegraph input) into FILE")
@@ -190,7 +194,8 @@ def main() -> int:
         services = None
         if not args.baseline_only:
             services = Services(tmp, broker_url + VHOST_PREFIX, db_url, args.concurrency,
-                                IMAGE_ID, notifications=args.notifications)
+                                IMAGE_ID, notifications=args.notifications,
+                                lean_calls=not args.oslo_calls)
             stack.callback(services.stop)
             services.start(api=args.entry == "api")
             api: ApiClient | RpcClient = (
@@ -236,7 +241,8 @@ def main() -> int:
     base = median(base_walls)
     print(f"hosts={args.hosts} cells={args.cells} concurrency={args.concurrency} "
           f"processes={len(shards.procs)} rounds={args.rounds} db={db_url.split(':')[0]} "
-          f"notifications={args.notifications} baseline_call_monitor={args.baseline_call_monitor} "
+          f"notifications={args.notifications} oslo_calls={args.oslo_calls} "
+          f"baseline_call_monitor={args.baseline_call_monitor} "
           f"loadavg={load_before}->{loadavg()} "
           f"at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"baseline (bare oslo.messaging): {' '.join(f'{w:.2f}' for w in base_walls)} s; "

@@ -51,6 +51,22 @@ Related options:
 * job_takeover_interval
 """,
     ),
+    cfg.BoolOpt(
+        "lean_compute_calls",
+        default=True,
+        help="""
+Send pre-cache and catch-up ``cache_images`` calls over one AMQP connection per cell.
+
+On a cell whose transport is plain ``rabbit://`` (no TLS, no URL options, no quorum or HA
+reply queues, oslo.messaging's tracing and metrics off), the conductor calls the computes
+through one connection and one thread per cell, many calls in flight, instead of one
+blocking oslo.messaging call per host: about a quarter of the CPU per call. The messages are
+oslo.messaging's own (the computes are unchanged), with its timeouts, call-monitor
+heartbeats, reconnection and AMQP heartbeats; see docs/architecture.md for what differs.
+Any other transport, and every other compute call, uses oslo.messaging's client. Set to
+false to use it for these calls too.
+""",
+    ),
     cfg.IntOpt(
         "job_takeover_interval",
         default=10,
