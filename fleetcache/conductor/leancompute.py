@@ -20,7 +20,12 @@ from oslo_config import cfg
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.leanamqp.caller import AmqpCaller
-from fleetcache.compute.rpcapi import TOPIC, ComputeAPI, ImageResult
+from fleetcache.compute.rpcapi import (
+    TOPIC,
+    ComputeAPI,
+    ImageResult,
+    cache_images_message,
+)
 
 
 class LeanComputeAPI(ComputeAPI):
@@ -41,13 +46,10 @@ class LeanComputeAPI(ComputeAPI):
         pin_until: float | None = None,
     ) -> dict[str, ImageResult]:
         """As :meth:`ComputeAPI.cache_images`. :raises RPCVersionCapped, MessagingTimeout:"""
-        version = "1.0" if pin_until is None else "1.2"
+        version, args = cache_images_message(image_ids, pin_until)
         if not self._can_send[version]:
             raise exception.RPCVersionCapped(topic=TOPIC, cap=self.version_cap,
                                              method="cache_images", version=version)
-        args: dict[str, object] = {"image_ids": image_ids}
-        if pin_until is not None:
-            args["pin_until"] = float(pin_until)
         return self.caller.call(  # type: ignore[no-any-return]
             f"{TOPIC}.{host}", "cache_images", args, version=version,
             context=ctxt.to_dict(), timeout=self.conf.long_rpc_timeout,
