@@ -124,9 +124,10 @@ def broker(keep: bool, cells: int) -> Iterator[str]:
 
 @contextlib.contextmanager
 def profiler(pid: int, output: str) -> Iterator[None]:
-    """py-spy (``$PY_SPY`` or on PATH) sampling ``pid`` at 100 Hz while the block runs,
-    only the thread holding the GIL (what costs CPU in Python)."""
-    binary = os.environ.get("PY_SPY") or shutil.which("py-spy") or "py-spy"
+    """py-spy (``$PY_SPY``, on PATH or beside this Python) sampling ``pid`` at 100 Hz while
+    the block runs, only the thread holding the GIL (what costs CPU in Python)."""
+    binary = (os.environ.get("PY_SPY") or shutil.which("py-spy")
+              or shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy")
     proc = subprocess.Popen([binary, "record", "--pid", str(pid), "--rate", "100",
                              "--format", "raw", "--nonblocking", "--gil", "--output", output],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -17,7 +17,6 @@ import dataclasses
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable, Mapping
 
 from fleetcache.common.db import jobs
@@ -83,6 +82,10 @@ class ResultWriter:
     NOTE: without ``linger``, ``precache_concurrency = 1`` made one transaction per host:
     ``bench/fanout.py`` at 1,000 hosts measured 2.9 ms of conductor CPU per host, against
     1.9 ms with it (same job wall time); a result shows up in the job at most 0.2 s later.
+    The writer sleeps out the linger and then takes what came: waiting on the queue instead
+    woke it at every result (``Condition.notify`` in ``put`` was 7.8 % of the conductor's GIL
+    samples at 1,000 hosts, docs/performance.md, "Publishing without py-amqp's message, and
+    calls without a thread each (issue 12, 2026-11-26)").
     """
 
     def __init__(self, db: Database, job_uuid: str, max_batch: int = 200,
@@ -92,7 +95,8 @@ class ResultWriter:
         self.max_batch = max_batch
         self.linger = linger
         self.error: str | None = None
-        self._queue: queue.Queue[_Item] = queue.Queue()
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._closing = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"precache-writer-{job_uuid[:8]}", daemon=True
         )
@@ -109,6 +113,7 @@ class ResultWriter:
     def close(self) -> str | None:
         """Write what is left and stop. :returns: the first write error, if any."""
         self._queue.put(None)
+        self._closing.set()  # cuts a linger short
         self._thread.join()
         return self.error
 
@@ -118,7 +123,8 @@ class ResultWriter:
             batch: dict[str, dict[str, ImageResult]] = {}
             then: list[AfterWrite] = []
             item = self._queue.get()
-            deadline = time.monotonic() + self.linger
+            if item is not None and self._queue.qsize() < self.max_batch - 1:
+                self._closing.wait(self.linger)
             while True:
                 if item is None:
                     stopping = True
@@ -130,7 +136,7 @@ class ResultWriter:
                 if len(batch) >= self.max_batch:
                     break
                 try:
-                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                    item = self._queue.get_nowait()
                 except queue.Empty:
                     break
             self._write(batch)

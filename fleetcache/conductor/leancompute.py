@@ -19,7 +19,7 @@ from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.common.leanamqp.caller import AmqpCaller
+from fleetcache.common.leanamqp.caller import AmqpCaller, OnDone
 from fleetcache.compute.rpcapi import (
     TOPIC,
     ComputeAPI,
@@ -46,11 +46,31 @@ class LeanComputeAPI(ComputeAPI):
         pin_until: float | None = None,
     ) -> dict[str, ImageResult]:
         """As :meth:`ComputeAPI.cache_images`. :raises RPCVersionCapped, MessagingTimeout:"""
-        version, args = cache_images_message(image_ids, pin_until)
-        if not self._can_send[version]:
-            raise exception.RPCVersionCapped(topic=TOPIC, cap=self.version_cap,
-                                             method="cache_images", version=version)
+        version, args = self._message(image_ids, pin_until)
         return self.caller.call(  # type: ignore[no-any-return]
             f"{TOPIC}.{host}", "cache_images", args, version=version,
             context=ctxt.to_dict(), timeout=self.conf.long_rpc_timeout,
             call_monitor_timeout=self.conf.rpc_response_timeout)
+
+    def cache_images_async(
+        self, ctxt: RequestContext, host: str, image_ids: list[str],
+        pin_until: float | None, on_done: OnDone,
+    ) -> None:
+        """:meth:`cache_images` without waiting: ``on_done(value, failed)`` gets the replies
+        or the exception, on the caller's thread (:meth:`AmqpCaller.call_async`).
+
+        :raises RPCVersionCapped, MessageDeliveryFailure: at once; ``on_done`` is not called.
+        """
+        version, args = self._message(image_ids, pin_until)
+        self.caller.call_async(
+            f"{TOPIC}.{host}", "cache_images", args, version=version,
+            context=ctxt.to_dict(), timeout=self.conf.long_rpc_timeout,
+            call_monitor_timeout=self.conf.rpc_response_timeout, on_done=on_done)
+
+    def _message(self, image_ids: list[str],
+                 pin_until: float | None) -> tuple[str, dict[str, object]]:
+        version, args = cache_images_message(image_ids, pin_until)
+        if not self._can_send[version]:
+            raise exception.RPCVersionCapped(topic=TOPIC, cap=self.version_cap,
+                                             method="cache_images", version=version)
+        return version, args

@@ -18,7 +18,10 @@ host aborts the operation without ``.end``), and progress numbered under a lock.
    (``pending`` when the job has a catch-up window: :mod:`~.catchup` asks it later). Every
    other host is one long ``cache_images`` call through its cell's transport, run on the
    conductor's :class:`~.hostpool.HostCallPool` of ``[image_cache] precache_concurrency``
-   workers, so the limit holds across concurrent jobs.
+   workers, so the limit holds across concurrent jobs. Through a lean caller
+   (:mod:`~.leancompute`) and without download leases, the job sends the call itself and
+   the caller's thread hands the outcome back; the call holds one of the pool's places
+   meanwhile, so the same limit holds.
 3. Every host ends in a state: an RPC failure or timeout is that host's ``error`` with the
    reason. Each outcome is counted under the job's lock (which numbers the ``progress``
    notification) and stored in batches by a :class:`~.jobresults.ResultWriter`.
@@ -79,6 +82,15 @@ class ComputeClient(Protocol):
         self, ctxt: RequestContext, host: str, image_ids: list[str],
         pin_until: float | None = None,
     ) -> dict[str, ImageResult]: ...
+
+
+class AsyncComputeClient(ComputeClient, Protocol):
+    """A compute client that can also call without waiting (``conductor.leancompute``)."""
+
+    def cache_images_async(
+        self, ctxt: RequestContext, host: str, image_ids: list[str],
+        pin_until: float | None, on_done: Callable[[object, bool], None],
+    ) -> None: ...
 
 
 class ComputeClients(Protocol):
@@ -292,10 +304,16 @@ class PrecacheJob:
             if settled is not None:
                 self._host_done(plan.host, settled)
                 continue
+            client = self._client(plan)
+            if client is not None and self._calls_async(client):
+                if not self._take_place(host_calls):
+                    break
+                self._ask_host_async(client, plan)  # type: ignore[arg-type]
+                continue
             if not self._take_slot(host_calls.stopping):
                 break
             try:
-                host_calls.run(self._call_host, plan)
+                host_calls.run(self._call_host, plan, client)
             except RuntimeError:  # the pool was shut down: the conductor is stopping
                 break
         self._wait(host_calls.stopping)
@@ -334,6 +352,15 @@ class PrecacheJob:
                 return False
         return True
 
+    @staticmethod
+    def _take_place(host_calls: HostCallPool) -> bool:
+        """Wait for a place in the conductor's pool for a call made without a worker.
+        :returns: False when the pool is stopping instead."""
+        while not host_calls.take_place(timeout=1.0):
+            if host_calls.stopping.is_set():
+                return False
+        return True
+
     def _wait(self, stopping: threading.Event) -> None:
         """Wait until every host has its outcome, or until the pool is stopping (then the
         calls in flight are abandoned: they may run for up to ``long_rpc_timeout``).
@@ -367,20 +394,22 @@ class PrecacheJob:
                                    bytes_downloaded=0) for i in self.image_ids}
         return None
 
-    def _call_host(self, plan: HostPlan) -> None:
+    def _call_host(self, plan: HostPlan, client: ComputeClient | None) -> None:
         """Worker: one compute's ``cache_images`` call; never raises."""
         try:
-            self._ask_host(plan)
+            self._ask_host(plan, client)
         finally:
             self._queued.release()
 
-    def _ask_host(self, plan: HostPlan) -> None:
+    def _ask_host(self, plan: HostPlan, client: ComputeClient | None) -> None:
+        """:param client: the host's client; ``None``: look it up here, its error being the
+        host's."""
         self.ctxt.update_store()
-        cell = plan.service["cell"] if plan.service is not None else None
         metrics = self.precacher.metrics
+        asked = [i for i in self.image_ids if i not in plan.unsupported]
         try:
-            client = self.precacher.clients.compute_api(cell)
-            asked = [i for i in self.image_ids if i not in plan.unsupported]
+            if client is None:
+                client = self._lookup_client(plan)
             if metrics is not None:
                 metrics.in_flight.inc()
             try:
@@ -388,17 +417,75 @@ class PrecacheJob:
             finally:
                 if metrics is not None:
                     metrics.in_flight.dec()
-            results = self._check_replies(replies, asked)
-            results.update({i: ImageResult(state="unsupported", reason=reason,
-                                           bytes_downloaded=0)
-                            for i, reason in plan.unsupported.items()})
-            results = {i: results[i] for i in self.image_ids}
+            results = self._results(plan, asked, replies)
         except Exception as exc:
-            LOG.warning("Image pre-cache request to compute %s failed: %s: %s",
-                        plan.host, type(exc).__name__, exc)
-            results = _same_result_per_image(
-                self.image_ids, "error", f"{type(exc).__name__}: {exc}")
+            results = self._failed(plan, exc)
         self._host_done(plan.host, results)
+
+    def _lookup_client(self, plan: HostPlan) -> ComputeClient:
+        return self.precacher.clients.compute_api(
+            plan.service["cell"] if plan.service is not None else None)
+
+    def _client(self, plan: HostPlan) -> ComputeClient | None:
+        """The host's client, or ``None`` when it cannot be had (the worker then meets the
+        error again and records it as the host's)."""
+        try:
+            return self._lookup_client(plan)
+        except Exception:
+            return None
+
+    def _calls_async(self, client: ComputeClient) -> bool:
+        """Whether ``client`` can call without a worker (the lean caller) and no download
+        lease is needed (:meth:`_cache` waits for those)."""
+        gate = self.precacher.gate
+        return hasattr(client, "cache_images_async") and not (gate is not None and gate.enabled)
+
+    def _ask_host_async(self, client: AsyncComputeClient, plan: HostPlan) -> None:
+        """Send the host's call; its outcome comes to :meth:`_answered`. Holds a place of the
+        host pool until then."""
+        asked = [i for i in self.image_ids if i not in plan.unsupported]
+        if self.precacher.metrics is not None:
+            self.precacher.metrics.in_flight.inc()
+        on_done = functools.partial(self._answered, plan, asked)
+        try:
+            client.cache_images_async(self.ctxt, plan.host, asked, self.pin_until, on_done)
+        except Exception as exc:
+            on_done(exc, True)
+
+    def _answered(self, plan: HostPlan, asked: list[str], value: object, failed: bool) -> None:
+        """The outcome of :meth:`_ask_host_async`'s call, on the lean caller's thread.
+
+        Once the conductor stops, an outcome is dropped: the job's unanswered hosts are left
+        to the next owner (or marked interrupted), as the calls of the pool's workers are."""
+        host_calls = self.precacher.host_calls
+        try:
+            if self.precacher.metrics is not None:
+                self.precacher.metrics.in_flight.dec()
+            if host_calls.stopping.is_set():
+                return
+            try:
+                if failed:
+                    raise value  # type: ignore[misc]
+                results = self._results(plan, asked, value)  # type: ignore[arg-type]
+            except Exception as exc:
+                results = self._failed(plan, exc)
+            self._host_done(plan.host, results)
+        finally:
+            host_calls.give_place()
+
+    def _results(self, plan: HostPlan, asked: list[str],
+                 replies: Mapping[str, ImageResult]) -> dict[str, ImageResult]:
+        """Every image's result for the host: its replies, checked, and the ones it was not
+        asked (``unsupported``)."""
+        results = self._check_replies(replies, asked)
+        results.update({i: ImageResult(state="unsupported", reason=reason, bytes_downloaded=0)
+                        for i, reason in plan.unsupported.items()})
+        return {i: results[i] for i in self.image_ids}
+
+    def _failed(self, plan: HostPlan, exc: BaseException) -> dict[str, ImageResult]:
+        LOG.warning("Image pre-cache request to compute %s failed: %s: %s",
+                    plan.host, type(exc).__name__, exc)
+        return _same_result_per_image(self.image_ids, "error", f"{type(exc).__name__}: {exc}")
 
     def _cache(self, client: ComputeClient, host: str,
                image_ids: list[str]) -> dict[str, ImageResult]:

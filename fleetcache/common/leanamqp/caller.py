@@ -23,8 +23,9 @@ wait for it (oslo.messaging reconnects at once); a call's timers start when it i
 not once it is published; oslo.messaging's tracing and metrics hooks are not called
 (:mod:`.broker` refuses a transport that enables them).
 
-Callers build the message, queue it and block on a lock of their own; the link's thread
-publishes it, matches the reply by ``_msg_id`` and releases the lock.
+Callers build the message and queue it; the link's thread publishes it, matches the reply by
+``_msg_id`` and either releases the lock the caller blocks on (:meth:`AmqpCaller.call`) or
+hands the outcome to the caller's function (:meth:`AmqpCaller.call_async`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import oslo_messaging as messaging
@@ -46,14 +47,20 @@ from fleetcache.common.leanamqp.link import Link, Outgoing
 LOG = logging.getLogger(__name__)
 
 
-class _Call(Outgoing):
-    """One call in flight. Written by the link's thread, read by its caller once ``done``
-    is released."""
+#: Called on the link's thread when a call ends: ``(value, failed)``, ``value`` being the
+#: result, or the exception when ``failed``.
+OnDone = Callable[[Any, bool], None]
 
-    __slots__ = ("msg_id", "monitor", "deadline", "hard_deadline", "done", "value", "failed")
+
+class _Call(Outgoing):
+    """One call in flight. Written by the link's thread; read by its caller once ``done`` is
+    released, or handed to ``on_done``."""
+
+    __slots__ = ("msg_id", "monitor", "deadline", "hard_deadline", "done", "on_done", "value",
+                 "failed")
 
     def __init__(self, msg_id: str, body: bytes, routing_key: str, timeout: float,
-                 monitor: float | None) -> None:
+                 monitor: float | None, on_done: OnDone | None = None) -> None:
         # oslo.messaging publishes a call with its timeout as the message's TTL.
         super().__init__(body, routing_key, expiration=str(int(timeout * 1000)))
         now = time.monotonic()
@@ -61,8 +68,11 @@ class _Call(Outgoing):
         self.monitor = monitor
         self.hard_deadline = now + timeout
         self.deadline = min(now + monitor, self.hard_deadline) if monitor else self.hard_deadline
-        self.done = threading.Lock()
-        self.done.acquire()
+        self.on_done = on_done
+        self.done: threading.Lock | None = None
+        if on_done is None:
+            self.done = threading.Lock()
+            self.done.acquire()
         self.value: Any = None
         self.failed = False
 
@@ -99,23 +109,52 @@ class AmqpCaller(Link):
         :raises MessageDeliveryFailure: the broker refused the call, or the caller is closed.
         :raises Exception: the server's exception, as oslo.messaging re-raises it.
         """
+        call = self._send(routing_key, method, args, version, context, timeout,
+                          call_monitor_timeout, None)
+        done = call.done
+        assert done is not None
+        window = float(call_monitor_timeout or timeout)
+        # The link's thread settles every call by its deadline, and every call left when it
+        # stops; waiting in windows only guards against that thread having died all the same.
+        while not done.acquire(timeout=window):
+            if not self.running:
+                raise wire.timeout_error(call.msg_id, self.reply_q, "The caller is closed.")
+        if call.failed:
+            raise call.value
+        return call.value
+
+    def call_async(self, routing_key: str, method: str, args: Mapping[str, Any], *,
+                   version: str | None, context: Mapping[str, Any], timeout: float,
+                   call_monitor_timeout: int | None = None, on_done: OnDone) -> None:
+        """As :meth:`call`, without waiting: ``on_done(value, failed)`` gets the outcome.
+
+        ``on_done`` runs on the link's thread, where the replies of every call are read: it
+        must be quick, never block, and not call this caller back synchronously. What it
+        raises is logged. Every call gets its ``on_done`` exactly once: at its reply, its
+        timeout, or when the caller stops (``MessagingTimeout``, "The caller is closed.").
+
+        NOTE: a thread blocked per call and woken by the link's thread cost the conductor
+        about 20 % of its GIL samples in ``bench/fanout.py --hosts 1000 --concurrency 64``
+        (the wake-up in ``_settle`` alone 11.6 %; docs/performance.md, "Publishing without
+        py-amqp's message, and calls without a thread each (issue 12, 2026-11-26)").
+
+        :raises MessageDeliveryFailure: at once, when the caller is closed.
+        """
+        self._send(routing_key, method, args, version, context, timeout, call_monitor_timeout,
+                   on_done)
+
+    def _send(self, routing_key: str, method: str, args: Mapping[str, Any],
+              version: str | None, context: Mapping[str, Any], timeout: float,
+              call_monitor_timeout: int | None, on_done: OnDone | None) -> _Call:
         msg_id = uuid.uuid4().hex
         body = wire.call_body(method, args, version, context, msg_id, self.reply_q,
                               call_monitor_timeout)
-        call = _Call(msg_id, body, routing_key, timeout, call_monitor_timeout)
+        call = _Call(msg_id, body, routing_key, timeout, call_monitor_timeout, on_done)
         try:
             self._submit(call)
         except RuntimeError as exc:
             raise messaging.MessageDeliveryFailure(str(exc)) from exc
-        window = float(call_monitor_timeout or timeout)
-        # The link's thread settles every call by its deadline; waiting in windows only
-        # guards against that thread having ended (closed, or a bug).
-        while not call.done.acquire(timeout=window):
-            if not self.running:
-                raise wire.timeout_error(msg_id, self.reply_q, "The caller is closed.")
-        if call.failed:
-            raise call.value
-        return call.value
+        return call
 
     # -- the link's hooks ---------------------------------------------------------------------
 
@@ -144,11 +183,10 @@ class AmqpCaller(Link):
             self._channel.basic_ack(self._ack_upto, multiple=True)
             self._acked = self._ack_upto
 
-    def _refused(self, item: Outgoing) -> None:
+    def _refused(self, item: Outgoing, why: str = "basic.nack") -> None:
         assert isinstance(item, _Call)
         if not item.settled:
-            item.value = messaging.MessageDeliveryFailure(
-                "the broker refused the call (basic.nack)")
+            item.value = messaging.MessageDeliveryFailure(f"the call cannot be sent ({why})")
             item.failed = True
             self._settle(item)
 
@@ -176,7 +214,21 @@ class AmqpCaller(Link):
         call.settled = True
         call.body = b""  # never published again; the heap may hold the call a while
         del self._calls[call.msg_id]
-        call.done.release()
+        if call.on_done is None:
+            assert call.done is not None
+            call.done.release()
+            return
+        try:
+            call.on_done(call.value, call.failed)
+        except Exception:
+            LOG.exception("%s: the handler of call %s failed", self.name, call.msg_id)
+
+    def _abandon(self) -> None:
+        """The link stops: every call still waiting ends now, as closed."""
+        for call in list(self._calls.values()):
+            call.value = wire.timeout_error(call.msg_id, self.reply_q, "The caller is closed.")
+            call.failed = True
+            self._settle(call)
 
     def _expire(self) -> None:
         now = time.monotonic()

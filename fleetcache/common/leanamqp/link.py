@@ -30,7 +30,7 @@ from typing import Any
 
 import amqp
 
-from fleetcache.common.leanamqp import broker
+from fleetcache.common.leanamqp import broker, frames
 
 LOG = logging.getLogger(__name__)
 
@@ -78,7 +78,8 @@ class Link:
         os.set_blocking(self._wake_r, False)
         self._wake_pending = False
         self._stopping = False
-        self._start_lock = threading.Lock()
+        self._ended = False
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         # The thread's own state.
         self._to_publish: collections.deque[Outgoing] = collections.deque()
@@ -104,24 +105,22 @@ class Link:
 
     def _submit(self, item: Outgoing) -> None:
         """Queue ``item`` for the thread. :raises RuntimeError: once closed."""
-        if self._stopping:
-            raise RuntimeError(f"{self.name} is closed")
-        if self._thread is None:
-            self._start()
-        self._outbox.append(item)
-        if not self._wake_pending:
-            self._wake()
+        # Under the lock, the thread cannot end between the check and the append: what it
+        # finds queued when it ends is abandoned (``_abandon``), never silently kept.
+        with self._lock:
+            if self._stopping or self._ended:
+                raise RuntimeError(f"{self.name} is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+            self._outbox.append(item)
+            if not self._wake_pending:
+                self._wake()
 
     def _wake(self) -> None:
+        """Wake the thread; called under ``_lock`` while it runs (the pipe is open)."""
         self._wake_pending = True
         os.write(self._wake_w, b"\0")
-
-    def _start(self) -> None:
-        with self._start_lock:
-            if self._thread is None:
-                thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-                thread.start()
-                self._thread = thread
 
     @property
     def running(self) -> bool:
@@ -138,11 +137,15 @@ class Link:
         while (thread is not None and thread.is_alive() and time.monotonic() < deadline
                and (self._outbox or self._to_publish or self._unconfirmed)):
             time.sleep(0.05)
-        self._stopping = True
-        if thread is None:
-            self._close_pipe()
-            return
-        self._wake()
+        with self._lock:
+            self._stopping = True
+            thread = self._thread
+            if thread is None:
+                self._ended = True
+                self._close_pipe()
+                return
+            if not self._ended:
+                self._wake()
         thread.join(timeout=STALL_TIMEOUT)
 
     def _close_pipe(self) -> None:
@@ -174,8 +177,11 @@ class Link:
     def _after_read(self) -> None:
         """Every frame that had arrived was handled."""
 
-    def _refused(self, item: Outgoing) -> None:
-        """The broker refused ``item`` (``basic.nack``)."""
+    def _abandon(self) -> None:
+        """The thread stops: end whatever still waits for an answer."""
+
+    def _refused(self, item: Outgoing, why: str = "basic.nack") -> None:
+        """``item`` cannot be sent: the broker refused it (``basic.nack``), or ``why``."""
 
     # -- the thread ---------------------------------------------------------------------------
 
@@ -191,8 +197,13 @@ class Link:
         except Exception:
             LOG.exception("%s: unexpected error; the link stops", self.name)
         finally:
+            with self._lock:
+                self._ended = True
+                self._close_pipe()
             self._disconnect()
-            self._close_pipe()
+            while self._outbox:
+                self._accept(self._outbox.popleft())
+            self._abandon()
 
     def _take_outbox(self) -> None:
         outbox = self._outbox
@@ -204,54 +215,46 @@ class Link:
             self._publish_waiting()
 
     def _publish_waiting(self) -> None:
-        """Publish what waits, in one ``sendall`` for the whole batch.
+        """Publish what waits, in one write for the whole batch (:mod:`.frames`).
 
         NOTE: each system call drops the GIL, and taking it back can wait out the switch
         interval (5 ms) behind a busy thread (the job's result writer); one ``sendall`` per
         call let the calls of a batch go out milliseconds apart.
         """
         waiting = self._to_publish
-        channel = self._channel
+        conn: Any = self._conn
+        channel_id = self._channel.channel_id
         exchange = self.params.exchange
-        transport = self._conn.transport  # type: ignore[union-attr]
-        sendall = transport._write
         batch: list[bytes] = []
-
-        def collect(data: Any) -> None:
-            batch.append(bytes(data))  # py-amqp hands out views of a buffer it reuses
-
         try:
-            transport._write = collect
-            try:
-                while waiting:
-                    item = waiting[0]
-                    if not item.settled:
-                        if item.queue is not None and item.queue not in self._declared:
-                            transport._write = sendall  # a declaration waits for its answer
-                            self._flush(sendall, batch)
-                            self._declare(item.queue, item.routing_key)
-                            transport._write = collect
-                        message = amqp.Message(item.body, content_type="application/json",
-                                               content_encoding="utf-8", delivery_mode=2)
-                        if item.expiration is not None:
-                            message.properties["expiration"] = item.expiration
-                        channel.basic_publish(message, exchange=exchange,
-                                              routing_key=item.routing_key)
+            while waiting:
+                item = waiting[0]
+                if not item.settled:
+                    if item.queue is not None and item.queue not in self._declared:
+                        self._flush(conn, batch)  # a declaration waits for its answer
+                        self._declare(item.queue, item.routing_key)
+                    try:
+                        data = frames.publish(channel_id, conn.frame_max, exchange,
+                                              item.routing_key, item.body, item.expiration)
+                    except ValueError as exc:  # a routing key over 255 bytes
+                        LOG.warning("%s: cannot publish to %r: %s", self.name,
+                                    item.routing_key, exc)
+                        self._refused(item, str(exc))
+                    else:
+                        batch.append(data)
                         self._published += 1
                         self._unconfirmed.append((self._published, item))
-                    waiting.popleft()
-            finally:
-                transport._write = sendall
-            self._flush(sendall, batch)
+                waiting.popleft()
+            self._flush(conn, batch)
         except CONNECTION_ERRORS as exc:
             self._lost(exc)
 
     @staticmethod
-    def _flush(sendall: Any, batch: list[bytes]) -> None:
+    def _flush(conn: Any, batch: list[bytes]) -> None:
         if batch:
             data = b"".join(batch)
             batch.clear()
-            sendall(data)
+            conn.transport.write(data)
 
     def _declare(self, queue: str, routing_key: str) -> None:
         """The queue oslo.messaging's notifier declares (``_publish_and_creates_default_queue``:

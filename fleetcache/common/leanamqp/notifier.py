@@ -62,6 +62,6 @@ class AmqpNotifier(Link):
         self._context = (ctxt, values)
         return values
 
-    def _refused(self, item: Outgoing) -> None:
-        LOG.warning("%s: the broker refused a notification to %s (basic.nack); dropped",
-                    self.name, item.routing_key)
+    def _refused(self, item: Outgoing, why: str = "basic.nack") -> None:
+        LOG.warning("%s: a notification to %s cannot be sent (%s); dropped",
+                    self.name, item.routing_key, why)

@@ -138,8 +138,9 @@ def lean(conf: cfg.ConfigOpts) -> Any:
     lean.close()
 
 
-def _pending(lean: Any, timeout: float = 1800, monitor: int | None = 60) -> Any:
-    call = caller._Call(f"m{len(lean._calls)}", b"{}", "compute.h", timeout, monitor)
+def _pending(lean: Any, timeout: float = 1800, monitor: int | None = 60,
+             on_done: Any = None) -> Any:
+    call = caller._Call(f"m{len(lean._calls)}", b"{}", "compute.h", timeout, monitor, on_done)
     lean._outbox.append(call)
     lean._take_outbox()  # not connected: kept to publish once connected
     return call
@@ -262,6 +263,49 @@ def test_ended_calls_do_not_pile_up_in_the_deadline_heap(lean: Any, clock: Clock
         assert call.body == b""
     lean._expire()
     assert [c for _, _, c in lean._deadlines] == [live]
+
+
+def test_an_async_call_hands_its_reply_or_its_error_to_its_function_once(
+        lean: Any, clock: Clock) -> None:
+    outcomes: list[tuple[Any, bool]] = []
+    answered = _pending(lean, on_done=lambda value, failed: outcomes.append((value, failed)))
+    timed_out = _pending(lean, monitor=60,
+                         on_done=lambda value, failed: outcomes.append((value, failed)))
+    assert answered.done is None and timed_out.done is None  # no lock: nobody blocks on it
+    _reply(lean, answered.msg_id, result={"x": 1}, failure=None, ending=True)
+    _reply(lean, answered.msg_id, result={"x": 2}, failure=None, ending=True)  # a duplicate
+    clock.now = 1060.0
+    lean._expire()
+    assert outcomes[0] == ({"x": 1}, False)
+    assert outcomes[1][1] and isinstance(outcomes[1][0], messaging.MessagingTimeout)
+    assert len(outcomes) == 2 and not lean._calls
+
+
+def test_a_failing_handler_is_logged_and_the_link_goes_on(
+        lean: Any, clock: Clock, caplog: pytest.LogCaptureFixture) -> None:
+    def broken(value: Any, failed: bool) -> None:
+        raise RuntimeError("handler bug")
+
+    call, other = _pending(lean, on_done=broken), _pending(lean)
+    _reply(lean, call.msg_id, result=1, failure=None, ending=True)
+    assert "the handler of call" in caplog.text and call.msg_id not in lean._calls
+    _reply(lean, other.msg_id, tag=2, result=2, failure=None, ending=True)
+    assert other.done.acquire(blocking=False) and other.value == 2
+
+
+def test_a_closing_caller_ends_every_call_left_and_refuses_new_ones(conf: cfg.ConfigOpts) -> None:
+    # Nothing listens on port 1: the calls wait for a connection, as after a broker loss.
+    lean = caller.AmqpCaller(broker.params_for(conf, "rabbit://u:p@127.0.0.1:1/"),
+                             rpc.ALLOWED_EXMODS)
+    outcomes: list[tuple[Any, bool]] = []
+    lean.call_async("compute.h", "cache_images", {}, version="1.0", context={}, timeout=600,
+                    on_done=lambda value, failed: outcomes.append((value, failed)))
+    lean.close()
+    assert len(outcomes) == 1 and outcomes[0][1]
+    assert "The caller is closed." in str(outcomes[0][0])
+    with pytest.raises(messaging.MessageDeliveryFailure, match="closed"):
+        lean.call_async("compute.h", "cache_images", {}, version="1.0", context={},
+                        timeout=600, on_done=lambda value, failed: None)
 
 
 def test_the_buffered_recv_hands_out_what_one_recv_brought() -> None:
