@@ -9,8 +9,9 @@ as oslo.messaging's rabbit driver publishes them.
 NOTE: written by hand rather than through py-amqp's ``Channel.basic_publish``: building an
 ``amqp.Message`` and serializing it through py-amqp's generic property and frame writers took
 19.6 % of the conductor's GIL samples in ``bench/fanout.py --hosts 1000 --concurrency 64``
-(docs/performance.md, "Publishing without py-amqp's message (issue 12, 2026-11-26)"). The bytes
-are the same as py-amqp's: ``tests/unit/common/test_leanamqp_frames.py`` compares them.
+(docs/performance.md, "Publishing without py-amqp's message, and calls without a thread
+each (issue 12, 2026-11-26)"). The bytes are the same as py-amqp's:
+``tests/unit/common/test_leanamqp_frames.py`` compares them.
 """
 
 from __future__ import annotations
