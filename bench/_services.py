@@ -138,6 +138,30 @@ class Services:
                 fields[key] = value.split()
         return int(fields["VmRSS"][0]) / 1024, int(fields["VmHWM"][0]) / 1024
 
+    def conductor_smaps(self) -> dict[str, float]:
+        """Where the conductor's resident memory lies, in MiB (``/proc/PID/smaps``): glibc's
+        main heap (``[heap]``), its per-thread arenas (anonymous regions starting on a
+        64 MiB boundary: each arena reserves 64 MiB so aligned and makes what it uses
+        writable), other anonymous regions (CPython's 1 MiB small-object arenas, large
+        ``malloc`` blocks that glibc maps on their own, thread stacks) and files (code,
+        libraries)."""
+        assert self.conductor is not None
+        out = dict.fromkeys(("heap", "thread arenas", "other anonymous", "files"), 0.0)
+        kind = "files"
+        with open(f"/proc/{self.conductor.pid}/smaps") as smaps:
+            for line in smaps:
+                fields = line.split()
+                if "-" in fields[0] and len(fields) >= 5:  # a region's header
+                    start, end = (int(x, 16) for x in fields[0].split("-"))
+                    name = fields[5] if len(fields) > 5 else ""
+                    kind = ("heap" if name == "[heap]" else "files" if name.startswith("/")
+                            else "thread arenas" if not name and start % (64 << 20) == 0
+                            else "other anonymous" if not name or name.startswith("[anon")
+                            else "files")
+                elif fields[0] == "Rss:":
+                    out[kind] += int(fields[1]) / 1024
+        return out
+
     def api_cpu(self) -> float:
         assert self.api is not None
         return cpu_seconds(self.api.pid)

@@ -193,6 +193,7 @@ def main() -> int:
             stack.callback(lean.cleanup)
             log(f"lean floor warm-up: {lean.run()[0]:.2f} s")
         services = None
+        startup_memory = (0.0, 0.0)
         if not args.baseline_only:
             services = Services(tmp, broker_url + VHOST_PREFIX, db_url, args.concurrency,
                                 IMAGE_ID, notifications=args.notifications,
@@ -202,6 +203,7 @@ def main() -> int:
             api: ApiClient | RpcClient = (
                 ApiClient(services.api_url) if args.entry == "api"
                 else RpcClient(broker_url + VHOST_PREFIX, db_url))
+            startup_memory = services.conductor_memory()
             warm = run_job(api, services, aggregate_id, args.hosts)
             log(f"job warm-up: {warm['wall']:.2f} s")
         meter = CpuMeter()
@@ -218,6 +220,7 @@ def main() -> int:
         if args.profile and services is not None:
             stack.enter_context(profiler(services.conductor_pid(), args.profile))
         base_walls, base_cpus, job_walls, cpus = [], [], [], []
+        rss_after: list[float] = []
         for rnd in range(args.rounds):
             before = meter.snapshot()
             wall, cpu = baseline.run()
@@ -229,6 +232,7 @@ def main() -> int:
                 res = run_job(api, services, aggregate_id, args.hosts, meter)
                 job_walls.append(res["wall"])
                 cpus.append(res["cpu"])
+                rss_after.append(services.conductor_memory()[0])
                 line += (f", job {res['wall']:.2f} s (fan-out {res['inner']:.2f} s, polled "
                          f"{res['polled']:.2f} s, conductor CPU {res['cpu']:.2f} s, total CPU "
                          f"job/baseline {res['total_cpu'] / base_total:.2f})")
@@ -239,6 +243,7 @@ def main() -> int:
                 line += f", lean floor {lean_wall:.2f} s"
             log(line)
         memory = services.conductor_memory() if services is not None else None
+        smaps = services.conductor_smaps() if services is not None else {}
     base = median(base_walls)
     print(f"hosts={args.hosts} cells={args.cells} concurrency={args.concurrency} "
           f"processes={len(shards.procs)} rounds={args.rounds} db={db_url.split(':')[0]} "
@@ -261,7 +266,11 @@ def main() -> int:
           f"median {job:.2f} s = {args.hosts / job:.0f} hosts/s")
     print(f"conductor CPU per host: {cpu_ms:.2f} ms (median of {len(cpus)} jobs)")
     assert memory is not None
-    print(f"conductor memory after the last job: RSS {memory[0]:.0f} MiB, peak {memory[1]:.0f} MiB")
+    print(f"conductor memory after the last job: RSS {memory[0]:.0f} MiB, peak {memory[1]:.0f} MiB"
+          f" (at start-up, before the warm-up job: RSS {startup_memory[0]:.0f} MiB; after each "
+          f"measured job: {' '.join(f'{r:.0f}' for r in rss_after)} MiB)")
+    print("conductor resident memory after the last job by region: "
+          + ", ".join(f"{kind} {mib:.1f}" for kind, mib in smaps.items()) + " MiB")
     print(headline("fanout", job / base, hosts=args.hosts, concurrency=args.concurrency,
                    job_s=job, baseline_s=base, conductor_cpu_ms_per_host=cpu_ms,
                    conductor_rss_mib=round(memory[0]), conductor_peak_mib=round(memory[1])))

@@ -252,7 +252,13 @@ class PrecacheJob:
         self.catch_up = job.get("catch_up_until") is not None
         self.writer = ResultWriter(precacher.db, self.uuid)
         self._lock = threading.Lock()
-        self._done_hosts: set[str] = set()
+        #: One byte per host of :attr:`hosts`, by position: 1 once it has its outcome.
+        #:
+        #: NOTE: a set of the hosts' names took 512 KiB at 10,000 hosts, against 10 KiB
+        #: (``bench/conductor_memory.py``, docs/performance.md, "Conductor memory from 1,000
+        #: to 10,000 hosts").
+        self._done = bytearray(len(self.hosts))
+        self._done_count = 0
         #: Set once every host has its outcome (and it is queued for the writer).
         self._all_done = threading.Event()
         self._hosts_total = len(self.hosts)
@@ -273,12 +279,12 @@ class PrecacheJob:
         """The whole job; never raises (a broken job is ``failed`` with the reason)."""
         self.ctxt.update_store()
         started = time.monotonic()
-        payload = notifications.aggregate_payload(self.aggregate, self.uuid)
         error: str | None = None
         try:
             jobs.job_set_state(self.precacher.db, self.uuid, jobs.RUNNING)
-            if not self.resumed:
-                self.precacher.notifier.start(self.ctxt, payload)
+            if not self.resumed:  # built for each notification: not kept while the job runs
+                self.precacher.notifier.start(
+                    self.ctxt, notifications.aggregate_payload(self.aggregate, self.uuid))
             self.writer.start()
             try:
                 error = self._fan_out()
@@ -294,42 +300,45 @@ class PrecacheJob:
                         self.uuid)
             return
         self._finish(error, time.monotonic() - started)
-        self.precacher.notifier.end(self.ctxt, payload)
+        self.precacher.notifier.end(
+            self.ctxt, notifications.aggregate_payload(self.aggregate, self.uuid))
 
     def _fan_out(self) -> str | None:
         """Settle or submit every host, then wait for all. :returns: an error, if interrupted."""
         host_calls = self.precacher.host_calls
-        for plan in self._plans():
+        for position, plan in self._plans():
             settled = self._settle(plan)
             if settled is not None:
-                self._host_done(plan.host, settled)
+                self._host_done(position, settled)
                 continue
             client = self._client(plan)
             if client is not None and self._calls_async(client):
                 if not self._take_place(host_calls):
                     break
-                self._ask_host_async(client, plan)  # type: ignore[arg-type]
+                self._ask_host_async(client, position, plan)  # type: ignore[arg-type]
                 continue
             if not self._take_slot(host_calls.stopping):
                 break
             try:
-                host_calls.run(self._call_host, plan, client)
+                host_calls.run(self._call_host, position, plan, client)
             except RuntimeError:  # the pool was shut down: the conductor is stopping
                 break
         self._wait(host_calls.stopping)
-        missing = [h for h in self.hosts if h not in self._done_hosts]
+        with self._lock:
+            missing = [n for n, done in enumerate(self._done) if not done]
         if not missing:
             return None
         if self.precacher.owner is not None:
             return _HANDED_OVER  # its hosts without results are asked by the next owner
         reason = "interrupted: the conductor stopped before this host answered"
-        for host in missing:
-            self._host_done(host, _same_result_per_image(self.image_ids, "error", reason))
+        for position in missing:
+            self._host_done(position, _same_result_per_image(self.image_ids, "error", reason))
         return "interrupted: the conductor stopped while the job ran"
 
-    def _plans(self) -> Iterator[HostPlan]:
-        """Each host with its compute service, looked up in bulk :data:`LOOKUP_PAGE` hosts at a
-        time, so that a job holds one page of service rows, not the whole fleet's.
+    def _plans(self) -> Iterator[tuple[int, HostPlan]]:
+        """Each host's position in :attr:`hosts` and its plan, with its compute service looked
+        up in bulk :data:`LOOKUP_PAGE` hosts at a time, so that a job holds one page of service
+        rows, not the whole fleet's.
 
         NOTE: one lookup of all 10,000 hosts' services raised the conductor's peak resident
         size by about 30 MB (ORM rows, then 1.3 KB of dict per host kept for the whole job;
@@ -337,7 +346,8 @@ class PrecacheJob:
         """
         for start in range(0, len(self.hosts), LOOKUP_PAGE):
             page = self.hosts[start:start + LOOKUP_PAGE]
-            yield from self.precacher.plan_hosts(self.aggregate, page, self.metas)
+            yield from enumerate(self.precacher.plan_hosts(self.aggregate, page, self.metas),
+                                 start)
 
     def _take_slot(self, stopping: threading.Event) -> bool:
         """Wait until fewer than twice the pool's size of this job's calls are queued or
@@ -394,14 +404,14 @@ class PrecacheJob:
                                    bytes_downloaded=0) for i in self.image_ids}
         return None
 
-    def _call_host(self, plan: HostPlan, client: ComputeClient | None) -> None:
+    def _call_host(self, position: int, plan: HostPlan, client: ComputeClient | None) -> None:
         """Worker: one compute's ``cache_images`` call; never raises."""
         try:
-            self._ask_host(plan, client)
+            self._ask_host(position, plan, client)
         finally:
             self._queued.release()
 
-    def _ask_host(self, plan: HostPlan, client: ComputeClient | None) -> None:
+    def _ask_host(self, position: int, plan: HostPlan, client: ComputeClient | None) -> None:
         """:param client: the host's client; ``None``: look it up here, its error being the
         host's."""
         self.ctxt.update_store()
@@ -420,7 +430,7 @@ class PrecacheJob:
             results = self._results(plan, asked, replies)
         except Exception as exc:
             results = self._failed(plan, exc)
-        self._host_done(plan.host, results)
+        self._host_done(position, results)
 
     def _lookup_client(self, plan: HostPlan) -> ComputeClient:
         return self.precacher.clients.compute_api(
@@ -440,19 +450,21 @@ class PrecacheJob:
         gate = self.precacher.gate
         return hasattr(client, "cache_images_async") and not (gate is not None and gate.enabled)
 
-    def _ask_host_async(self, client: AsyncComputeClient, plan: HostPlan) -> None:
+    def _ask_host_async(self, client: AsyncComputeClient, position: int,
+                        plan: HostPlan) -> None:
         """Send the host's call; its outcome comes to :meth:`_answered`. Holds a place of the
         host pool until then."""
         asked = [i for i in self.image_ids if i not in plan.unsupported]
         if self.precacher.metrics is not None:
             self.precacher.metrics.in_flight.inc()
-        on_done = functools.partial(self._answered, plan, asked)
+        on_done = functools.partial(self._answered, position, plan, asked)
         try:
             client.cache_images_async(self.ctxt, plan.host, asked, self.pin_until, on_done)
         except Exception as exc:
             on_done(exc, True)
 
-    def _answered(self, plan: HostPlan, asked: list[str], value: object, failed: bool) -> None:
+    def _answered(self, position: int, plan: HostPlan, asked: list[str], value: object,
+                  failed: bool) -> None:
         """The outcome of :meth:`_ask_host_async`'s call, on the lean caller's thread.
 
         Once the conductor stops, an outcome is dropped: the job's unanswered hosts are left
@@ -469,7 +481,7 @@ class PrecacheJob:
                 results = self._results(plan, asked, value)  # type: ignore[arg-type]
             except Exception as exc:
                 results = self._failed(plan, exc)
-            self._host_done(plan.host, results)
+            self._host_done(position, results)
         finally:
             host_calls.give_place()
 
@@ -535,8 +547,10 @@ class PrecacheJob:
             )
         return results
 
-    def _host_done(self, host: str, results: dict[str, ImageResult]) -> None:
-        """Count a finished host (once), queue its results, then its progress notification."""
+    def _host_done(self, position: int, results: dict[str, ImageResult]) -> None:
+        """Count the host at ``position`` of :attr:`hosts` once it has finished (once), queue
+        its results, then its progress notification."""
+        host = self.hosts[position]
         payload = notifications.AggregateCachePayload(
             id=self.aggregate["id"], uuid=self.aggregate["uuid"], name=self.aggregate["name"],
             host=host,
@@ -545,16 +559,17 @@ class PrecacheJob:
             index=0, total=self.total_hosts, job_uuid=self.uuid,
         )
         with self._lock:  # index and queue order agree: progress is sent in index order
-            if host in self._done_hosts:
+            if self._done[position]:
                 return
-            self._done_hosts.add(host)
+            self._done[position] = 1
+            self._done_count += 1
             self.stats.add_host(results)
             if self.precacher.metrics is not None:
                 self.precacher.metrics.record_host(results)
             payload["index"] = self.stats.hosts_done
             self.writer.put(host, results,
                             lambda: self.precacher.notifier.progress(self.ctxt, payload))
-            if len(self._done_hosts) == self._hosts_total:  # after the put: none is lost
+            if self._done_count == self._hosts_total:  # after the put: none is lost
                 self._all_done.set()
 
     def _finish(self, error: str | None, elapsed: float) -> None:

@@ -106,10 +106,6 @@ def job_release(db: Database, job_uuid: str, owner: str) -> bool:
         return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
-def _job_id(session: Session, job_uuid: str) -> int:
-    return jobs._lookup(session, job_uuid).id
-
-
 def _has_pending(session: Session, job_id: int) -> bool:
     return bool(session.scalar(select(exists().where(
         models.CacheJobResult.job_id == job_id,
@@ -254,7 +250,7 @@ def count_results(db: Database, job_uuid: str) -> int:
     with db.transaction() as session:
         return int(session.scalar(select(func.count()).select_from(models.CacheJobResult)
                                   .where(models.CacheJobResult.job_id ==
-                                         _job_id(session, job_uuid))) or 0)
+                                         jobs._job_id(session, job_uuid))) or 0)
 
 
 def count_hosts_finished(db: Database, job_uuid: str) -> int:
@@ -262,7 +258,7 @@ def count_hosts_finished(db: Database, job_uuid: str) -> int:
     ``waiting`` (the index of a caught-up host's progress notification)."""
     result = models.CacheJobResult
     with db.transaction() as session:
-        job_id = _job_id(session, job_uuid)
+        job_id = jobs._job_id(session, job_uuid)
         unfinished = (select(result.host).where(result.job_id == job_id,
                                                 result.state.in_((jobs.PENDING, jobs.WAITING)))
                       .scalar_subquery())

@@ -15,7 +15,7 @@ from typing import Any, NotRequired, TypedDict
 
 from oslo_utils import uuidutils
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer, lazyload
 
 from fleetcache.common import exception
 from fleetcache.common.db import models
@@ -90,7 +90,9 @@ class JobDict(TypedDict):
     results: list[JobResultDict]
 
 
-def _job_dict(job: models.CacheJob) -> JobDict:
+def _job_dict(job: models.CacheJob,
+              results: list[models.CacheJobResult] | None = None) -> JobDict:
+    """:param results: the results to give (default: all the job's)."""
     return JobDict(
         id=job.id,
         uuid=job.uuid,
@@ -120,18 +122,35 @@ def _job_dict(job: models.CacheJob) -> JobDict:
                 fallback_reason=r.fallback_reason,
                 updated_at=r.updated_at,
             )
-            for r in job.results
+            for r in (job.results if results is None else results)
         ],
     )
 
 
-def _lookup(session: Session, job_uuid: str) -> models.CacheJob:
-    job = session.scalars(
-        select(models.CacheJob).where(models.CacheJob.uuid == job_uuid)
-    ).first()
+def _lookup(session: Session, job_uuid: str, whole: bool = False) -> models.CacheJob:
+    """The job's row; its results and host list are loaded only with ``whole`` (or when read).
+
+    NOTE: the results relationship loads eagerly (``selectin``), so every state change read
+    the whole job: marking a 10,000-host job done built 10,000 result objects and held
+    14.6 MiB at once (0.03 MiB without), a peak the conductor's resident size kept
+    (``bench/conductor_memory.py --trace``, docs/performance.md, "Conductor memory from 1,000
+    to 10,000 hosts").
+    """
+    query = select(models.CacheJob).where(models.CacheJob.uuid == job_uuid)
+    if not whole:
+        query = query.options(lazyload(models.CacheJob.results), defer(models.CacheJob.hosts))
+    job = session.scalars(query).first()
     if job is None:
         raise exception.JobNotFound(job_id=job_uuid)
     return job
+
+
+def _job_id(session: Session, job_uuid: str) -> int:
+    """The job's primary key, read alone. :raises JobNotFound:"""
+    job_id = session.scalar(select(models.CacheJob.id).where(models.CacheJob.uuid == job_uuid))
+    if job_id is None:
+        raise exception.JobNotFound(job_id=job_uuid)
+    return int(job_id)
 
 
 def job_create(
@@ -168,10 +187,21 @@ def job_create(
         return _job_dict(job)
 
 
-def job_get(db: Database, job_uuid: str) -> JobDict:
-    """:raises JobNotFound:"""
+def job_get(db: Database, job_uuid: str, results_of: str | None = None) -> JobDict:
+    """The job and its results; with ``results_of``, only that host's results (reading them
+    costs what the host's rows cost, whatever the job's size).
+
+    :raises JobNotFound:
+    """
     with db.transaction() as session:
-        return _job_dict(_lookup(session, job_uuid))
+        if results_of is None:
+            return _job_dict(_lookup(session, job_uuid, whole=True))
+        job = _lookup(session, job_uuid)
+        result = models.CacheJobResult
+        rows = session.scalars(select(result).where(result.job_id == job.id,
+                                                    result.host == results_of)
+                               .order_by(result.id)).all()
+        return _job_dict(job, list(rows))
 
 
 def job_list(db: Database, aggregate_id: int | None = None) -> list[JobDict]:
@@ -232,10 +262,7 @@ def job_record_hosts(
             }))
     table = models.CacheJobResult
     with db.transaction() as session:
-        job_id = session.scalars(select(models.CacheJob.id).where(models.CacheJob.uuid == job_uuid)
-                                 ).first()
-        if job_id is None:
-            raise exception.JobNotFound(job_id=job_uuid)
+        job_id = _job_id(session, job_uuid)
         existing = {
             (host, image_id): row_id for row_id, host, image_id in session.execute(
                 select(table.id, table.host, table.image_id).where(

@@ -12,9 +12,11 @@ test (``pg_advisory_lock`` / ``GET_LOCK``) keeps them from dropping each other's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy
@@ -74,3 +76,24 @@ def db(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Datab
     finally:
         lock_conn.close()  # closing the session releases the advisory lock
         database.dispose()
+
+
+@contextlib.contextmanager
+def _rows_built(model: type[Any]) -> Iterator[list[object]]:
+    built: list[object] = []
+
+    def on_load(target: object, _context: object) -> None:
+        built.append(target)
+
+    sqlalchemy.event.listen(model, "load", on_load)
+    try:
+        yield built
+    finally:
+        sqlalchemy.event.remove(model, "load", on_load)
+
+
+@pytest.fixture
+def rows_built() -> Callable[[type[Any]], contextlib.AbstractContextManager[list[object]]]:
+    """``with rows_built(models.X) as built:``: the ORM objects of ``X`` loaded from the
+    database while the block runs (a query that should read columns only builds none)."""
+    return _rows_built

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.db import api as db_api
+from fleetcache.common.db import models
 from fleetcache.common.db.session import Database
 
 pytestmark = pytest.mark.db
@@ -64,6 +67,22 @@ def test_add_and_remove_hosts(db: Database, hosts: list[str]) -> None:
     assert sorted(agg["hosts"]) == hosts
     agg = db_api.aggregate_remove_host(db, agg["id"], "c1")
     assert agg["hosts"] == ["c2"]
+
+
+def test_get_reads_host_names_in_order_without_host_rows(
+        db: Database, rows_built: Any) -> None:
+    names = ["c3", "c1", "c2"]
+    for host in names:
+        db_api.service_register(db, host, COMPUTE, "compute", None)
+    agg = db_api.aggregate_create(db, "agg1", metadata={"ssd": "true"})
+    for host in names:
+        db_api.aggregate_add_host(db, agg["id"], host)
+    with rows_built(models.AggregateHost) as built:
+        by_id = db_api.aggregate_get(db, agg["id"])
+        by_uuid = db_api.aggregate_get_by_uuid(db, agg["uuid"])
+    assert built == []
+    assert by_id == by_uuid
+    assert by_id["hosts"] == names and by_id["metadata"] == {"ssd": "true"}
 
 
 def test_host_in_two_aggregates(db: Database, hosts: list[str]) -> None:

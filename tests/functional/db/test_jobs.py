@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from fleetcache.common import exception
-from fleetcache.common.db import jobs
+from fleetcache.common.db import job_leases, jobs, models
 from fleetcache.common.db.jobs import ResultFields
 from fleetcache.common.db.session import Database
 
@@ -80,3 +82,33 @@ def test_running_again_keeps_started_at(db: Database) -> None:
     first = jobs.job_get(db, job["uuid"])["started_at"]
     jobs.job_set_state(db, job["uuid"], jobs.RUNNING)
     assert jobs.job_get(db, job["uuid"])["started_at"] == first
+
+
+def test_state_changes_build_no_result_rows(db: Database, rows_built: Any) -> None:
+    job = jobs.job_create(db, 1, AGG_UUID, ["img-a"], 3, "cond-1", hosts=["c1", "c2", "c3"])
+    jobs.job_record_hosts(db, job["uuid"], {h: {"img-a": _result("existing")}
+                                            for h in ("c1", "c2", "c3")})
+    with rows_built(models.CacheJobResult) as built:
+        jobs.job_set_state(db, job["uuid"], jobs.RUNNING)
+        assert job_leases.job_end_first_pass(db, job["uuid"]) == jobs.DONE
+        assert job_leases.count_results(db, job["uuid"]) == 3
+    assert built == []
+    whole = jobs.job_get(db, job["uuid"])  # reading the job still gives all of it
+    assert whole["state"] == jobs.DONE and whole["hosts"] == ["c1", "c2", "c3"]
+    assert sorted(r["host"] for r in whole["results"]) == ["c1", "c2", "c3"]
+
+
+def test_get_with_one_hosts_results_builds_only_its_rows(db: Database, rows_built: Any) -> None:
+    job = jobs.job_create(db, 1, AGG_UUID, ["img-a", "img-b"], 3, "cond-1",
+                          hosts=["c1", "c2", "c3"])
+    jobs.job_record_hosts(db, job["uuid"], {h: {"img-a": _result("existing"),
+                                                "img-b": _result(jobs.PENDING, "down")}
+                                            for h in ("c1", "c2", "c3")})
+    with rows_built(models.CacheJobResult) as built:
+        one = jobs.job_get(db, job["uuid"], results_of="c2")
+    assert len(built) == 2
+    assert [(r["host"], r["image_id"], r["state"]) for r in one["results"]] == [
+        ("c2", "img-a", "existing"), ("c2", "img-b", jobs.PENDING)]
+    whole = jobs.job_get(db, job["uuid"])
+    assert {k: v for k, v in one.items() if k != "results"} == {
+        k: v for k, v in whole.items() if k != "results"}

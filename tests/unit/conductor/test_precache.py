@@ -613,7 +613,7 @@ def test_hosts_are_looked_up_a_page_at_a_time_and_calls_stay_bounded(conf, db, p
 
     def counting_run(fn: Callable[..., Any], *args: Any) -> None:
         waiting.append(len(submitted) - len(computes.calls))
-        submitted.append(args[0].host)
+        submitted.append(args[1].host)  # (position, plan, client)
         real_run(fn, *args)
 
     monkeypatch.setattr(host_calls, "run", counting_run)
