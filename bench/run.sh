@@ -73,11 +73,12 @@ trap 'exit 130' INT TERM
 
 run_bench() {  # key name args... (key: the name, with the hash algorithm for ON_STACK)
     local key=$1 name=$2 t0=$SECONDS status=0
+    local output="$OUT/${key//\//-}.log"  # download/sha512 -> download-sha512.log
     shift 2
     log "$key: $PYTHON bench/$name.py $*"
-    "$PYTHON" "bench/$name.py" "$@" 2>&1 | tee "$OUT/$key.log" || status=${PIPESTATUS[0]}
+    "$PYTHON" "bench/$name.py" "$@" 2>&1 | tee "$output" || status=${PIPESTATUS[0]}
     STATUS[$key]="status $status, $((SECONDS - t0)) s"
-    HEADLINE[$key]=$(grep -E "^$name: " "$OUT/$key.log" | tail -1)
+    HEADLINE[$key]=$(grep -E "^$name: " "$output" | tail -1)
     KEYS+=("$key")
 }
 KEYS=()
