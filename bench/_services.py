@@ -10,6 +10,7 @@ are part of what the job costs.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -20,6 +21,19 @@ import requests
 from _benchlib import BIN, cpu_seconds, free_port, log, terminate, wait_for_port
 
 MICROVERSION = "2.81"
+#: The daemons' systemd units: the bench runs each daemon with its unit's environment.
+UNITS = Path(__file__).resolve().parent.parent / "etc" / "systemd"
+
+
+def unit_environment(binary: str) -> dict[str, str]:
+    """The ``Environment=NAME=VALUE`` lines of ``etc/systemd/<binary>.service`` (unquoted
+    values only, as the project's units write them)."""
+    unit = UNITS / f"{binary}.service"
+    if not unit.exists():
+        return {}
+    pairs = (line.removeprefix("Environment=").split("=", 1)
+             for line in unit.read_text().splitlines() if line.startswith("Environment="))
+    return {name: value for name, value in pairs}
 CONFIG = """\
 [DEFAULT]
 transport_url = {transport_url}
@@ -90,6 +104,7 @@ class Services:
         return subprocess.Popen(
             [str(BIN / binary), "--config-file", str(self.config)],
             stdout=logfile, stderr=subprocess.STDOUT,
+            env={**os.environ, **unit_environment(binary)},
         )
 
     def start(self, api: bool = True) -> None:
