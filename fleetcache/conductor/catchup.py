@@ -43,9 +43,9 @@ from fleetcache.common.db.models import utcnow
 from fleetcache.common.servicegroup import service_is_up
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor import notifications
-from fleetcache.conductor.jobresults import CACHED_STATES
+from fleetcache.conductor.jobresults import CACHED_STATES, checked_replies
 from fleetcache.conductor.ownership import JobOwner
-from fleetcache.conductor.precache import ComputeClient, PrecacheJob, Precacher
+from fleetcache.conductor.precache import ComputeClient, Precacher
 
 LOG = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ class CatchUp:
                 LOG.warning("Catch-up of compute %s in pre-cache job %s failed (%s: %s); it "
                             "stays pending", host, job_uuid, type(exc).__name__, exc)
                 return
-            results.update(PrecacheJob._check_replies(replies, asked))
+            results.update(checked_replies(replies, asked))
         self._record(ctxt, job, aggregate, host, results)
 
     def _cache(self, ctxt: RequestContext, client: ComputeClient, job: jobs.JobDict, host: str,

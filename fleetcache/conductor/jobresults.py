@@ -34,6 +34,38 @@ AfterWrite = Callable[[], None]
 _Item = tuple[str, dict[str, ImageResult], AfterWrite | None] | None
 
 
+def same_result_per_image(
+    image_ids: list[str], state: str, reason: str | None
+) -> dict[str, ImageResult]:
+    """A host's results when one outcome (skipped, unreachable, ...) settles all its images."""
+    return {i: ImageResult(state=state, reason=reason, bytes_downloaded=0) for i in image_ids}
+
+
+def checked_replies(replies: Mapping[str, ImageResult],
+                    image_ids: list[str]) -> dict[str, ImageResult]:
+    """A compute's ``cache_images`` replies for ``image_ids``, each made a valid result: a
+    missing or malformed one is that image's ``error``, naming what came."""
+    results = {}
+    for image_id in image_ids:
+        reply = replies.get(image_id) if isinstance(replies, Mapping) else None
+        if (not isinstance(reply, Mapping)
+                or reply.get("state") not in jobs.FINAL_RESULT_STATES):
+            reply = ImageResult(state="error", bytes_downloaded=0,
+                                reason=f"compute returned no valid result: {reply!r}")
+        results[image_id] = ImageResult(
+            state=reply["state"], reason=reply.get("reason"),
+            bytes_downloaded=int(reply.get("bytes_downloaded") or 0),
+            download_path=_text_or_none(reply.get("download_path")),
+            fallback_reason=_text_or_none(reply.get("fallback_reason")),
+        )
+    return results
+
+
+def _text_or_none(value: object) -> str | None:
+    """An optional text field of a compute's reply (None from a compute that predates it)."""
+    return value if isinstance(value, str) else None
+
+
 @dataclasses.dataclass
 class JobStats:
     """Counts of image-on-host outcomes, as Nova's summary; ``skipped_hosts`` counts hosts."""

@@ -14,6 +14,9 @@ and py-amqp (docs/performance.md, "Conductor CPU per host (issue 12)").
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, cast
+
 import oslo_messaging as messaging
 from oslo_config import cfg
 
@@ -46,11 +49,8 @@ class LeanComputeAPI(ComputeAPI):
         pin_until: float | None = None,
     ) -> dict[str, ImageResult]:
         """As :meth:`ComputeAPI.cache_images`. :raises RPCVersionCapped, MessagingTimeout:"""
-        version, args = self._message(image_ids, pin_until)
-        return self.caller.call(  # type: ignore[no-any-return]
-            f"{TOPIC}.{host}", "cache_images", args, version=version,
-            context=ctxt.to_dict(), timeout=self.conf.long_rpc_timeout,
-            call_monitor_timeout=self.conf.rpc_response_timeout)
+        replies = self._send(self.caller.call, ctxt, host, image_ids, pin_until)
+        return cast("dict[str, ImageResult]", replies)
 
     def cache_images_async(
         self, ctxt: RequestContext, host: str, image_ids: list[str],
@@ -61,16 +61,19 @@ class LeanComputeAPI(ComputeAPI):
 
         :raises RPCVersionCapped, MessageDeliveryFailure: at once; ``on_done`` is not called.
         """
-        version, args = self._message(image_ids, pin_until)
-        self.caller.call_async(
-            f"{TOPIC}.{host}", "cache_images", args, version=version,
-            context=ctxt.to_dict(), timeout=self.conf.long_rpc_timeout,
-            call_monitor_timeout=self.conf.rpc_response_timeout, on_done=on_done)
+        self._send(self.caller.call_async, ctxt, host, image_ids, pin_until, on_done=on_done)
 
-    def _message(self, image_ids: list[str],
-                 pin_until: float | None) -> tuple[str, dict[str, object]]:
+    def _send(self, send: Callable[..., Any], ctxt: RequestContext, host: str,
+              image_ids: list[str], pin_until: float | None, **extra: Any) -> Any:
+        """``cache_images`` through ``send`` (the caller's ``call`` or ``call_async``), with
+        the parent's versions and version cap and timeouts.
+
+        :raises RPCVersionCapped: before anything is sent.
+        """
         version, args = cache_images_message(image_ids, pin_until)
         if not self._can_send[version]:
             raise exception.RPCVersionCapped(topic=TOPIC, cap=self.version_cap,
                                              method="cache_images", version=version)
-        return version, args
+        return send(f"{TOPIC}.{host}", "cache_images", args, version=version,
+                    context=ctxt.to_dict(), timeout=self.conf.long_rpc_timeout,
+                    call_monitor_timeout=self.conf.rpc_response_timeout, **extra)

@@ -47,7 +47,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol
+from typing import Protocol, TypeGuard, cast
 
 from oslo_config import cfg
 
@@ -63,7 +63,13 @@ from fleetcache.common.servicegroup import service_is_up
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor import notifications
 from fleetcache.conductor.hostpool import HostCallPool
-from fleetcache.conductor.jobresults import CACHED_STATES, JobStats, ResultWriter
+from fleetcache.conductor.jobresults import (
+    CACHED_STATES,
+    JobStats,
+    ResultWriter,
+    checked_replies,
+    same_result_per_image,
+)
 from fleetcache.conductor.metrics import ConductorMetrics
 from fleetcache.conductor.origin import DownloadGate
 from fleetcache.conductor.ownership import JobOwner
@@ -97,13 +103,6 @@ class ComputeClients(Protocol):
     """Compute clients per cell (``conductor.cells.CellTransports``)."""
 
     def compute_api(self, cell: CellDict | None) -> ComputeClient: ...
-
-
-def _same_result_per_image(
-    image_ids: list[str], state: str, reason: str | None
-) -> dict[str, ImageResult]:
-    """A host's results when one outcome (skipped, unreachable, ...) settles all its images."""
-    return {i: ImageResult(state=state, reason=reason, bytes_downloaded=0) for i in image_ids}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -315,7 +314,7 @@ class PrecacheJob:
             if client is not None and self._calls_async(client):
                 if not self._take_place(host_calls):
                     break
-                self._ask_host_async(client, position, plan)  # type: ignore[arg-type]
+                self._ask_host_async(client, position, plan)
                 continue
             if not self._take_slot(host_calls.stopping):
                 break
@@ -332,7 +331,7 @@ class PrecacheJob:
             return _HANDED_OVER  # its hosts without results are asked by the next owner
         reason = "interrupted: the conductor stopped before this host answered"
         for position in missing:
-            self._host_done(position, _same_result_per_image(self.image_ids, "error", reason))
+            self._host_done(position, same_result_per_image(self.image_ids, "error", reason))
         return "interrupted: the conductor stopped while the job ran"
 
     def _plans(self) -> Iterator[tuple[int, HostPlan]]:
@@ -390,15 +389,15 @@ class PrecacheJob:
         """The results of a host that will not be asked, or ``None`` to ask it."""
         service = plan.service
         if service is None:
-            return _same_result_per_image(self.image_ids, "error", "host has no compute service")
+            return same_result_per_image(self.image_ids, "error", "host has no compute service")
         skipped = "pending" if self.catch_up else "skipped"
         if not service_is_up(service, self.precacher.conf.service_down_time):
             LOG.info("Image pre-cache request to compute %s %s: it is down", plan.host, skipped)
-            return _same_result_per_image(self.image_ids, skipped, "down")
+            return same_result_per_image(self.image_ids, skipped, "down")
         if service["disabled"]:
             LOG.info("Image pre-cache request to compute %s %s: it is disabled",
                      plan.host, skipped)
-            return _same_result_per_image(self.image_ids, skipped, "disabled")
+            return same_result_per_image(self.image_ids, skipped, "disabled")
         if all(i in plan.unsupported for i in self.image_ids):
             return {i: ImageResult(state="unsupported", reason=plan.unsupported[i],
                                    bytes_downloaded=0) for i in self.image_ids}
@@ -444,7 +443,7 @@ class PrecacheJob:
         except Exception:
             return None
 
-    def _calls_async(self, client: ComputeClient) -> bool:
+    def _calls_async(self, client: ComputeClient) -> TypeGuard[AsyncComputeClient]:
         """Whether ``client`` can call without a worker (the lean caller) and no download
         lease is needed (:meth:`_cache` waits for those)."""
         gate = self.precacher.gate
@@ -476,10 +475,9 @@ class PrecacheJob:
             if host_calls.stopping.is_set():
                 return
             try:
-                if failed:
-                    raise value  # type: ignore[misc]
-                results = self._results(plan, asked, value)  # type: ignore[arg-type]
-            except Exception as exc:
+                results = (self._failed(plan, cast(BaseException, value)) if failed else
+                           self._results(plan, asked, cast(Mapping[str, ImageResult], value)))
+            except Exception as exc:  # a reply _results cannot read is the host's error
                 results = self._failed(plan, exc)
             self._host_done(position, results)
         finally:
@@ -489,7 +487,7 @@ class PrecacheJob:
                  replies: Mapping[str, ImageResult]) -> dict[str, ImageResult]:
         """Every image's result for the host: its replies, checked, and the ones it was not
         asked (``unsupported``)."""
-        results = self._check_replies(replies, asked)
+        results = checked_replies(replies, asked)
         results.update({i: ImageResult(state="unsupported", reason=reason, bytes_downloaded=0)
                         for i, reason in plan.unsupported.items()})
         return {i: results[i] for i in self.image_ids}
@@ -497,7 +495,7 @@ class PrecacheJob:
     def _failed(self, plan: HostPlan, exc: BaseException) -> dict[str, ImageResult]:
         LOG.warning("Image pre-cache request to compute %s failed: %s: %s",
                     plan.host, type(exc).__name__, exc)
-        return _same_result_per_image(self.image_ids, "error", f"{type(exc).__name__}: {exc}")
+        return same_result_per_image(self.image_ids, "error", f"{type(exc).__name__}: {exc}")
 
     def _cache(self, client: ComputeClient, host: str,
                image_ids: list[str]) -> dict[str, ImageResult]:
@@ -527,25 +525,6 @@ class PrecacheJob:
             jobs.job_record_hosts(self.precacher.db, self.uuid, {host: {image_id: waiting}})
         except Exception as exc:  # only the display suffers; the host is still called
             LOG.warning("Could not show %s waiting in job %s: %s", host, self.uuid, exc)
-
-    @staticmethod
-    def _check_replies(
-        replies: Mapping[str, ImageResult], image_ids: list[str]
-    ) -> dict[str, ImageResult]:
-        results = {}
-        for image_id in image_ids:
-            reply = replies.get(image_id) if isinstance(replies, Mapping) else None
-            if (not isinstance(reply, Mapping)
-                    or reply.get("state") not in jobs.FINAL_RESULT_STATES):
-                reply = ImageResult(state="error", bytes_downloaded=0,
-                                    reason=f"compute returned no valid result: {reply!r}")
-            results[image_id] = ImageResult(
-                state=reply["state"], reason=reply.get("reason"),
-                bytes_downloaded=int(reply.get("bytes_downloaded") or 0),
-                download_path=_text_or_none(reply.get("download_path")),
-                fallback_reason=_text_or_none(reply.get("fallback_reason")),
-            )
-        return results
 
     def _host_done(self, position: int, results: dict[str, ImageResult]) -> None:
         """Count the host at ``position`` of :attr:`hosts` once it has finished (once), queue
@@ -592,7 +571,3 @@ class PrecacheJob:
 #: What ``_fan_out`` returns when the conductor stops and lets another one take the job over.
 _HANDED_OVER = "handed over"
 
-
-def _text_or_none(value: object) -> str | None:
-    """An optional text field of a compute's reply (None from a compute that predates it)."""
-    return value if isinstance(value, str) else None
