@@ -3,7 +3,8 @@
 
 Uploads a ``--size-mib`` image of random bytes to Glance (the local stack's, by default
 http://127.0.0.1:19292: ``tools/stack.sh up``), then, for ``--rounds`` rounds, on the same image
-and the same disk, one after the other (the order rotates):
+and the same disk, one after the other (the order rotates), each from the same state (the
+previous copy removed, no dirty page left to write back: :func:`settle`):
 
 * ``curl -o FILE``: no verification, not durable: the transport's limit, the headline's
   denominator (issue 12);
@@ -161,6 +162,18 @@ def hash_ceiling(size: int, algo: str) -> tuple[float, float]:
     return size / (time.monotonic() - started) / 1e6, time.thread_time() - cpu0
 
 
+def settle() -> None:
+    """Start a variant as every other starts: no copy of an earlier one on disk or in the page
+    cache (each is removed after it), and no dirty page of anyone's left to write back.
+
+    NOTE: with the copies of a round kept until its end, the variants after an unsynced one
+    paid for its write-back: ``curl -o`` ran at 830-854 MB/s as the first of a run and at
+    236-306 MB/s after others (2026-11-26, docs/performance.md, "Every variant from the same
+    state"), so a round's ratio said more about its order than about fleetcache.
+    """
+    os.sync()
+
+
 def timed(func: Callable[[], object]) -> tuple[float, float]:
     """Wall and this process's CPU (with its children's) seconds of ``func()``."""
     def cpu() -> float:
@@ -203,18 +216,20 @@ def main() -> int:
                                                          expected, True),
                     "fleetcache": lambda: fleetcache.fetch(image_id),
                 }
-                # Rotate the order so that no variant always follows another's write-back.
+                copies = {"curl -o": work / "plain", "curl -o && sync": work / "plainsync",
+                          "curl|tee|sum": work / "tee", "...+sync FILE": work / "teesync",
+                          "fleetcache": Path(fleetcache.driver.image_cache.path_for(image_id))}
+                # Rotate the order so that no variant always comes first in a round.
                 order = list(runs)[rnd % len(runs):] + list(runs)[:rnd % len(runs)]
                 for name in order:
+                    settle()
                     before = tree_cpu(glance_pid) if glance_pid else 0.0
                     wall, cpu = timed(runs[name])
                     walls[name].append(wall)
                     cpus[name].append(cpu)
                     glance_cpus[name].append(
                         tree_cpu(glance_pid) - before if glance_pid else float("nan"))
-                check_and_remove([work / "plain", work / "plainsync", work / "tee",
-                                  work / "teesync",
-                                  Path(fleetcache.driver.image_cache.path_for(image_id))], size)
+                    check_and_remove([copies[name]], size)
                 log(f"round {rnd + 1}: " + ", ".join(
                     f"{k} {size / walls[k][-1] / 1e6:.0f} MB/s" for k in names))
     finally:
