@@ -42,7 +42,11 @@ VERSIONS = [
     "2.81",  # POST /os-aggregates/{id}/images pre-caches images; the images/jobs resource.
 ]
 
-_VERSION_RE = re.compile(r"^([1-9]\d*)\.([1-9]\d*|0)$")
+#: At most 9 digits a number: int() refuses strings of over 4,300 digits with ValueError
+#: (CPython's limit since 3.11), which a header of that length turned into a 500.
+_VERSION_RE = re.compile(r"^([1-9]\d{0,8})\.([1-9]\d{0,8}|0)$")
+#: Characters of a malformed version string quoted back in the error.
+_QUOTED = 32
 
 
 class Version(NamedTuple):
@@ -68,10 +72,14 @@ def parse_version_string(text: str) -> Version:
     match = _VERSION_RE.match(text.strip())
     if match is None:
         raise webob.exc.HTTPBadRequest(
-            explanation=f"API Version String {text} is of invalid format. "
-            "Must be of format MajorNum.MinorNum."
+            explanation=f"API Version String {_quoted(text)} is of invalid format. "
+            "Must be of format MajorNum.MinorNum (at most 9 digits each)."
         )
     return Version(int(match.group(1)), int(match.group(2)))
+
+
+def _quoted(text: str) -> str:
+    return text if len(text) <= _QUOTED else f"{text[:_QUOTED]}... ({len(text)} characters)"
 
 
 MIN_VERSION = parse_version_string(VERSIONS[0])

@@ -31,6 +31,10 @@ from fleetcache.common.callmonitor import CallMonitor, MonitoredDispatcher
 
 #: Modules whose exceptions oslo.messaging may re-create on the client side.
 ALLOWED_EXMODS = ["fleetcache.common.exception"]
+#: What a call or cast raises when the bus cannot take or deliver it: oslo.messaging's
+#: ``MessageUndeliverable`` (a mandatory message no queue took) is not a ``MessagingException``.
+DELIVERY_ERRORS: tuple[type[Exception], ...] = (messaging.MessagingException,
+                                                messaging.MessageUndeliverable)
 
 
 def init(conf: cfg.ConfigOpts) -> None:

@@ -20,7 +20,7 @@ from fleetcache.api.handlers import aggregates
 from fleetcache.api.policies import aggregate_images as policies
 from fleetcache.api.schemas import aggregate_images as schemas
 from fleetcache.api.state import ApiState
-from fleetcache.common import exception
+from fleetcache.common import exception, rpc
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs as db_jobs
 
@@ -55,6 +55,10 @@ def cache_aggregate_images(req: webob.Request) -> webob.Response:
     except messaging.MessagingTimeout:
         LOG.error("The conductor did not answer cache_images for aggregate %s", ident)
         return fault.fault_response(503, "The conductor did not answer in time; retry later.")
+    except rpc.DELIVERY_ERRORS as exc:  # e.g. the bus stayed unreachable
+        LOG.error("cache_images for aggregate %s not delivered to the conductor: %s: %s",
+                  ident, type(exc).__name__, exc)
+        return fault.fault_response(503, "The conductor could not be reached; retry later.")
     location = util.base_url(req) + job_path(ident, job["uuid"])
     LOG.info("Pre-cache job %s queued for aggregate %s: %s", job["uuid"], ident, image_ids)
     return util.empty_response(202, headers={"Location": location})

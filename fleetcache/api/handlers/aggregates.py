@@ -15,14 +15,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import oslo_messaging as messaging
 import webob
 from oslo_utils import uuidutils
 
 from fleetcache.api import fault, microversion, policy, util, validation
 from fleetcache.api.policies import aggregates as policies
 from fleetcache.api.schemas import aggregates as schemas
-from fleetcache.common import exception
+from fleetcache.common import exception, rpc
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db.api import AggregateDict
 
@@ -161,11 +160,15 @@ def _check_metadata_limit(aggregate: AggregateDict, changes: dict[str, str | Non
         raise exception.AggregateMetadataLimitExceeded(limit=schemas.MAX_METADATA_ITEMS)
 
 
+_MIRROR_ERRORS: tuple[type[Exception], ...] = (exception.RPCVersionCapped,
+                                                *rpc.DELIVERY_ERRORS)
+
+
 def _mirror_to_placement(req: webob.Request, host: str) -> None:
     """Cast the host's aggregate change to the conductor; the change itself is already
     committed, so a failure here is logged, not returned."""
     try:
         util.get_state(req).conductor_api.sync_host_aggregates(util.get_context(req), host)
-    except (exception.RPCVersionCapped, messaging.MessagingException) as exc:
+    except _MIRROR_ERRORS as exc:
         LOG.warning("Placement aggregates of %s not updated (fleetcache-manage placement "
                     "sync-aggregates repairs them): %s", host, exc)

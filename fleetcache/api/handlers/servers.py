@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import oslo_messaging as messaging
 import webob
 import webob.exc
 from oslo_utils import uuidutils
@@ -28,7 +27,7 @@ from fleetcache.api.handlers import server_views
 from fleetcache.api.handlers.flavors import get_visible, links
 from fleetcache.api.policies import servers as policies
 from fleetcache.api.schemas import servers as schemas
-from fleetcache.common import exception, instance_states
+from fleetcache.common import exception, instance_states, rpc
 from fleetcache.common.db import flavors as db_flavors
 from fleetcache.common.db import instances as db_instances
 from fleetcache.common.db.instances import InstanceCreate, InstanceDict
@@ -40,7 +39,8 @@ LOG = logging.getLogger(__name__)
 NETWORKS_REQUIRED_VERSION = microversion.Version(2, 37)
 GiB = 1024**3
 #: Errors of sending a cast: the request is recorded as a fault, never lost.
-CAST_ERRORS = (exception.RPCVersionCapped, messaging.MessagingException)
+CAST_ERRORS: tuple[type[Exception], ...] = (exception.RPCVersionCapped,
+                                             *rpc.DELIVERY_ERRORS)
 
 
 def authorize(req: webob.Request, action: str, target: dict[str, Any] | None = None) -> None:

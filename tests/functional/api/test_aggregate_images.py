@@ -254,10 +254,15 @@ def test_jobs_of_a_deleted_aggregate(
           "itemNotFound", 404)
 
 
-def test_conductor_timeout_is_503(
-    app: webtest.TestApp, aggregate: dict[str, object], conductor: StubConductorAPI
+@pytest.mark.parametrize("error", ["MessagingTimeout", "MessageDeliveryFailure",
+                                   "MessageUndeliverable"])
+def test_conductor_unreachable_is_503(
+    app: webtest.TestApp, aggregate: dict[str, object], conductor: StubConductorAPI,
+    error: str,
 ) -> None:
     import oslo_messaging
 
-    conductor.error = oslo_messaging.MessagingTimeout("no reply")
+    cls = getattr(oslo_messaging, error)
+    conductor.error = (cls(Exception("gone"), "conductor", "cache_images", None)
+                       if error == "MessageUndeliverable" else cls("no reply"))
     fault(_cache(app, {"cache": [{"id": IMG1}]}, expect_errors=True), "serviceUnavailable", 503)

@@ -78,13 +78,16 @@ def test_version_out_of_range_is_406(app: webtest.TestApp, version: str) -> None
     assert "Minimum is 2.1 and maximum is 2.81" in message
 
 
-@pytest.mark.parametrize("version", ["2", "two.one", "2.1.1", "2.01"])
+@pytest.mark.parametrize("version", ["2", "two.one", "2.1.1", "2.01", "2.1000000000",
+                                     "2." + "1" * 4400])
 def test_malformed_version_is_400(app: webtest.TestApp, version: str) -> None:
     response = app.get(
         "/v2.1/os-aggregates", headers={"X-OpenStack-Nova-API-Version": version},
         expect_errors=True,
     )
-    assert "invalid format" in fault(response, "badRequest", 400)
+    message = fault(response, "badRequest", 400)
+    assert "invalid format" in message
+    assert len(message) < 200  # a long header is not quoted back whole
 
 
 def test_uuid_shown_from_241(app: webtest.TestApp) -> None:
