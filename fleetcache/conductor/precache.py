@@ -184,11 +184,16 @@ class Precacher:
         :raises ImageNotFound, ImageNotAvailable: before any host is asked; no job is created.
         :raises InvalidInput: when ``image_ids`` is empty.
         """
-        image_ids = list(dict.fromkeys(image_ids))
         if not image_ids:
             raise exception.InvalidInput(reason="no image to cache")
         aggregate = db_api.aggregate_get(self.db, aggregate_id)
-        metas = {i: self.images.show(ctxt, i).to_dict() for i in image_ids}
+        # By the image service's spelling of each id (the API takes any UUID form, e.g.
+        # upper case, which Glance on MySQL answers in lower case): one job entry per image.
+        metas: dict[str, Mapping[str, object]] = {}
+        for requested in dict.fromkeys(image_ids):
+            meta = self.images.show(ctxt, requested)
+            metas.setdefault(meta.id, meta.to_dict())
+        image_ids = list(metas)
         pin_until = (None if pin_seconds is None else
                      models_utcnow() + datetime.timedelta(seconds=int(pin_seconds)))
         owner = self.owner

@@ -206,15 +206,29 @@ class ImageCache:
             if self.touch(image_id):
                 self._record(image_id)
                 return CacheOutcome(downloaded=False)
-            self._remove_partials(image_id)
-            started = time.monotonic()
             meta = self.source.show(ctxt, image_id)
-            published, path, fallback = self._download(ctxt, meta, progress)
-            fsync_dir(self.base_dir)
-            self._record(meta.id, published.disk_format, published.base_format)
+            if meta.id == image_id:
+                return self._fill(ctxt, meta, progress)
+        # The image service spells the id otherwise (an upper-case id asked of a Glance on a
+        # case-insensitive database): the base, its lock and its index entry go by the
+        # service's spelling, so that every spelling finds the one base.
+        with self.lock(meta.id):
+            if self.touch(meta.id):
+                self._record(meta.id)
+                return CacheOutcome(downloaded=False)
+            return self._fill(ctxt, meta, progress)
+
+    def _fill(self, ctxt: RequestContext, meta: ImageMeta,
+              progress: ProgressCallback | None) -> CacheOutcome:
+        """Download ``meta`` into the cache and index it; the caller holds its lock."""
+        self._remove_partials(meta.id)
+        started = time.monotonic()
+        published, path, fallback = self._download(ctxt, meta, progress)
+        fsync_dir(self.base_dir)
+        self._record(meta.id, published.disk_format, published.base_format)
         written = published.bytes_downloaded
         elapsed = time.monotonic() - started
-        LOG.info("Cached image %s (%d bytes, %s) in %.2f s (%.1f MB/s)", image_id, written,
+        LOG.info("Cached image %s (%d bytes, %s) in %.2f s (%.1f MB/s)", meta.id, written,
                  path, elapsed, written / max(elapsed, 1e-6) / 1e6)
         return CacheOutcome(downloaded=True, bytes_downloaded=written, download_path=path,
                             fallback_reason=fallback)

@@ -38,10 +38,12 @@ class FakeImages:
         self.shown: list[str] = []
 
     def show(self, ctxt: Any, image_id: str) -> ImageMeta:
+        """Any spelling of a known id is found, and answered with the known one (as Glance
+        on MySQL answers an upper-case id)."""
         self.shown.append(image_id)
-        if image_id not in self.known:
+        if image_id.lower() not in self.known:
             raise exception.ImageNotFound(image_id=image_id)
-        return ImageMeta(id=image_id)
+        return ImageMeta(id=image_id.lower())
 
 
 class FakeComputes:
@@ -254,6 +256,18 @@ def test_images_looked_up_once_in_order_and_hosts_called_in_aggregate_order(conf
 
     assert images.shown == [IMG_B, IMG_A]  # type: ignore[attr-defined]
     assert computes.calls == [(h, [IMG_B, IMG_A]) for h in ("h1", "h2", "h3")]
+
+
+def test_the_job_names_images_as_the_image_service_does(conf, db, pools):
+    agg_id = make_aggregate(db, ["h1", "h2"])
+    computes = FakeComputes()
+    job = make_precacher(conf, db, computes, pools).start(
+        _ctxt(), agg_id, [IMG_A.upper(), IMG_A, IMG_B.upper()])
+
+    assert job["image_ids"] == [IMG_A, IMG_B]  # one entry per image
+    assert computes.calls == [(h, [IMG_A, IMG_B]) for h in ("h1", "h2")]
+    assert results_by_host(db, job["uuid"])["h1"] == {IMG_A: ("cached", None),
+                                                      IMG_B: ("cached", None)}
 
 
 def test_missing_image_fails_before_any_host_and_leaves_no_job(conf, db, pools):

@@ -103,6 +103,28 @@ def test_hit_touches_and_does_not_download(cache: ImageCache, images: pathlib.Pa
     assert _source(cache).downloads == 1
 
 
+class CaseInsensitiveSource(CountingSource):
+    """A source that answers any spelling of an id with its own, as Glance on MySQL does."""
+
+    def show(self, ctxt: RequestContext, image_id: str) -> ImageMeta:
+        return super().show(ctxt, image_id.lower())
+
+
+def test_every_spelling_of_an_id_finds_one_base(tmp_path: pathlib.Path,
+                                                images: pathlib.Path) -> None:
+    conf = make_conf(instances_path=str(tmp_path / "instances"),
+                     image_source__local_directory=str(images))
+    source = CaseInsensitiveSource(conf)
+    cache = ImageCache(conf, source)
+    meta = _add(images)
+    upper = meta.id.upper()
+    assert cache.fetch(CTXT, upper).downloaded
+    assert cache.fetch(CTXT, upper) == CacheOutcome(downloaded=False)
+    assert cache.fetch(CTXT, meta.id) == CacheOutcome(downloaded=False)
+    assert source.downloads == 1
+    assert os.listdir(cache.base_dir) == [cache_name(meta.id)]
+
+
 def test_corrupt_download_leaves_nothing(cache: ImageCache, images: pathlib.Path) -> None:
     meta = _add(images)
     (images / meta.id).write_bytes(DATA[:-1] + b"!")  # bytes no longer match the hashes
