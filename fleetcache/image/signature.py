@@ -68,6 +68,9 @@ class SignatureCheck:
         self._verifier.update(chunk)
         self.bytes_seen += len(chunk)
 
+    def before_conversion(self, virtual_size: int) -> None:
+        """Nothing: the signature covers the downloaded bytes, checked by :meth:`finish`."""
+
     def finish(self, path: str) -> None:
         """Check the signature over every byte fed.
 

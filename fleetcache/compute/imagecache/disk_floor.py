@@ -10,7 +10,10 @@ DownloadCheck`), so it sees a download at the three moments that matter:
 2. while the bytes are written: before each chunk is written, the free space less the chunk
    must stay above the floor (the image service's ``size`` may be missing, or other writers
    share the file system);
-3. on the complete file, before a conversion: the converted copy must fit as well.
+3. on the complete, inspected file, before a conversion: the converted copy must fit as
+   well, at the virtual size ``qemu-img info`` read from the file (a compressed qcow2 of
+   400 KiB can declare nothing and convert to 64 MiB: the image service's ``virtual_size``
+   is only a hint, and may be missing).
 
 A refusal raises :class:`~fleetcache.common.exception.DiskFloorReached`; the download's
 cleanup removes the temporary file, and the compute answers ``skipped`` with the reason
@@ -80,12 +83,10 @@ class Floor:
 class DiskFloorCheck:
     """The floor's watch over one download into ``directory`` (see the module docstring)."""
 
-    def __init__(self, floor: Floor, directory: str, meta: ImageMeta,
-                 converted_size: int) -> None:
+    def __init__(self, floor: Floor, directory: str, meta: ImageMeta) -> None:
         self.floor = floor
         self.directory = directory
         self.meta = meta
-        self.converted_size = converted_size
 
     def refuse_if_short(self, needed: int, what: str) -> None:
         """:raises DiskFloorReached: when ``needed`` bytes do not fit above the floor."""
@@ -100,8 +101,11 @@ class DiskFloorCheck:
         self.refuse_if_short(len(chunk), "the next chunk")
 
     def finish(self, path: str) -> None:
-        if self.converted_size:
-            self.refuse_if_short(self.converted_size, "the converted copy")
+        """Nothing more: every chunk was checked, and the conversion is checked on the size
+        read from the file (:meth:`before_conversion`)."""
+
+    def before_conversion(self, virtual_size: int) -> None:
+        self.refuse_if_short(virtual_size, "the converted copy")
 
 
 class DiskFloor:
@@ -123,7 +127,7 @@ class DiskFloor:
             plan = imagebackend.choose(self.conf, meta.disk_format)
             if plan.convert:
                 converted = meta.virtual_size or meta.size or 0
-        check = DiskFloorCheck(self.floor, cache_dir(self.conf), meta, converted)
+        check = DiskFloorCheck(self.floor, cache_dir(self.conf), meta)
         if meta.size:
             check.refuse_if_short(meta.size + converted, "the image")
         return check

@@ -43,7 +43,12 @@ class DownloadCheck(Protocol):
         """Every byte once, in order (in the writer thread); raise to abort the download."""
 
     def finish(self, path: str) -> None:
-        """The complete, hash-verified file, before its rename; raise to refuse it."""
+        """The complete, hash-verified file, before its inspection; raise to refuse it."""
+
+    def before_conversion(self, virtual_size: int) -> None:
+        """The inspected file is about to be converted into a base of ``virtual_size`` bytes
+        (as ``qemu-img info`` read it from the file, not as the image service declared it);
+        raise to refuse it."""
 
 
 #: Builds the check of one download (None: nothing to check for this image), before the
@@ -116,7 +121,11 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
             os.fsync(f.fileno())
         for check in checks:
             check.finish(tmp)
-        inspect_image(tmp, inspection.disk_format, conf, image_id=meta.id, stream=inspection)
+        inspected = inspect_image(tmp, inspection.disk_format, conf, image_id=meta.id,
+                                  stream=inspection)
+        if plan.convert:
+            for check in checks:
+                check.before_conversion(inspected.virtual_size)
         os.chmod(tmp, 0o644)
         publish(plan, meta.id, tmp, final)
     except OSError as exc:

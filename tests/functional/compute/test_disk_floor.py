@@ -61,10 +61,10 @@ def small_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
 
 
 def _manager(tmp_path: pathlib.Path, disk: pathlib.Path, floor: str,
-             sizeless: bool = False) -> ComputeManager:
+             sizeless: bool = False, **overrides: object) -> ComputeManager:
     conf = make_conf(instances_path=str(disk), image_source__backend="local",
                      image_source__local_directory=str(tmp_path / "images"),
-                     image_cache__disk_free_floor=floor)
+                     image_cache__disk_free_floor=floor, **overrides)
     source = SizelessSource(conf) if sizeless else LocalImageSource(conf)
     driver = DiskDriver(conf, source)
     driver.init_host("host1")
@@ -136,6 +136,26 @@ def test_a_download_of_unknown_size_stops_at_the_floor_and_leaves_nothing(
     assert lowest[0] >= 4 * MiB  # the floor held all along
     assert _partials(small_disk) == [] and _free(small_disk) == free
     assert not (small_disk / "_base" / cache_name(big)).exists()
+
+
+def test_a_compressed_qcow2_is_refused_at_the_size_it_converts_to(
+        tmp_path: pathlib.Path, small_disk: pathlib.Path) -> None:
+    """A 32 MiB disk compressed into a qcow2 of well under 1 MiB, with no ``virtual_size``
+    from the image service: the floor is held at the size ``qemu-img info`` reads, before
+    ``qemu-img convert`` writes anything."""
+    raw, qcow2 = tmp_path / "ones.raw", tmp_path / "ones.qcow2"
+    raw.write_bytes(b"\x01" * (32 * MiB))
+    subprocess.run(["qemu-img", "convert", "-q", "-c", "-f", "raw", "-O", "qcow2", str(raw),
+                    str(qcow2)], check=True)
+    assert qcow2.stat().st_size < MiB
+    image = add_image(str(tmp_path / "images"), str(qcow2), disk_format="qcow2").id
+    manager = _manager(tmp_path, small_disk, "4M", libvirt__images_type="flat")
+    free = _free(small_disk)
+
+    result = manager.cache_images(CTXT, [image])[image]
+    assert (result["state"], result["reason"]) == ("skipped", "disk")
+    assert not (small_disk / "_base" / cache_name(image)).exists()
+    assert _partials(small_disk) == [] and _free(small_disk) == free
 
 
 def test_a_percentage_floor(tmp_path: pathlib.Path, small_disk: pathlib.Path) -> None:

@@ -264,6 +264,9 @@ class RecordingCheck:
         if self.refuse_in == "finish":
             raise exception.ImageFormatRejected(image_id=self.meta.id, reason="backing file")
 
+    def before_conversion(self, virtual_size: int) -> None:
+        pass
+
 
 def _checked_cache(cache: ImageCache,
                    refuse_in: str | None) -> tuple[ImageCache, list[RecordingCheck]]:
