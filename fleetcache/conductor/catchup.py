@@ -162,7 +162,7 @@ class CatchUp:
         if not pending:
             return
         try:
-            aggregate = db_api.aggregate_get(self.db, job["aggregate_id"])
+            aggregate = db_api.aggregate_get_by_uuid(self.db, job["aggregate_uuid"])
         except exception.AggregateNotFound:
             aggregate = None
         ctxt = get_admin_context()

@@ -93,7 +93,7 @@ class JobTakeover:
             return  # catch-up serves it from now on
         ctxt = ctxt or get_admin_context()
         try:
-            aggregate = db_api.aggregate_get(self.db, job["aggregate_id"])
+            aggregate = db_api.aggregate_get_by_uuid(self.db, job["aggregate_uuid"])
         except exception.AggregateNotFound:
             job_leases.job_end_first_pass(self.db, job_uuid,
                                           error="its aggregate was deleted before a takeover")

@@ -16,7 +16,7 @@ from oslo_config import cfg
 
 from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.db import api as db_api
-from fleetcache.common.db import job_leases, jobs
+from fleetcache.common.db import job_leases, jobs, models
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.db.session import Database
 from fleetcache.conductor import notifications, precache
@@ -164,6 +164,51 @@ def test_pending_host_removed_from_the_aggregate_ends_skipped(conf, db, pools):
     wait_job_state(db, job["uuid"], jobs.DONE)
     assert results_by_host(db, job["uuid"])["down"] == {IMG_A: ("skipped", REMOVED_REASON)}
     assert [h for h, _ in computes.calls] == ["up"]
+
+
+def _reborn(db: Database, agg_id: int, hosts: list[str]) -> None:
+    """Delete aggregate ``agg_id`` and create another under the same id (SQLite, and MySQL
+    before 8 after a restart, reuse the highest id) holding ``hosts``."""
+    for host in db_api.aggregate_get(db, agg_id)["hosts"]:
+        db_api.aggregate_remove_host(db, agg_id, host)
+    db_api.aggregate_delete(db, agg_id)
+    with db.transaction() as session:
+        session.add(models.Aggregate(id=agg_id, uuid="reborn-uuid", name="reborn"))
+    for host in hosts:
+        db_api.aggregate_add_host(db, agg_id, host)
+
+
+def test_pending_host_of_a_reborn_aggregate_id_is_not_asked(conf, db, pools):
+    """The job's aggregate was deleted and its id reused by another holding the same host:
+    catch-up ends the host as removed instead of caching the old job's images there."""
+    agg_id = make_aggregate(db, ["up", "down"])
+    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    computes = FakeComputes()
+    precacher = _precacher(conf, db, computes, pools)
+    job = precacher.start(_ctxt(), agg_id, [IMG_A])
+    _reborn(db, agg_id, ["down"])
+    db_api.service_update(db, service_id(db, "down"), forced_down=False)
+    CatchUp(precacher, OWNER).sweep()
+    wait_job_state(db, job["uuid"], jobs.DONE)
+    assert results_by_host(db, job["uuid"])["down"] == {IMG_A: ("skipped", REMOVED_REASON)}
+    assert [h for h, _ in computes.calls] == ["up"]
+
+
+def test_takeover_of_a_job_whose_aggregate_id_was_reused_asks_no_one(conf, db, pools):
+    agg_id = make_aggregate(db, ["h1", "h2"])
+    aggregate = db_api.aggregate_get(db, agg_id)
+    dead = dataclasses.replace(OWNER, owner="conductor0:dead", host="conductor0")
+    job = jobs.job_create(db, agg_id, aggregate["uuid"], [IMG_A], 2, "conductor0",
+                          hosts=["h1", "h2"], owner=dead.owner,
+                          lease_expires_at=utcnow() - datetime.timedelta(seconds=1))
+    jobs.job_set_state(db, job["uuid"], jobs.RUNNING)
+    _reborn(db, agg_id, ["h1", "h2"])
+
+    computes = FakeComputes()
+    assert JobTakeover(_precacher(conf, db, computes, pools), OWNER).claim() == [job["uuid"]]
+    ended = wait_job_state(db, job["uuid"], jobs.FAILED)
+    assert "deleted" in (ended["error"] or "")
+    assert computes.calls == []
 
 
 def test_takeover_asks_only_the_hosts_without_a_stored_result(conf, db, pools):
