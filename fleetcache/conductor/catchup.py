@@ -43,9 +43,10 @@ from fleetcache.common.db.models import utcnow
 from fleetcache.common.servicegroup import service_is_up
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor import notifications
+from fleetcache.conductor.hostcall import ComputeClient
 from fleetcache.conductor.jobresults import CACHED_STATES, checked_replies
 from fleetcache.conductor.ownership import JobOwner
-from fleetcache.conductor.precache import ComputeClient, Precacher
+from fleetcache.conductor.precache import Precacher
 
 LOG = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ host aborts the operation without ``.end``), and progress numbered under a lock.
    (``pending`` when the job has a catch-up window: :mod:`~.catchup` asks it later). Every
    other host is one long ``cache_images`` call through its cell's transport, run on the
    conductor's :class:`~.hostpool.HostCallPool` of ``[image_cache] precache_concurrency``
-   workers, so the limit holds across concurrent jobs. Through a lean caller
-   (:mod:`~.leancompute`) and without download leases, the job sends the call itself and
-   the caller's thread hands the outcome back; the call holds one of the pool's places
-   meanwhile, so the same limit holds.
+   workers, so the limit holds across concurrent jobs. A :class:`~.hostcall.HostCaller`
+   asks each host: through a lean caller (:mod:`~.leancompute`) and without download
+   leases, the job sends the call itself and the caller's thread hands the outcome back;
+   the call holds one of the pool's places meanwhile, so the same limit holds.
 3. Every host ends in a state: an RPC failure or timeout is that host's ``error`` with the
    reason. Each outcome is counted under the job's lock (which numbers the ``progress``
    notification) and stored in batches by a :class:`~.jobresults.ResultWriter`.
@@ -40,14 +40,11 @@ The conductor process builds both pools and the notifier at start-up
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol, TypeGuard, cast
 
 from oslo_config import cfg
 
@@ -55,19 +52,19 @@ from fleetcache.common import binaries, exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import job_leases, jobs
-from fleetcache.common.db.api import AggregateDict, CellDict, ServiceDict
+from fleetcache.common.db.api import AggregateDict
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.models import utcnow as models_utcnow
 from fleetcache.common.db.session import Database
 from fleetcache.common.servicegroup import service_is_up
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor import notifications
+from fleetcache.conductor.hostcall import ComputeClients, HostCaller, HostPlan
 from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.jobresults import (
     CACHED_STATES,
     JobStats,
     ResultWriter,
-    checked_replies,
     same_result_per_image,
 )
 from fleetcache.conductor.metrics import ConductorMetrics
@@ -80,41 +77,6 @@ LOG = logging.getLogger(__name__)
 
 #: Hosts whose compute services a job looks up in one query.
 LOOKUP_PAGE = 500
-
-class ComputeClient(Protocol):
-    """What the job needs of a compute RPC client (``compute.rpcapi.ComputeAPI``)."""
-
-    def cache_images(
-        self, ctxt: RequestContext, host: str, image_ids: list[str],
-        pin_until: float | None = None,
-    ) -> dict[str, ImageResult]: ...
-
-
-class AsyncComputeClient(ComputeClient, Protocol):
-    """A compute client that can also call without waiting (``conductor.leancompute``)."""
-
-    def cache_images_async(
-        self, ctxt: RequestContext, host: str, image_ids: list[str],
-        pin_until: float | None, on_done: Callable[[object, bool], None],
-    ) -> None: ...
-
-
-class ComputeClients(Protocol):
-    """Compute clients per cell (``conductor.cells.CellTransports``)."""
-
-    def compute_api(self, cell: CellDict | None) -> ComputeClient: ...
-
-
-@dataclasses.dataclass(frozen=True)
-class HostPlan:
-    """One host of the aggregate, with its compute service as looked up in bulk."""
-
-    host: str
-    #: The host's compute service, ``None`` when it has none.
-    service: ServiceDict | None
-    #: Images the host cannot use (its provider lacks the format's trait), with the reason:
-    #: ``unsupported`` without asking the host.
-    unsupported: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 class Precacher:
@@ -310,21 +272,22 @@ class PrecacheJob:
     def _fan_out(self) -> str | None:
         """Settle or submit every host, then wait for all. :returns: an error, if interrupted."""
         host_calls = self.precacher.host_calls
+        caller = self._caller()
         for position, plan in self._plans():
             settled = self._settle(plan)
             if settled is not None:
                 self._host_done(position, settled)
                 continue
-            client = self._client(plan)
-            if client is not None and self._calls_async(client):
+            client = caller.client(plan)
+            if client is not None and caller.calls_async(client):
                 if not self._take_place(host_calls):
                     break
-                self._ask_host_async(client, position, plan)
+                caller.ask_host_async(client, position, plan)
                 continue
             if not self._take_slot(host_calls.stopping):
                 break
             try:
-                host_calls.run(self._call_host, position, plan, client)
+                host_calls.run(caller.call_host, position, plan, client)
             except RuntimeError:  # the pool was shut down: the conductor is stopping
                 break
         self._wait(host_calls.stopping)
@@ -338,6 +301,18 @@ class PrecacheJob:
         for position in missing:
             self._host_done(position, same_result_per_image(self.image_ids, "error", reason))
         return "interrupted: the conductor stopped while the job ran"
+
+    def _caller(self) -> HostCaller:
+        """What asks this run's hosts, each outcome coming to :meth:`_host_done`.
+
+        Built for the run, not kept on the job: the caller holds the job's :meth:`_host_done`,
+        so the job holding the caller would make a reference cycle, and a finished job would
+        wait for the garbage collector instead of going with its last reference."""
+        precacher = self.precacher
+        return HostCaller(
+            self.ctxt, self.uuid, self.image_ids, self.pin_until, clients=precacher.clients,
+            host_calls=precacher.host_calls, db=precacher.db, metrics=precacher.metrics,
+            gate=precacher.gate, queued=self._queued, host_done=self._host_done)
 
     def _plans(self) -> Iterator[tuple[int, HostPlan]]:
         """Each host's position in :attr:`hosts` and its plan, with its compute service looked
@@ -407,129 +382,6 @@ class PrecacheJob:
             return {i: ImageResult(state="unsupported", reason=plan.unsupported[i],
                                    bytes_downloaded=0) for i in self.image_ids}
         return None
-
-    def _call_host(self, position: int, plan: HostPlan, client: ComputeClient | None) -> None:
-        """Worker: one compute's ``cache_images`` call; never raises."""
-        try:
-            self._ask_host(position, plan, client)
-        finally:
-            self._queued.release()
-
-    def _ask_host(self, position: int, plan: HostPlan, client: ComputeClient | None) -> None:
-        """:param client: the host's client; ``None``: look it up here, its error being the
-        host's."""
-        self.ctxt.update_store()
-        metrics = self.precacher.metrics
-        asked = [i for i in self.image_ids if i not in plan.unsupported]
-        try:
-            if client is None:
-                client = self._lookup_client(plan)
-            if metrics is not None:
-                metrics.in_flight.inc()
-            try:
-                replies = self._cache(client, plan.host, asked)
-            finally:
-                if metrics is not None:
-                    metrics.in_flight.dec()
-            results = self._results(plan, asked, replies)
-        except Exception as exc:
-            results = self._failed(plan, exc)
-        self._host_done(position, results)
-
-    def _lookup_client(self, plan: HostPlan) -> ComputeClient:
-        return self.precacher.clients.compute_api(
-            plan.service["cell"] if plan.service is not None else None)
-
-    def _client(self, plan: HostPlan) -> ComputeClient | None:
-        """The host's client, or ``None`` when it cannot be had (the worker then meets the
-        error again and records it as the host's)."""
-        try:
-            return self._lookup_client(plan)
-        except Exception:
-            return None
-
-    def _calls_async(self, client: ComputeClient) -> TypeGuard[AsyncComputeClient]:
-        """Whether ``client`` can call without a worker (the lean caller) and no download
-        lease is needed (:meth:`_cache` waits for those)."""
-        gate = self.precacher.gate
-        return hasattr(client, "cache_images_async") and not (gate is not None and gate.enabled)
-
-    def _ask_host_async(self, client: AsyncComputeClient, position: int,
-                        plan: HostPlan) -> None:
-        """Send the host's call; its outcome comes to :meth:`_answered`. Holds a place of the
-        host pool until then."""
-        asked = [i for i in self.image_ids if i not in plan.unsupported]
-        if self.precacher.metrics is not None:
-            self.precacher.metrics.in_flight.inc()
-        on_done = functools.partial(self._answered, position, plan, asked)
-        try:
-            client.cache_images_async(self.ctxt, plan.host, asked, self.pin_until, on_done)
-        except Exception as exc:
-            on_done(exc, True)
-
-    def _answered(self, position: int, plan: HostPlan, asked: list[str], value: object,
-                  failed: bool) -> None:
-        """The outcome of :meth:`_ask_host_async`'s call, on the lean caller's thread.
-
-        Once the conductor stops, an outcome is dropped: the job's unanswered hosts are left
-        to the next owner (or marked interrupted), as the calls of the pool's workers are."""
-        host_calls = self.precacher.host_calls
-        try:
-            if self.precacher.metrics is not None:
-                self.precacher.metrics.in_flight.dec()
-            if host_calls.stopping.is_set():
-                return
-            try:
-                results = (self._failed(plan, cast(BaseException, value)) if failed else
-                           self._results(plan, asked, cast(Mapping[str, ImageResult], value)))
-            except Exception as exc:  # a reply _results cannot read is the host's error
-                results = self._failed(plan, exc)
-            self._host_done(position, results)
-        finally:
-            host_calls.give_place()
-
-    def _results(self, plan: HostPlan, asked: list[str],
-                 replies: Mapping[str, ImageResult]) -> dict[str, ImageResult]:
-        """Every image's result for the host: its replies, checked, and the ones it was not
-        asked (``unsupported``)."""
-        results = checked_replies(replies, asked)
-        results.update({i: ImageResult(state="unsupported", reason=reason, bytes_downloaded=0)
-                        for i, reason in plan.unsupported.items()})
-        return {i: results[i] for i in self.image_ids}
-
-    def _failed(self, plan: HostPlan, exc: BaseException) -> dict[str, ImageResult]:
-        LOG.warning("Image pre-cache request to compute %s failed: %s: %s",
-                    plan.host, type(exc).__name__, exc)
-        return same_result_per_image(self.image_ids, "error", f"{type(exc).__name__}: {exc}")
-
-    def _cache(self, client: ComputeClient, host: str,
-               image_ids: list[str]) -> dict[str, ImageResult]:
-        """The host's ``cache_images`` replies: one call for every image, or, when the image
-        service's downloads are limited, one call per image, each under a download lease
-        (:mod:`~.origin`), the host stored ``waiting`` while it waits for one.
-
-        :raises GateClosed: the conductor stopped while the host waited.
-        """
-        gate = self.precacher.gate
-        # Only a pin needs compute RPC 1.2: without one, older computes are called as before.
-        pin = {} if self.pin_until is None else {"pin_until": self.pin_until}
-        if gate is None or not gate.enabled:
-            return client.cache_images(self.ctxt, host, image_ids, **pin)
-        replies: dict[str, ImageResult] = {}
-        for image_id in image_ids:
-            with gate.hold(host, image_id, self.uuid,
-                           on_wait=functools.partial(self._show_waiting, host, image_id),
-                           stopping=self.precacher.host_calls.stopping):
-                replies.update(client.cache_images(self.ctxt, host, [image_id], **pin))
-        return replies
-
-    def _show_waiting(self, host: str, image_id: str, reason: str) -> None:
-        """Store ``host`` as ``waiting`` for ``image_id`` until its outcome replaces it."""
-        waiting = jobs.ResultFields(state=jobs.WAITING, reason=reason, bytes_downloaded=0)
-        try:
-            jobs.job_record_hosts(self.precacher.db, self.uuid, {host: {image_id: waiting}})
-        except Exception as exc:  # only the display suffers; the host is still called
-            LOG.warning("Could not show %s waiting in job %s: %s", host, self.uuid, exc)
 
     def _host_done(self, position: int, results: dict[str, ImageResult]) -> None:
         """Count the host at ``position`` of :attr:`hosts` once it has finished (once), queue

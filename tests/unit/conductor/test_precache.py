@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import queue
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -659,3 +661,28 @@ def test_an_async_call_refused_at_once_is_that_hosts_error_and_frees_its_place(c
         "h3": {IMG_A: ("cached", None)},
     }
     assert precacher.host_calls.take_place(timeout=0)  # the pool's one place is free again
+
+
+def test_a_finished_job_goes_with_its_last_reference_not_the_garbage_collector(
+        conf, db, pools, monkeypatch):
+    """No reference cycle through the job's host caller (it holds the job's ``_host_done``):
+    a finished job's host list and results go at once, not at the next full collection."""
+    made: list[weakref.ref[precache.PrecacheJob]] = []
+    init = precache.PrecacheJob.__init__
+
+    def recording_init(job: precache.PrecacheJob, *args: Any, **kwargs: Any) -> None:
+        init(job, *args, **kwargs)
+        made.append(weakref.ref(job))
+
+    monkeypatch.setattr(precache.PrecacheJob, "__init__", recording_init)
+    agg_id = make_aggregate(db, ["h1", "h2", "h3"])
+    gc.collect()
+    gc.disable()
+    try:
+        make_precacher(conf, db, FakeComputes(), pools).start(_ctxt(), agg_id, [IMG_A])
+        deadline = time.monotonic() + 5  # the last worker lets go of its call just after
+        while made[0]() is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert made[0]() is None
+    finally:
+        gc.enable()

@@ -1,0 +1,259 @@
+"""Asking one compute of a pre-cache job: its ``cache_images`` call and what the reply means.
+
+The job (:class:`~.precache.PrecacheJob`) decides which hosts are asked and counts their
+outcomes; a :class:`HostCaller`, built once per run of the job, asks them. A host is asked
+one of two ways:
+
+* by a worker of the conductor's :class:`~.hostpool.HostCallPool` (:meth:`HostCaller.call_host`),
+  which blocks on the call: one call for every image, or, when the image service's downloads
+  are limited (:mod:`~.origin`), one call per image, each under a download lease, the host
+  stored ``waiting`` while it waits for one;
+* without a worker (:meth:`HostCaller.ask_host_async`), when the host's client is the lean
+  caller (:mod:`~.leancompute`) and no download lease is needed: the job's thread sends the
+  call, and the caller's thread hands its outcome back; the call holds one of the pool's
+  places meanwhile, so ``[image_cache] precache_concurrency`` bounds both kinds together.
+
+Either way the host's outcome goes to the job's callback, once (an answer that comes after
+the pool stopped is dropped: the job leaves the host to the next owner): its replies, checked
+(:func:`~.jobresults.checked_replies`), with ``unsupported`` for the images it was not asked
+(its provider lacks their format's trait), or ``error`` for every image with the reason when
+the call failed. A host never raises into the job::
+
+    caller = HostCaller(ctxt, job_uuid, image_ids, pin_until, clients=cells,
+                        host_calls=pool, db=db, metrics=None, gate=None,
+                        queued=job_slots, host_done=job_host_done)
+    client = caller.client(plan)
+    if client is not None and caller.calls_async(client):
+        caller.ask_host_async(client, position, plan)   # after pool.take_place()
+    else:
+        pool.run(caller.call_host, position, plan, client)   # after job_slots.acquire()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeGuard, cast
+
+from fleetcache.common.context import RequestContext
+from fleetcache.common.db import jobs
+from fleetcache.common.db.api import CellDict, ServiceDict
+from fleetcache.common.db.session import Database
+from fleetcache.compute.rpcapi import ImageResult
+from fleetcache.conductor.hostpool import HostCallPool
+from fleetcache.conductor.jobresults import checked_replies, same_result_per_image
+from fleetcache.conductor.metrics import ConductorMetrics
+from fleetcache.conductor.origin import DownloadGate
+
+LOG = logging.getLogger(__name__)
+
+
+class ComputeClient(Protocol):
+    """What the job needs of a compute RPC client (``compute.rpcapi.ComputeAPI``)."""
+
+    def cache_images(
+        self, ctxt: RequestContext, host: str, image_ids: list[str],
+        pin_until: float | None = None,
+    ) -> dict[str, ImageResult]: ...
+
+
+class AsyncComputeClient(ComputeClient, Protocol):
+    """A compute client that can also call without waiting (``conductor.leancompute``)."""
+
+    def cache_images_async(
+        self, ctxt: RequestContext, host: str, image_ids: list[str],
+        pin_until: float | None, on_done: Callable[[object, bool], None],
+    ) -> None: ...
+
+
+class ComputeClients(Protocol):
+    """Compute clients per cell (``conductor.cells.CellTransports``)."""
+
+    def compute_api(self, cell: CellDict | None) -> ComputeClient: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class HostPlan:
+    """One host of the aggregate, with its compute service as looked up in bulk."""
+
+    host: str
+    #: The host's compute service, ``None`` when it has none.
+    service: ServiceDict | None
+    #: Images the host cannot use (its provider lacks the format's trait), with the reason:
+    #: ``unsupported`` without asking the host.
+    unsupported: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+#: The job's callback for a host's outcome: the host's position in the job's host list, and
+#: a result for every image of the job.
+HostDone = Callable[[int, dict[str, ImageResult]], None]
+
+
+class HostCaller:
+    """Asks the hosts of one job run; a host's failure is its outcome, never raised.
+
+    :param job_uuid: the job, named on download leases and ``waiting`` results.
+    :param image_ids: the job's images: each host's outcome has a result for every one.
+    :param pin_until: epoch seconds the computes keep the images until; ``None``: no pin.
+    :param clients: compute RPC clients per cell.
+    :param host_calls: the conductor's pool of host calls: its places, its stopping event.
+    :param db: stores a host ``waiting`` for a download lease.
+    :param metrics: counts host calls in flight; ``None`` counts nothing.
+    :param gate: the image service's download slots; ``None`` or without limits: no lease.
+    :param queued: the job's bound on calls submitted to the pool, taken by the job before
+        it submits :meth:`call_host`, which gives it back when its call ends.
+    :param host_done: the job's callback for a host's outcome (:data:`HostDone`).
+    """
+
+    def __init__(
+        self,
+        ctxt: RequestContext,
+        job_uuid: str,
+        image_ids: list[str],
+        pin_until: float | None,
+        *,
+        clients: ComputeClients,
+        host_calls: HostCallPool,
+        db: Database,
+        metrics: ConductorMetrics | None,
+        gate: DownloadGate | None,
+        queued: threading.BoundedSemaphore,
+        host_done: HostDone,
+    ) -> None:
+        self.ctxt = ctxt
+        self.uuid = job_uuid
+        self.image_ids = image_ids
+        self.pin_until = pin_until
+        self.clients = clients
+        self.host_calls = host_calls
+        self.db = db
+        self.metrics = metrics
+        self.gate = gate
+        self._queued = queued
+        self._host_done = host_done
+
+    def call_host(self, position: int, plan: HostPlan, client: ComputeClient | None) -> None:
+        """Worker: one compute's ``cache_images`` call; never raises."""
+        try:
+            self._ask_host(position, plan, client)
+        finally:
+            self._queued.release()
+
+    def _ask_host(self, position: int, plan: HostPlan, client: ComputeClient | None) -> None:
+        """:param client: the host's client; ``None``: look it up here, its error being the
+        host's."""
+        self.ctxt.update_store()
+        metrics = self.metrics
+        asked = [i for i in self.image_ids if i not in plan.unsupported]
+        try:
+            if client is None:
+                client = self._lookup_client(plan)
+            if metrics is not None:
+                metrics.in_flight.inc()
+            try:
+                replies = self._cache(client, plan.host, asked)
+            finally:
+                if metrics is not None:
+                    metrics.in_flight.dec()
+            results = self._results(plan, asked, replies)
+        except Exception as exc:
+            results = self._failed(plan, exc)
+        self._host_done(position, results)
+
+    def _lookup_client(self, plan: HostPlan) -> ComputeClient:
+        return self.clients.compute_api(
+            plan.service["cell"] if plan.service is not None else None)
+
+    def client(self, plan: HostPlan) -> ComputeClient | None:
+        """The host's client, or ``None`` when it cannot be had (the worker then meets the
+        error again and records it as the host's)."""
+        try:
+            return self._lookup_client(plan)
+        except Exception:
+            return None
+
+    def calls_async(self, client: ComputeClient) -> TypeGuard[AsyncComputeClient]:
+        """Whether ``client`` can call without a worker (the lean caller) and no download
+        lease is needed (:meth:`_cache` waits for those)."""
+        gate = self.gate
+        return hasattr(client, "cache_images_async") and not (gate is not None and gate.enabled)
+
+    def ask_host_async(self, client: AsyncComputeClient, position: int,
+                       plan: HostPlan) -> None:
+        """Send the host's call; its outcome comes to :meth:`_answered`. Holds a place of the
+        host pool (taken by the job before) until then."""
+        asked = [i for i in self.image_ids if i not in plan.unsupported]
+        if self.metrics is not None:
+            self.metrics.in_flight.inc()
+        on_done = functools.partial(self._answered, position, plan, asked)
+        try:
+            client.cache_images_async(self.ctxt, plan.host, asked, self.pin_until, on_done)
+        except Exception as exc:
+            on_done(exc, True)
+
+    def _answered(self, position: int, plan: HostPlan, asked: list[str], value: object,
+                  failed: bool) -> None:
+        """The outcome of :meth:`ask_host_async`'s call, on the lean caller's thread.
+
+        Once the conductor stops, an outcome is dropped: the job's unanswered hosts are left
+        to the next owner (or marked interrupted), as the calls of the pool's workers are."""
+        host_calls = self.host_calls
+        try:
+            if self.metrics is not None:
+                self.metrics.in_flight.dec()
+            if host_calls.stopping.is_set():
+                return
+            try:
+                results = (self._failed(plan, cast(BaseException, value)) if failed else
+                           self._results(plan, asked, cast(Mapping[str, ImageResult], value)))
+            except Exception as exc:  # a reply _results cannot read is the host's error
+                results = self._failed(plan, exc)
+            self._host_done(position, results)
+        finally:
+            host_calls.give_place()
+
+    def _results(self, plan: HostPlan, asked: list[str],
+                 replies: Mapping[str, ImageResult]) -> dict[str, ImageResult]:
+        """Every image's result for the host: its replies, checked, and the ones it was not
+        asked (``unsupported``)."""
+        results = checked_replies(replies, asked)
+        results.update({i: ImageResult(state="unsupported", reason=reason, bytes_downloaded=0)
+                        for i, reason in plan.unsupported.items()})
+        return {i: results[i] for i in self.image_ids}
+
+    def _failed(self, plan: HostPlan, exc: BaseException) -> dict[str, ImageResult]:
+        LOG.warning("Image pre-cache request to compute %s failed: %s: %s",
+                    plan.host, type(exc).__name__, exc)
+        return same_result_per_image(self.image_ids, "error", f"{type(exc).__name__}: {exc}")
+
+    def _cache(self, client: ComputeClient, host: str,
+               image_ids: list[str]) -> dict[str, ImageResult]:
+        """The host's ``cache_images`` replies: one call for every image, or, when the image
+        service's downloads are limited, one call per image, each under a download lease
+        (:mod:`~.origin`), the host stored ``waiting`` while it waits for one.
+
+        :raises GateClosed: the conductor stopped while the host waited.
+        """
+        gate = self.gate
+        # Only a pin needs compute RPC 1.2: without one, older computes are called as before.
+        pin = {} if self.pin_until is None else {"pin_until": self.pin_until}
+        if gate is None or not gate.enabled:
+            return client.cache_images(self.ctxt, host, image_ids, **pin)
+        replies: dict[str, ImageResult] = {}
+        for image_id in image_ids:
+            with gate.hold(host, image_id, self.uuid,
+                           on_wait=functools.partial(self._show_waiting, host, image_id),
+                           stopping=self.host_calls.stopping):
+                replies.update(client.cache_images(self.ctxt, host, [image_id], **pin))
+        return replies
+
+    def _show_waiting(self, host: str, image_id: str, reason: str) -> None:
+        """Store ``host`` as ``waiting`` for ``image_id`` until its outcome replaces it."""
+        waiting = jobs.ResultFields(state=jobs.WAITING, reason=reason, bytes_downloaded=0)
+        try:
+            jobs.job_record_hosts(self.db, self.uuid, {host: {image_id: waiting}})
+        except Exception as exc:  # only the display suffers; the host is still called
+            LOG.warning("Could not show %s waiting in job %s: %s", host, self.uuid, exc)
