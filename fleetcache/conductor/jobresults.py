@@ -129,6 +129,7 @@ class ResultWriter:
         self.error: str | None = None
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._closing = threading.Event()
+        self._closed = False
         self._thread = threading.Thread(
             target=self._run, name=f"precache-writer-{job_uuid[:8]}", daemon=True
         )
@@ -139,11 +140,20 @@ class ResultWriter:
     def put(self, host: str, results: Mapping[str, ImageResult],
             after_write: AfterWrite | None = None) -> None:
         """Queue a host's results; ``after_write`` runs on the writer's thread once they are
-        stored (or failed to be), in the order the results were put."""
+        stored (or failed to be), in the order the results were put.
+
+        After :meth:`close` they are not stored, and said so: that happens only to a call
+        that answers after its conductor stopped waiting (the host is then asked again by
+        the job's next owner)."""
+        if self._closed:
+            LOG.warning("Results of %s in image pre-cache job %s came after the job stopped "
+                        "storing results: not stored", host, self.job_uuid)
+            return
         self._queue.put((host, dict(results), after_write))
 
     def close(self) -> str | None:
         """Write what is left and stop. :returns: the first write error, if any."""
+        self._closed = True
         self._queue.put(None)
         self._closing.set()  # cuts a linger short
         self._thread.join()

@@ -228,6 +228,8 @@ class PrecacheJob:
         #: Set once every host has its outcome (and it is queued for the writer).
         self._all_done = threading.Event()
         self._hosts_total = len(self.hosts)
+        #: Hosts handed out so far (settled, or their call made), in the order of :attr:`hosts`.
+        self._handed = 0
         #: A job keeps at most twice the pool's size of calls submitted at once.
         self._queued = threading.BoundedSemaphore(2 * precacher.host_calls.size)
 
@@ -270,37 +272,62 @@ class PrecacheJob:
             self.ctxt, notifications.aggregate_payload(self.aggregate, self.uuid))
 
     def _fan_out(self) -> str | None:
-        """Settle or submit every host, then wait for all. :returns: an error, if interrupted."""
+        """Settle or submit every host, then wait for all. :returns: an error, if the job broke
+        or was interrupted.
+
+        A job that breaks while handing its hosts out (the database failing on a later page
+        of service lookups, say) still waits for the calls it made, so that their outcomes
+        are stored before the result writer closes, and the hosts it did not reach are each
+        an ``error`` saying why: every host ends in a state."""
         host_calls = self.precacher.host_calls
-        caller = self._caller()
-        for position, plan in self._plans():
-            settled = self._settle(plan)
-            if settled is not None:
-                self._host_done(position, settled)
-                continue
-            client = caller.client(plan)
-            if client is not None and caller.calls_async(client):
-                if not self._take_place(host_calls):
-                    break
-                caller.ask_host_async(client, position, plan)
-                continue
-            if not self._take_slot(host_calls.stopping):
-                break
-            try:
-                host_calls.run(caller.call_host, position, plan, client)
-            except RuntimeError:  # the pool was shut down: the conductor is stopping
-                break
+        broke: str | None = None
+        try:
+            self._hand_out(host_calls)
+        except Exception as exc:
+            LOG.exception("Image pre-cache job %s broke while asking its hosts", self.uuid)
+            broke = f"{type(exc).__name__}: {exc}"
+            self._settle_unasked(f"not asked: the job broke: {broke}")
         self._wait(host_calls.stopping)
         with self._lock:
             missing = [n for n, done in enumerate(self._done) if not done]
         if not missing:
-            return None
+            return broke
         if self.precacher.owner is not None:
             return _HANDED_OVER  # its hosts without results are asked by the next owner
         reason = "interrupted: the conductor stopped before this host answered"
         for position in missing:
             self._host_done(position, same_result_per_image(self.image_ids, "error", reason))
         return "interrupted: the conductor stopped while the job ran"
+
+    def _hand_out(self, host_calls: HostCallPool) -> None:
+        """Settle or submit every host in order, until all are or the pool is stopping;
+        :attr:`_handed` follows the hosts handed out."""
+        caller = self._caller()
+        for position, plan in self._plans():
+            settled = self._settle(plan)
+            if settled is not None:
+                self._host_done(position, settled)
+            else:
+                client = caller.client(plan)
+                if client is not None and caller.calls_async(client):
+                    if not self._take_place(host_calls):
+                        return
+                    caller.ask_host_async(client, position, plan)
+                else:
+                    if not self._take_slot(host_calls.stopping):
+                        return
+                    try:
+                        host_calls.run(caller.call_host, position, plan, client)
+                    except RuntimeError:  # the pool was shut down: the conductor is stopping
+                        return
+            self._handed = position + 1
+
+    def _settle_unasked(self, reason: str) -> None:
+        """Every host not handed out is an ``error`` with ``reason``."""
+        with self._lock:
+            unasked = [n for n in range(self._handed, self._hosts_total) if not self._done[n]]
+        for position in unasked:
+            self._host_done(position, same_result_per_image(self.image_ids, "error", reason))
 
     def _caller(self) -> HostCaller:
         """What asks this run's hosts, each outcome coming to :meth:`_host_done`.

@@ -18,6 +18,7 @@ import pytest
 from oslo_config import cfg
 from oslo_messaging._drivers import impl_fake
 from sqlalchemy import delete
+from sqlalchemy.exc import OperationalError
 
 from fleetcache.common import exception, rpc
 from fleetcache.common.context import RequestContext, get_admin_context
@@ -348,6 +349,40 @@ def test_rpc_timeout_and_failure_are_that_hosts_error(Computes, conf, db, pools)
     assert jobs.job_get(db, job["uuid"])["state"] == jobs.DONE
 
 
+@BOTH_CLIENTS
+def test_a_job_that_breaks_midway_stores_the_calls_it_made_and_ends_every_host(
+        Computes, conf, db, pools, monkeypatch, caplog):
+    """The database fails on the second page of service lookups: the first page's calls,
+    still in flight, are stored and notified, the other hosts are errors saying why, and
+    the job is ``failed``."""
+    monkeypatch.setattr(precache, "LOOKUP_PAGE", 2)
+    agg_id = make_aggregate(db, ["h0", "h1", "h2", "h3"])
+    computes, notifier = Computes(delay=0.3), FakeNotifier()
+    precacher = make_precacher(conf, db, computes, pools, notifier)
+    plan_hosts = precacher.plan_hosts
+    pages = []
+
+    def failing_second_page(*args: Any) -> Any:
+        pages.append(args[1])
+        if len(pages) == 2:
+            raise OperationalError("SELECT services", {}, Exception("server has gone away"))
+        return plan_hosts(*args)
+
+    precacher.plan_hosts = failing_second_page  # type: ignore[method-assign]
+    job = precacher.start(_ctxt(), agg_id, [IMG_A])
+
+    stored = wait_done(db, job["uuid"])
+    assert stored["state"] == jobs.FAILED and "server has gone away" in stored["error"]
+    results = results_by_host(db, job["uuid"])
+    assert results["h0"] == results["h1"] == {IMG_A: ("cached", None)}
+    for host in ("h2", "h3"):
+        state, reason = results[host][IMG_A]
+        assert state == "error" and reason.startswith("not asked: the job broke: ")
+    assert sorted(h for h, _ in computes.calls) == ["h0", "h1"]
+    assert len(notifier.events(notifications.PROGRESS)) == 4
+    assert "came after the job stopped storing" not in caplog.text
+
+
 def test_invalid_reply_is_error_for_the_images_it_lacks(conf, db, pools):
     agg_id = make_aggregate(db, ["h1"])
     computes = FakeComputes({"h1": lambda ids: {IMG_A: {"state": "existing", "reason": None,
@@ -467,6 +502,17 @@ def test_result_writer_batches_what_arrives_meanwhile(db, monkeypatch):
     assert writer.close() is None
     assert batches == [200, 200, 50]
     assert len(jobs.job_get(db, job["uuid"])["results"]) == 450
+
+
+def test_result_writer_says_so_of_results_that_come_after_it_closed(db, caplog):
+    job = jobs.job_create(db, 1, "agg-uuid", [IMG_A], 1, "conductor1")
+    writer = jobresults.ResultWriter(db, job["uuid"])
+    writer.start()
+    assert writer.close() is None
+    with caplog.at_level(logging.WARNING, logger=jobresults.__name__):
+        writer.put("late", {IMG_A: {"state": "cached", "reason": None, "bytes_downloaded": 1}})
+    assert f"Results of late in image pre-cache job {job['uuid']} came after" in caplog.text
+    assert jobs.job_get(db, job["uuid"])["results"] == []
 
 
 def test_pool_stopped_mid_job_abandons_the_call_in_flight_and_ends_interrupted(conf, db, pools):
