@@ -1,4 +1,4 @@
-"""``rbd://`` image locations: strict parsing, and the direct-download settings of a compute.
+"""``rbd://`` image locations: strict parsing, and which cluster a ``ceph.conf`` names.
 
 Glance's rbd store names an image's data ``rbd://<fsid>/<pool>/<image>/<snapshot>``
 (``direct_url`` with ``show_image_direct_url``, and ``locations``). A URL is accepted only with
@@ -12,13 +12,10 @@ than the compute's is not downloaded directly.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import uuid
 from collections.abc import Iterator
 from urllib.parse import urlsplit
-
-from oslo_config import cfg
 
 from fleetcache.image.source import ImageMeta
 
@@ -28,7 +25,6 @@ from fleetcache.image.source import ImageMeta
 #: ``<pool>/<image id>@snap`` only, and anything outside this set is refused rather than
 #: quoted.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
-DEFAULT_CEPH_CONF = "/etc/ceph/ceph.conf"
 
 
 class InvalidRbdUrl(ValueError):
@@ -119,32 +115,3 @@ def read_fsid(ceph_conf: str) -> str:
             if sep and section == "global" and key.strip().replace(" ", "_") == "fsid":
                 return str(uuid.UUID(value.strip()))
     raise ValueError(f"{ceph_conf} names no fsid in [global]")
-
-
-@dataclasses.dataclass(frozen=True)
-class RbdSettings:
-    """How this compute reaches Ceph for direct downloads (``[glance]`` with Nova's
-    ``[libvirt]`` fallbacks for empty values)."""
-
-    user: str
-    ceph_conf: str
-    keyring: str
-    connect_timeout: int
-    osd_op_timeout: int
-    export_timeout: int
-
-    @classmethod
-    def from_conf(cls, conf: cfg.ConfigOpts) -> RbdSettings | None:
-        """The settings, or None when ``rbd`` is not an allowed direct URL scheme."""
-        glance = conf.glance
-        if "rbd" not in glance.allowed_direct_url_schemes and not glance.enable_rbd_download:
-            return None
-        user = glance.rbd_user or conf.libvirt.rbd_user or "admin"
-        ceph_conf = os.path.abspath(
-            glance.rbd_ceph_conf or conf.libvirt.images_rbd_ceph_conf or DEFAULT_CEPH_CONF)
-        keyring = os.path.abspath(glance.rbd_keyring or os.path.join(
-            os.path.dirname(ceph_conf), f"ceph.client.{user}.keyring"))
-        return cls(user=user, ceph_conf=ceph_conf, keyring=keyring,
-                   connect_timeout=glance.rbd_connect_timeout,
-                   osd_op_timeout=glance.rbd_osd_op_timeout,
-                   export_timeout=glance.rbd_export_timeout)

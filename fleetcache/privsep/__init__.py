@@ -10,9 +10,13 @@ process that is not uid 0 loses its capabilities across ``execve`` (no ambient o
 capabilities are set), and one that is uid 0 regains the full set there. What the context
 separates is the *keyring*: started through ``sudo`` (``[fleetcache_privsep] helper_command``)
 with ``user`` = the compute's user and ``group`` = one that may read the keyring (e.g.
-``ceph``, keyring mode 0640), the daemon and its ``rbd`` can read it and the compute cannot,
-and the only thing the compute can ask for is an export of a checked pool/image/snapshot into
-a FIFO of its own ``_base``.
+``ceph``, keyring mode 0640), the daemon and its ``rbd`` can read it and the compute cannot.
+The compute then names only a pool/image/snapshot (well-formed names, nothing more) and a FIFO
+in ``_base``; the Ceph user, keyring, ``ceph.conf``, timeouts and ``_base`` itself are the
+daemon's, read from the configuration files on its command line. Which images it can read is
+up to that Ceph user's caps (``profile rbd-read-only pool=images``), and the separation holds
+only while the compute cannot pick those files: root-owned, and a sudo rule that pins the
+helper's whole command line (``docs/ceph.md``).
 
 The helper: oslo.privsep's default command is ``sudo privsep-helper``, which fails in a
 virtualenv (sudo's ``secure_path`` lacks the venv's ``bin``; the client then reports

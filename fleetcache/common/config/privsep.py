@@ -30,6 +30,11 @@ compute's Python interpreter (a virtualenv's, which ``sudo privsep-helper`` woul
 with the compute's configuration files. Set it (e.g. to start the helper through ``sudo``,
 with ``user`` and ``group`` chosen so that only the helper can read the Ceph keyring) when the
 helper must run with other credentials than the compute.
+
+The helper reads the Ceph user, keyring, ``ceph.conf`` and timeouts of direct downloads
+(``[glance] rbd_*``, ``[libvirt] rbd_user``, ``images_rbd_ceph_conf``) and
+``instances_path`` from the configuration files on its own command line, never from the
+compute: name the compute's files there, and pin them in the sudo rule.
 """,
 )
 

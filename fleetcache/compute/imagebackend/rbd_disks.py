@@ -21,8 +21,8 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from fleetcache.common import exception
+from fleetcache.common.rbd_settings import DEFAULT_CEPH_CONF
 from fleetcache.image.rbd_location import (
-    DEFAULT_CEPH_CONF,
     InvalidRbdUrl,
     RbdLocation,
     parse_rbd_url,

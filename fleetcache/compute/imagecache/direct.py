@@ -14,6 +14,12 @@ of an HTTP download (size and multihash while written, signature and format chec
 rename: :func:`~fleetcache.compute.imagecache.download.download_checked`), in one pass, with
 the export, the hashing and the disk write overlapping. Exporting to a file and reading it
 back would hash after the export instead of during it.
+
+The compute asks for the image (pool, image and snapshot of its location) and names its FIFO,
+nothing more: as which Ceph user, with which keyring, ``ceph.conf`` and timeouts, and in which
+``_base`` the FIFO must be, the daemon reads from its own configuration (the compute's files,
+on the helper's command line), through the same
+:class:`~fleetcache.common.rbd_settings.RbdSettings` this side routes with.
 """
 
 from __future__ import annotations
@@ -27,16 +33,15 @@ import secrets
 import select
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.common.rbd_settings import RbdSettings
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 from fleetcache.image.chunks import receive_buffer
 from fleetcache.image.rbd_location import (
     InvalidRbdUrl,
     RbdLocation,
-    RbdSettings,
     parse_rbd_url,
     rbd_urls,
     read_fsid,
@@ -53,8 +58,10 @@ PIPE_SIZE = 1024 * 1024
 #: Seconds between two looks at the export while waiting for its first byte.
 POLL_SECONDS = 0.2
 
-#: The privileged export (arguments as :func:`fleetcache.privsep.rbd.export_to_fifo`).
-ExportFunc = Callable[..., Any]
+#: The privileged export: ``(pool, image, snapshot, fifo)``, as
+#: :func:`fleetcache.privsep.rbd.export_to_fifo` (which takes the Ceph user, keyring, conf,
+#: timeouts and base directory from the privsep daemon's own configuration, not from here).
+ExportFunc = Callable[[str, str, str, str], object]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +74,12 @@ class Route:
 
 
 class RbdDirect:
-    """The direct path of one compute (``[glance] allowed_direct_url_schemes = rbd``)."""
+    """The direct path of one compute (``[glance] allowed_direct_url_schemes = rbd``).
+
+    :param settings: this compute's; only ``ceph_conf`` is used here (its fsid routes an
+        image): the export takes the rest from the privsep daemon's configuration.
+    :param export: the privileged export (a stand-in in tests).
+    """
 
     def __init__(self, settings: RbdSettings,
                  export: ExportFunc = privsep_rbd.export_to_fifo) -> None:
@@ -185,12 +197,8 @@ class _ExportThread(threading.Thread):
         self.error: str | None = None
 
     def run(self) -> None:
-        s = self.src.direct.settings
         loc = self.src.location
         try:
-            self.src.direct.export(
-                loc.pool, loc.image, loc.snapshot, s.user, s.ceph_conf, s.keyring,
-                self.src.base_dir, self.fifo, s.connect_timeout, s.osd_op_timeout,
-                s.export_timeout)
+            self.src.direct.export(loc.pool, loc.image, loc.snapshot, self.fifo)
         except Exception as exc:
             self.error = str(exc) or type(exc).__name__

@@ -8,7 +8,9 @@
 
 The cache (:mod:`~fleetcache.compute.imagecache.cache`) and its index
 (:mod:`~fleetcache.compute.imagecache.index`) both name files this way; the paths are read
-from the configuration on every call, so a changed option is followed at once.
+from the configuration on every call, so a changed option is followed at once. The cache
+directory itself is :func:`fleetcache.common.cache_dir.cache_dir` (the privsep daemon resolves
+it too), re-exported here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import hashlib
 import os
 
 from oslo_config import cfg
+
+from fleetcache.common.cache_dir import cache_dir as cache_dir  # re-exported
 
 #: Prefix of every lock file fleetcache takes in ``<instances_path>/locks``.
 LOCK_PREFIX = "fleetcache-"
@@ -41,12 +45,6 @@ def partial_prefix(image_id: str) -> str:
 def is_partial(name: str) -> bool:
     """Whether a cache directory entry is a download under way (or left by a crash)."""
     return name.startswith(".") and PART_MARK in name
-
-
-def cache_dir(conf: cfg.ConfigOpts) -> str:
-    """The cache directory."""
-    instances_path: str = conf.instances_path
-    return os.path.join(instances_path, conf.image_cache.subdirectory_name)
 
 
 def locks_dir(conf: cfg.ConfigOpts) -> str:

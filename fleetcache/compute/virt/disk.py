@@ -22,6 +22,7 @@ from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.common.rbd_settings import RbdSettings
 from fleetcache.compute import config_check, imagebackend
 from fleetcache.compute.imagebackend.selection import IMAGE_TYPES
 from fleetcache.compute.imagecache import CacheOutcome, ImageCache, RbdDirect
@@ -30,7 +31,6 @@ from fleetcache.compute.imagecache.disk_floor import DiskFloor
 from fleetcache.compute.rpcapi import IMAGE_TYPE_CAPABILITY
 from fleetcache.compute.virt.driver import ComputeDriver
 from fleetcache.image import ImageSource, load_image_source, signature
-from fleetcache.image.rbd_location import RbdSettings
 
 
 class DiskDriver(ComputeDriver):

@@ -1,5 +1,4 @@
-"""Unit tests of rbd:// location parsing and the direct-download settings
-(fleetcache.image.rbd_location)."""
+"""Unit tests of rbd:// location parsing (fleetcache.image.rbd_location)."""
 
 from __future__ import annotations
 
@@ -10,13 +9,11 @@ import pytest
 from fleetcache.image.rbd_location import (
     InvalidRbdUrl,
     RbdLocation,
-    RbdSettings,
     parse_rbd_url,
     rbd_urls,
     read_fsid,
 )
 from fleetcache.image.source import ImageMeta
-from tests.unit.image.fixtures import make_conf
 
 FSID = "7d3c1f0e-2a4b-4c5d-8e9f-0a1b2c3d4e5f"
 IMAGE = "8c4f0d5e-1a2b-4c3d-9e8f-7a6b5c4d3e2f"
@@ -72,25 +69,3 @@ def test_read_fsid_reads_global_of_an_indented_ceph_conf(tmp_path: pathlib.Path)
     conf.write_text("[global]\nmon_host = x\n")
     with pytest.raises(ValueError, match="no fsid"):
         read_fsid(str(conf))
-
-
-def test_settings_need_rbd_allowed_and_fall_back_to_novas_libvirt_options() -> None:
-    assert RbdSettings.from_conf(make_conf()) is None
-    conf = make_conf(glance__allowed_direct_url_schemes=["rbd"], libvirt__rbd_user="nova",
-                     libvirt__images_rbd_ceph_conf="/etc/ceph/other.conf")
-    settings = RbdSettings.from_conf(conf)
-    assert settings is not None
-    assert (settings.user, settings.ceph_conf, settings.keyring) == (
-        "nova", "/etc/ceph/other.conf", "/etc/ceph/ceph.client.nova.keyring")
-    conf = make_conf(glance__enable_rbd_download=True, glance__rbd_user="compute",
-                     glance__rbd_ceph_conf="/c/ceph.conf", glance__rbd_keyring="/k/key",
-                     libvirt__rbd_user="nova")
-    settings = RbdSettings.from_conf(conf)
-    assert settings is not None
-    assert (settings.user, settings.ceph_conf, settings.keyring, settings.connect_timeout,
-            settings.osd_op_timeout) == ("compute", "/c/ceph.conf", "/k/key", 5, 30)
-
-
-def test_only_rbd_is_an_allowed_scheme() -> None:
-    with pytest.raises(ValueError):
-        make_conf(glance__allowed_direct_url_schemes=["file"])

@@ -5,6 +5,7 @@ replaced by a function that writes into the FIFO as the privsep daemon's ``rbd``
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import os
 import pathlib
@@ -15,12 +16,17 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.common.rbd_settings import RbdSettings
 from fleetcache.compute.imagecache import ImageCache, RbdDirect
 from fleetcache.compute.imagecache.layout import partial_prefix
 from fleetcache.image.local import LocalImageSource, add_image
-from fleetcache.image.rbd_location import RbdSettings
 from fleetcache.image.source import ImageMeta
-from fleetcache.privsep.rbd import RbdExportError, check_destination
+from fleetcache.privsep.rbd import (
+    ExportSettings,
+    RbdExportError,
+    check_destination,
+    configured_settings,
+)
 from tests.unit.image.fixtures import make_conf
 
 CTXT = RequestContext()
@@ -46,18 +52,19 @@ class RbdLocalSource(LocalImageSource):
 
 
 class FakeExport:
-    """Stands in for ``export_to_fifo``: checks the destination as the daemon does, then
-    writes ``data`` into the FIFO (or fails as told)."""
+    """Stands in for ``export_to_fifo`` with the daemon's settings bound first (see
+    :func:`_cache`): checks the destination against the daemon's base directory as
+    ``run_export`` does, then writes ``data`` into the FIFO (or fails as told)."""
 
     def __init__(self, data: bytes = DATA, fail: str | None = None,
                  before_open: bool = False) -> None:
         self.data, self.fail, self.before_open = data, fail, before_open
-        self.calls: list[tuple[Any, ...]] = []
+        self.calls: list[tuple[ExportSettings, tuple[str, ...]]] = []
 
-    def __call__(self, *args: Any) -> int:
-        self.calls.append(args)
-        base_dir, dest = args[6], args[7]
-        check_destination(base_dir, dest)
+    def __call__(self, settings: ExportSettings, *args: str) -> int:
+        self.calls.append((settings, args))
+        dest = args[3]
+        check_destination(settings.base_dir, dest)
         if self.fail and self.before_open:
             raise RbdExportError(self.fail)
         with open(dest, "wb") as f:
@@ -81,9 +88,12 @@ def env(tmp_path: pathlib.Path) -> dict[str, Any]:
 
 
 def _cache(env: dict[str, Any], export: Callable[..., Any]) -> ImageCache:
+    """A cache whose export runs with the settings a privsep daemon started on the same
+    configuration would resolve (:func:`configured_settings`)."""
     settings = RbdSettings.from_conf(env["conf"])
     assert settings is not None
-    return ImageCache(env["conf"], RbdLocalSource(env["conf"]), (), RbdDirect(settings, export))
+    daemon = functools.partial(export, configured_settings(env["conf"]))
+    return ImageCache(env["conf"], RbdLocalSource(env["conf"]), (), RbdDirect(settings, daemon))
 
 
 def _leftovers(cache: ImageCache) -> list[str]:
@@ -98,12 +108,17 @@ def test_image_in_this_cluster_is_exported_verified_and_published(env):
             outcome.fallback_reason) == (True, len(DATA), "rbd", None)
     assert pathlib.Path(cache.path_for(env["meta"].id)).read_bytes() == DATA
     assert isinstance(cache.source, RbdLocalSource) and cache.source.downloads == 0
-    (call,) = export.calls
-    assert call[:6] == ("images", env["meta"].id, "snap", "compute",
-                        env["conf"].glance.rbd_ceph_conf,
-                        os.path.join(os.path.dirname(env["conf"].glance.rbd_ceph_conf),
-                                     "ceph.client.compute.keyring"))
-    assert call[8:] == (5, 30, 3600)
+    ((settings, args),) = export.calls
+    # The compute names the image and its FIFO, nothing else: who exports, with which files,
+    # timeouts and into which directory is the daemon's configuration.
+    assert args[:3] == ("images", env["meta"].id, "snap")
+    assert len(args) == 4 and os.path.dirname(args[3]) == cache.base_dir
+    ceph_conf = env["conf"].glance.rbd_ceph_conf
+    assert settings.rbd == RbdSettings(
+        user="compute", ceph_conf=ceph_conf,
+        keyring=os.path.join(os.path.dirname(ceph_conf), "ceph.client.compute.keyring"),
+        connect_timeout=5, osd_op_timeout=30, export_timeout=3600)
+    assert settings.base_dir == cache.base_dir
     assert _leftovers(cache) == [] and cache.direct_fallbacks == 0
 
 
