@@ -91,7 +91,7 @@ class ImageCacheManager:
         opts = self.conf.image_cache
         now = time.time()
         cutoff = now - opts.remove_unused_original_minimum_age_seconds
-        self.cache.pins.prune(now)
+        self.cache.pins.prune(self.cache.lock_entry, now)
         pins = self.cache.pins.pins()
         entries = self.cache.list_entries()
         users = disk_users.scan(self.conf, self.cache.base_dir)

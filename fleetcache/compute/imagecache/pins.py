@@ -8,7 +8,8 @@ A pin is a small JSON record per cache file, beside the cache directory as the i
 The compute manager writes it, under the image's lock, once the image is cached (a second
 pin keeps the later of the two times). The ageing pass never removes a pinned file: it skips
 it, and :meth:`~fleetcache.compute.imagecache.cache.ImageCache.remove_if_older` asks again
-under the image's lock, so a pin written while a pass runs is honoured. Once ``until`` has
+under the image's lock, so a pin written while a pass runs is honoured; an expired pin is
+dropped under that lock too, after reading it again (:meth:`PinStore.prune`). Once ``until`` has
 passed the record is dropped and the file ages as any other (its last use, the pre-cache
 that pinned it or a later one, against ``remove_unused_original_minimum_age_seconds``).
 """
@@ -18,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import TypedDict
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, TypedDict
 
 from oslo_config import cfg
 
@@ -74,15 +77,26 @@ class PinStore:
             return {}
         return {n: r for n in names if (r := self.get(n)) is not None}
 
-    def prune(self, now: float | None = None) -> list[str]:
-        """Remove the pins that have expired. :returns: their names."""
+    def prune(self, lock: Callable[[str], AbstractContextManager[Any]],
+              now: float | None = None) -> list[str]:
+        """Remove the pins that have expired. :returns: their names.
+
+        :param lock: the lock of a cache file by name (``ImageCache.lock_entry``): each
+            expired pin is read again under it, so that a pin renewed since the first read
+            (a pre-cache request with ``pin_seconds`` writes under the same lock) stays.
+        """
         now = time.time() if now is None else now
         removed = []
         for name, record in self.pins().items():
-            if record["until"] <= now:
+            if record["until"] > now:
+                continue
+            with lock(name):
+                again = self.get(name)
+                if again is None or again["until"] > now:
+                    continue
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self.directory, name))
-                removed.append(name)
+            removed.append(name)
         return removed
 
     def _write(self, name: str, record: PinRecord) -> None:

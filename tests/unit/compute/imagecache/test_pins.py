@@ -8,7 +8,7 @@ import pathlib
 import time
 
 from fleetcache.compute.imagecache import ImageCacheManager, cache_name
-from fleetcache.compute.imagecache.pins import PinStore
+from fleetcache.compute.imagecache.pins import PinRecord, PinStore
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt.disk import DiskDriver
 from fleetcache.image.local import LocalImageSource
@@ -41,8 +41,28 @@ def test_a_pin_keeps_the_later_time_and_lives_beside_the_index(tmp_path: pathlib
     assert json.loads(record.read_text()) == {"image_id": IMG, "until": 3000.0}
     assert pins.is_pinned(cache_name(IMG), now=2999) and not pins.is_pinned(
         cache_name(IMG), now=3000)
-    assert pins.prune(now=2999) == [] and pins.prune(now=3000) == [cache_name(IMG)]
+    lock = host.cache.lock_entry
+    assert pins.prune(lock, now=2999) == [] and pins.prune(lock, now=3000) == [cache_name(IMG)]
     assert pins.get(cache_name(IMG)) is None
+
+
+def test_a_pin_renewed_while_the_pass_prunes_stays(tmp_path: pathlib.Path) -> None:
+    """The pass read an expired pin; a pre-cache request renews it before the pass drops it
+    (both under the image's lock): the renewed pin stays."""
+    host = Host(tmp_path)
+    pins = host.cache.pins
+    pins.pin(IMG, 1000.0)
+    read = pins.pins
+
+    def read_then_renew() -> dict[str, PinRecord]:
+        seen = read()
+        with host.cache.lock(IMG):
+            pins.pin(IMG, 9000.0)
+        return seen
+
+    pins.pins = read_then_renew  # type: ignore[method-assign]
+    assert pins.prune(host.cache.lock_entry, now=2000) == []
+    assert pins.get(cache_name(IMG)) == {"image_id": IMG, "until": 9000.0}
 
 
 def test_a_bad_or_foreign_record_is_no_pin(tmp_path: pathlib.Path) -> None:
