@@ -197,6 +197,11 @@ class AggregateHostExists(Conflict):
     error_code = "fleetcache.aggregate.host_exists"
 
 
+class AggregateMetadataKeyCase(Conflict):
+    msg_fmt = "Metadata key %(key)s differs only in case from the aggregate's key %(existing)s."
+    error_code = "fleetcache.aggregate.metadata_key_case"
+
+
 class AggregateNotEmpty(Conflict):
     msg_fmt = "Aggregate %(aggregate_id)s still has hosts: %(hosts)s."
     error_code = "fleetcache.aggregate.not_empty"

@@ -391,11 +391,13 @@ def aggregate_add_host(db: Database, aggregate_id: int, host: str) -> AggregateD
     with db.transaction() as session:
         agg = _aggregate_lookup(session, aggregate_id)
         known = session.scalars(
-            select(models.Service.id).where(
+            select(models.Service.host).where(
                 models.Service.host == host, models.Service.binary == binaries.COMPUTE
             )
-        ).first()
-        if known is None:
+        ).all()
+        # NOTE: MariaDB's utf8mb4_general_ci matches "Compute1" to "compute1"; the aggregate
+        # then named a host no Placement provider or host lookup knows by that spelling.
+        if host not in known:
             raise exception.ComputeHostNotFound(host=host)
         if any(h.host == host for h in agg.hosts):
             raise exception.AggregateHostExists(aggregate_id=aggregate_id, host=host)
@@ -419,9 +421,18 @@ def aggregate_remove_host(db: Database, aggregate_id: int, host: str) -> Aggrega
 
 
 def _set_metadata(session: Session, agg: models.Aggregate, metadata: dict[str, str | None]) -> None:
+    """:raises AggregateMetadataKeyCase: a new key differs from another only in case."""
     current = {m.key: m for m in agg.metadata_items}
+    folded = {k.casefold(): k for k in current}
     for key, value in metadata.items():
         item = current.get(key)
+        other = folded.get(key.casefold())
+        if value is not None and item is None and other is not None:
+            # One answer on every backend: MariaDB's case-insensitive collation would refuse
+            # the row with an IntegrityError, PostgreSQL and SQLite would keep both keys.
+            raise exception.AggregateMetadataKeyCase(key=key, existing=other)
+        if value is not None:
+            folded[key.casefold()] = key
         if value is None:
             if item is not None:
                 agg.metadata_items.remove(item)

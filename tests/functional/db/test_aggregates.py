@@ -105,6 +105,25 @@ def test_add_host_conflicts_and_unknowns(db: Database, hosts: list[str]) -> None
         db_api.aggregate_add_host(db, agg["id"] + 1000, "c1")
 
 
+def test_host_and_metadata_spellings_mean_the_same_on_every_backend(
+        db: Database, hosts: list[str]) -> None:
+    """A host is added only by its service's exact name, and a new metadata key that differs
+    from another only in case is a conflict, whatever the database's collation (MariaDB's
+    utf8mb4_general_ci matched "C1" to "c1" and refused "SSD" beside "ssd" with an
+    IntegrityError)."""
+    agg = db_api.aggregate_create(db, "agg1", metadata={"ssd": "true"})
+    with pytest.raises(exception.ComputeHostNotFound):
+        db_api.aggregate_add_host(db, agg["id"], "C1")
+    assert db_api.aggregate_get(db, agg["id"])["hosts"] == []
+    with pytest.raises(exception.AggregateMetadataKeyCase, match="ssd"):
+        db_api.aggregate_set_metadata(db, agg["id"], {"SSD": "false"})
+    with pytest.raises(exception.AggregateMetadataKeyCase):
+        db_api.aggregate_set_metadata(db, agg["id"], {"x": "1", "X": "2"})
+    assert db_api.aggregate_get(db, agg["id"])["metadata"] == {"ssd": "true"}
+    assert db_api.aggregate_set_metadata(db, agg["id"], {"ssd": "false"})["metadata"] == {
+        "ssd": "false"}
+
+
 def test_delete_refuses_a_non_empty_aggregate(db: Database, hosts: list[str]) -> None:
     agg = db_api.aggregate_create(db, "agg1", metadata={"k": "v"})
     db_api.aggregate_add_host(db, agg["id"], "c1")
