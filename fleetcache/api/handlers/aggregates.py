@@ -24,6 +24,7 @@ from fleetcache.api.schemas import aggregates as schemas
 from fleetcache.common import exception, rpc
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db.api import AggregateDict
+from fleetcache.common.isolation import ISOLATION_KEY, isolated_properties
 
 UUID_VERSION = microversion.Version(2, 41)
 
@@ -145,9 +146,20 @@ def post_aggregate_action(req: webob.Request) -> webob.Response:
         aggregate = db_api.aggregate_remove_host(db, ident, args["host"])
         _mirror_to_placement(req, args["host"])
     else:
+        _check_isolation(args["metadata"])
         _check_metadata_limit(db_api.aggregate_get(db, ident), args["metadata"])
         aggregate = db_api.aggregate_set_metadata(db, ident, args["metadata"])
     return _one(req, aggregate)
+
+
+def _check_isolation(changes: dict[str, str | None]) -> None:
+    """:raises InvalidInput: an ``image_isolation_property`` that names no image property
+    (``" , "``) would make an aggregate that takes no image at all, silently."""
+    value = changes.get(ISOLATION_KEY)
+    if value is not None and not isolated_properties(value):
+        raise exception.InvalidInput(
+            reason=f"{ISOLATION_KEY} {value!r} names no image property: give one or more "
+            "property names, separated by commas")
 
 
 def _check_metadata_limit(aggregate: AggregateDict, changes: dict[str, str | None]) -> None:

@@ -10,20 +10,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fleetcache.common.db import api as db_api
+from fleetcache.common.isolation import ISOLATION_KEY, isolated_properties, split_values
 
-#: Aggregate metadata naming the image property(ies) (comma-separated) an aggregate isolates:
-#: it takes only images carrying one of them, and images carrying one go only to such
-#: aggregates (AggregateImageStrictIsolation).
-ISOLATION_KEY = "image_isolation_property"
 TRAIT_PREFIX = "trait:"
 REQUIRED = "required"
 FORBIDDEN = "forbidden"
-
-
-def split_values(value: str) -> set[str]:
-    """A metadata value as the set of its comma-separated items, stripped (Nova's
-    ``aggregate_metadata_get_by_host``)."""
-    return {item.strip() for item in value.split(",")}
 
 
 def carries(image_props: Mapping[str, Any], prop: str) -> bool:
@@ -38,7 +29,7 @@ class AggregateCatalog:
         self.metadata = metadata
         #: ``{uuid: {property, ...}}`` of the strict isolation aggregates.
         self.isolation: dict[str, set[str]] = {
-            agg: {p for p in split_values(md[ISOLATION_KEY]) if p}
+            agg: isolated_properties(md[ISOLATION_KEY])
             for agg, md in metadata.items() if md.get(ISOLATION_KEY)
         }
         #: Every property some strict isolation aggregate names.

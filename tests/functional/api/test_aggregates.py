@@ -185,12 +185,25 @@ def test_set_metadata_sets_and_null_deletes(app: webtest.TestApp) -> None:
     assert agg["aggregate"]["metadata"] == {"k2": "v2", "k3": "v3"}
 
 
+def test_metadata_keys_differing_only_in_case_conflict(app: webtest.TestApp) -> None:
+    create_aggregate(app, "a")
+    _action(app, 1, {"set_metadata": {"metadata": {"ssd": "true"}}})
+    message = fault(_action(app, 1, {"set_metadata": {"metadata": {"SSD": "false"}}},
+                            expect_errors=True), "conflictingRequest", 409)
+    assert "differs only in case" in message
+    agg = _action(app, 1, {"set_metadata": {"metadata": {
+        "image_isolation_property": "secure, gpu"}}}).json
+    assert agg["aggregate"]["metadata"]["image_isolation_property"] == "secure, gpu"
+
+
 @pytest.mark.parametrize(
     "body",
     [
         {"set_metadata": {"metadata": {"bad/key": "v"}}},
         {"set_metadata": {"metadata": {"k": 1}}},
         {"set_metadata": {"metadata": {"k": "v" * 256}}},
+        {"set_metadata": {"metadata": {"image_isolation_property": " , "}}},
+        {"set_metadata": {"metadata": {"image_isolation_property": ""}}},
         {"set_metadata": {}},
         {"no_such_action": {}},
         {"add_host": {"host": "c1"}, "remove_host": {"host": "c1"}},
