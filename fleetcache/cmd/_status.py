@@ -34,7 +34,10 @@ class Checks(upgradecheck.UpgradeCommands):
         self.db = db
 
     def _check_placement(self) -> upgradecheck.Result:
-        client = PlacementClient.from_conf(self.conf)
+        try:
+            client = PlacementClient.from_conf(self.conf)
+        except exception.InvalidConfiguration as exc:
+            return upgradecheck.Result(upgradecheck.Code.FAILURE, str(exc))
         if client is None:
             return upgradecheck.Result(
                 upgradecheck.Code.FAILURE,

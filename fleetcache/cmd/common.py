@@ -1,16 +1,20 @@
 """What every fleetcache command does first: options, configuration files, logging.
 
-A bad command line or configuration value, an unreadable configuration file or an unusable
-``[database] connection`` or ``transport_url`` ends the command with one line naming the
-problem and the fix, and exit status :data:`EXIT_CONFIG` (systemd units do not restart on
-it), never a traceback. A database that is down or not synced ends it with status 1.
+A bad command line or configuration value, an unreadable configuration file, a log file that
+cannot be opened or an unusable ``[database] connection`` or ``transport_url`` ends the
+command with one line naming the problem and the fix, and exit status :data:`EXIT_CONFIG`
+(systemd units do not restart on it), never a traceback. A database that is down or not
+synced ends it with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
+import io
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -28,8 +32,16 @@ from fleetcache.common.db.session import Database
 
 #: Exit status of a command that cannot start because of its configuration.
 EXIT_CONFIG = 2
-#: What oslo.messaging raises for a ``transport_url`` it cannot use (bad syntax, no driver).
+#: What oslo.config 10.7 writes on stderr, then exits 1, for a command-line option (``debug``,
+#: ``use_syslog``...) that a configuration file gives a value of the wrong type (see :func:`_load`).
+_CLI_VALUE_ERROR = re.compile(
+    r"argument --(?P<dest>\w+): Invalid (?P<type>.+) value: (?P<value>.*)")
+#: What oslo.messaging raises for a ``transport_url`` it cannot use (bad syntax, no driver;
+#: a port that is not a number too, through :func:`fleetcache.common.rpc.parse_transport_url`).
 TRANSPORT_URL_ERRORS = (messaging.InvalidTransportURL, messaging.DriverLoadFailure)
+#: The fix a message about an unusable transport URL ends with.
+TRANSPORT_URL_FIX = ("give driver://user:password@host:port/virtual_host, e.g. "
+                     "rabbit://fleetcache:secret@broker:5672/fleetcache")
 
 
 def config_error(prog: str, message: str) -> NoReturn:
@@ -74,14 +86,59 @@ def parse_config(
         conf.set_default(name, value)
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        conf(args, project="fleetcache", prog=prog, version=fleetcache.__version__)
+        _load(conf, args, prog)
         check_values(conf)
     except cfg.Error as exc:
         config_error(prog, f"configuration error: {exc}")
     except (OSError, UnicodeDecodeError) as exc:
         config_error(prog, unreadable_config(args, prog, exc))
-    log.setup(conf, "fleetcache", version=fleetcache.__version__)
+    _setup_logging(conf, prog)
     return conf
+
+
+def _load(conf: cfg.ConfigOpts, args: Sequence[str], prog: str) -> None:
+    """Parse the command line ``args`` and the configuration files into ``conf``.
+
+    NOTE: oslo.config 10.7 does not raise for a command-line option that a file gives a value
+    of the wrong type (``debug = maybe``): ``ConfigOpts._validate_cli_options`` writes
+    ``argument --debug: Invalid Boolean value: maybe`` on stderr and exits 1, naming neither
+    the command nor the group. What it writes is held back while it parses, so that this case
+    becomes a ``cfg.Error`` like any other bad value; anything else written is passed on.
+
+    :raises cfg.Error: also for that case.
+    """
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(held):
+            conf(list(args), project="fleetcache", prog=prog, version=fleetcache.__version__)
+    except SystemExit:
+        *before, last = held.getvalue().splitlines() or [""]
+        bad = _CLI_VALUE_ERROR.fullmatch(last)
+        if bad is None:
+            raise
+        held = io.StringIO("".join(f"{line}\n" for line in before))  # the last line: below
+        where = f"[DEFAULT] {bad['dest']}" if bad["dest"] in list(conf) else f"--{bad['dest']}"
+        raise cfg.Error(f"invalid value for option {where}: {bad['value']!r} is not a valid "
+                        f"{bad['type']} value") from None
+    finally:
+        sys.stderr.write(held.getvalue())
+
+
+def _setup_logging(conf: cfg.ConfigOpts, prog: str) -> None:
+    """Set up oslo.log from ``conf``. Exits with one line when the log file cannot be opened
+    (``log_file``, ``log_dir``) or ``log_config_append`` cannot be loaded."""
+    try:
+        log.setup(conf, "fleetcache", version=fleetcache.__version__)
+    except log.LogConfigError as exc:
+        config_error(prog, f"cannot load the logging configuration {exc.log_config} ([DEFAULT] "
+                     f"log_config_append): {exc.err_msg}; fix the file or unset the option")
+    except OSError as exc:
+        if exc.filename is None:
+            config_error(prog, f"cannot set up logging: {exc}; check the [DEFAULT] logging "
+                         "options (log_file, log_dir, use_syslog, use_journal)")
+        config_error(prog, f"cannot open the log file {exc.filename} ([DEFAULT] log_file, "
+                     f"log_dir): {exc.strerror or exc}; create its directory, let this user "
+                     "write there, or set another path")
 
 
 def unreadable_config(args: Sequence[str], prog: str, exc: OSError | UnicodeDecodeError) -> str:
@@ -179,13 +236,28 @@ def redact_db_url(url: str) -> str:
 
 
 def check_transport_url(conf: cfg.ConfigOpts, prog: str) -> None:
-    """Load the drivers of ``transport_url`` and the notifications' transport (no connection
-    is made), for a command that otherwise would first use them at its first request."""
+    """:func:`check_transports` on transports of its own, closed after, for a command that
+    otherwise would first use them at its first request."""
     transports = rpc.Transports(conf)
     try:
-        transports.get()
-        transports.notification()
-    except TRANSPORT_URL_ERRORS as exc:
-        config_error(prog, f"invalid value for option [DEFAULT] transport_url: {exc}")
+        check_transports(transports, prog)
     finally:
         transports.cleanup()
+
+
+def check_transports(
+    transports: rpc.Transports, prog: str, notifications: bool = True
+) -> None:
+    """Open the service's transport of ``[DEFAULT] transport_url`` and, with
+    ``notifications``, its notifications' transport (drivers loaded, no connection made; they
+    stay open for the service). Exits with one line naming the option whose URL does not
+    parse or names no installed driver."""
+    for notification in (False, True) if notifications else (False,):
+        try:
+            if notification:
+                transports.notification()
+            else:
+                transports.get()
+        except TRANSPORT_URL_ERRORS as exc:
+            option = rpc.transport_url_option(transports.conf, notification)
+            config_error(prog, f"invalid value for option {option}: {exc}; {TRANSPORT_URL_FIX}")

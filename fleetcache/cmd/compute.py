@@ -158,13 +158,12 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
     transports = rpc.Transports(conf)
     registry = CollectorRegistry()
     try:
+        common.check_transports(transports, BINARY, notifications=False)  # it sends none
         service = build_service(conf, transports, registry)
         exporter = metrics.start_exporter(conf.metrics.bind_host, conf.metrics.compute_port,
                                           registry, BINARY)
     except exception.InvalidConfiguration as exc:
         common.config_error(BINARY, str(exc))
-    except common.TRANSPORT_URL_ERRORS as exc:
-        common.config_error(BINARY, f"invalid value for option [DEFAULT] transport_url: {exc}")
     try:
         return service.run()
     finally:

@@ -103,13 +103,11 @@ def main(argv: Sequence[str] | None = None, conf: cfg.ConfigOpts | None = None) 
     state: ConductorState | None = None
     exporter: metrics.Exporter | None = None
     try:
+        common.check_transports(transports, BINARY)
         try:
             service, state = build_service(conf, db, transports, registry)
             exporter = metrics.start_exporter(
                 conf.metrics.bind_host, conf.metrics.conductor_port, registry, BINARY)
-        except common.TRANSPORT_URL_ERRORS as exc:
-            common.config_error(
-                BINARY, f"invalid value for option [DEFAULT] transport_url: {exc}")
         except exception.InvalidConfiguration as exc:  # e.g. an unknown enabled filter
             common.config_error(BINARY, str(exc))
         LOG.debug("%d start-up objects exempted from garbage collection",

@@ -29,7 +29,7 @@ import sqlalchemy
 from oslo_config import cfg
 
 from fleetcache.cmd import _status, common
-from fleetcache.common import binaries, exception, servicegroup
+from fleetcache.common import binaries, exception, rpc, servicegroup
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import migration
 from fleetcache.common.db.session import Database
@@ -60,7 +60,7 @@ def db_version(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
 
 def _check_transport_url(conf: cfg.ConfigOpts, url: str) -> None:
     try:
-        messaging.TransportURL.parse(conf, url)
+        rpc.parse_transport_url(conf, url)
     except messaging.InvalidTransportURL as exc:
         raise exception.InvalidInput(reason=f"invalid --transport-url: {exc}") from exc
 

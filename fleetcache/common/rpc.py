@@ -23,12 +23,15 @@ from typing import Any, TypeVar, cast
 
 import oslo_messaging as messaging
 from oslo_config import cfg
+from oslo_messaging import opts as messaging_opts
 from oslo_messaging.rpc import server as rpc_server
 
 from fleetcache.common import context as fc_context
 from fleetcache.common import exception, kombu_locks, kombu_revival
 from fleetcache.common.callmonitor import CallMonitor, MonitoredDispatcher
 
+#: The notifications' options: ``transport_url`` (unset: ``[DEFAULT] transport_url``), driver.
+NOTIFICATIONS_GROUP = "oslo_messaging_notifications"
 #: Modules whose exceptions oslo.messaging may re-create on the client side.
 ALLOWED_EXMODS = ["fleetcache.common.exception"]
 #: What a call or cast raises when the bus cannot take or deliver it: oslo.messaging's
@@ -55,14 +58,45 @@ def init(conf: cfg.ConfigOpts) -> None:
     from oslo_messaging._metrics import client as metrics_client
     from oslo_messaging._tracing import client as tracing_client
 
-    for group, opts in (
+    groups = [
         ("oslo_messaging_tracing", tracing_client.oslo_messaging_tracing),
         ("oslo_messaging_metrics", metrics_client.oslo_messaging_metrics),
-    ):
+    ]
+    # [oslo_messaging_notifications], registered by oslo.messaging only inside
+    # get_notification_transport: its transport_url is read before that, to be parsed here.
+    groups += [(g, o) for g, o in messaging_opts.list_opts() if g == NOTIFICATIONS_GROUP]
+    for group, opts in groups:
         try:
             conf.register_opts(opts, group=group)
         except cfg.DuplicateOptError:
             pass
+
+
+def parse_transport_url(conf: cfg.ConfigOpts, url: str | None) -> messaging.TransportURL:
+    """``url`` parsed (``None``: ``[DEFAULT] transport_url``).
+
+    NOTE: oslo.messaging 18.3.1's ``TransportURL.parse`` lets a bare ``ValueError`` through for
+    a host whose port is not a number (``rabbit://h:notaport/``: ``int()`` in oslo.utils'
+    ``parse_host_port``) or an IPv6 address without its ``]`` (``urlparse``); it is turned
+    into ``InvalidTransportURL`` here, around the parsing only. Its text is not repeated: it
+    may quote part of a password (a ``/`` in one ends the URL's host part).
+
+    :raises InvalidTransportURL: when the URL does not parse.
+    """
+    try:
+        return messaging.TransportURL.parse(conf, url)
+    except ValueError as exc:
+        raise messaging.InvalidTransportURL(
+            url, "it does not parse (is every host's port a number, every IPv6 address in "
+            "[brackets]?)") from exc
+
+
+def transport_url_option(conf: cfg.ConfigOpts, notification: bool = False) -> str:
+    """The option a service's own RPC (or, with ``notification``, notification) transport URL
+    comes from, for messages."""
+    if notification and conf[NOTIFICATIONS_GROUP].transport_url:
+        return f"[{NOTIFICATIONS_GROUP}] transport_url"
+    return "[DEFAULT] transport_url"
 
 
 class Transports:
@@ -96,7 +130,12 @@ class Transports:
                     messaging.get_notification_transport if notification
                     else messaging.get_rpc_transport
                 )
-                transport = factory(self.conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS)
+                if url is None and notification:  # as get_notification_transport reads it
+                    parsed = parse_transport_url(
+                        self.conf, self.conf[NOTIFICATIONS_GROUP].transport_url)
+                else:
+                    parsed = parse_transport_url(self.conf, url)
+                transport = factory(self.conf, url=parsed, allowed_remote_exmods=ALLOWED_EXMODS)
                 self._opened[(url, notification)] = transport
             return transport
 

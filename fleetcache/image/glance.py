@@ -26,11 +26,10 @@ from urllib.parse import quote
 
 import requests
 from keystoneauth1 import exceptions as ksa_exc
-from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import session as ksa_session
 from oslo_config import cfg
 
-from fleetcache.common import exception
+from fleetcache.common import exception, service_auth
 from fleetcache.common.context import RequestContext
 from fleetcache.image.source import ImageMeta, ImageSource, ProgressCallback, Writer
 
@@ -75,13 +74,11 @@ def _check_status(resp: requests.Response, image_id: str) -> None:
 
 
 def _load_session(conf: cfg.ConfigOpts) -> tuple[ksa_session.Session, bool]:
-    """The keystoneauth session of ``[glance]`` and whether it carries service auth."""
-    try:
-        auth = ks_loading.load_auth_from_conf_options(conf, "glance")
-        sess = ks_loading.load_session_from_conf_options(
-            conf, "glance", auth=auth, app_name="fleetcache")
-    except ksa_exc.ClientException as exc:
-        raise exception.InvalidConfiguration(reason=f"[glance] auth options: {exc}") from exc
+    """The keystoneauth session of ``[glance]`` and whether it carries service auth.
+
+    :raises InvalidConfiguration: for a mistake in the ``[glance]`` auth options.
+    """
+    sess, auth = service_auth.load_session(conf, "glance", app_name="fleetcache")
     return sess, auth is not None
 
 

@@ -21,10 +21,11 @@ import socket
 import sys
 
 import amqp
-import oslo_messaging as messaging
 from oslo_config import cfg
 from oslo_messaging._drivers import amqp as rpc_amqp
 from oslo_messaging._drivers import impl_rabbit
+
+from fleetcache.common import rpc
 
 #: Seconds to open the TCP connection and finish the AMQP handshake with one host.
 CONNECT_TIMEOUT = 10.0
@@ -84,7 +85,7 @@ def params_for(conf: cfg.ConfigOpts, url: str | None) -> BrokerParams:
     :raises InvalidTransportURL: an unparsable URL.
     """
     register_opts(conf)
-    parsed = messaging.TransportURL.parse(conf, url)
+    parsed = rpc.parse_transport_url(conf, url)
     if parsed.transport != "rabbit":
         raise Unsupported(f"driver {parsed.transport!r} is not plain rabbit")
     if parsed.query:

@@ -14,10 +14,9 @@ from typing import Any
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-from fleetcache.common import exception
+from fleetcache.common import exception, service_auth
 
 #: 1.36 is Placement Train: provider-generation-checked aggregates (1.19), ``POST
 #: /resource_providers`` returning the provider (1.20), ``in:`` and ``!`` in ``member_of``
@@ -52,15 +51,17 @@ class PlacementClient:
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> PlacementClient | None:
         """The client ``[placement]`` describes, or ``None`` when ``auth_type`` is unset
-        (Placement not configured)."""
+        (Placement not configured).
+
+        :raises InvalidConfiguration: for a mistake in the ``[placement]`` keystoneauth options
+            (an unknown ``auth_type``, a required option of its plugin missing).
+        """
         group = "placement"
         if not conf.placement.auth_type:
             return None
-        auth = ks_loading.load_auth_from_conf_options(conf, group)
-        session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
-        adapter = ks_loading.load_adapter_from_conf_options(
-            conf, group, session=session, auth=auth, raise_exc=False,
-            default_microversion=MICROVERSION)
+        session, auth = service_auth.load_session(conf, group)
+        adapter = service_auth.load_adapter(
+            conf, group, session, auth, raise_exc=False, default_microversion=MICROVERSION)
         return cls(adapter)
 
     # -- plumbing ---------------------------------------------------------------------------

@@ -37,6 +37,32 @@ def test_out_of_range_value_in_a_group_names_group_and_option(
     assert "greater than or equal to 5" in err
 
 
+def test_bad_value_of_a_command_line_option_in_a_file_names_it_and_exits_2(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """oslo.config itself writes ``argument --use_syslog: Invalid Boolean value: perhaps``
+    and exits 1 for these (``debug``, ``use_syslog``...: options oslo.log also takes on the
+    command line)."""
+    with pytest.raises(SystemExit) as exit_:
+        _parse(tmp_path, "[DEFAULT]\nuse_syslog = perhaps\n")
+    assert exit_.value.code == common.EXIT_CONFIG
+    assert capsys.readouterr().err == (
+        "fleetcache-test: configuration error: invalid value for option [DEFAULT] use_syslog: "
+        "'perhaps' is not a valid Boolean value\n")
+
+
+def test_bad_command_line_is_still_reported_by_argparse(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What oslo.config writes while parsing is held back only to be passed on."""
+    with pytest.raises(SystemExit) as exit_:
+        common.parse_config(["--no-such-flag"], "fleetcache-test", cfg.ConfigOpts())
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: fleetcache-test ")
+    assert err.endswith("fleetcache-test: error: unrecognized arguments: --no-such-flag\n")
+
+
 def test_missing_config_file_exits_2(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -86,7 +86,13 @@ def test_main_freezes_the_start_up_heap_once_built_and_before_serving(
 
     class FakeTransports:
         def __init__(self, conf_: cfg.ConfigOpts) -> None:
-            pass
+            self.conf = conf_
+
+        def get(self) -> None:
+            events.append("transport")
+
+        def notification(self) -> None:
+            events.append("notification transport")
 
         def cleanup(self) -> None:
             events.append("transports closed")
@@ -111,4 +117,5 @@ def test_main_freezes_the_start_up_heap_once_built_and_before_serving(
     monkeypatch.setattr(conductor_cmd.heap, "freeze_startup_heap", freeze)
 
     assert conductor_cmd.main([], conf) == 0
-    assert events == ["built", "frozen", "run", "shutdown", "transports closed"]
+    assert events == ["transport", "notification transport", "built", "frozen", "run",
+                      "shutdown", "transports closed"]

@@ -165,7 +165,7 @@ def test_database_not_synced(
 
 
 @pytest.mark.parametrize("prog", ["fleetcache-api", "fleetcache-conductor", "fleetcache-compute"])
-@pytest.mark.parametrize("url", ["nosuch://h/", "no-scheme"])
+@pytest.mark.parametrize("url", ["nosuch://h/", "no-scheme", "rabbit://u:p@h:notaport/"])
 def test_unusable_transport_url(
     tmp_path: pathlib.Path, capfd: pytest.CaptureFixture[str], synced_db: str, prog: str,
     url: str,

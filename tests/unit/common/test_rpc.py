@@ -87,3 +87,42 @@ def test_two_services_of_one_process_share_nothing(monkeypatch: pytest.MonkeyPat
     assert compute.get() is theirs
     compute.cleanup()
     impl_fake.FakeExchangeManager.cleanup()
+
+
+@pytest.mark.parametrize("url", ["rabbit://u:s3cret@h:notaport/", "rabbit://h:1,h2:x/",
+                                 "rabbit://[::1/", "rabbit://u:pass/word@h/"])
+def test_a_url_that_does_not_parse_is_an_invalid_transport_url(url: str) -> None:
+    """oslo.messaging lets ``ValueError`` through for these: ``transports.get()`` and every
+    other parse raise ``InvalidTransportURL``, quoting no part of the URL (``pass`` is part of
+    the password in the last: the ``/`` in it ends the host part)."""
+    conf = _conf(url)
+    with pytest.raises(messaging.InvalidTransportURL) as caught:
+        rpc.parse_transport_url(conf, None)
+    assert str(caught.value) == ("it does not parse (is every host's port a number, every "
+                                 "IPv6 address in [brackets]?)")
+    transports = rpc.Transports(conf)
+    with pytest.raises(messaging.InvalidTransportURL):
+        transports.get()
+    with pytest.raises(messaging.InvalidTransportURL):
+        transports.notification()
+    with pytest.raises(messaging.InvalidTransportURL):
+        rpc.Transports(_conf("fake:///")).get(url)
+
+
+def test_notifications_use_their_own_url_else_the_default_and_say_which() -> None:
+    conf = _conf("fake:///default")
+    transports = rpc.Transports(conf)
+    assert _vhost(transports.notification()) == "default"
+    assert rpc.transport_url_option(conf, notification=True) == "[DEFAULT] transport_url"
+    transports.cleanup()
+    conf.set_override("transport_url", "rabbit://h:xx/", group=rpc.NOTIFICATIONS_GROUP)
+    assert transports.get() is not None  # the RPC transport does not use it
+    with pytest.raises(messaging.InvalidTransportURL):
+        transports.notification()
+    assert (rpc.transport_url_option(conf, notification=True)
+            == "[oslo_messaging_notifications] transport_url")
+    assert rpc.transport_url_option(conf) == "[DEFAULT] transport_url"
+    conf.set_override("transport_url", "fake:///notifications", group=rpc.NOTIFICATIONS_GROUP)
+    assert _vhost(transports.notification()) == "notifications"
+    transports.cleanup()
+    impl_fake.FakeExchangeManager.cleanup()

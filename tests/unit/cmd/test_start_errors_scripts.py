@@ -1,0 +1,170 @@
+"""Start-up errors through the real console scripts, each in a subprocess, as systemd runs them.
+
+What :mod:`test_start_errors` checks of ``main`` in-process, checked here of the process: its
+exit status (2 for the configuration: the units' ``RestartPreventExitStatus=2``) and all it
+writes, one line on stderr naming the command, the option or file and the fix, nothing on
+stdout, no traceback (oslo.log's excepthook would log one). Every case fails before serving:
+the timeout only bounds a regression.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from fleetcache.cmd.common import EXIT_CONFIG
+from fleetcache.common.db import migration
+from fleetcache.common.db.session import Database
+
+BIN = pathlib.Path(sys.executable).parent
+DAEMONS = ["fleetcache-api", "fleetcache-conductor", "fleetcache-compute"]
+#: Each script with the arguments after its options (fleetcache-manage: a command).
+SCRIPTS: dict[str, list[str]] = {**{d: [] for d in DAEMONS}, "fleetcache-manage": ["db", "version"]}
+BAD_PORT = "rabbit://fleetcache:s3cret@broker:notaport/"
+UNPARSED = "it does not parse (is every host's port a number, every IPv6 address in [brackets]?)"
+URL_FIX = ("give driver://user:password@host:port/virtual_host, e.g. "
+           "rabbit://fleetcache:secret@broker:5672/fleetcache")
+
+
+def run(script: str, conf_file: pathlib.Path, *args: str) -> tuple[int, str]:
+    """Run ``script`` on ``conf_file``; :returns: its exit status and its one line on stderr."""
+    path = BIN / script
+    assert path.is_file(), f"{path} is not installed: pip install -e ."
+    done = subprocess.run(
+        [str(path), "--config-file", str(conf_file), *SCRIPTS.get(script, []), *args],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False)
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    return done.returncode, lines[0]
+
+
+@pytest.fixture
+def conf_file(tmp_path: pathlib.Path) -> pathlib.Path:
+    """Where :func:`write` puts the configuration."""
+    return tmp_path / "fleetcache.conf"
+
+
+@pytest.fixture
+def synced_db(tmp_path: pathlib.Path) -> str:
+    url = f"sqlite:///{tmp_path}/fleetcache.sqlite"
+    db = Database(url)
+    migration.db_sync(db)
+    db.dispose()
+    return url
+
+
+def write(path: pathlib.Path, script: str, synced_db: str, text: str) -> pathlib.Path:
+    """A configuration for ``script`` (a synced database but for the compute, which uses
+    none), the ``fake`` transport unless ``text`` says otherwise, plus ``text``."""
+    database = "" if script == "fleetcache-compute" else f"[database]\nconnection = {synced_db}\n"
+    path.write_text(f"[DEFAULT]\nhost = h1\nstate_path = {path.parent}\ncompute_driver = fake\n"
+                    f"{text}\n{database}")
+    return path
+
+
+# --- logging and command-line options, set up before anything else ---------------------------
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_log_file_in_a_missing_directory(
+    conf_file: pathlib.Path, synced_db: str, script: str
+) -> None:
+    log_file = conf_file.parent / "missing" / "x.log"
+    code, line = run(script, write(conf_file, script, synced_db, f"log_file = {log_file}"))
+    assert code == EXIT_CONFIG
+    assert line == (f"{script}: cannot open the log file {log_file} ([DEFAULT] log_file, "
+                    "log_dir): No such file or directory; create its directory, let this user "
+                    "write there, or set another path")
+
+
+@pytest.mark.parametrize(("script", "content"), [
+    *((s, None) for s in sorted(SCRIPTS)),
+    ("fleetcache-conductor", "[loggers]\nkeys = root\n"),
+])
+def test_log_config_append_that_does_not_load(
+    conf_file: pathlib.Path, synced_db: str, script: str, content: str | None
+) -> None:
+    log_config = conf_file.parent / "logging.conf"
+    if content is not None:
+        log_config.write_text(content)
+    code, line = run(script, write(conf_file, script, synced_db,
+                                   f"log_config_append = {log_config}"))
+    assert code == EXIT_CONFIG
+    assert line.startswith(f"{script}: cannot load the logging configuration {log_config} "
+                           "([DEFAULT] log_config_append): ")
+    assert line.endswith("; fix the file or unset the option")
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_bad_value_of_a_command_line_option_in_the_file(
+    conf_file: pathlib.Path, synced_db: str, script: str
+) -> None:
+    code, line = run(script, write(conf_file, script, synced_db, "debug = maybe"))
+    assert code == EXIT_CONFIG
+    assert line == (f"{script}: configuration error: invalid value for option [DEFAULT] debug: "
+                    "'maybe' is not a valid Boolean value")
+
+
+# --- transport URLs ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("script", DAEMONS)
+def test_transport_url_with_a_port_that_is_not_a_number(
+    conf_file: pathlib.Path, synced_db: str, script: str
+) -> None:
+    code, line = run(script, write(conf_file, script, synced_db, f"transport_url = {BAD_PORT}"))
+    assert code == EXIT_CONFIG
+    assert line == (f"{script}: invalid value for option [DEFAULT] transport_url: {UNPARSED}; "
+                    f"{URL_FIX}")
+
+
+@pytest.mark.parametrize("script", ["fleetcache-api", "fleetcache-conductor"])
+def test_notifications_transport_url_with_a_port_that_is_not_a_number(
+    conf_file: pathlib.Path, synced_db: str, script: str
+) -> None:
+    path = write(conf_file, script, synced_db, "transport_url = fake:///\n"
+                 f"[oslo_messaging_notifications]\ntransport_url = {BAD_PORT}")
+    code, line = run(script, path)
+    assert code == EXIT_CONFIG
+    assert line == (f"{script}: invalid value for option [oslo_messaging_notifications] "
+                    f"transport_url: {UNPARSED}; {URL_FIX}")
+
+
+def test_manage_cell_create_with_a_port_that_is_not_a_number(
+    conf_file: pathlib.Path, synced_db: str
+) -> None:
+    """A bad ``--transport-url`` is the command's input, not its configuration: status 1, as
+    for a URL without a scheme (``tests/unit/cmd/test_manage.py``)."""
+    path = write(conf_file, "fleetcache-manage", synced_db, "transport_url = fake:///")
+    done = subprocess.run(
+        [str(BIN / "fleetcache-manage"), "--config-file", str(path), "cell", "create",
+         "--name", "c1", "--transport-url", BAD_PORT],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"ERROR: Invalid input: invalid --transport-url: {UNPARSED}\n"
+
+
+# --- the conductor's [placement] keystoneauth options -----------------------------------------
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    ("auth_type = password", "[placement] auth options: auth_type password needs auth_url; "
+                             "set them in [placement]"),
+    ("auth_type = bogus", "[placement] auth_type: there is no keystoneauth plugin 'bogus'; use "
+                          "one of admin_token, "),
+    ("auth_type = none\nvalid_interfaces = nonsense",
+     "[placement] adapter options: 'nonsense' is not a valid value for valid_interfaces"),
+])
+def test_conductor_with_unusable_placement_auth_options(
+    conf_file: pathlib.Path, synced_db: str, options: str, expected: str
+) -> None:
+    script = "fleetcache-conductor"
+    path = write(conf_file, script, synced_db, f"transport_url = fake:///\n[placement]\n{options}")
+    code, line = run(script, path)
+    assert code == EXIT_CONFIG
+    assert line.startswith(f"{script}: Invalid configuration: {expected}")
