@@ -21,6 +21,7 @@ conductor process at start-up from its configuration
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import futurist
@@ -232,13 +233,17 @@ class ConductorManager:
             return
         host = service["host"]
         try:
-            aggregates = db_api.aggregate_uuids_by_host(self.db, [host])[host]
-            providers.sync(host, service["capabilities"], aggregates)
+            providers.sync(host, service["capabilities"], self._aggregates_of(host))
         except exception.PlacementError as exc:
             LOG.warning("Compute %s is not schedulable yet: %s", host, exc)
             return
         db_api.service_placement_synced(self.db, host, service["binary"],
                                         service["capabilities"])
+
+    def _aggregates_of(self, host: str) -> Callable[[], set[str]]:
+        """What reads the uuids of ``host``'s aggregates, for the provider sync to read after
+        the provider's generation (:meth:`ProviderSync.sync_aggregates`)."""
+        return lambda: db_api.aggregate_uuids_by_host(self.db, [host])[host]
 
     def sync_host_aggregates(self, ctxt: RequestContext, host: str) -> None:
         """Mirror the fleetcache aggregates ``host`` is in into its provider's Placement
@@ -254,8 +259,7 @@ class ConductorManager:
         if providers is None:
             return
         try:
-            aggregates = db_api.aggregate_uuids_by_host(self.db, [host])[host]
-            providers.sync_aggregates(host, aggregates)
+            providers.sync_aggregates(host, self._aggregates_of(host))
         except exception.PlacementError as exc:
             LOG.warning("Placement aggregates of %s not updated: %s", host, exc)
 

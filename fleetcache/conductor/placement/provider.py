@@ -128,13 +128,15 @@ class ProviderSync:
         raise exception.PlacementGenerationConflict(uuid=provider, attempts=self.retries + 1)
 
     def sync(
-        self, host: str, capabilities: dict[str, Any], aggregates: set[str]
+        self, host: str, capabilities: dict[str, Any],
+        aggregates: set[str] | Callable[[], set[str]],
     ) -> SyncResult:
         """Create ``host``'s provider if needed and bring its inventory, traits and
         aggregates in step.
 
         :param capabilities: what the compute reported at registration.
-        :param aggregates: uuids of the fleetcache aggregates ``host`` is in.
+        :param aggregates: uuids of the fleetcache aggregates ``host`` is in, or what reads
+            them (see :meth:`sync_aggregates`).
         :raises PlacementError: Placement failed or kept conflicting; the caller retries later.
         """
         rp = provider_uuid(host)
@@ -147,14 +149,21 @@ class ProviderSync:
         result.traits_added, result.traits_removed = self._retrying(
             rp, lambda: self._sync_traits(rp, self.desired_traits(capabilities)))
         result.aggregates_added, result.aggregates_removed = self._retrying(
-            rp, lambda: self._sync_aggregates(rp, aggregates))
+            rp, lambda: self._sync_aggregates(rp, _reader(aggregates)))
         if result.changed:
             LOG.info("Resource provider %s (%s): %s", host, rp, result.describe())
         return result
 
-    def sync_aggregates(self, host: str, aggregates: set[str]) -> SyncResult | None:
+    def sync_aggregates(self, host: str,
+                        aggregates: set[str] | Callable[[], set[str]]) -> SyncResult | None:
         """Set the Placement aggregates of ``host``'s provider to ``aggregates``.
 
+        :param aggregates: the uuids, or what reads them from the database: it is then read
+            after the provider's generation, on every attempt. Two syncs of one host racing
+            (a host removed from one aggregate then added to another, the two casts on two
+            threads or conductors) then cannot leave the older membership in Placement: a
+            sync that read the database before the other's change also read the generation
+            before the other's write, so its write conflicts and it reads both again.
         :returns: what changed; ``None`` when the provider does not exist yet (the compute's
             registration will create it with its aggregates).
         :raises PlacementError:
@@ -164,7 +173,7 @@ class ProviderSync:
             return None
         result = SyncResult(rp)
         result.aggregates_added, result.aggregates_removed = self._retrying(
-            rp, lambda: self._sync_aggregates(rp, aggregates))
+            rp, lambda: self._sync_aggregates(rp, _reader(aggregates)))
         if result.changed:
             LOG.info("Resource provider %s (%s): %s", host, rp, result.describe())
         return result
@@ -195,12 +204,18 @@ class ProviderSync:
         self.client.put_traits(rp, generation, wanted)
         return sorted(wanted - current), sorted(current - wanted)
 
-    def _sync_aggregates(self, rp: str, wanted: set[str]) -> tuple[list[str], list[str]]:
+    def _sync_aggregates(self, rp: str,
+                         read_wanted: Callable[[], set[str]]) -> tuple[list[str], list[str]]:
         generation, current = self.client.get_aggregates(rp)
+        wanted = read_wanted()  # after the generation: see sync_aggregates
         if wanted == current:
             return [], []
         self.client.put_aggregates(rp, generation, wanted)
         return sorted(wanted - current), sorted(current - wanted)
+
+
+def _reader(aggregates: set[str] | Callable[[], set[str]]) -> Callable[[], set[str]]:
+    return aggregates if callable(aggregates) else lambda: aggregates
 
 
 def _normalised(record: dict[str, Any] | None) -> dict[str, Any] | None:

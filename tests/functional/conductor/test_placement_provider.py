@@ -4,6 +4,7 @@ generation conflict from a concurrent writer is retried."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -155,6 +156,41 @@ def test_conflicts_beyond_the_retries_raise(placement_client: PlacementClient) -
     with pytest.raises(exception.PlacementGenerationConflict):
         ProviderSync(racing, 2).sync(host, capabilities(custom_traits=[]), set())
     assert len([w for w in racing.writes if w.endswith("/traits")]) == 3
+
+
+class InterleavingClient(CountingClient):
+    """Runs ``meanwhile`` once, just before the first read of a provider's aggregates (and
+    so of its generation) answers: another sync's whole change lands there."""
+
+    def __init__(self, inner: PlacementClient, meanwhile: Callable[[], object]) -> None:
+        super().__init__(inner)
+        self.meanwhile: Callable[[], object] | None = meanwhile
+
+    def get_aggregates(self, uuid: str) -> tuple[int, set[str]]:
+        if self.meanwhile is not None:
+            run, self.meanwhile = self.meanwhile, None
+            run()
+        return super().get_aggregates(uuid)
+
+
+def test_two_racing_aggregate_syncs_leave_the_newest_membership(
+    placement_client: PlacementClient,
+) -> None:
+    """A host moves from AGG1 to AGG2 (two changes, two casts). The first sync starts; the
+    change to AGG2 and the second sync land before it reads the provider's generation. Had
+    it read the database first, it would now write AGG1 back with a fresh generation; it
+    reads the database after the generation, so Placement keeps AGG2."""
+    host = unique_host()
+    ProviderSync(placement_client, 3).sync(host, capabilities(), {AGG1})
+    database = {"aggregates": {AGG1}}
+
+    def the_other_change() -> None:
+        database["aggregates"] = {AGG2}
+        ProviderSync(placement_client, 3).sync_aggregates(host, lambda: database["aggregates"])
+
+    first = ProviderSync(InterleavingClient(placement_client, the_other_change), 3)
+    first.sync_aggregates(host, lambda: database["aggregates"])
+    assert placement_client.get_aggregates(provider_uuid(host))[1] == {AGG2}
 
 
 def test_sync_aggregates_leaves_a_host_without_provider_alone(
