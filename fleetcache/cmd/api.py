@@ -57,6 +57,7 @@ def gunicorn_options(conf: cfg.ConfigOpts) -> dict[str, Any]:
         "workers": conf.api.workers,
         "threads": conf.api.threads,
         "graceful_timeout": conf.api.graceful_timeout,
+        "keepalive": conf.api.keepalive,
         "proc_name": BINARY,
         "accesslog": None,  # fleetcache.api.middleware.RequestLog logs every request
         "errorlog": "-",

@@ -8,6 +8,7 @@ waited (75 s seen); a path that is not UTF-8 got an HTML 500 from gunicorn itsel
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import socket
 import time
@@ -121,3 +122,25 @@ def test_hostile_paths_get_json_faults_from_gunicorn(stack: Stack, path: str) ->
     assert next(iter(fault.values()))["code"] in (400, 404)
     log = stack.log_file("api").read_text(errors="replace")
     assert path.replace("%ff", "\\xff").replace("%C2%B3", "\u00b3") in log
+
+
+def test_a_keep_alive_connection_outlives_a_client_s_poll_interval(stack: Stack) -> None:
+    """The ``openstack`` client polls every 2 s (``server delete --wait``); gunicorn's default
+    keep-alive of 2 s closed the idle connection as the next poll was sent, and the client got
+    "Remote end closed connection without response". With ``[api] keepalive`` (75 s) the same
+    connection serves a request after 3 s idle."""
+    host, port = _address(stack)
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        conn.request("GET", "/v2.1")
+        first = conn.getresponse()
+        first.read()
+        assert first.status == 200 and first.getheader("Connection", "").lower() != "close"
+        sock = conn.sock
+        time.sleep(3)
+        conn.request("GET", "/v2.1")  # on the same socket: http.client never reconnects itself
+        again = conn.getresponse()
+        again.read()
+        assert again.status == 200 and conn.sock is sock
+    finally:
+        conn.close()

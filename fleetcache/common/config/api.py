@@ -71,6 +71,20 @@ Seconds ``fleetcache-api`` lets requests in flight finish after SIGTERM before i
 """,
     ),
     cfg.IntOpt(
+        "keepalive",
+        default=75,
+        min=0,
+        help="""
+Seconds ``fleetcache-api`` keeps an idle keep-alive connection open for the client's next
+request (0: one request per connection).
+
+A client that sends its next request just as the server closes the idle connection gets
+"Remote end closed connection without response". gunicorn's default of 2 s met the
+``openstack`` client's own 2 s polls of ``server delete --wait`` (an integration test failed
+so); 75 s is nginx's default. An idle connection holds a file descriptor, not a thread.
+""",
+    ),
+    cfg.IntOpt(
         "client_timeout",
         default=10,
         min=1,

@@ -98,7 +98,7 @@ class Link:
         self._retry_delay = params.retry_interval
         self._down_reason: str | None = None
         self._next_tick = 0.0
-        #: Connections opened so far (tests and logs).
+        #: Connections opened so far, set up or not (tests and logs).
         self.connects = 0
 
     # -- other threads ----------------------------------------------------------------------
@@ -362,6 +362,9 @@ class Link:
             except CONNECTION_ERRORS as exc:
                 error = exc
                 continue
+            # Counted before the set-up: its synchronous methods read frames, and a reply
+            # that waited in the reply queue can be handed to its caller during them.
+            self.connects += 1
             try:
                 self._set_up(conn)
             except CONNECTION_ERRORS as exc:
@@ -370,7 +373,6 @@ class Link:
                 continue
             self._host = index
             self._retry_delay = params.retry_interval
-            self.connects += 1
             if self._down_reason is not None:
                 LOG.info("%s: reconnected to %s:%d", self.name, params.hosts[index].hostname,
                          params.hosts[index].port)

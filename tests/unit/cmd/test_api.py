@@ -25,6 +25,7 @@ def test_gunicorn_options_from_api_group() -> None:
     assert options["bind"] == ["127.0.0.1:18774"]
     assert options["worker_class"] is api_worker.DeadlineThreadWorker
     assert (options["workers"], options["threads"], options["graceful_timeout"]) == (3, 4, 7)
+    assert options["keepalive"] == 75  # above clients' poll intervals (see the option)
     assert options["preload_app"] is False
     assert options["control_socket_disable"] is True
 
