@@ -16,8 +16,6 @@ import pytest
 from oslo_config import cfg
 
 from fleetcache.cmd import api, client, common, compute, conductor, manage
-from fleetcache.common.db import migration
-from fleetcache.common.db.session import Database
 
 Main = Callable[[list[str]], int]
 
@@ -29,15 +27,6 @@ MAINS: dict[str, Main] = {
 }
 #: Nothing listens there (port 1 is tcpmux, never run).
 NO_BROKER = "rabbit://guest:guest@127.0.0.1:1/"
-
-
-@pytest.fixture
-def synced_db(tmp_path: pathlib.Path) -> str:
-    url = f"sqlite:///{tmp_path}/fleetcache.sqlite"
-    db = Database(url)
-    migration.db_sync(db)
-    db.dispose()
-    return url
 
 
 def run(prog: str, conf_file: pathlib.Path, capfd: pytest.CaptureFixture[str]) -> tuple[int, str]:

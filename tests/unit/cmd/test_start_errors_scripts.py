@@ -16,8 +16,6 @@ import sys
 import pytest
 
 from fleetcache.cmd.common import EXIT_CONFIG
-from fleetcache.common.db import migration
-from fleetcache.common.db.session import Database
 
 BIN = pathlib.Path(sys.executable).parent
 DAEMONS = ["fleetcache-api", "fleetcache-conductor", "fleetcache-compute"]
@@ -47,15 +45,6 @@ def run(script: str, conf_file: pathlib.Path, *args: str) -> tuple[int, str]:
 def conf_file(tmp_path: pathlib.Path) -> pathlib.Path:
     """Where :func:`write` puts the configuration."""
     return tmp_path / "fleetcache.conf"
-
-
-@pytest.fixture
-def synced_db(tmp_path: pathlib.Path) -> str:
-    url = f"sqlite:///{tmp_path}/fleetcache.sqlite"
-    db = Database(url)
-    migration.db_sync(db)
-    db.dispose()
-    return url
 
 
 def write(path: pathlib.Path, script: str, synced_db: str, text: str) -> pathlib.Path:

@@ -332,6 +332,20 @@ def test_a_daemon_without_rbd_allowed_refuses_every_export(tmp_path: pathlib.Pat
         configured_settings(conf)
 
 
+def _export_through(fifo: str) -> list[bytes]:
+    """Call the entrypoint with ``fifo`` open for reading, as the compute has it: what came
+    through."""
+    out: list[bytes] = []
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        reader = _read_all(f"/proc/self/fd/{fd}", out)
+        assert privsep_rbd.export_to_fifo("images", IMAGE, "snap", fifo) == 0
+        reader.join(10)
+    finally:
+        os.close(fd)
+    return out
+
+
 @pytest.fixture
 def in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Entrypoints run in this process (as they do inside the daemon) instead of being sent
@@ -359,15 +373,7 @@ rbd_connect_timeout = 3
 rbd_osd_op_timeout = 11
 """)
     monkeypatch.setattr(cfg, "CONF", conf)
-    out: list[bytes] = []
-    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        reader = _read_all(f"/proc/self/fd/{fd}", out)
-        assert privsep_rbd.export_to_fifo("images", IMAGE, "snap", fifo) == 0
-        reader.join(10)
-    finally:
-        os.close(fd)
-    assert out == [b"exported-bytes"]
+    assert _export_through(fifo) == [b"exported-bytes"]
     assert argv.read_text().split() == [
         f"--conf={ceph_files[0]}", "--id=configured", f"--keyring={ceph_files[1]}",
         "--client-mount-timeout=3", "--rados-mon-op-timeout=3", "--rados-osd-op-timeout=11",
@@ -424,14 +430,6 @@ rbd_ceph_conf = {ceph_files[0]}
 rbd_keyring = {ceph_files[1]}
 """)
     privsep.configure(compute_conf)
-    out: list[bytes] = []
-    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        reader = _read_all(f"/proc/self/fd/{fd}", out)
-        assert privsep_rbd.export_to_fifo("images", IMAGE, "snap", fifo) == 0
-        reader.join(10)
-    finally:
-        os.close(fd)
-    assert out == [b"exported-bytes"]
+    assert _export_through(fifo) == [b"exported-bytes"]
     assert "--id=from-the-daemons-file" in argv.read_text().split()
     assert int(parent.read_text()) != os.getpid()  # rbd ran in the daemon, not here
