@@ -203,8 +203,7 @@ class ImageCache:
         """
         self.ensure_dirs()
         with self.lock(image_id):
-            if self.touch(image_id):
-                self._record(image_id)
+            if self._hit(image_id):
                 return CacheOutcome(downloaded=False)
             meta = self.source.show(ctxt, image_id)
             if meta.id == image_id:
@@ -213,10 +212,16 @@ class ImageCache:
         # case-insensitive database): the base, its lock and its index entry go by the
         # service's spelling, so that every spelling finds the one base.
         with self.lock(meta.id):
-            if self.touch(meta.id):
-                self._record(meta.id)
+            if self._hit(meta.id):
                 return CacheOutcome(downloaded=False)
             return self._fill(ctxt, meta, progress)
+
+    def _hit(self, image_id: str) -> bool:
+        """Touch and index ``image_id`` if it is cached; the caller holds its lock."""
+        if not self.touch(image_id):
+            return False
+        self._record(image_id)
+        return True
 
     def _fill(self, ctxt: RequestContext, meta: ImageMeta,
               progress: ProgressCallback | None) -> CacheOutcome:
