@@ -1,0 +1,339 @@
+"""The OpenAPI document's responses: each route's success response and the shared component
+schemas they refer to (``#/components/schemas/...``).
+
+Kept apart from :mod:`fleetcache.api.openapi`, which builds the document from the route table
+and the request side (bodies, path and query parameters, microversion headers): these are the
+data, that is the assembly. Each schema lists its ``required`` fields, so that checking a real
+response against it proves something (the API tests do).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetcache.api.paths import AGGREGATE as AGG
+from fleetcache.api.paths import (
+    FLAVOR,
+    FLAVORS,
+    HOST_IMAGE_CACHE,
+    OPENAPI,
+    PREFIX,
+    SERVER,
+    SERVERS,
+    STATUS,
+    STATUS_PROGRESS,
+)
+from fleetcache.common.db import jobs as db_jobs
+
+
+def ref(name: str) -> dict[str, str]:
+    """A reference to the component schema ``name``."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def json_body(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    """A JSON response of ``schema``."""
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def wrapped(key: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """An object whose one required member ``key`` is ``schema`` (Nova's envelopes)."""
+    return {"type": "object", "properties": {key: schema}, "required": [key]}
+
+
+_STR = {"type": "string"}
+_NINT = {"type": ["integer", "null"]}
+_BOOL = {"type": "boolean"}
+_ARRAY = {"type": "array"}
+_OBJECT = {"type": "object"}
+_NSTR = {"type": ["string", "null"]}
+_INT = {"type": "integer"}
+_COUNTS = {"type": "object", "additionalProperties": _INT}
+
+_HTML_PAGE = {"description": "The status page (HTML)",
+              "content": {"text/html": {"schema": {"type": "string"}}}}
+_AGGREGATE_BODY = json_body(wrapped("aggregate", ref("Aggregate")), "The aggregate")
+SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
+    ("GET", "/"): ("200", json_body(ref("Versions"), "The API versions")),
+    ("GET", PREFIX): ("200", json_body(wrapped("version", ref("Version")), "v2.1")),
+    ("GET", OPENAPI): ("200", {"description": "This document"}),
+    ("GET", PREFIX + "/os-aggregates"): (
+        "200",
+        json_body(wrapped("aggregates", {"type": "array", "items": ref("Aggregate")}), "All"),
+    ),
+    ("POST", PREFIX + "/os-aggregates"): ("200", _AGGREGATE_BODY),
+    ("GET", AGG): ("200", _AGGREGATE_BODY),
+    ("PUT", AGG): ("200", _AGGREGATE_BODY),
+    ("DELETE", AGG): ("200", {"description": "Deleted; empty body"}),
+    ("POST", AGG + "/action"): ("200", _AGGREGATE_BODY),
+    ("POST", AGG + "/images"): (
+        "202",
+        {
+            "description": "Job queued; empty body",
+            "headers": {"Location": {"description": "The job", "schema": {"type": "string"}}},
+        },
+    ),
+    ("GET", AGG + "/images/jobs"): (
+        "200", json_body(wrapped("jobs", {"type": "array", "items": ref("Job")}), "Newest first"),
+    ),
+    ("GET", AGG + "/images/jobs/{job_id}"): (
+        "200", json_body(wrapped("job", ref("JobDetail")), "The job and its per-host results"),
+    ),
+    ("GET", PREFIX + "/images/{image_id}"): (
+        "200", json_body(wrapped("image", {"type": "object"}), "A Glance v2 image body"),
+    ),
+    ("GET", PREFIX + "/images"): (
+        "200", json_body(wrapped("images", {"type": "array"}), "Images found by id"),
+    ),
+    ("GET", PREFIX + "/v2/images"): (
+        "200", json_body(wrapped("images", {"type": "array"}), "Images found by id"),
+    ),
+    ("GET", PREFIX + "/os-services"): (
+        "200", json_body(wrapped("services", {"type": "array", "items": ref("Service")}), "All"),
+    ),
+    ("GET", FLAVORS): (
+        "200", json_body(wrapped("flavors", {"type": "array", "items": ref("FlavorSummary")}),
+                     "The flavors the caller may see"),
+    ),
+    ("GET", FLAVORS + "/detail"): (
+        "200", json_body(wrapped("flavors", {"type": "array", "items": ref("Flavor")}),
+                     "The flavors the caller may see"),
+    ),
+    ("POST", FLAVORS): ("200", json_body(wrapped("flavor", ref("Flavor")), "The flavor")),
+    ("GET", FLAVOR): ("200", json_body(wrapped("flavor", ref("Flavor")), "The flavor")),
+    ("PUT", FLAVOR): ("200", json_body(wrapped("flavor", ref("Flavor")), "The flavor")),
+    ("DELETE", FLAVOR): ("202", {"description": "Deleted; empty body"}),
+    ("GET", FLAVOR + "/os-extra_specs"): (
+        "200", json_body(wrapped("extra_specs", ref("ExtraSpecs")), "Every extra spec"),
+    ),
+    ("POST", FLAVOR + "/os-extra_specs"): (
+        "200", json_body(wrapped("extra_specs", ref("ExtraSpecs")), "The specs given"),
+    ),
+    ("GET", FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"): (
+        "200", json_body(ref("ExtraSpecs"), "{key: value}"),
+    ),
+    ("PUT", FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"): (
+        "200", json_body(ref("ExtraSpecs"), "{key: value}"),
+    ),
+    ("DELETE", FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"): (
+        "200", {"description": "Deleted; empty body"},
+    ),
+    ("GET", SERVERS): (
+        "200", json_body(wrapped("servers", {"type": "array", "items": ref("ServerSummary")}),
+                     "The project's servers, newest first"),
+    ),
+    ("GET", SERVERS + "/detail"): (
+        "200", json_body(wrapped("servers", {"type": "array", "items": ref("Server")}),
+                     "The project's servers, newest first"),
+    ),
+    ("POST", SERVERS): (
+        "202", json_body({"anyOf": [wrapped("server", ref("ServerSummaryLinks")),
+                                {"type": "object", "properties": {"reservation_id": _STR},
+                                 "required": ["reservation_id"]}]},
+                     "Accepted: the server (the first one), or the reservation id"),
+    ),
+    ("GET", SERVER): ("200", json_body(wrapped("server", ref("Server")), "The server")),
+    ("GET", PREFIX + "/networks"): (
+        "200", json_body(wrapped("networks", {"type": "array", "items": _OBJECT}), "Found"),
+    ),
+    ("GET", PREFIX + "/networks/{network_id}"): (
+        "200", json_body(wrapped("network", _OBJECT), "The pseudo-network 'none'"),
+    ),
+    ("DELETE", SERVER): ("204", {"description": "Deletion under way"}),
+    ("POST", SERVER + "/action"): (
+        "202", json_body(wrapped("server", ref("Server")), "Rebuild under way"),
+    ),
+    ("GET", HOST_IMAGE_CACHE): (
+        "200", json_body(wrapped("image_cache", ref("HostImageCache")), "As last reported"),
+    ),
+    ("GET", STATUS): ("200", _HTML_PAGE),
+    ("GET", STATUS_PROGRESS): (
+        "200", json_body(wrapped("jobs", {"type": "array", "items": ref("JobProgress")}),
+                     "The status page's jobs, newest first"),
+    ),
+}
+#: More responses than the success and the fault: the status page's sign-in form (a browser
+#: that ``auth_token`` refused gets it instead of the JSON fault).
+EXTRA_RESPONSES: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", STATUS): {"401": {"description": "Sign-in form (Keystone, no valid token)",
+                              "content": {"text/html": {"schema": {"type": "string"}}}}},
+}
+
+_FLAVOR_DETAIL = ["ram", "disk", "vcpus", "OS-FLV-EXT-DATA:ephemeral",
+                  "OS-FLV-DISABLED:disabled", "swap", "rxtx_factor",
+                  "os-flavor-access:is_public"]
+_SERVER_DETAIL = ["status", "tenant_id", "user_id", "metadata", "hostId", "image", "flavor",
+                  "created", "updated", "addresses", "OS-EXT-STS:vm_state",
+                  "OS-EXT-STS:task_state", "OS-EXT-STS:power_state",
+                  "OS-EXT-AZ:availability_zone", "OS-SRV-USG:launched_at"]
+COMPONENTS: dict[str, dict[str, Any]] = {
+    "FlavorSummary": {
+        "type": "object",
+        "properties": {"id": _STR, "name": _STR, "links": _ARRAY,
+                       "description": {**_NSTR, "description": "From microversion 2.55"}},
+        "required": ["id", "name", "links"],
+    },
+    "Flavor": {
+        "allOf": [ref("FlavorSummary")],
+        "type": "object",
+        "properties": {
+            "ram": _INT, "disk": _INT, "vcpus": _INT, "OS-FLV-EXT-DATA:ephemeral": _INT,
+            "OS-FLV-DISABLED:disabled": _BOOL,
+            "swap": {"type": ["integer", "string"], "description": "0 is \"\" below 2.75"},
+            "rxtx_factor": {"type": "number"}, "os-flavor-access:is_public": _BOOL,
+            "extra_specs": {**_OBJECT, "description": "From microversion 2.61"},
+        },
+        "required": _FLAVOR_DETAIL,
+    },
+    "ExtraSpecs": {"type": "object", "additionalProperties": _STR},
+    "ServerSummary": {
+        "type": "object",
+        "properties": {"id": _STR, "name": _STR, "links": _ARRAY},
+        "required": ["id", "name", "links"],
+    },
+    "ServerSummaryLinks": {
+        "type": "object",
+        "properties": {"id": _STR, "links": _ARRAY, "OS-DCF:diskConfig": _STR},
+        "required": ["id", "links"],
+    },
+    "Server": {
+        "allOf": [ref("ServerSummary")],
+        "type": "object",
+        "properties": {
+            "status": {"enum": ["BUILD", "ACTIVE", "ERROR", "REBUILD", "DELETED", "UNKNOWN"]},
+            "tenant_id": _STR, "user_id": _STR, "metadata": _OBJECT, "hostId": _STR,
+            "image": _OBJECT, "flavor": _OBJECT, "created": _STR, "updated": _STR,
+            "addresses": _OBJECT, "OS-EXT-STS:vm_state": _STR, "OS-EXT-STS:task_state": _NSTR,
+            "OS-EXT-STS:power_state": _INT, "OS-EXT-AZ:availability_zone": _STR,
+            "OS-SRV-USG:launched_at": _NSTR, "OS-SRV-USG:terminated_at": _NSTR,
+            "OS-EXT-SRV-ATTR:host": {**_NSTR, "description": "Admins only"},
+            "OS-EXT-SRV-ATTR:hypervisor_hostname": {**_NSTR, "description": "Admins only"},
+            "progress": _INT,
+            "fault": {
+                "type": "object",
+                "description": "In ERROR: why; details for admins (the filter summary of a "
+                "failed schedule)",
+                "properties": {"code": _INT, "created": _NSTR, "message": _STR,
+                               "details": _STR},
+                "required": ["code", "created", "message"],
+            },
+        },
+        "required": _SERVER_DETAIL,
+    },
+    "Fault": {
+        "type": "object",
+        "description": "One key naming the fault (badRequest, itemNotFound, ...)",
+        "minProperties": 1,
+        "maxProperties": 1,
+        "additionalProperties": {
+            "type": "object",
+            "properties": {"message": _STR, "code": _INT, "error_code": _STR},
+            "required": ["message", "code", "error_code"],
+        },
+    },
+    "Version": {
+        "type": "object",
+        "properties": {k: _STR for k in ("id", "status", "version", "min_version", "updated")}
+        | {"links": {"type": "array"}},
+        "required": ["id", "status", "version", "min_version", "updated", "links"],
+    },
+    "Versions": wrapped("versions", {"type": "array", "items": ref("Version")}),
+    "Aggregate": {
+        "type": "object",
+        "properties": {
+            "id": _INT, "uuid": {**_STR, "description": "From microversion 2.41"},
+            "name": _STR, "availability_zone": _NSTR,
+            "hosts": {"type": "array", "items": _STR},
+            "metadata": {"type": "object", "additionalProperties": _STR},
+            "created_at": _STR, "updated_at": _NSTR, "deleted_at": {"type": "null"},
+            "deleted": {"type": "boolean"},
+        },
+        "required": ["id", "name", "availability_zone", "hosts", "metadata", "created_at",
+                     "updated_at", "deleted_at", "deleted"],
+        "additionalProperties": False,
+    },
+    "Service": {
+        "type": "object",
+        "properties": {
+            "id": {"type": ["integer", "string"], "description": "The uuid from 2.53"},
+            "binary": _STR, "host": _STR, "zone": _STR,
+            "status": {"enum": ["enabled", "disabled"]}, "state": {"enum": ["up", "down"]},
+            "updated_at": _NSTR, "disabled_reason": _NSTR,
+            "forced_down": {"type": "boolean", "description": "From microversion 2.11"},
+        },
+        "required": ["id", "binary", "host", "zone", "status", "state", "updated_at",
+                     "disabled_reason"],
+        "additionalProperties": False,
+    },
+    "Job": {
+        "type": "object",
+        "properties": {
+            "id": _STR, "aggregate_id": _INT, "aggregate_uuid": _STR,
+            "image_ids": {"type": "array", "items": _STR},
+            "state": {"enum": ["queued", "running", "catching_up", "done", "failed"]},
+            "error": _NSTR, "catch_up_until": _NSTR,
+            "total_hosts": _INT, "hosts_reported": _INT, "counts": _COUNTS,
+            "bytes_downloaded": _INT, "created_at": _STR, "started_at": _NSTR,
+            "finished_at": _NSTR, "pin_until": _NSTR, "links": {"type": "array"},
+        },
+        "required": ["id", "aggregate_id", "aggregate_uuid", "image_ids", "state", "error",
+                     "total_hosts", "hosts_reported", "counts", "bytes_downloaded",
+                     "created_at", "started_at", "finished_at", "links"],
+    },
+    "HostImageCache": {
+        "type": "object",
+        "properties": {
+            "host": _STR, "usage_bytes": _INT, "image_count": _INT, "reported_at": _NSTR,
+            "images": {"type": "array", "items": {
+                "type": "object",
+                # pinned_until: null when the image is not (or no longer) pinned
+                "properties": {"image_id": _STR, "size": _INT, "last_used": _STR,
+                               "pinned_until": _NSTR},
+                "required": ["image_id", "size", "last_used", "pinned_until"],
+            }},
+            # the unfinished jobs that cache images here when the host comes back
+            "pending_catch_ups": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"job_id": _STR, "aggregate_id": _INT,
+                               "image_ids": {"type": "array", "items": _STR},
+                               "until": _NSTR},
+                "required": ["job_id", "aggregate_id", "image_ids", "until"],
+            }},
+        },
+        "required": ["host", "usage_bytes", "image_count", "reported_at", "images",
+                     "pending_catch_ups"],
+    },
+    "JobProgress": {
+        "type": "object",
+        "properties": {
+            "id": _STR, "state": {"enum": ["queued", "running", "done", "failed"]},
+            "total_hosts": _INT, "hosts_reported": _INT, "counts": _COUNTS,
+        },
+        "required": ["id", "state", "total_hosts", "hosts_reported", "counts"],
+    },
+    "JobDetail": {
+        "allOf": [
+            ref("Job"),
+            wrapped("hosts", {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "host": _STR, "bytes_downloaded": _INT,
+                    "images": {"type": "array", "items": {
+                        "required": ["image_id", "state", "reason", "bytes_downloaded",
+                                     "download_path", "fallback_reason", "updated_at"],
+                        "type": "object",
+                        "properties": {
+                            "image_id": _STR,
+                            "state": {"enum": list(db_jobs.STORED_STATES)},
+                            "reason": _NSTR, "bytes_downloaded": _INT,
+                            # rbd or http for a download; as the compute reported it
+                            "download_path": _NSTR,
+                            "fallback_reason": _NSTR, "updated_at": _STR,
+                        },
+                    }},
+                },
+                "required": ["host", "bytes_downloaded", "images"],
+            }}),
+        ],
+    },
+}
