@@ -20,7 +20,9 @@
 The ``rbd`` backend keeps the disk in Ceph (:mod:`~fleetcache.compute.imagebackend.rbd_disks`):
 a raw image Glance stores in the same cluster is cloned from Glance's snapshot without
 touching the cache (step 2 is skipped; ``disk.json`` names the ``rbd://`` parent), any other is
-imported from its raw cached base; ``delete`` removes the Ceph image before the directory.
+imported from its cached base (through a raw copy when the base is not raw, e.g. a qcow2 base
+cached before qcow2 images were mapped to rbd); ``delete`` removes the Ceph image before the
+directory.
 
 Instances are serialized by their own lock (``fleetcache-instance-<uuid>``), so a create and a
 delete of one instance never interleave. The UUID is checked strictly (canonical form only),
@@ -52,7 +54,7 @@ from fleetcache.compute.disk_record import (
 from fleetcache.compute.imagebackend.rbd_disks import RbdDisks
 from fleetcache.compute.imagecache import LOCK_PREFIX, ImageCache, require_disk_format
 from fleetcache.compute.rpcapi import InstanceDiskResult
-from fleetcache.image import format_safety
+from fleetcache.image import format_safety, qemu
 from fleetcache.image.rbd_location import RbdLocation
 
 LOG = logging.getLogger(__name__)
@@ -158,16 +160,12 @@ class InstanceDisks:
         os.makedirs(directory, exist_ok=True)
         backend = imagebackend.get_backend(plan.backend, self.conf)
         disk_format = "qcow2" if backend.name == "qcow2" else "raw"
-        if backend.name == "rbd" and base_format != "raw":
-            raise exception.InstanceDisksNotSupported(
-                reason=f"the cached base of {image_id} is {base_format}; the rbd backend "
-                "imports raw bases only")
         write_record(directory, DiskRecord(image_id=image_id, backend=backend.name,
                                            format=disk_format, base=base,
                                            base_format=base_format))
         try:
             if backend.name == "rbd":
-                self.rbd.import_base(base, uuid, size)
+                self._import(uuid, plan, base, directory, size)
                 disk = imagebackend.InstanceDisk("rbd", self.rbd.uri(uuid), "raw")
             else:
                 disk = imagebackend.create_instance_disk(self.conf, plan, uuid, base, size)
@@ -178,6 +176,29 @@ class InstanceDisks:
         return InstanceDiskResult(instance_uuid=uuid, image_id=image_id, backend=disk.backend,
                                   path=disk.path, format=disk.format, base=base,
                                   image_fetched=fetched)
+
+    def _import(self, uuid: str, plan: imagebackend.DiskPlan, base: str, directory: str,
+                size: int | None) -> None:
+        """Import ``base`` into the instance's rbd disk, through a raw copy when it is not raw.
+
+        Ceph stores raw bytes, so a base is imported as it is only when it is raw. A base
+        cached in another format (qcow2, cached while this host's mapping kept qcow2 images as
+        qcow2, before the operator mapped them to rbd) stays as it is: overlays made then
+        still back onto it. Its raw copy is written in the instance's directory, read once by
+        the import and removed after it, failed or not; a full disk fails the conversion with
+        qemu-img's message and leaves nothing behind.
+        """
+        if plan.base_format == "raw":
+            self.rbd.import_base(base, uuid, size)
+            return
+        staged = os.path.join(directory, "base.raw.part")
+        try:
+            qemu.convert(base, plan.base_format, staged, "raw",
+                         timeout_s=plan.convert_timeout)
+            self.rbd.import_base(staged, uuid, size)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(staged)
 
     def _clone(self, uuid: str, image_id: str, parent: RbdLocation,
                size: int | None) -> InstanceDiskResult:

@@ -38,11 +38,15 @@ class StoredInCeph(LocalImageSource):
 
 
 class FakeRbd(RbdDisks):
-    def __init__(self, *args: Any, fail: BaseException | None = None) -> None:
+    def __init__(self, *args: Any, fail: BaseException | None = None,
+                 fail_import: BaseException | None = None) -> None:
         super().__init__(*args)
         self.calls: list[tuple[Any, ...]] = []
         self.disks: set[str] = set()
         self.fail = fail
+        self.fail_import = fail_import
+        #: (first 4 bytes, size) of each file imported, read when it was imported.
+        self.imported: list[tuple[bytes, int]] = []
 
     def clone(self, parent: RbdLocation, instance_uuid: str, size: int | None) -> int:
         self.calls.append(("clone", parent.url, instance_uuid, size))
@@ -53,6 +57,10 @@ class FakeRbd(RbdDisks):
 
     def import_base(self, base: str, instance_uuid: str, size: int | None) -> int:
         self.calls.append(("import", base, instance_uuid, size))
+        with open(base, "rb") as f:
+            self.imported.append((f.read(4), os.path.getsize(base)))
+        if self.fail_import:
+            raise self.fail_import
         self.disks.add(disk_name(instance_uuid))
         return size or os.path.getsize(base)
 
@@ -64,7 +72,7 @@ class FakeRbd(RbdDisks):
 
 
 def _host(tmp_path: pathlib.Path, fsid: str = FSID, fail: BaseException | None = None,
-          **overrides: Any) -> tuple[Host, FakeRbd]:
+          fail_import: BaseException | None = None, **overrides: Any) -> tuple[Host, FakeRbd]:
     ceph_conf = tmp_path / "ceph.conf"
     ceph_conf.write_text(f"[global]\n\tfsid = {FSID}\n")
     host = Host(tmp_path, libvirt__images_type_mapping=["raw:rbd", "qcow2:rbd"],
@@ -73,7 +81,7 @@ def _host(tmp_path: pathlib.Path, fsid: str = FSID, fail: BaseException | None =
     source = StoredInCeph(host.conf)
     source.fsid = fsid
     host.cache.source = source
-    fake = FakeRbd(host.conf, fail=fail)
+    fake = FakeRbd(host.conf, fail=fail, fail_import=fail_import)
     host.disks = InstanceDisks(host.conf, host.cache, fake)
     return host, fake
 
@@ -109,6 +117,45 @@ def test_other_images_are_imported_from_a_raw_base(tmp_path, kind):
         "rbd", f"rbd:instances/{instance}_disk", str(host.base(image)), True)
     assert rbd.calls == [("import", str(host.base(image)), instance, None)]
     assert host.index.get(host.base(image).name)["base_format"] == "raw"  # type: ignore[index]
+
+
+def _qcow2_base_then_rbd(host: Host, rbd: FakeRbd) -> str:
+    """A qcow2 base cached while qcow2 images stayed qcow2, then qcow2 mapped to rbd."""
+    host.conf.set_override("images_type_mapping", ["qcow2:qcow2"], group="libvirt")
+    image = host.add_qcow2()
+    host.disks.create(CTXT, str(uuid.uuid4()), image)
+    assert host.index.get(host.base(image).name)["base_format"] == "qcow2"  # type: ignore[index]
+    host.conf.set_override("images_type_mapping", ["raw:rbd", "qcow2:rbd"], group="libvirt")
+    host.conf.set_override("force_raw_images", True)
+    host.disks = InstanceDisks(host.conf, host.cache, rbd)
+    return image
+
+
+def test_a_qcow2_base_cached_before_qcow2_went_to_rbd_is_imported_as_raw(tmp_path):
+    """Ceph stores raw bytes: the qcow2 base (kept, overlays may back onto it) is imported
+    through a raw copy in the instance's directory, which is gone after the import."""
+    host, rbd = _host(tmp_path, force_raw_images=False)
+    image = _qcow2_base_then_rbd(host, rbd)
+    instance = str(uuid.uuid4())
+    result = host.disks.create(CTXT, instance, image)
+    assert (result["backend"], result["path"]) == ("rbd", f"rbd:instances/{instance}_disk")
+    staged = host.instance_dir(instance) / "base.raw.part"
+    assert rbd.calls == [("import", str(staged), instance, None)]
+    assert rbd.imported == [(bytes(4), 16 * 1024 * 1024)]  # raw zeros, not b"QFI\xfb"
+    assert not staged.exists()
+    assert host.index.get(host.base(image).name)["base_format"] == "qcow2"  # type: ignore[index]
+    assert host.base(image).read_bytes()[:4] == b"QFI\xfb"
+
+
+def test_a_failed_import_of_a_raw_copy_leaves_neither_copy_nor_record(tmp_path):
+    host, rbd = _host(tmp_path, force_raw_images=False,
+                      fail_import=exception.RbdError(action="import", reason="ENOSPC"))
+    image = _qcow2_base_then_rbd(host, rbd)
+    instance = str(uuid.uuid4())
+    with pytest.raises(exception.RbdError, match="ENOSPC"):
+        host.disks.create(CTXT, instance, image)
+    assert not host.instance_dir(instance).exists()
+    assert host.base(image).exists()
 
 
 def test_failed_clone_leaves_no_record(tmp_path):
