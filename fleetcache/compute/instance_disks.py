@@ -132,19 +132,35 @@ class InstanceDisks:
             "the disk could be made from it")
 
     def delete(self, instance_uuid: str) -> bool:
-        """Remove the instance's directory. :returns: whether there was one.
+        """Remove the instance's directory (and its rbd disk first, see
+        :meth:`_maybe_in_ceph`). :returns: whether there was one.
 
         :raises InvalidInput: a bad UUID.
+        :raises RbdError: Ceph could not remove the disk (the directory is kept).
         """
         uuid = validate_uuid(instance_uuid)
         with self._instance_lock(uuid):
-            record = read_record(imagebackend.instance_dir(self.conf, uuid))
-            if record is not None and record["backend"] == "rbd":
+            directory = imagebackend.instance_dir(self.conf, uuid)
+            if self._maybe_in_ceph(read_record(directory), directory):
                 self.rbd.remove(uuid)
             deleted = imagebackend.delete_instance_disk(self.conf, uuid)
         if deleted:
             LOG.info("Deleted the disk of instance %s", uuid)
         return deleted
+
+    def _maybe_in_ceph(self, record: DiskRecord | None, directory: str) -> bool:
+        """Whether the instance's disk may be an rbd image, to remove before its directory.
+
+        Its record says so; or, when the record is missing or unreadable while the directory
+        has no local disk, this host makes rbd disks at all: the disk may then be in Ceph
+        with its record lost, and removing an rbd image that does not exist is a no-op,
+        while leaving one that does would leak it in Ceph with nothing left to name it.
+        """
+        if record is not None:
+            return record["backend"] == "rbd"
+        if not os.path.isdir(directory) or os.path.lexists(os.path.join(directory, DISK_NAME)):
+            return False
+        return "rbd" in imagebackend.backends_in_use(self.conf)
 
     def _create_locked(self, uuid: str, image_id: str, plan: imagebackend.DiskPlan,
                        base: str, size: int | None, fetched: bool) -> InstanceDiskResult:

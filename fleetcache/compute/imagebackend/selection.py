@@ -64,6 +64,15 @@ def default_backend(conf: cfg.ConfigOpts) -> str:
     return images_type
 
 
+def backends_in_use(conf: cfg.ConfigOpts) -> set[str]:
+    """Every backend this host may make a disk with: the mapping's and ``images_type``'s.
+
+    :raises InvalidConfiguration: when ``images_type_mapping`` is invalid.
+    """
+    entries = mapping.parse_images_type_mapping(conf.libvirt.images_type_mapping)
+    return {default_backend(conf), *entries.values()}
+
+
 def choose(conf: cfg.ConfigOpts, disk_format: str) -> DiskPlan:
     """The plan for an image of Glance ``disk_format``.
 

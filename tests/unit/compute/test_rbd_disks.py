@@ -177,6 +177,33 @@ def test_delete_of_a_file_disk_does_not_touch_ceph(tmp_path):
     assert rbd.calls == []
 
 
+@pytest.mark.parametrize("damage", ["unreadable", "missing"])
+def test_delete_removes_the_ceph_disk_of_an_instance_whose_record_is_lost(tmp_path, damage):
+    host, rbd = _host(tmp_path)
+    image, instance = host.add_raw(), str(uuid.uuid4())
+    host.disks.create(CTXT, instance, image)
+    record = host.instance_dir(instance) / "disk.json"
+    if damage == "unreadable":
+        record.write_text("{")
+    else:
+        record.unlink()
+    assert host.disks.delete(instance) is True
+    assert rbd.calls[-1] == ("remove", instance) and rbd.disks == set()
+    assert not host.instance_dir(instance).exists()
+
+
+def test_delete_with_a_lost_record_leaves_ceph_alone_on_a_host_without_rbd(tmp_path):
+    host, rbd = _host(tmp_path, libvirt__images_type="flat")
+    host.conf.set_override("images_type_mapping", [], group="libvirt")
+    host.disks = InstanceDisks(host.conf, host.cache, rbd)
+    image, instance = host.add_raw(), str(uuid.uuid4())
+    host.disks.create(CTXT, instance, image)
+    (host.instance_dir(instance) / "disk").unlink()
+    (host.instance_dir(instance) / "disk.json").write_text("{")
+    assert host.disks.delete(instance) is True
+    assert rbd.calls == []
+
+
 def test_only_raw_images_are_cloneable(tmp_path):
     host, rbd = _host(tmp_path)
     meta = ImageMeta(id="i", direct_url=f"rbd://{FSID}/images/i/snap")
