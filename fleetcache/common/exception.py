@@ -38,6 +38,7 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── ImageChecksumMismatch (the bytes differ from the image's size or hash)
     │   └── DiskFloorReached (the cache's file system would fall below its floor)
     ├── NoValidHost (the scheduler found no host; carries the per-filter summary)
+    ├── DiskCreateFailed (an instance disk could not be written: a failed copy, a full disk)
     └── QemuImgError (a qemu-img conversion or disk creation failed)
 
 Exceptions that cross RPC must be built from JSON-serializable keyword arguments only: the
@@ -256,6 +257,11 @@ class DiskFloorReached(ImageFetchError):
     msg_fmt = ("Not caching image %(image_id)s: %(reason)s ([image_cache] disk_free_floor "
                "= %(floor)s)")
     error_code = "fleetcache.image.disk_floor"
+
+
+class DiskCreateFailed(FleetcacheException):
+    msg_fmt = "Could not make disk %(disk)s: %(reason)s"
+    error_code = "fleetcache.disk.create_failed"
 
 
 class RbdError(FleetcacheException):

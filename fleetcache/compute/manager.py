@@ -85,7 +85,7 @@ class ComputeManager:
 
     @rpc.expected_exceptions(exception.Invalid, exception.NotFound, exception.Conflict,
                              exception.ImageFetchError, exception.QemuImgError,
-                             exception.RbdError)
+                             exception.RbdError, exception.DiskCreateFailed)
     def create_instance_disk(self, ctxt: RequestContext, instance_uuid: str, image_id: str,
                              size: int | None = None) -> rpcapi.InstanceDiskResult:
         """Create the instance's disk from ``image_id`` (see :class:`InstanceDisks`).

@@ -73,6 +73,7 @@ class ImageBackend:
         :raises InvalidInput: when ``size`` is smaller than the base's virtual size.
         :raises QemuImgError: when qemu-img fails or outlives its time limit (``[libvirt]
             images_create_timeout`` for an overlay, ``images_convert_timeout`` for a copy).
+        :raises DiskCreateFailed: when a copy could not be written (e.g. a full disk).
         """
         raise NotImplementedError(f"the {self.name} disk backend is not implemented yet")
 
@@ -116,15 +117,21 @@ class FlatBackend(ImageBackend):
         if base_format == "raw":
             try:
                 processutils.execute("cp", "--sparse=always", "--", base, disk)
-            except (processutils.ProcessExecutionError, OSError) as exc:
-                raise exception.FleetcacheException(
-                    f"sparse copy of {base} to {disk} failed: {exc}"
+            except processutils.ProcessExecutionError as exc:
+                raise exception.DiskCreateFailed(
+                    disk=disk, reason=f"cp of {base} failed: {(exc.stderr or '').strip() or exc}"
                 ) from exc
+            except OSError as exc:
+                raise exception.DiskCreateFailed(disk=disk, reason=f"cp: {exc}") from exc
         else:
             qemu.convert(base, base_format, disk, "raw",
                          timeout_s=self.conf.libvirt.images_convert_timeout)
         if size is not None and size > virtual_size:
-            os.truncate(disk, size)
+            try:
+                os.truncate(disk, size)
+            except OSError as exc:
+                raise exception.DiskCreateFailed(
+                    disk=disk, reason=f"cannot grow it to {size} bytes: {exc}") from exc
         return "raw"
 
 

@@ -339,6 +339,18 @@ def test_flat_disk_is_a_sparse_raw_copy(
     )
 
 
+def test_a_failed_flat_copy_is_a_disk_create_error_naming_the_disk(
+    conf: cfg.ConfigOpts, tmp_path: pathlib.Path
+) -> None:
+    base = corpus.raw(tmp_path)
+    disk = tmp_path / "gone" / "disk"  # cp cannot create it: its directory does not exist
+    backend = imagebackend.get_backend("flat", conf)
+    with pytest.raises(exception.DiskCreateFailed, match=f"Could not make disk {disk}: cp of "
+                       f"{base} failed: .*No such file or directory") as caught:
+        backend.create_disk(str(base), "raw", str(disk), None)
+    assert caught.value.error_code == "fleetcache.disk.create_failed"
+
+
 def test_unconverted_raw_base_is_renamed(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> None:
     image = corpus.raw(tmp_path)
     plan, base = _cache(conf, tmp_path, image, "raw")

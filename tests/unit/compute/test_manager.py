@@ -11,8 +11,10 @@ from typing import Any
 
 import oslo_messaging as messaging
 import pytest
+from oslo_concurrency import processutils
 
 from fleetcache.common import exception
+from fleetcache.compute.imagebackend import backends
 from fleetcache.compute.imagecache import CachedImage, cache_name
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt.disk import DiskDriver
@@ -67,6 +69,19 @@ def test_errors_are_expected_exceptions(tmp_path: pathlib.Path) -> None:
         manager.create_instance_disk(CTXT, str(uuid.uuid4()), "no-such-image")
     with raises_expected(exception.InvalidInput):
         manager.delete_instance_disk(CTXT, "../etc")
+
+
+def test_a_failed_disk_copy_is_an_expected_exception(tmp_path: pathlib.Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk under ``cp`` is the caller's error to report, not a compute traceback."""
+    def cp(*args: Any, **kwargs: Any) -> None:
+        raise processutils.ProcessExecutionError(
+            exit_code=1, stderr="cp: error writing 'disk': No space left on device")
+
+    host, manager = _manager(tmp_path, libvirt__images_type="flat")
+    monkeypatch.setattr(backends.processutils, "execute", cp)
+    with raises_expected(exception.DiskCreateFailed):
+        manager.create_instance_disk(CTXT, str(uuid.uuid4()), host.add_raw())
 
 
 def test_a_driver_without_image_cache_makes_no_disks(tmp_path: pathlib.Path) -> None:
