@@ -1,10 +1,11 @@
 """What every fleetcache command does first: options, configuration files, logging.
 
 A bad command line or configuration value, an unreadable configuration file, a log file that
-cannot be opened or an unusable ``[database] connection`` or ``transport_url`` ends the
-command with one line naming the problem and the fix, and exit status :data:`EXIT_CONFIG`
-(systemd units do not restart on it), never a traceback. A database that is down or not
-synced ends it with status 1.
+cannot be opened, a log destination that cannot be used (an unknown ``syslog_log_facility``,
+``use_journal`` without the systemd bindings) or an unusable ``[database] connection`` or
+``transport_url`` ends the command with one line naming the problem and the fix, and exit
+status :data:`EXIT_CONFIG` (systemd units do not restart on it), never a traceback. A database
+that is down or not synced ends it with status 1.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import importlib
 import io
 import os
 import re
@@ -126,9 +128,15 @@ def _load(conf: cfg.ConfigOpts, args: Sequence[str], prog: str) -> None:
 
 def _setup_logging(conf: cfg.ConfigOpts, prog: str) -> None:
     """Set up oslo.log from ``conf``. Exits with one line when the log file cannot be opened
-    (``log_file``, ``log_dir``) or ``log_config_append`` cannot be loaded."""
+    (``log_file``, ``log_dir``), ``log_config_append`` cannot be loaded, or a log destination
+    cannot be used (``syslog_log_facility``, ``use_journal``: :func:`_log_destination_error`)."""
     try:
         log.setup(conf, "fleetcache", version=fleetcache.__version__)
+    except (TypeError, RuntimeError) as exc:
+        message = _log_destination_error(conf, exc)
+        if message is None:
+            raise  # not one of the two known configuration problems: a bug, shown as one
+        config_error(prog, message)
     except log.LogConfigError as exc:
         config_error(prog, f"cannot load the logging configuration {exc.log_config} ([DEFAULT] "
                      f"log_config_append): {exc.err_msg}; fix the file or unset the option")
@@ -139,6 +147,35 @@ def _setup_logging(conf: cfg.ConfigOpts, prog: str) -> None:
         config_error(prog, f"cannot open the log file {exc.filename} ([DEFAULT] log_file, "
                      f"log_dir): {exc.strerror or exc}; create its directory, let this user "
                      "write there, or set another path")
+
+
+def _log_destination_error(conf: cfg.ConfigOpts, exc: Exception) -> str | None:
+    """The message for what oslo.log 8.3 raises, as bare built-in exceptions, for a log
+    destination it cannot use; ``None`` for anything else.
+
+    ``log.setup`` raises ``TypeError`` (``_find_facility``) for a ``syslog_log_facility`` that
+    is not a facility, read with ``use_syslog`` or ``use_journal``, and ``RuntimeError``
+    (``handlers.OSJournalHandler``) for ``use_journal`` when the ``systemd.journal`` bindings
+    are not installed. Neither names the option, so both are told apart here by the
+    configuration and by the import oslo.log tries (``from systemd import journal``).
+    """
+    if isinstance(exc, TypeError) and (conf.use_syslog or conf.use_journal):
+        return (f"invalid value for option [DEFAULT] syslog_log_facility: "
+                f"{conf.syslog_log_facility!r}: {exc}; set one of these (the LOG_ prefix may be "
+                "left out: local0)")
+    if isinstance(exc, RuntimeError) and conf.use_journal and not _journal_installed():
+        return ("cannot log to the systemd journal ([DEFAULT] use_journal): its Python "
+                "bindings (systemd.journal) are not installed; install them (Debian: "
+                "python3-systemd, pip: systemd-python) or set use_journal = false")
+    return None
+
+
+def _journal_installed() -> bool:
+    try:
+        importlib.import_module("systemd.journal")
+    except ImportError:
+        return False
+    return True
 
 
 def unreadable_config(args: Sequence[str], prog: str, exc: OSError | UnicodeDecodeError) -> str:

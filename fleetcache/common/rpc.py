@@ -17,7 +17,9 @@ Use::
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -30,8 +32,14 @@ from fleetcache.common import context as fc_context
 from fleetcache.common import exception, kombu_locks, kombu_revival
 from fleetcache.common.callmonitor import CallMonitor, MonitoredDispatcher
 
+LOG = logging.getLogger(__name__)
+
 #: The notifications' options: ``transport_url`` (unset: ``[DEFAULT] transport_url``), driver.
 NOTIFICATIONS_GROUP = "oslo_messaging_notifications"
+#: Seconds :meth:`Transports.cleanup` waits for its transports to close: twice the 5 s that
+#: closing one takes at most when the broker answers (see there); a broker that does not
+#: answer must not hold the stop up until the supervisor's SIGKILL (``tools/stack.sh``: 15 s).
+CLEANUP_TIMEOUT = 10.0
 #: Modules whose exceptions oslo.messaging may re-create on the client side.
 ALLOWED_EXMODS = ["fleetcache.common.exception"]
 #: What a call or cast raises when the bus cannot take or deliver it: oslo.messaging's
@@ -139,13 +147,40 @@ class Transports:
                 self._opened[(url, notification)] = transport
             return transport
 
-    def cleanup(self) -> None:
-        """Close every transport opened here (the service is stopping); idempotent."""
+    def cleanup(self, timeout: float = CLEANUP_TIMEOUT) -> None:
+        """Close every transport opened here, side by side (the service is stopping);
+        idempotent. A transport still closing after ``timeout`` seconds is logged and left to
+        the process's exit (the broker drops its queues with the connection).
+
+        NOTE: closing a transport that has made RPC calls joins its reply consumer thread
+        (oslo.messaging 18.3.1 ``ReplyWaiter.stop``), which leaves ``consume`` only when its
+        wait ends: up to ``amqpdriver.ACK_REQUEUE_EVERY_SECONDS_MAX`` (5 s) once the reply
+        queue has been idle for about 8 s, and the thread cannot be woken earlier. A
+        conductor with 4 cells whose reply queues had gone idle at different moments took
+        22.4 s from SIGTERM to exit with the transports closed one after another, 4 x 5 s;
+        side by side they take the longest one's wait.
+        """
         with self._lock:
             transports = list(self._opened.values())
             self._opened.clear()
-        for transport in transports:
-            transport.cleanup()
+        threads = [threading.Thread(target=_cleanup_one, args=(transport,), daemon=True,
+                                    name=f"transport-cleanup-{n}")
+                   for n, transport in enumerate(transports)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                LOG.warning("%s did not close its transport within %.1f s; leaving it",
+                            thread.name, timeout)
+
+
+def _cleanup_one(transport: messaging.Transport) -> None:
+    try:
+        transport.cleanup()
+    except Exception:
+        LOG.exception("Closing a transport failed")
 
 
 class ContextSerializer(messaging.Serializer):  # type: ignore[misc]

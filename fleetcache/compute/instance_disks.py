@@ -24,6 +24,10 @@ imported from its cached base (through a raw copy when the base is not raw, e.g.
 cached before qcow2 images were mapped to rbd); ``delete`` removes the Ceph image before the
 directory.
 
+A create whose process died after ``disk.json`` but before its disk existed leaves a record
+without a disk; the next create of that instance removes it first
+(:meth:`InstanceDisks._forget_unmade_disk` says when a record may go).
+
 Instances are serialized by their own lock (``fleetcache-instance-<uuid>``), so a create and a
 delete of one instance never interleave. The UUID is checked strictly (canonical form only),
 which is also what keeps it from naming any other path.
@@ -90,11 +94,13 @@ class InstanceDisks:
 
         :param size: bytes; ``None`` keeps the image's virtual size.
         :raises InvalidInput: a bad UUID or size, or a size below the image's virtual size.
-        :raises Conflict: the instance already has a disk.
+        :raises Conflict: the instance already has a disk (or a record of one that cannot
+            be shown never to have come into being).
         :raises ImageNotFound, ImageNotAvailable, ImageFetchError, ImageFormatRejected:
         :raises InstanceDisksNotSupported: the backend chosen is not implemented (checked
             before anything is fetched).
         :raises QemuImgError: the backend could not create the disk.
+        :raises RbdError: Ceph refused or could not be reached (rbd backend).
         """
         uuid = validate_uuid(instance_uuid)
         if size is not None and (isinstance(size, bool) or not isinstance(size, int)
@@ -109,6 +115,7 @@ class InstanceDisks:
                 "is not implemented yet")
         with self._instance_lock(uuid):
             directory = imagebackend.instance_dir(self.conf, uuid)
+            self._forget_unmade_disk(uuid, directory)
             if any(os.path.lexists(os.path.join(directory, name))
                    for name in (DISK_NAME, RECORD_NAME)):
                 raise exception.Conflict(reason=f"instance {uuid} already has a disk")
@@ -231,6 +238,33 @@ class InstanceDisks:
         return InstanceDiskResult(instance_uuid=uuid, image_id=image_id, backend="rbd",
                                   path=self.rbd.uri(uuid), format="raw", base=parent.url,
                                   image_fetched=False)
+
+    def _forget_unmade_disk(self, uuid: str, directory: str) -> None:
+        """Remove what a create left when its process died between writing ``disk.json``
+        and making the disk (we hold the instance's lock).
+
+        ``disk.json`` is written first, so that the ageing pass never sees a disk without
+        its record; a compute killed (or a host losing power) after that but before the disk
+        exists left a record that made every later create of this instance a ``Conflict``.
+        Only a record whose disk never came into being is removed: no ``disk`` in the
+        directory (a local disk is written as ``disk.part`` and renamed when complete, so a
+        ``disk.part`` is no disk), and for the ``rbd`` backend no image of the instance in
+        Ceph. An image there, even one an import left half written, is kept, as is a record
+        that cannot be read (its backend is unknown): the instance's delete removes those.
+
+        :raises RbdError: Ceph could not be asked whether the disk exists.
+        """
+        if (not os.path.lexists(os.path.join(directory, RECORD_NAME))
+                or os.path.lexists(os.path.join(directory, DISK_NAME))):
+            return
+        record = read_record(directory)
+        if record is None or (record["backend"] == "rbd" and self.rbd.exists(uuid)):
+            return
+        LOG.warning("Instance %s: removing the disk record its earlier create left when it "
+                    "stopped before the %s disk existed", uuid, record["backend"])
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(directory, f"{DISK_NAME}.part"))
+        _discard(directory)
 
     def _instance_lock(self, uuid: str) -> contextlib.AbstractContextManager[Any]:
         return lockutils.lock(f"instance-{uuid}", lock_file_prefix=LOCK_PREFIX, external=True,

@@ -168,12 +168,13 @@ class Deployment:
         self.manage("db", "sync")
         self.db = Database(self.db_url)
 
-    def _write_conf(self, name: str, host: str, database: bool = True) -> Path:
+    def _write_conf(self, name: str, host: str, database: bool = True,
+                    transport_url: str | None = None) -> Path:
         path = self.workdir / f"{name}.conf"
         lines = [
             "[DEFAULT]",
             f"host = {host}",
-            f"transport_url = {self.transport_url}",
+            f"transport_url = {transport_url or self.transport_url}",
             f"state_path = {self.workdir}",
             f"report_interval = {self.report_interval}",
             f"service_down_time = {self.service_down_time}",
@@ -203,10 +204,12 @@ class Deployment:
             return self._start(Daemon("conductor", CONDUCTOR, self.conductor_conf))
         return self._start(Daemon(host, CONDUCTOR, self._write_conf(host, host)))
 
-    def start_compute(self, host: str) -> Daemon:
+    def start_compute(self, host: str, transport_url: str | None = None) -> Daemon:
+        """Start compute ``host`` on ``transport_url`` (its cell's; default the deployment's),
+        or again on the configuration it was first started with."""
         conf = self.workdir / f"{host}.conf"
         if not conf.exists():
-            conf = self._write_conf(host, host, database=False)
+            conf = self._write_conf(host, host, database=False, transport_url=transport_url)
         return self._start(Daemon(host, COMPUTE, conf))
 
     def _start(self, daemon: Daemon) -> Daemon:

@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from oslo_config import cfg
 
-from fleetcache.common import config, rpc
+from fleetcache.common import config, exception, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.compute import rpcapi
+from fleetcache.compute.disk_record import DiskRecord, write_record
 
 pytestmark = pytest.mark.integration
 
@@ -80,4 +82,44 @@ def test_qcow2_image_is_converted_and_imported(stack, rbd_host):
         assert info["size"] == int(glance["virtual_size"])
     finally:
         assert rbd_host.delete_instance_disk(get_admin_context(), HOST, instance) is True
+    assert _info(stack, f"{instance}_disk") is None
+
+
+def _record_without_disk(stack: Any, instance: str, image_id: str) -> Path:
+    """compute3's directory of ``instance`` as a create leaves it when the compute dies
+    between writing ``disk.json`` and creating the image in Ceph."""
+    directory = stack.computes[HOST] / instance
+    directory.mkdir()
+    write_record(str(directory), DiskRecord(
+        image_id=image_id, backend="rbd", format="raw",
+        base=str(stack.computes[HOST] / "_base" / "unmade"), base_format="raw"))
+    return directory
+
+
+def test_a_record_left_without_its_ceph_image_does_not_block_the_next_create(stack, rbd_host):
+    image_id, instance = stack.sample_images[1], str(uuid.uuid4())  # raw, Glance's file store
+    ctxt = get_admin_context()
+    _record_without_disk(stack, instance, image_id)
+    try:
+        result = rbd_host.create_instance_disk(ctxt, HOST, instance, image_id)
+        assert (result["backend"], result["path"]) == ("rbd", f"rbd:instances/{instance}_disk")
+        assert _info(stack, f"{instance}_disk") is not None
+    finally:
+        rbd_host.delete_instance_disk(ctxt, HOST, instance)
+
+
+def test_a_record_beside_its_ceph_image_keeps_the_image(stack, rbd_host):
+    """An image under the disk's name (half imported, or complete with the reply lost) is a
+    disk: the create conflicts and only the delete removes it."""
+    image_id, instance = stack.sample_images[1], str(uuid.uuid4())
+    ctxt = get_admin_context()
+    stack.ceph.rbd("admin", "create", "--size", "4M", f"instances/{instance}_disk")
+    directory = _record_without_disk(stack, instance, image_id)
+    try:
+        with pytest.raises(exception.Conflict, match="already has a disk"):
+            rbd_host.create_instance_disk(ctxt, HOST, instance, image_id)
+        assert _info(stack, f"{instance}_disk") is not None
+        assert (directory / "disk.json").exists()
+    finally:
+        assert rbd_host.delete_instance_disk(ctxt, HOST, instance) is True
     assert _info(stack, f"{instance}_disk") is None

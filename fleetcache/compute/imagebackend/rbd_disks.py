@@ -145,6 +145,21 @@ class RbdDisks:
         LOG.info("Imported %s into %s", base, self.uri(instance_uuid))
         return total
 
+    def exists(self, instance_uuid: str) -> bool:
+        """Whether the instance's disk is in the pool, complete or not (an import writes
+        under the disk's own name).
+
+        :raises RbdError: Ceph refused or could not be reached.
+        """
+        import rbd
+
+        with self._cluster("lookup") as cluster, cluster.open_ioctx(self.pool) as ioctx:
+            try:
+                with rbd.Image(ioctx, disk_name(instance_uuid), read_only=True):
+                    return True
+            except rbd.ImageNotFound:
+                return False
+
     def remove(self, instance_uuid: str) -> bool:
         """Remove the instance's disk. :returns: whether there was one."""
         import rbd

@@ -101,3 +101,17 @@ def test_open_database_refuses_an_unsynced_schema(
 
 def test_redact_db_url() -> None:
     assert common.redact_db_url("mysql+pymysql://root:pw@h/db") == "mysql+pymysql://root:***@h/db"
+
+
+def test_other_errors_of_the_log_set_up_are_not_taken_for_a_log_destination(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the two known problems (``syslog_log_facility``, ``use_journal``) become one line:
+    a ``TypeError`` or ``RuntimeError`` of oslo.log with neither option set is a bug, and its
+    traceback is kept."""
+    def broken_setup(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the log set-up")
+
+    monkeypatch.setattr(common.log, "setup", broken_setup)
+    with pytest.raises(RuntimeError, match="a bug in the log set-up"):
+        _parse(tmp_path, "[DEFAULT]\n")

@@ -9,6 +9,7 @@ the timeout only bounds a regression.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -27,13 +28,16 @@ URL_FIX = ("give driver://user:password@host:port/virtual_host, e.g. "
            "rabbit://fleetcache:secret@broker:5672/fleetcache")
 
 
-def run(script: str, conf_file: pathlib.Path, *args: str) -> tuple[int, str]:
+def run(
+    script: str, conf_file: pathlib.Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, str]:
     """Run ``script`` on ``conf_file``; :returns: its exit status and its one line on stderr."""
     path = BIN / script
     assert path.is_file(), f"{path} is not installed: pip install -e ."
     done = subprocess.run(
         [str(path), "--config-file", str(conf_file), *SCRIPTS.get(script, []), *args],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False)
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False,
+        env=env)
     assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     assert done.stdout == ""
     lines = done.stderr.splitlines()
@@ -97,6 +101,45 @@ def test_bad_value_of_a_command_line_option_in_the_file(
     assert code == EXIT_CONFIG
     assert line == (f"{script}: configuration error: invalid value for option [DEFAULT] debug: "
                     "'maybe' is not a valid Boolean value")
+
+
+@pytest.mark.parametrize(("script", "destination"), [
+    *((s, "use_syslog") for s in sorted(SCRIPTS)),
+    ("fleetcache-conductor", "use_journal"),  # the journal handler reads the facility too
+])
+def test_syslog_facility_that_is_not_one(
+    conf_file: pathlib.Path, synced_db: str, script: str, destination: str
+) -> None:
+    code, line = run(script, write(conf_file, script, synced_db,
+                                   f"{destination} = true\nsyslog_log_facility = bogus"))
+    assert code == EXIT_CONFIG
+    assert line.startswith(f"{script}: invalid value for option [DEFAULT] syslog_log_facility: "
+                           "'bogus': syslog facility must be one of: 'LOG_USER', ")
+    assert line.endswith("'LOG_LOCAL7'; set one of these (the LOG_ prefix may be left out: "
+                         "local0)")
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_journal_without_the_systemd_bindings(
+    conf_file: pathlib.Path, synced_db: str, script: str
+) -> None:
+    code, line = run(script, write(conf_file, script, synced_db, "use_journal = true"),
+                     env=_without_systemd_bindings(conf_file.parent))
+    assert code == EXIT_CONFIG
+    assert line == (f"{script}: cannot log to the systemd journal ([DEFAULT] use_journal): its "
+                    "Python bindings (systemd.journal) are not installed; install them (Debian: "
+                    "python3-systemd, pip: systemd-python) or set use_journal = false")
+
+
+def _without_systemd_bindings(directory: pathlib.Path) -> dict[str, str]:
+    """An environment in which ``import systemd`` fails as where python3-systemd is not
+    installed, whether or not this machine has it: a ``systemd`` package first on the path
+    that raises ``ImportError``, which oslo.log's ``handlers`` catches."""
+    package = directory / "no-systemd" / "systemd"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text("raise ImportError('python3-systemd: not installed')\n")
+    path = os.pathsep.join(filter(None, [str(package.parent), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
 
 
 # --- transport URLs ---------------------------------------------------------------------------

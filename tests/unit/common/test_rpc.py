@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import threading
+import time
 import weakref
 
 import oslo_messaging as messaging
@@ -125,4 +127,36 @@ def test_notifications_use_their_own_url_else_the_default_and_say_which() -> Non
     conf.set_override("transport_url", "fake:///notifications", group=rpc.NOTIFICATIONS_GROUP)
     assert _vhost(transports.notification()) == "notifications"
     transports.cleanup()
+    impl_fake.FakeExchangeManager.cleanup()
+
+
+def test_cleanup_closes_the_others_when_one_fails_or_hangs(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The transports close side by side: one that raises or has not closed by the timeout is
+    logged, and neither keeps the others open nor the caller waiting past the timeout."""
+    conf = _conf("fake:///default")
+    transports = rpc.Transports(conf)
+    failing, hanging = transports.get("fake:///failing"), transports.get("fake:///hanging")
+    others = [transports.get(), transports.get("fake:///cell1")]
+    closed: list[messaging.Transport] = []
+    release = threading.Event()
+    real_cleanup = messaging.Transport.cleanup
+
+    def cleanup(self: messaging.Transport) -> None:
+        if self is failing:
+            raise OSError("broker gone")
+        if self is hanging:
+            release.wait(10)
+        real_cleanup(self)
+        closed.append(self)
+
+    monkeypatch.setattr(messaging.Transport, "cleanup", cleanup)
+    began = time.monotonic()
+    transports.cleanup(timeout=0.5)
+    took = time.monotonic() - began
+    release.set()
+    assert 0.5 <= took < 2.0
+    assert all(t in closed for t in others) and failing not in closed
+    assert "Closing a transport failed" in caplog.text
+    assert "did not close its transport within 0.5 s" in caplog.text
     impl_fake.FakeExchangeManager.cleanup()

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import signal
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -15,6 +18,8 @@ from fleetcache.compute.disk_record import read_record
 from fleetcache.compute.imagecache import CacheOutcome, cache_name
 from fleetcache.compute.instance_disks import validate_uuid
 from tests.unit.compute.diskfixtures import CTXT, Host, MiB, backing_chain
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("value", [
@@ -168,3 +173,79 @@ def test_an_unimplemented_backend_is_refused_before_any_download(
     with pytest.raises(exception.InstanceDisksNotSupported, match="ploop disk backend"):
         host.disks.create(CTXT, str(uuid.uuid4()), image)
     assert not host.base(image).exists()
+
+
+# --- a create whose process died part way ------------------------------------------------------
+
+#: A create of argv's instance and image on the Host in argv's directory, in a process of its
+#: own that is SIGKILLed (no ``finally``, no clean-up) at argv's point: just before the disk is
+#: made (``disk.json`` is written), while ``disk.part`` is being written, or once ``disk`` is.
+_CRASHING_CREATE = """
+import os, pathlib, signal, sys
+from fleetcache.compute import imagebackend
+from tests.unit.compute.diskfixtures import CTXT, Host
+directory, instance, image, point = sys.argv[1:]
+make = imagebackend.create_instance_disk
+def crash(conf, plan, uuid, base, size=None):
+    if point == "after the disk":
+        make(conf, plan, uuid, base, size)
+    elif point == "while writing the disk":
+        part = os.path.join(imagebackend.instance_dir(conf, uuid), "disk.part")
+        pathlib.Path(part).write_bytes(b"half a disk")
+    os.kill(os.getpid(), signal.SIGKILL)
+imagebackend.create_instance_disk = crash
+Host(pathlib.Path(directory)).disks.create(CTXT, instance, image)
+"""
+
+
+def _killed_create(host: Host, instance: str, image: str, point: str) -> pathlib.Path:
+    """Run :data:`_CRASHING_CREATE`; :returns: the instance's directory it left."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASHING_CREATE, str(host.tmp_path), instance, image, point],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    return host.instance_dir(instance)
+
+
+@pytest.mark.parametrize("point", ["before the disk", "while writing the disk"])
+def test_the_next_create_recovers_from_a_create_killed_before_its_disk_existed(
+        tmp_path: pathlib.Path, point: str) -> None:
+    host = Host(tmp_path)
+    image = host.add_raw()
+    instance = str(uuid.uuid4())
+    directory = _killed_create(host, instance, image, point)
+    assert (directory / "disk.json").exists() and not (directory / "disk").exists()
+
+    result = host.disks.create(CTXT, instance, image)
+    assert result["path"] == str(directory / "disk") and (directory / "disk").is_file()
+    assert read_record(str(directory)) == {
+        "image_id": image, "backend": "qcow2", "format": "qcow2",
+        "base": str(host.base(image)), "base_format": "raw"}
+    assert sorted(p.name for p in directory.iterdir()) == ["disk", "disk.json"]
+
+
+def test_a_create_killed_once_its_disk_existed_keeps_the_disk(tmp_path: pathlib.Path) -> None:
+    host = Host(tmp_path)
+    image = host.add_raw()
+    instance = str(uuid.uuid4())
+    directory = _killed_create(host, instance, image, "after the disk")
+    disk, record = (directory / "disk").read_bytes(), (directory / "disk.json").read_bytes()
+
+    with pytest.raises(exception.Conflict, match="already has a disk"):
+        host.disks.create(CTXT, instance, image)
+    assert (directory / "disk").read_bytes() == disk
+    assert (directory / "disk.json").read_bytes() == record
+
+
+def test_a_record_that_cannot_be_read_is_kept(tmp_path: pathlib.Path) -> None:
+    """Its backend is unknown: the disk may be in Ceph, so the record is no proof that the
+    disk never came into being."""
+    host = Host(tmp_path)
+    image = host.add_raw()
+    instance = str(uuid.uuid4())
+    directory = host.instance_dir(instance)
+    directory.mkdir(parents=True)
+    (directory / "disk.json").write_text("{not json")
+    with pytest.raises(exception.Conflict, match="already has a disk"):
+        host.disks.create(CTXT, instance, image)
+    assert (directory / "disk.json").read_text() == "{not json"

@@ -14,7 +14,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.disk_record import read_record
+from fleetcache.compute.disk_record import DiskRecord, read_record, write_record
 from fleetcache.compute.imagebackend.rbd_disks import RbdDisks, disk_name
 from fleetcache.compute.instance_disks import InstanceDisks
 from fleetcache.image.local import LocalImageSource
@@ -63,6 +63,10 @@ class FakeRbd(RbdDisks):
             raise self.fail_import
         self.disks.add(disk_name(instance_uuid))
         return size or os.path.getsize(base)
+
+    def exists(self, instance_uuid: str) -> bool:
+        self.calls.append(("exists", instance_uuid))
+        return disk_name(instance_uuid) in self.disks
 
     def remove(self, instance_uuid: str) -> bool:
         self.calls.append(("remove", instance_uuid))
@@ -212,3 +216,36 @@ def test_only_raw_images_are_cloneable(tmp_path):
     assert rbd.cloneable(ImageMeta(id="i"), "raw") is None
     bad = ImageMeta(id="i", direct_url=f"rbd://{FSID}/images/-i/snap")
     assert rbd.cloneable(bad, "raw") is None
+
+
+def _unmade(host: Host, instance: str, image: str) -> pathlib.Path:
+    """The instance's directory as an import's create leaves it when its process dies
+    between writing ``disk.json`` and creating the image in Ceph (the real crash of a file
+    disk is in test_instance_disks.py)."""
+    directory = host.instance_dir(instance)
+    directory.mkdir(parents=True)
+    write_record(str(directory), DiskRecord(image_id=image, backend="rbd", format="raw",
+                                            base=str(host.base(image)), base_format="raw"))
+    return directory
+
+
+def test_a_record_whose_ceph_image_never_came_is_replaced_by_the_next_create(tmp_path):
+    host, rbd = _host(tmp_path, fsid=OTHER)
+    image, instance = host.add_raw(), str(uuid.uuid4())
+    _unmade(host, instance, image)
+    result = host.disks.create(CTXT, instance, image)
+    assert result["path"] == f"rbd:instances/{instance}_disk"
+    assert rbd.calls == [("exists", instance), ("import", str(host.base(image)), instance, None)]
+
+
+def test_a_record_whose_ceph_image_exists_keeps_it(tmp_path):
+    """An import writes under the disk's own name: an image there may be half written, or
+    complete with only the reply lost. Either way it is a disk, removed only by a delete."""
+    host, rbd = _host(tmp_path, fsid=OTHER)
+    image, instance = host.add_raw(), str(uuid.uuid4())
+    directory = _unmade(host, instance, image)
+    rbd.disks.add(disk_name(instance))
+    with pytest.raises(exception.Conflict, match="already has a disk"):
+        host.disks.create(CTXT, instance, image)
+    assert rbd.calls == [("exists", instance)] and rbd.disks == {disk_name(instance)}
+    assert read_record(str(directory)) is not None
