@@ -132,6 +132,7 @@ class InstanceBuilder:
             return
         except Exception as exc:  # noqa: BLE001 - every instance must end in a state
             LOG.exception("Scheduling %s failed", [i["uuid"] for i in instances])
+            self._release_all(instances)
             self._fail_all(instances, "Build of instance aborted: " + _error_message(exc))
             return
         placed = {s.instance_uuid: s for s in selections}
@@ -330,6 +331,23 @@ class InstanceBuilder:
             LOG.exception("Allocation of %s not released", instance_uuid)
             return False
         return True
+
+    def _release_all(self, instances: Sequence[InstanceDict]) -> None:
+        """Release every instance of a build whose scheduling failed unexpectedly. The
+        scheduler promises that nothing stays claimed then; this keeps the module's promise
+        (no claim without a disk) should it break it. A release of an instance that holds
+        nothing is a 404, which is fine; failures are logged in one line."""
+        if self.scheduler is None:
+            return
+        kept = []
+        for instance in instances:
+            try:
+                self.scheduler.release(instance["uuid"])
+            except Exception as exc:  # noqa: BLE001 - logged below, the build fails anyway
+                kept.append(f"{instance['uuid']} ({_error_message(exc)})")
+        if kept:
+            LOG.error("Allocations not released after a failed schedule (`openstack resource "
+                      "provider allocation delete <uuid>` removes them): %s", ", ".join(kept))
 
     def _fail(self, instance_uuid: str, message: str, details: str | None = None) -> None:
         try:

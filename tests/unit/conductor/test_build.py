@@ -203,6 +203,27 @@ def test_dead_compute_ends_in_error_not_build(builder: build.InstanceBuilder, db
     assert scheduler.claims == {}
 
 
+def test_a_schedule_that_fails_after_claiming_leaves_no_claim(
+        builder: build.InstanceBuilder, db: Database, scheduler: FakeScheduler) -> None:
+    claim = scheduler.select_destinations
+
+    def claims_then_fails(ctxt: RequestContext, spec: RequestSpec) -> list[Selection]:
+        claim(ctxt, spec)
+        raise exception.PlacementError(method="GET", url="/resource_providers/rp/usages",
+                                       reason="503 Service Unavailable")
+
+    scheduler.select_destinations = claims_then_fails  # type: ignore[method-assign]
+    uuids = _create(db, 2)
+    builder.build(CTXT, uuids)
+    assert scheduler.claims == {}
+    for uuid in uuids:
+        instance = db_instances.instance_get(db, uuid)
+        assert instance["vm_state"] == "error"
+        assert instance["fault_message"] == (
+            "Build of instance aborted: Placement GET /resource_providers/rp/usages failed: "
+            "503 Service Unavailable")
+
+
 def test_missing_image_fails_before_scheduling(builder: build.InstanceBuilder, db: Database,
                                                scheduler: FakeScheduler) -> None:
     (uuid,) = _create(db, image="22222222-2222-4222-8222-222222222222")

@@ -191,6 +191,53 @@ def test_placement_error_releases_claims(
     assert client.claims == {}
 
 
+class AppliedThenLost(ScriptedPlacement):
+    """Applies the claim, but its answer never arrives (a proxy timed out, the connection
+    dropped after Placement committed)."""
+
+    def claim_allocation(self, consumer: str, allocation_request: Mapping[str, Any],
+                         project_id: str, user_id: str) -> bool:
+        super().claim_allocation(consumer, allocation_request, project_id, user_id)
+        raise exception.PlacementError(method="PUT", url=f"/allocations/{consumer}",
+                                       reason="Read timed out")
+
+
+class UsagesDown(ScriptedPlacement):
+    """Accepts the claim, then fails the over-capacity check's read (Placement restarted,
+    a 503 from its WSGI server)."""
+
+    def get_usages(self, uuid: str) -> dict[str, int]:
+        raise exception.PlacementError(method="GET", url=f"/resource_providers/{uuid}/usages",
+                                       reason="503 Service Unavailable")
+
+
+class ReleaseDown(ScriptedPlacement):
+    """Accepts the claim beyond capacity (the test overbooks every host), then fails the
+    DELETE that gives it back, once."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.delete_failures = 1
+
+    def delete_allocation(self, consumer: str) -> None:
+        if self.delete_failures:
+            self.delete_failures -= 1
+            raise exception.PlacementError(method="DELETE", url=f"/allocations/{consumer}",
+                                           reason="503 Service Unavailable")
+        super().delete_allocation(consumer)
+
+
+@pytest.mark.parametrize("placement", [AppliedThenLost, UsagesDown, ReleaseDown])
+def test_a_claim_placement_took_before_it_failed_is_released(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str], placement: type[ScriptedPlacement]
+) -> None:
+    client = placement([candidates({"c1": 4096})], overbooked={"c1"})
+    with pytest.raises(exception.PlacementError):
+        scheduler(conf, db, client).select_destinations(CTXT, spec())
+    # select_destinations promises "PlacementError: Placement failed; nothing stays claimed"
+    assert client.claims == {}, f"claim left in Placement: {client.claims}"
+
+
 def test_unknown_zone_fails_without_asking_placement(
     conf: cfg.ConfigOpts, db: Database, computes: list[str]
 ) -> None:
