@@ -57,7 +57,7 @@ def inventory(conf: cfg.ConfigOpts, size: HostSize) -> dict[str, dict[str, Any]]
             "min_unit": 1,
             "max_unit": max(total, 1),
             "step_size": 1,
-            "allocation_ratio": float(ratio if ratio is not None else initial),
+            "allocation_ratio": _ratio(ratio, initial),
         }
 
     records = {
@@ -69,6 +69,14 @@ def inventory(conf: cfg.ConfigOpts, size: HostSize) -> dict[str, dict[str, Any]]
                           conf.disk_allocation_ratio, conf.initial_disk_allocation_ratio),
     }
     return {rc: rec for rc, rec in records.items() if rec["total"] >= 1}
+
+
+def _ratio(configured: float | None, initial: float) -> float:
+    """``configured``, or ``initial`` when it is unset or 0.0: Nova reads 0.0 as unset too
+    ("set to something other than None or 0.0", nova/conf/compute.py), since 0.0 was the
+    options' default before Stein and old nova.conf fragments still carry it. Taken at its
+    word it would give the host no capacity at all."""
+    return float(configured if configured else initial)
 
 
 def report(conf: cfg.ConfigOpts, size: HostSize | None = None) -> dict[str, Any]:

@@ -124,7 +124,7 @@ class InstanceBuilder:
         first = instances[0]
         try:
             image = self.images().show(ctxt, first["image_ref"]).to_dict()
-            selections = self._select(ctxt, instances, image, min_count, force_host=None)
+            selections = self._select(ctxt, instances, image, min_count)
         except exception.NoValidHost as exc:
             LOG.info("No valid host for %s: %s", [i["uuid"] for i in instances],
                      filter_summary_text(exc.filter_summary))
@@ -132,6 +132,7 @@ class InstanceBuilder:
             return
         except Exception as exc:  # noqa: BLE001 - every instance must end in a state
             LOG.exception("Scheduling %s failed", [i["uuid"] for i in instances])
+            self._release_all(instances)
             self._fail_all(instances, "Build of instance aborted: " + _error_message(exc))
             return
         placed = {s.instance_uuid: s for s in selections}
@@ -162,9 +163,12 @@ class InstanceBuilder:
         instances: Sequence[InstanceDict],
         image: dict[str, Any],
         min_count: int,
-        force_host: str | None,
-        claim: bool = True,
+        rebuild_host: str | None = None,
     ) -> list[Selection]:
+        """Ask the scheduler: a build goes where it places and claims the instances (only to
+        the admin's ``requested_host`` when there is one, with no host filter, as Nova's
+        forced host); a rebuild is checked on its own ``rebuild_host`` by the filters that
+        judge the image and claims nothing (Nova's ``requested_destination``)."""
         if self.scheduler is None:
             raise exception.NoValidHost(
                 reason="The conductor has no scheduler ([placement] is not configured).")
@@ -180,10 +184,13 @@ class InstanceBuilder:
                 extra_specs=dict(flavor.get("extra_specs") or {}),
             ),
             image=image,
-            availability_zone=first["availability_zone"],
-            force_host=force_host or first["requested_host"],
+            # A rebuild stays on its host whatever zone that is in now (Nova does not check
+            # the zone on rebuild either).
+            availability_zone=None if rebuild_host else first["availability_zone"],
+            force_host=None if rebuild_host else first["requested_host"],
+            requested_destination=rebuild_host,
             min_count=min_count,
-            claim=claim,
+            claim=not rebuild_host,
         )
         return self.scheduler.select_destinations(ctxt, spec)
 
@@ -257,10 +264,17 @@ class InstanceBuilder:
         except (exception.InstanceNotFound, exception.InstanceInvalidState) as exc:
             LOG.info("Not rebuilding %s: %s", instance_uuid, exc)
             return
+        if instance["host"] is None:
+            # Placed nowhere (its build found no valid host), it has no host to be checked on
+            # and holds no claim, and a rebuild claims nothing. Nova's API refuses it too
+            # (compute.api's check_instance_host on rebuild).
+            self._fail(instance_uuid, "Rebuild of instance aborted: it has no host (it was "
+                       "never placed); delete it and create it again")
+            return
         try:
             image = self.images().show(ctxt, instance["image_ref"]).to_dict()
             (selection,) = self._select(ctxt, [instance], image, 1,
-                                        force_host=instance["host"], claim=False)
+                                        rebuild_host=instance["host"])
         except exception.NoValidHost as exc:
             self._fail_all([instance], exc.message, filter_summary_text(exc.filter_summary))
             return
@@ -268,14 +282,13 @@ class InstanceBuilder:
             LOG.exception("Rebuild of %s could not be scheduled", instance_uuid)
             self._fail(instance_uuid, "Rebuild of instance aborted: " + _error_message(exc))
             return
-        if instance["host"] is not None:
-            try:
-                self._compute(instance["cell_id"]).delete_instance_disk(
-                    ctxt, instance["host"], instance_uuid)
-            except Exception as exc:  # noqa: BLE001 - the instance must end in a state
-                self._fail(instance_uuid, "Rebuild could not remove the old disk: "
-                           + _error_message(exc))
-                return
+        try:
+            self._compute(instance["cell_id"]).delete_instance_disk(
+                ctxt, instance["host"], instance_uuid)
+        except Exception as exc:  # noqa: BLE001 - the instance must end in a state
+            self._fail(instance_uuid, "Rebuild could not remove the old disk: "
+                       + _error_message(exc))
+            return
         self._spawn(ctxt, instance, selection, expected=states.REBUILDING)
 
     # -- delete ------------------------------------------------------------------------------
@@ -330,6 +343,23 @@ class InstanceBuilder:
             LOG.exception("Allocation of %s not released", instance_uuid)
             return False
         return True
+
+    def _release_all(self, instances: Sequence[InstanceDict]) -> None:
+        """Release every instance of a build whose scheduling failed unexpectedly. The
+        scheduler promises that nothing stays claimed then; this keeps the module's promise
+        (no claim without a disk) should it break it. A release of an instance that holds
+        nothing is a 404, which is fine; failures are logged in one line."""
+        if self.scheduler is None:
+            return
+        kept = []
+        for instance in instances:
+            try:
+                self.scheduler.release(instance["uuid"])
+            except Exception as exc:  # noqa: BLE001 - logged below, the build fails anyway
+                kept.append(f"{instance['uuid']} ({_error_message(exc)})")
+        if kept:
+            LOG.error("Allocations not released after a failed schedule (`openstack resource "
+                      "provider allocation delete <uuid>` removes them): %s", ", ".join(kept))
 
     def _fail(self, instance_uuid: str, message: str, details: str | None = None) -> None:
         try:

@@ -4,7 +4,7 @@ not; six ``openstack --os-compute-api-version 2.81 server create --flavor F --im
 --nic none --wait``. With the stack's filters (AggregateImageStrictIsolation among them)
 the tagged ones all land on compute3 and the untagged ones never do; with the strict filter
 swapped for AggregateImagePropertiesIsolation, the one-way leak shows: an untagged image lands
-on compute3."""
+on compute3. A rebuild cannot bring an image the isolation keeps out onto compute3."""
 
 from __future__ import annotations
 
@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.integration.boot import Images, Servers, flavor, host_of
+from tests.integration.boot import (
+    BUILD_TIMEOUT,
+    MICROVERSION,
+    Images,
+    Servers,
+    eventually,
+    flavor,
+    host_of,
+)
 from tests.integration.conftest import Stack
 
 pytestmark = pytest.mark.integration
@@ -68,3 +76,25 @@ def test_the_one_way_filter_leaks_untagged_images_into_the_aggregate(
         refused = servers.create(name, untagged)
     assert refused["status"] == "ERROR"
     assert refused["fault"]["message"].startswith("No valid host was found.")
+
+
+def test_a_rebuild_cannot_bring_an_image_the_isolation_keeps_out_onto_the_host(
+        stack: Stack, images: Images, servers: Servers, make_aggregate: Any) -> None:
+    # Nova bug 1664931 (OSSA-2017-005): a rebuild was checked as a forced host, so no host
+    # filter judged the new image. The stack enables AggregateImagePropertiesIsolation.
+    make_aggregate(hosts=("compute3",), metadata={TAG: "enterprise"})
+    enterprise = images("raw", **{TAG: "enterprise"})
+    with flavor(stack) as name:
+        server = servers.create(name, enterprise, "--availability-zone", ":compute3",
+                                check=True)
+        assert host_of(server) == "compute3"
+        stack.run_openstack(*MICROVERSION, "server", "rebuild", "--image",
+                            images("raw", **{TAG: "community"}), server["id"], check=False)
+        shown = eventually(
+            lambda: (s := servers.show(server["id"]))["status"] != "REBUILD" and s,
+            BUILD_TIMEOUT, "the rebuild to end")
+    assert shown["status"] == "ERROR", shown
+    assert shown["fault"]["message"].startswith("No valid host was found.")
+    assert "AggregateImagePropertiesIsolation" in shown["fault"].get("details", "")
+    disk = servers.record(server["id"])["disk"]
+    assert disk is not None and disk["image_id"] == enterprise  # the old disk stays

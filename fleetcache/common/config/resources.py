@@ -10,38 +10,53 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
+#: The help of the three ``*_allocation_ratio`` options, which differ only in their class.
+_RATIO_HELP = """
+{what} allocation ratio
+(the ``{rc}`` inventory's ``allocation_ratio`` in Placement).
+
+When unset or 0.0, ``initial_{kind}_allocation_ratio`` is used.
+0.0 means unset as in Nova, where it was the default before Stein:
+a nova.conf fragment that still says ``{kind}_allocation_ratio = 0.0``
+keeps the initial ratio rather than giving the host no ``{rc}``.
+
+Possible values:
+
+* unset or 0.0: ``initial_{kind}_allocation_ratio``
+* any positive number: that ratio
+
+Related options:
+
+* ``initial_{kind}_allocation_ratio``
+"""
+
 resource_opts: list[cfg.Opt] = [
     cfg.FloatOpt(
         "cpu_allocation_ratio",
         min=0.0,
-        help="""
-Virtual CPU to physical CPU allocation ratio (the ``VCPU`` inventory's ``allocation_ratio``).
-
-When unset, ``initial_cpu_allocation_ratio`` is used.
-""",
+        help=_RATIO_HELP.format(what="Virtual CPU to physical CPU", rc="VCPU", kind="cpu"),
     ),
     cfg.FloatOpt(
         "ram_allocation_ratio",
         min=0.0,
-        help="""
-Virtual RAM to physical RAM allocation ratio (``MEMORY_MB``). When unset,
-``initial_ram_allocation_ratio`` is used.
-""",
+        help=_RATIO_HELP.format(what="Virtual RAM to physical RAM", rc="MEMORY_MB",
+                                kind="ram"),
     ),
     cfg.FloatOpt(
         "disk_allocation_ratio",
         min=0.0,
-        help="""
-Virtual disk to physical disk allocation ratio (``DISK_GB``). When unset,
-``initial_disk_allocation_ratio`` is used.
-""",
+        help=_RATIO_HELP.format(what="Virtual disk to physical disk", rc="DISK_GB",
+                                kind="disk"),
     ),
     cfg.FloatOpt("initial_cpu_allocation_ratio", default=4.0, min=0.0,
-                 help="``VCPU`` allocation ratio when ``cpu_allocation_ratio`` is unset."),
+                 help="``VCPU`` allocation ratio when ``cpu_allocation_ratio`` is unset "
+                      "or 0.0."),
     cfg.FloatOpt("initial_ram_allocation_ratio", default=1.0, min=0.0,
-                 help="``MEMORY_MB`` allocation ratio when ``ram_allocation_ratio`` is unset."),
+                 help="``MEMORY_MB`` allocation ratio when ``ram_allocation_ratio`` is unset "
+                      "or 0.0."),
     cfg.FloatOpt("initial_disk_allocation_ratio", default=1.0, min=0.0,
-                 help="``DISK_GB`` allocation ratio when ``disk_allocation_ratio`` is unset."),
+                 help="``DISK_GB`` allocation ratio when ``disk_allocation_ratio`` is unset "
+                      "or 0.0."),
     cfg.IntOpt(
         "reserved_host_cpus",
         default=0,

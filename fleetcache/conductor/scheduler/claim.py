@@ -51,7 +51,8 @@ class Claimer:
 
         :returns: the host claimed (its summary counts the claim), or ``None``; and the number
             of claims Placement refused.
-        :raises PlacementError: Placement failed otherwise (nothing claimed by this call).
+        :raises PlacementError: Placement failed otherwise (nothing claimed by this call: a
+            claim Placement may have taken before it failed is released first).
         """
         refused = 0
         while hosts:
@@ -59,22 +60,52 @@ class Claimer:
             if not host.fits(amounts):
                 hosts.pop(0)
                 continue
-            if self.client.claim_allocation(instance_uuid, host.allocation_request,
-                                            spec.project_id, spec.user_id):
-                over = self._over_capacity(host.provider_uuid, amounts)
-                if not over:
+            try:
+                if self._claim_checked(instance_uuid, host, spec, amounts):
                     host.consume(amounts)
                     return host, refused
-                LOG.warning("Placement accepted the claim of %s on %s beyond its capacity "
-                            "(%s): a racing claim got in; releasing it and trying the next "
-                            "host", instance_uuid, host.host, ", ".join(over))
-                self.release(instance_uuid)
-            else:
-                LOG.debug("Claim of %s on %s refused (409): trying the next host",
-                          instance_uuid, host.host)
+            except BaseException:
+                self._release_after_failure(instance_uuid)
+                raise
             refused += 1
             hosts.pop(0)
         return None, refused
+
+    def _claim_checked(self, instance_uuid: str, host: HostState, spec: RequestSpec,
+                       amounts: Mapping[str, int]) -> bool:
+        """Claim ``host`` for ``instance_uuid`` and check the claim against its capacity.
+
+        :returns: True when the claim holds; False when Placement refused it (409) or it was
+            over capacity and has been released.
+        :raises PlacementError: the claim, the check or the release failed; the claim may
+            then be held.
+        """
+        if not self.client.claim_allocation(instance_uuid, host.allocation_request,
+                                            spec.project_id, spec.user_id):
+            LOG.debug("Claim of %s on %s refused (409): trying the next host",
+                      instance_uuid, host.host)
+            return False
+        over = self._over_capacity(host.provider_uuid, amounts)
+        if not over:
+            return True
+        LOG.warning("Placement accepted the claim of %s on %s beyond its capacity (%s): a "
+                    "racing claim got in; releasing it and trying the next host",
+                    instance_uuid, host.host, ", ".join(over))
+        self.release(instance_uuid)
+        return False
+
+    def _release_after_failure(self, instance_uuid: str) -> None:
+        """Release whatever ``instance_uuid`` may hold after a failure mid-claim: the PUT may
+        have been applied although its answer was lost, or Placement accepted the claim and
+        failed the capacity check's reads. The release is a DELETE of the instance's own
+        consumer, so nothing else's claim goes (a new instance held none before this call,
+        and a 404 is fine). Its own failure is logged and the first error kept."""
+        try:
+            self.release(instance_uuid)
+        except Exception:
+            LOG.exception("Could not release the allocation of %s after a failed claim; "
+                          "`openstack resource provider allocation delete %s` removes it",
+                          instance_uuid, instance_uuid)
 
     def _over_capacity(self, provider: str, amounts: Mapping[str, int]) -> list[str]:
         """The classes of ``amounts`` whose usage on ``provider`` now exceeds its capacity

@@ -4,7 +4,9 @@
    forbidden traits, aggregates in and out, ``limit``).
 2. The candidates become :class:`HostState` objects in bulk (one query each for services and
    aggregate membership), and the enabled host filters run over them (none for the admin's
-   forced host, as Nova's ``force_hosts``).
+   forced host on a new build, as Nova's ``force_hosts``; a rebuild's own host goes through
+   those whose rule is about the image, ``run_on_rebuild``, as Nova's
+   ``requested_destination`` and ``RUN_ON_REBUILD``).
 3. Weighers order them.
 4. Each instance is claimed in turn on the best host that takes it; a refused claim tries
    the next host; when the hosts run out the candidates are fetched once more (other claims
@@ -103,8 +105,12 @@ class Scheduler:
         hosts = build_host_states(self.db, self.provider_hosts, request.catalog, response)
         summary: list[FilterCount] = [("Placement", self.provider_hosts.count(), len(hosts))]
         if request.spec.force_host:
-            return hosts, summary  # Nova's force_hosts: the host filters are not consulted
-        passed, counts = run_filters(self.host_filters, hosts, request)
+            # Nova's force_hosts: the admin's zone:host on a new build (RequestSpec refuses it
+            # for a rebuild), so the host filters are not consulted.
+            return hosts, summary
+        host_filters = (self.host_filters if request.spec.claim
+                        else [f for f in self.host_filters if f.run_on_rebuild])
+        passed, counts = run_filters(host_filters, hosts, request)
         return weigh(self.weighers, passed, request), summary + counts
 
     def select_destinations(self, ctxt: RequestContext, spec: RequestSpec) -> list[Selection]:

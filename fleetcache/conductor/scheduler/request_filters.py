@@ -161,11 +161,13 @@ def isolate_trait_aggregates(
     return bool(isolated)
 
 
-def forced_host(spec: RequestSpec, query: CandidateQuery, _: AggregateCatalog) -> bool:
-    """The admin's ``zone:host``: only that host's provider tree."""
-    if not spec.force_host:
+def destination_host(spec: RequestSpec, query: CandidateQuery, _: AggregateCatalog) -> bool:
+    """The admin's ``zone:host`` (``force_host``) or a rebuild's own host
+    (``requested_destination``): only that host's provider tree."""
+    host = spec.force_host or spec.requested_destination
+    if not host:
         return False
-    query.in_tree = provider_uuid(spec.force_host)
+    query.in_tree = provider_uuid(host)
     return True
 
 
@@ -179,7 +181,7 @@ def get_request_filters(conf: cfg.ConfigOpts) -> list[RequestFilter]:
         filters.append(isolate_strict_image_aggregates)
     if conf.scheduler.enable_isolated_aggregate_filtering:
         filters.append(isolate_trait_aggregates)
-    filters.append(forced_host)
+    filters.append(destination_host)
     return filters
 
 

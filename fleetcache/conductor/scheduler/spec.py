@@ -35,14 +35,28 @@ class RequestSpec:
     #: ``disk_format``, ``properties``, ...).
     image: Mapping[str, Any]
     availability_zone: str | None = None
-    #: From the admin's ``zone:host`` form: only this host, host filters not consulted
-    #: (Nova's ``force_hosts``).
+    #: From the admin's ``zone:host`` form on a new build: only this host, host filters not
+    #: consulted (Nova's ``force_hosts``). Never set for a rebuild (see ``__post_init__``).
     force_host: str | None = None
+    #: Only this host, the host filters consulted all the same (Nova's
+    #: ``requested_destination``): a rebuild's own host, judged by the filters that
+    #: ``run_on_rebuild``.
+    requested_destination: str | None = None
     #: Fewer than this many placed: ``NoValidHost`` and nothing stays claimed.
     min_count: int = 1
-    #: False for a rebuild: the instances keep the allocation they hold on ``force_host``, so
-    #: the request is only checked again (Nova's rebuild claims nothing either).
+    #: False for a rebuild: the instances keep the allocation they hold on
+    #: ``requested_destination``, so the request is only checked again (Nova's rebuild claims
+    #: nothing either).
     claim: bool = True
+
+    def __post_init__(self) -> None:
+        """A rebuild with ``force_host`` would skip every host filter, so a project member
+        could put an image the isolation filters keep off a host onto it (Nova bug 1664931,
+        OSSA-2017-005, CVE-2017-16239): refused here rather than trusted to each caller."""
+        if self.force_host and not self.claim:
+            raise ValueError("A rebuild (claim=False) is checked on its host with "
+                             "requested_destination, not force_host, which skips the host "
+                             "filters")
 
     @property
     def image_properties(self) -> Mapping[str, Any]:

@@ -1,7 +1,8 @@
 """The scheduler against a real Placement (openstack-placement's WSGI app on SQLite, in
 process): the image-type trait keeps qcow2 off a host without COMPUTE_IMAGE_TYPE_QCOW2, strict
-isolation holds both ways, AggregateImagePropertiesIsolation's one-way leak shows, and N
-concurrent requests for M slots give exactly M claims, matching Placement's usages."""
+isolation holds both ways, AggregateImagePropertiesIsolation's one-way leak shows, a rebuild's
+host is checked by the host filters, and N concurrent requests for M slots give exactly M
+claims, matching Placement's usages."""
 
 from __future__ import annotations
 
@@ -153,6 +154,31 @@ def test_properties_isolation_leaks_untagged_images_one_way(
     # ... the tagged one may go in, and so does an untagged image: the leak of seed 002
     assert placed(scheduler, request({"disk_format": "raw", "tesora_edition": "ee"})) == [c3]
     assert placed(scheduler, request({"disk_format": "raw"})) == [c3]
+
+
+def test_a_rebuild_is_checked_by_the_host_filters_on_its_host(
+    placement_conf: cfg.ConfigOpts, db: Database, cloud: Cloud,
+    placement_client: PlacementClient,
+) -> None:
+    # Nova bug 1664931 (OSSA-2017-005): a rebuild must not skip the filters as a forced
+    # host does, or a project member puts an image the isolation keeps out onto the host.
+    enable(placement_conf, "ComputeFilter", "AggregateImagePropertiesIsolation")
+    host = cloud.compute("compute-ee")
+    cloud.aggregate([host], {"tesora_edition": "ee"})
+    scheduler = Scheduler(placement_conf, db, placement_client)
+    ce, ee = ({"disk_format": "raw", "tesora_edition": e} for e in ("ce", "ee"))
+
+    rebuild = request(ce, requested_destination=host, claim=False)
+    with pytest.raises(exception.NoValidHost) as caught:
+        placed(scheduler, rebuild)
+    assert caught.value.filter_summary[-1] == ("AggregateImagePropertiesIsolation", 1, 0)
+    allowed = request(ee, requested_destination=host, claim=False)
+    assert placed(scheduler, allowed) == [host]
+    assert not placement_client.get_allocations(allowed.instance_uuids[0])  # nothing claimed
+    # The admin's zone:host on a new build still skips them (Nova's force_hosts).
+    forced = request(ce, force_host=host)
+    assert placed(scheduler, forced) == [host]
+    scheduler.release(forced.instance_uuids[0])
 
 
 def test_concurrent_requests_for_the_last_slots_give_exactly_that_many_claims(

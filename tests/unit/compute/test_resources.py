@@ -68,3 +68,23 @@ def test_the_disk_is_measured_before_instances_path_exists(
     conf_now = resources.measure(conf)
     conf.set_override("instances_path", str(tmp_path))
     assert conf_now.disk_gb == resources.measure(conf).disk_gb
+
+
+@pytest.mark.parametrize(("option", "rc", "initial"), [
+    ("cpu_allocation_ratio", "VCPU", 4.0),
+    ("ram_allocation_ratio", "MEMORY_MB", 1.0),
+    ("disk_allocation_ratio", "DISK_GB", 1.0),
+])
+def test_a_zero_ratio_means_unset_as_in_nova(
+    conf: cfg.ConfigOpts, option: str, rc: str, initial: float
+) -> None:
+    # Nova (nova/conf/compute.py): "If this option is set to something *other than* None or
+    # 0.0, the allocation ratio will be overwritten by the value of this option". 0.0 was the
+    # default before Stein, so old nova.conf fragments carry it: taken as 0 the host would
+    # have no capacity in Placement.
+    conf.set_override(option, 0.0)
+    inventory = resources.inventory(conf, HostSize(vcpus=8, memory_mb=16384, disk_gb=100))
+    record = inventory[rc]
+    capacity = (record["total"] - record["reserved"]) * record["allocation_ratio"]
+    assert record["allocation_ratio"] == initial, (
+        f"{option} = 0.0 gives Placement capacity {capacity}")

@@ -47,14 +47,15 @@ class FakeScheduler:
         if self.error is not None:
             raise self.error
         free = self.slots - len(self.claims)
-        if free < spec.min_count or (spec.force_host and spec.force_host not in self.hosts):
+        only = spec.force_host or spec.requested_destination
+        if free < spec.min_count or (only and only not in self.hosts):
             raise exception.NoValidHost(reason="There are not enough hosts available.",
                                         filter_summary=[["ComputeFilter", 3, 3],
                                                         ["AggregateImageStrictIsolation", 3,
                                                          0]])
         chosen = []
         for index, uuid in enumerate(spec.instance_uuids[:free]):
-            host = spec.force_host or self.hosts[index % len(self.hosts)]
+            host = only or self.hosts[index % len(self.hosts)]
             self.claims[uuid] = host
             chosen.append(Selection(instance_uuid=uuid, host=host, cell_id=None,
                                     provider_uuid=f"rp-{host}", allocation_request={}))
@@ -203,6 +204,27 @@ def test_dead_compute_ends_in_error_not_build(builder: build.InstanceBuilder, db
     assert scheduler.claims == {}
 
 
+def test_a_schedule_that_fails_after_claiming_leaves_no_claim(
+        builder: build.InstanceBuilder, db: Database, scheduler: FakeScheduler) -> None:
+    claim = scheduler.select_destinations
+
+    def claims_then_fails(ctxt: RequestContext, spec: RequestSpec) -> list[Selection]:
+        claim(ctxt, spec)
+        raise exception.PlacementError(method="GET", url="/resource_providers/rp/usages",
+                                       reason="503 Service Unavailable")
+
+    scheduler.select_destinations = claims_then_fails  # type: ignore[method-assign]
+    uuids = _create(db, 2)
+    builder.build(CTXT, uuids)
+    assert scheduler.claims == {}
+    for uuid in uuids:
+        instance = db_instances.instance_get(db, uuid)
+        assert instance["vm_state"] == "error"
+        assert instance["fault_message"] == (
+            "Build of instance aborted: Placement GET /resource_providers/rp/usages failed: "
+            "503 Service Unavailable")
+
+
 def test_missing_image_fails_before_scheduling(builder: build.InstanceBuilder, db: Database,
                                                scheduler: FakeScheduler) -> None:
     (uuid,) = _create(db, image="22222222-2222-4222-8222-222222222222")
@@ -295,9 +317,37 @@ def test_rebuild_reschedules_on_the_same_host(builder: build.InstanceBuilder, db
     builder.rebuild(CTXT, uuid)
     instance = db_instances.instance_get(db, uuid)
     assert instance["vm_state"] == "active" and instance["task_state"] is None
-    assert scheduler.specs[-1].force_host == "c1" and computes.disks == {("c1", uuid): IMAGE.id}
+    assert computes.disks == {("c1", uuid): IMAGE.id}
+    # Its own host, through the host filters (not forced past them: Nova bug 1664931)
+    rebuild = scheduler.specs[-1]
+    assert rebuild.requested_destination == "c1" and rebuild.force_host is None
     # the instance keeps its allocation: a rebuild asks the filters again, claims nothing
-    assert scheduler.specs[0].claim and not scheduler.specs[-1].claim
+    assert scheduler.specs[0].claim and not rebuild.claim
+
+
+def test_rebuild_ignores_the_admins_forced_host_and_zone_of_the_build(
+        builder: build.InstanceBuilder, db: Database, scheduler: FakeScheduler) -> None:
+    (uuid,) = _create(db, requested_host="c2", availability_zone="az1")
+    builder.build(CTXT, [uuid])
+    db_instances.instance_update(db, uuid, {"task_state": "rebuilding"})
+    builder.rebuild(CTXT, uuid)
+    build_spec, rebuild = scheduler.specs
+    assert build_spec.force_host == "c2" and build_spec.availability_zone == "az1"
+    assert rebuild.force_host is None and rebuild.requested_destination == "c2"
+    assert rebuild.availability_zone is None  # its host, whatever zone that is in now
+
+
+def test_rebuild_of_an_instance_never_placed_is_error_without_scheduling(
+        builder: build.InstanceBuilder, db: Database, scheduler: FakeScheduler,
+        computes: FakeCompute) -> None:
+    (uuid,) = _create(db)
+    db_instances.instance_update(db, uuid, {"vm_state": "error", "task_state": "rebuilding"})
+    builder.rebuild(CTXT, uuid)
+    instance = db_instances.instance_get(db, uuid)
+    assert instance["vm_state"] == "error" and instance["task_state"] is None
+    assert "it has no host" in (instance["fault_message"] or "")
+    # before: scheduled anywhere with claim=False, a disk made and nothing claimed for it
+    assert scheduler.specs == [] and computes.disks == {}
 
 
 def test_rebuild_with_an_image_the_host_cannot_take_is_error(

@@ -20,6 +20,9 @@ SCOPE = "aggregate_instance_extra_specs"
 
 
 class AggregateInstanceExtraSpecsFilter(BaseHostFilter):
+    #: Its rule is the flavor's, which a rebuild does not change (Nova's RUN_ON_REBUILD).
+    run_on_rebuild = False
+
     def host_fails(self, host: HostState, request: FilterRequest) -> str | None:
         for key, req in request.spec.flavor.extra_specs.items():
             scope, sep, rest = key.partition(":")

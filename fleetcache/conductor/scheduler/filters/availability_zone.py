@@ -12,6 +12,9 @@ from fleetcache.conductor.scheduler.request import FilterRequest
 
 
 class AvailabilityZoneFilter(BaseHostFilter):
+    #: A rebuild stays on its host, whatever zone the host is in now (Nova's RUN_ON_REBUILD).
+    run_on_rebuild = False
+
     def host_fails(self, host: HostState, request: FilterRequest) -> str | None:
         wanted = request.spec.availability_zone
         if not wanted:

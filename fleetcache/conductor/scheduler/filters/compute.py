@@ -12,6 +12,11 @@ from fleetcache.conductor.scheduler.request import FilterRequest
 
 
 class ComputeFilter(BaseHostFilter):
+    #: A disabled host keeps its instances, and a rebuild makes none: Nova's errata to
+    #: OSSA-2017-005 stopped rebuilds on disabled hosts failing (ComputeFilter.RUN_ON_REBUILD).
+    #: A down host fails the rebuild at its RPC call instead, with the timeout's message.
+    run_on_rebuild = False
+
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         super().__init__(conf)
         self.service_down_time = conf.service_down_time

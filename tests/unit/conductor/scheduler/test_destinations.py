@@ -16,6 +16,9 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.placement.provider import provider_uuid
 from fleetcache.conductor.scheduler import Scheduler
+from fleetcache.conductor.scheduler.filters import BaseHostFilter
+from fleetcache.conductor.scheduler.host_state import HostState
+from fleetcache.conductor.scheduler.request import FilterRequest
 from tests.unit.conductor.scheduler.helpers import spec
 
 CTXT = get_admin_context()
@@ -191,6 +194,53 @@ def test_placement_error_releases_claims(
     assert client.claims == {}
 
 
+class AppliedThenLost(ScriptedPlacement):
+    """Applies the claim, but its answer never arrives (a proxy timed out, the connection
+    dropped after Placement committed)."""
+
+    def claim_allocation(self, consumer: str, allocation_request: Mapping[str, Any],
+                         project_id: str, user_id: str) -> bool:
+        super().claim_allocation(consumer, allocation_request, project_id, user_id)
+        raise exception.PlacementError(method="PUT", url=f"/allocations/{consumer}",
+                                       reason="Read timed out")
+
+
+class UsagesDown(ScriptedPlacement):
+    """Accepts the claim, then fails the over-capacity check's read (Placement restarted,
+    a 503 from its WSGI server)."""
+
+    def get_usages(self, uuid: str) -> dict[str, int]:
+        raise exception.PlacementError(method="GET", url=f"/resource_providers/{uuid}/usages",
+                                       reason="503 Service Unavailable")
+
+
+class ReleaseDown(ScriptedPlacement):
+    """Accepts the claim beyond capacity (the test overbooks every host), then fails the
+    DELETE that gives it back, once."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.delete_failures = 1
+
+    def delete_allocation(self, consumer: str) -> None:
+        if self.delete_failures:
+            self.delete_failures -= 1
+            raise exception.PlacementError(method="DELETE", url=f"/allocations/{consumer}",
+                                           reason="503 Service Unavailable")
+        super().delete_allocation(consumer)
+
+
+@pytest.mark.parametrize("placement", [AppliedThenLost, UsagesDown, ReleaseDown])
+def test_a_claim_placement_took_before_it_failed_is_released(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str], placement: type[ScriptedPlacement]
+) -> None:
+    client = placement([candidates({"c1": 4096})], overbooked={"c1"})
+    with pytest.raises(exception.PlacementError):
+        scheduler(conf, db, client).select_destinations(CTXT, spec())
+    # select_destinations promises "PlacementError: Placement failed; nothing stays claimed"
+    assert client.claims == {}, f"claim left in Placement: {client.claims}"
+
+
 def test_unknown_zone_fails_without_asking_placement(
     conf: cfg.ConfigOpts, db: Database, computes: list[str]
 ) -> None:
@@ -209,6 +259,49 @@ def test_forced_host_skips_host_filters(
     [selection] = scheduler(conf, db, client).select_destinations(CTXT, spec(force_host="c1"))
     assert selection.host == "c1"
     assert ("in_tree", provider_uuid("c1")) in client.queries[0]
+
+
+class RefusesEveryImage(BaseHostFilter):
+    """A filter about the image (``run_on_rebuild`` left True)."""
+
+    def host_fails(self, host: HostState, request: FilterRequest) -> str | None:
+        return "image refused"
+
+
+def test_a_rebuild_is_checked_by_the_filters_that_judge_the_image(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    client = ScriptedPlacement([candidates({"c1": 4096})])
+    chosen = Scheduler(conf, db, client,  # type: ignore[arg-type]
+                       host_filters=[RefusesEveryImage(conf)])
+    rebuild = spec(requested_destination="c1", claim=False)
+    with pytest.raises(exception.NoValidHost) as caught:
+        chosen.select_destinations(CTXT, rebuild)
+    assert caught.value.filter_summary == [("Placement", 3, 1), ("RefusesEveryImage", 1, 0)]
+    assert ("in_tree", provider_uuid("c1")) in client.queries[0]
+    assert client.attempts == []
+
+
+def test_a_rebuild_on_a_disabled_host_is_not_refused_for_it(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    # Nova's errata to OSSA-2017-005: ComputeFilter (like AvailabilityZoneFilter and
+    # AggregateInstanceExtraSpecsFilter) does not run on rebuild, whose host keeps its
+    # instances when disabled. A new build is still kept off the host.
+    db_api.service_update(db, db_api.service_get(db, "c1", binaries.COMPUTE)["id"],
+                          disabled=True)
+    client = ScriptedPlacement([candidates({"c1": 4096})])
+    rebuild = spec(requested_destination="c1", claim=False)
+    [selection] = scheduler(conf, db, client).select_destinations(CTXT, rebuild)
+    assert selection.host == "c1" and client.attempts == []
+    with pytest.raises(exception.NoValidHost):
+        scheduler(conf, db, client).select_destinations(CTXT, spec())
+
+
+def test_a_rebuild_cannot_force_a_host() -> None:
+    # force_host skips the host filters: on a rebuild that is Nova bug 1664931
+    with pytest.raises(ValueError, match="requested_destination"):
+        spec(force_host="c1", claim=False)
 
 
 def test_provider_that_is_no_compute_is_ignored(

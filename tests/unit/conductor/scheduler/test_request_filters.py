@@ -130,6 +130,11 @@ def test_forced_host_is_in_tree(conf: cfg.ConfigOpts) -> None:
     assert ("in_tree", provider_uuid("compute3")) in q.params()
 
 
+def test_requested_destination_is_in_tree(conf: cfg.ConfigOpts) -> None:
+    q = build(conf, spec(requested_destination="compute3", claim=False))
+    assert ("in_tree", provider_uuid("compute3")) in q.params()
+
+
 def test_without_pushdown_keeps_only_resources_and_limit(conf: cfg.ConfigOpts) -> None:
     md = {A: {"image_isolation_property": "p"}}
     q = build(conf, spec({"id": "i", "disk_format": "raw"}), md).without_pushdown()
