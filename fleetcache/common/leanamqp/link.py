@@ -111,11 +111,16 @@ class Link:
             if self._stopping or self._ended:
                 raise RuntimeError(f"{self.name} is closed")
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-                self._thread.start()
+                self._start()
             self._outbox.append(item)
             if not self._wake_pending:
                 self._wake()
+
+    def _start(self) -> None:
+        """Start the thread (first submission, under ``_lock``); a seam for tests of what is
+        queued, which replace it so that no thread tries to reach a broker."""
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
 
     def _wake(self) -> None:
         """Wake the thread; called under ``_lock`` while it runs (the pipe is open)."""
