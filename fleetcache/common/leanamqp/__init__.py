@@ -9,6 +9,7 @@ format straight through py-amqp from one thread per connection costs about 0.34 
 * :mod:`.wire`: the message formats (oslo.messaging's envelope 2.0) and their errors;
 * :mod:`.broker`: which transport URLs this path serves, how to connect, buffered reads;
 * :mod:`.link`: one connection owned by one thread: confirms, heartbeats, reconnection;
+* :mod:`.retry`: when and where a link connects again (back-off, the broker's refusals);
 * :mod:`.caller`: calls in flight, reply matching, the call monitor;
 * :mod:`.notifier`: notifications as oslo.messaging's ``messagingv2`` driver sends them.
 """

@@ -3,10 +3,11 @@
 Served: plain ``rabbit://`` URLs (one host or several) without query options, with
 ``[oslo_messaging_rabbit]`` settings the caller carries over (credentials, vhost, login
 method, AMQP heartbeats, the retry interval and its back-off, the reply queue's
-``x-expires``, the control exchange's durability). Anything else is refused with the reason,
-and the conductor keeps oslo.messaging's client for it: other drivers (``fake://``, Kafka,
-AMQP 1.0), TLS (``ssl``), quorum, HA or stream reply queues, oslo.messaging's tracing or
-metrics hooks (they are called from its client only), query options.
+``x-expires``, the control exchange's durability, the notification queues' arguments, quorum
+ones with ``rabbit_quorum_queue``). Anything else is refused with the reason, and the
+conductor keeps oslo.messaging's client for it: other drivers (``fake://``, Kafka, AMQP 1.0),
+TLS (``ssl``), quorum reply queues, HA or stream queues, oslo.messaging's tracing or metrics
+hooks (they are called from its client only), query options.
 
 Several hosts in one URL are tried in turn, from the one that last worked, as kombu's
 ``round-robin`` failover does; ``kombu_failover_strategy = shuffle`` starts at a random one.
@@ -19,6 +20,7 @@ import os
 import random
 import socket
 import sys
+from typing import Any
 
 import amqp
 from oslo_config import cfg
@@ -58,11 +60,14 @@ class BrokerParams:
     retry_interval_max: float
     #: The reply queue's ``x-expires`` in seconds (``rabbit_transient_queues_ttl``), 0: none.
     reply_queue_ttl: int
-    #: ``[DEFAULT] control_exchange``, where topic calls are published, and how it is declared.
+    #: ``[DEFAULT] control_exchange``, where topic calls are published, and how it and the
+    #: notification queues are declared.
     exchange: str
     exchange_durable: bool
     exchange_auto_delete: bool
     shuffle: bool
+    #: The notification queues' ``queue_declare`` arguments (:func:`notification_queue_arguments`).
+    queue_arguments: tuple[tuple[str, Any], ...] = ()
 
     def first_host(self) -> int:
         return random.randrange(len(self.hosts)) if self.shuffle else 0
@@ -113,10 +118,35 @@ def params_for(conf: cfg.ConfigOpts, url: str | None) -> BrokerParams:
         retry_interval_max=float(rabbit.rabbit_interval_max),
         reply_queue_ttl=int(rabbit.rabbit_transient_queues_ttl),
         exchange=conf.control_exchange,
-        exchange_durable=bool(rabbit.amqp_durable_queues),
+        # oslo.messaging's Connection.durable: quorum queues are durable, whatever
+        # amqp_durable_queues says, and so is the exchange they are declared with.
+        exchange_durable=bool(rabbit.amqp_durable_queues or rabbit.rabbit_quorum_queue),
         exchange_auto_delete=bool(rabbit.amqp_auto_delete),
         shuffle=rabbit.kombu_failover_strategy == "shuffle",
+        queue_arguments=notification_queue_arguments(rabbit),
     )
+
+
+def notification_queue_arguments(rabbit: Any) -> tuple[tuple[str, Any], ...]:
+    """The arguments oslo.messaging's rabbit driver declares a notification queue with, for
+    the same ``[oslo_messaging_rabbit]`` options (``rabbit``): ``x-queue-type: quorum`` and
+    its limits with ``rabbit_quorum_queue``, none otherwise; no TTL (its notifier passes 0).
+
+    Derived from the options rather than by calling ``impl_rabbit._get_queue_arguments``,
+    which is private (no promise that it keeps its parameters); a unit test compares the two.
+    HA and stream queues are not served (:func:`params_for`). RabbitMQ refuses to declare a
+    queue it holds with other arguments (406 ``inequivalent arg``).
+    """
+    if not rabbit.rabbit_quorum_queue:
+        return ()
+    arguments: list[tuple[str, Any]] = [("x-queue-type", "quorum")]
+    for name, option in (("x-delivery-limit", "rabbit_quorum_delivery_limit"),
+                         ("x-max-in-memory-length", "rabbit_quorum_max_memory_length"),
+                         ("x-max-in-memory-bytes", "rabbit_quorum_max_memory_bytes")):
+        value = getattr(rabbit, option)
+        if value:
+            arguments.append((name, value))
+    return tuple(arguments)
 
 
 def connect(params: BrokerParams, index: int, name: str) -> amqp.Connection:

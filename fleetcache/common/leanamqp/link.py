@@ -8,12 +8,12 @@ write, since py-amqp's connection is not thread-safe.
 
 * Publisher confirms are taken as they come: a message counts as sent once the broker acks
   it; one it refuses (``basic.nack``) goes to :meth:`Link._refused`.
-* A lost connection is opened again, the next host of the URL first, then after
-  ``rabbit_retry_interval`` growing by ``rabbit_retry_backoff`` up to
-  ``rabbit_interval_max`` (kombu's ``ensure_connection`` as oslo.messaging configures it);
-  every message not confirmed yet is published again on the new connection (a duplicate call
-  is dropped by the server by its ``_unique_id``, as after kombu's retried publish). A link
-  reconnects only while it has messages to send or replies to wait for.
+* A lost connection is opened again, as oslo.messaging would (:mod:`.retry`); every message
+  not confirmed yet is published again on the new connection (a duplicate call is dropped by
+  the server by its ``_unique_id``, as after kombu's retried publish). A link reconnects
+  only while it has messages to send or replies to wait for.
+* A method the broker refuses on the channel (403, 404, 406) drops the connection too, every
+  message kept, but the next attempt waits the growing back-off (:mod:`.retry`).
 * AMQP heartbeats (``heartbeat_timeout_threshold``) are checked ``heartbeat_rate`` times per
   interval while the connection is open, also when nothing is sent.
 """
@@ -30,7 +30,7 @@ from typing import Any
 
 import amqp
 
-from fleetcache.common.leanamqp import broker, frames
+from fleetcache.common.leanamqp import broker, frames, retry
 
 LOG = logging.getLogger(__name__)
 
@@ -43,6 +43,10 @@ READ_BATCH = 256
 
 #: What a lost or broken connection raises (py-amqp's errors, socket errors).
 CONNECTION_ERRORS = (OSError, amqp.exceptions.AMQPError)
+
+#: What the broker's ``channel.close`` raises (403, 404, 405, 406...): one method refused, the
+#: connection still open. Caught before :data:`CONNECTION_ERRORS`, which it is part of.
+CHANNEL_REFUSALS = (amqp.exceptions.ChannelError,)
 
 
 class Outgoing:
@@ -93,9 +97,7 @@ class Link:
         self._poller.register(self._wake_r, select.POLLIN)
         self._sock_fd = -1
         self._published = 0
-        self._host = params.first_host()
-        self._retry_at = 0.0
-        self._retry_delay = params.retry_interval
+        self._retry = retry.Reconnect(params)
         self._down_reason: str | None = None
         self._next_tick = 0.0
         #: Connections opened so far, set up or not (tests and logs).
@@ -111,11 +113,16 @@ class Link:
             if self._stopping or self._ended:
                 raise RuntimeError(f"{self.name} is closed")
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-                self._thread.start()
+                self._start()
             self._outbox.append(item)
             if not self._wake_pending:
                 self._wake()
+
+    def _start(self) -> None:
+        """Start the thread (first submission, under ``_lock``); a seam for tests of what is
+        queued, which replace it so that no thread tries to reach a broker."""
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
 
     def _wake(self) -> None:
         """Wake the thread; called under ``_lock`` while it runs (the pipe is open)."""
@@ -183,13 +190,18 @@ class Link:
     def _refused(self, item: Outgoing, why: str = "basic.nack") -> None:
         """``item`` cannot be sent: the broker refused it (``basic.nack``), or ``why``."""
 
+    def _declare(self, queue: str, routing_key: str) -> None:
+        """Declare an item's :attr:`Outgoing.queue`, bound to ``routing_key``, before its first
+        publish on each connection (links whose items name one implement it)."""
+        raise NotImplementedError(queue)
+
     # -- the thread ---------------------------------------------------------------------------
 
     def _run(self) -> None:
         try:
             while not self._stopping:
                 self._take_outbox()
-                if self._conn is None and self._busy() and time.monotonic() >= self._retry_at:
+                if self._conn is None and self._busy() and time.monotonic() >= self._retry.at:
                     self._connect()
                 self._wait(self._next_wakeup())
                 self._expire()
@@ -201,8 +213,7 @@ class Link:
                 self._ended = True
                 self._close_pipe()
             self._disconnect()
-            while self._outbox:
-                self._accept(self._outbox.popleft())
+            self._take_outbox()  # disconnected: only handed to _to_publish, for _abandon
             self._abandon()
 
     def _take_outbox(self) -> None:
@@ -233,6 +244,7 @@ class Link:
                     if item.queue is not None and item.queue not in self._declared:
                         self._flush(conn, batch)  # a declaration waits for its answer
                         self._declare(item.queue, item.routing_key)
+                        self._declared.add(item.queue)
                     try:
                         data = frames.publish(channel_id, conn.frame_max, exchange,
                                               item.routing_key, item.body, item.expiration)
@@ -246,6 +258,8 @@ class Link:
                         self._unconfirmed.append((self._published, item))
                 waiting.popleft()
             self._flush(conn, batch)
+        except CHANNEL_REFUSALS as exc:
+            self._channel_refused(exc)
         except CONNECTION_ERRORS as exc:
             self._lost(exc)
 
@@ -256,22 +270,13 @@ class Link:
             batch.clear()
             conn.transport.write(data)
 
-    def _declare(self, queue: str, routing_key: str) -> None:
-        """The queue oslo.messaging's notifier declares (``_publish_and_creates_default_queue``:
-        the exchange's durability, no TTL), bound to the routing key."""
-        params = self.params
-        self._channel.queue_declare(queue, durable=params.exchange_durable,
-                                    auto_delete=params.exchange_auto_delete)
-        self._channel.queue_bind(queue, params.exchange, routing_key)
-        self._declared.add(queue)
-
     def _next_wakeup(self) -> float | None:
         """Seconds until something is due: a deadline, a heartbeat check, a reconnection."""
         due = [t for t in (self._due(),) if t is not None]
         if self._conn is not None and self.params.heartbeat:
             due.append(self._next_tick)
         elif self._conn is None and self._busy():
-            due.append(self._retry_at)
+            due.append(self._retry.at)
         return max(0.0, min(due) - time.monotonic()) if due else None
 
     def _wait(self, timeout: float | None) -> None:
@@ -312,6 +317,8 @@ class Link:
                         recv.pending or self._sock_poll.poll(0)):
                     break
             self._after_read()
+        except CHANNEL_REFUSALS as exc:  # a publish refused (a permission, no exchange)
+            self._channel_refused(exc)
         except CONNECTION_ERRORS as exc:
             self._lost(exc)
 
@@ -322,6 +329,8 @@ class Link:
         self._confirmed(delivery_tag, multiple, refused=True)
 
     def _confirmed(self, tag: int, multiple: bool, refused: bool) -> None:
+        if not refused and self._retry.refusal is not None and self._retry.accepted():
+            LOG.info("%s: the broker accepts messages again", self.name)
         unconfirmed = self._unconfirmed
         if multiple:
             while unconfirmed and unconfirmed[0][0] <= tag:
@@ -355,8 +364,7 @@ class Link:
         answers, try again after the back-off."""
         params = self.params
         error: BaseException | None = None
-        for attempt in range(len(params.hosts)):
-            index = (self._host + attempt) % len(params.hosts)
+        for index in self._retry.hosts():
             try:
                 conn = broker.connect(params, index, self.name)
             except CONNECTION_ERRORS as exc:
@@ -371,21 +379,16 @@ class Link:
                 error = exc
                 self._disconnect()
                 continue
-            self._host = index
-            self._retry_delay = params.retry_interval
-            if self._down_reason is not None:
+            self._retry.connected(index)
+            if self._down_reason is not None and self._retry.refusal is None:
                 LOG.info("%s: reconnected to %s:%d", self.name, params.hosts[index].hostname,
                          params.hosts[index].port)
             self._down_reason = None
             self._publish_waiting()
             return
-        self._host = (self._host + 1) % len(params.hosts)
         self._down_reason = f"{type(error).__name__}: {error}"
-        self._retry_at = time.monotonic() + self._retry_delay
         LOG.warning("%s: cannot connect to the broker (%s); retrying in %.0f s", self.name,
-                    self._down_reason, self._retry_delay)
-        self._retry_delay = min(self._retry_delay + params.retry_backoff,
-                                params.retry_interval_max)
+                    self._down_reason, self._retry.failed())
 
     def _set_up(self, conn: amqp.Connection) -> None:
         params = self.params
@@ -421,11 +424,24 @@ class Link:
         new one is open (at once, if the link is busy)."""
         self._down_reason = f"{type(exc).__name__}: {exc}"
         LOG.warning("%s: broker connection lost (%s)", self.name, self._down_reason)
+        self._drop()
+        self._retry.lost()
+
+    def _channel_refused(self, exc: BaseException) -> None:
+        """The broker refused a declaration or a publish: drop the connection as if lost,
+        but try again only after the back-off, logging the broker's reason each time."""
+        reason = f"{type(exc).__name__}: {exc}"
+        self._down_reason = reason
+        self._drop()
+        LOG.warning("%s: the broker refused %s; %d message(s) kept, trying again in %.0f s",
+                    self.name, reason, len(self._to_publish), self._retry.refused(reason))
+
+    def _drop(self) -> None:
+        """Disconnect; what was not confirmed goes first to be published again."""
         again = [item for _tag, item in self._unconfirmed if not item.settled]
         self._unconfirmed.clear()
         self._to_publish.extendleft(reversed(again))
         self._disconnect()
-        self._retry_at = time.monotonic()
 
     def _disconnect(self) -> None:
         conn, self._conn, self._channel = self._conn, None, None

@@ -236,25 +236,6 @@ def test_a_notification_is_the_messagingv2_drivers_envelope() -> None:
                    "_context_request_id": "req-1"}
 
 
-def test_the_notifier_queues_one_message_per_topic_with_its_queue(conf: cfg.ConfigOpts) -> None:
-    from fleetcache.common.context import RequestContext
-    from fleetcache.common.leanamqp.notifier import AmqpNotifier
-
-    notifier = AmqpNotifier(broker.params_for(conf, "rabbit://u:p@h/"), "p", ["a", "b"])
-    notifier._start = lambda: None  # type: ignore[method-assign]  # no thread, no broker
-    notifier._wake = lambda: None  # type: ignore[method-assign]
-    ctxt = RequestContext(auth_token="s3cret")
-    notifier.info(ctxt, "e", {"n": 1})
-    notifier.info(ctxt, "e", {"n": 2})
-    assert [(o.routing_key, o.queue) for o in notifier._outbox] == [
-        ("a.info", "a.info"), ("b.info", "b.info")] * 2
-    assert all(b"s3cret" not in o.body for o in notifier._outbox)
-    notifier._stopping = True
-    with pytest.raises(RuntimeError, match="closed"):
-        notifier.info(ctxt, "e", {})
-    notifier._close_pipe()
-
-
 def test_ended_calls_do_not_pile_up_in_the_deadline_heap(lean: Any, clock: Clock) -> None:
     live = _pending(lean)
     for _ in range(200):
