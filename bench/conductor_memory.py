@@ -341,6 +341,9 @@ def one(args: argparse.Namespace, hosts: int) -> dict[str, Any]:
         out["rss"].append(vm_status()["VmRSS"])
         out["hwm_jobs"].append(vm_status()["VmHWM"])
         out["allocators"].append(allocators())
+    # Each SQLite connection has a page cache of its own (``PRAGMA cache_size``): how many
+    # the pool opened tells how many caches the job's threads filled.
+    out["db_connections"] = db.engine.pool.checkedin()
     out["hwm"] = max(out["hwm_jobs"])
     out["writer_max_queue"] = watch.max_queue
     out["largest_notification"] = notifier.largest
@@ -366,7 +369,8 @@ def report(result: dict[str, Any]) -> None:
           f"and each job {rss} MiB, VmHWM during each "
           f"{' '.join(f'{r:.1f}' for r in result['hwm_jobs'])} MiB; job walls "
           f"{' '.join(f'{w:.1f}' for w in result['walls'])} s; writer's longest queue "
-          f"{result['writer_max_queue']}; largest notification bytes "
+          f"{result['writer_max_queue']}; database connections opened "
+          f"{result['db_connections']}; largest notification bytes "
           f"{result['largest_notification']}")
     for name in result["allocators_start"]:
         values = [result["allocators_start"][name]] + [a.get(name, float("nan"))
