@@ -24,6 +24,7 @@ from sqlalchemy import select
 from fleetcache.common import binaries
 from fleetcache.common.db import models
 from fleetcache.common.db.api import CellDict
+from fleetcache.common.db.inlist import padded
 from fleetcache.common.db.session import Database
 
 
@@ -49,7 +50,7 @@ def compute_states(
         service.host, service.disabled, service.forced_down, service.last_seen_up,
         service.cell_id, cell.uuid, cell.name, cell.transport_url,
     ).outerjoin(cell, cell.id == service.cell_id).where(
-        service.binary == binary, service.host.in_(list(hosts)))
+        service.binary == binary, service.host.in_(padded(hosts)))
     cells: dict[int, CellDict] = {}
     states: dict[str, ComputeState] = {}
     with db.transaction() as session:

@@ -57,3 +57,18 @@ def test_only_services_of_the_binary_asked_for(db: Database) -> None:
     assert sorted(compute_states(db, ["both", "conductor-only"], CONDUCTOR)) == [
         "both", "conductor-only"]
     assert compute_states(db, []) == {}
+
+
+def test_pages_of_any_size_take_few_statement_texts(db: Database, sql_texts: list[str]) -> None:
+    """A job looks its hosts up 500 at a time, then the rest: one text per size filled
+    SQLite's statement cache with statements of up to 500 parameters."""
+    for n in range(40):
+        db_api.service_register(db, f"c{n:02d}", COMPUTE, "compute", None)
+    hosts = [f"c{n:02d}" for n in range(40)]
+    sql_texts.clear()
+
+    for size in range(1, 41):
+        assert sorted(compute_states(db, hosts[:size])) == hosts[:size]
+
+    lookups = {t for t in sql_texts if "services.host IN" in t}
+    assert len(lookups) <= 7  # 1, 2, 4, ..., 64 hosts
