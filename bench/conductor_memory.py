@@ -12,7 +12,10 @@ Each ``--hosts`` count runs in a fresh child process (its database built beforeh
 parent): a warm-up job, then ``--jobs`` measured jobs, and reports
 
 * ``VmRSS`` before the warm-up and after each job, and ``VmHWM`` (the peak resident size)
-  during each job (reset before it);
+  during each job (reset before it); the process's CPU per host during each job (the
+  fake computes' sleeps cost none; the polling of the job's state is taken out);
+* how many database connections the pool opened (each SQLite connection has a page cache of
+  its own);
 * after each job, who holds the memory: glibc (``mallinfo2``: in use, free but kept),
   CPython's small-object arenas and the blocks in use in them, SQLite
   (``sqlite3_memory_used``);
@@ -48,6 +51,7 @@ from typing import Any
 
 import futurist
 from oslo_config import cfg
+from sqlalchemy import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchlib import loadavg, log  # noqa: E402
@@ -57,7 +61,7 @@ from fleetcache.cmd.common import register_messaging_opts  # noqa: E402
 from fleetcache.common import config  # noqa: E402
 from fleetcache.common.context import get_admin_context  # noqa: E402
 from fleetcache.common.db import api as db_api  # noqa: E402
-from fleetcache.common.db import job_leases, jobs  # noqa: E402
+from fleetcache.common.db import job_leases, jobs, models  # noqa: E402
 from fleetcache.common.db.session import Database  # noqa: E402
 from fleetcache.conductor import notifications, precache  # noqa: E402
 from fleetcache.conductor.hostpool import HostCallPool  # noqa: E402
@@ -283,6 +287,18 @@ def make_database(tmp: Path, hosts: int, cells: int) -> tuple[str, int]:
     return db_url, setup_database(db_url, plan, "fcbench")
 
 
+def job_state(db: Database, uuid: str) -> str:
+    """The job's state alone, which is what the wait needs.
+
+    NOTE: polling ``jobs.job_progress_recent`` (which counts the job's results) every 0.05 s
+    was most of this process's CPU: 0.29-0.33 ms per host at 1,000 hosts and 0.44-0.48 at
+    10,000 with it, 0.13 and 0.14-0.15 without it (two measured jobs each;
+    docs/performance.md, "The pre-cache job's service lookups and SQLite's page caches")."""
+    with db.transaction() as session:
+        return str(session.scalar(
+            select(models.CacheJob.state).where(models.CacheJob.uuid == uuid)))
+
+
 def one(args: argparse.Namespace, hosts: int) -> dict[str, Any]:
     db_url, aggregate_id = args.database, args.aggregate
     conf = cfg.ConfigOpts()
@@ -300,7 +316,8 @@ def one(args: argparse.Namespace, hosts: int) -> dict[str, Any]:
         job_runner=coordinators.submit, images=FakeImages(),  # type: ignore[arg-type]
     )
     watch = Watch(args.trace)
-    out: dict[str, Any] = {"hosts": hosts, "rss": [], "walls": [], "call_peaks": {}}
+    out: dict[str, Any] = {"hosts": hosts, "rss": [], "walls": [], "cpu_ms": [],
+                           "call_peaks": {}}
     if args.trace:
         measure_calls(out["call_peaks"])
     out["rss_start"] = vm_status()["VmRSS"]  # the code is imported, the pools are built
@@ -308,14 +325,20 @@ def one(args: argparse.Namespace, hosts: int) -> dict[str, Any]:
 
     def run_job(snapshot: bool) -> None:
         follower = watch.follow(hosts, snapshot)
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         uuid = precacher.start(get_admin_context(), aggregate_id, [IMAGE_ID])["uuid"]
-        while True:  # the database counts the results: none is loaded into this process
+        polling = 0.0
+        while True:
             time.sleep(0.05)
-            final = jobs.job_progress_recent(db, 1)[0]
-            if final["state"] in (jobs.DONE, jobs.FAILED):
+            polled = time.thread_time()
+            state = job_state(db, uuid)
+            polling += time.thread_time() - polled
+            if state in (jobs.DONE, jobs.FAILED):
                 break
         out["walls"].append(time.monotonic() - started)
+        out["cpu_ms"].append((time.process_time() - cpu - polling) / hosts * 1000)
+        # the database counts the results: none is loaded into this process
+        final = jobs.job_progress_recent(db, 1)[0]
         watch.stop(follower)
         if (final["uuid"] != uuid or final["state"] != jobs.DONE
                 or final["hosts_reported"] != hosts or final["counts"]["existing"] != hosts):
@@ -341,6 +364,9 @@ def one(args: argparse.Namespace, hosts: int) -> dict[str, Any]:
         out["rss"].append(vm_status()["VmRSS"])
         out["hwm_jobs"].append(vm_status()["VmHWM"])
         out["allocators"].append(allocators())
+    # Each SQLite connection has a page cache of its own (``PRAGMA cache_size``): how many
+    # the pool opened tells how many caches the job's threads filled.
+    out["db_connections"] = db.engine.pool.checkedin()
     out["hwm"] = max(out["hwm_jobs"])
     out["writer_max_queue"] = watch.max_queue
     out["largest_notification"] = notifier.largest
@@ -365,8 +391,10 @@ def report(result: dict[str, Any]) -> None:
     print(f"hosts={result['hosts']}: VmRSS start {result['rss_start']:.1f} MiB, after warm-up "
           f"and each job {rss} MiB, VmHWM during each "
           f"{' '.join(f'{r:.1f}' for r in result['hwm_jobs'])} MiB; job walls "
-          f"{' '.join(f'{w:.1f}' for w in result['walls'])} s; writer's longest queue "
-          f"{result['writer_max_queue']}; largest notification bytes "
+          f"{' '.join(f'{w:.1f}' for w in result['walls'])} s; process CPU per host "
+          f"{' '.join(f'{c:.3f}' for c in result['cpu_ms'])} ms; writer's longest queue "
+          f"{result['writer_max_queue']}; database connections opened "
+          f"{result['db_connections']}; largest notification bytes "
           f"{result['largest_notification']}")
     for name in result["allocators_start"]:
         values = [result["allocators_start"][name]] + [a.get(name, float("nan"))

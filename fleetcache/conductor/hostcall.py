@@ -40,7 +40,8 @@ from typing import Protocol, TypeGuard, cast
 
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import jobs
-from fleetcache.common.db.api import CellDict, ServiceDict
+from fleetcache.common.db.api import CellDict
+from fleetcache.common.db.compute_states import ComputeState
 from fleetcache.common.db.session import Database
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor.hostpool import HostCallPool
@@ -81,7 +82,7 @@ class HostPlan:
 
     host: str
     #: The host's compute service, ``None`` when it has none.
-    service: ServiceDict | None
+    service: ComputeState | None
     #: Images the host cannot use (its provider lacks the format's trait), with the reason:
     #: ``unsupported`` without asking the host.
     unsupported: Mapping[str, str] = dataclasses.field(default_factory=dict)

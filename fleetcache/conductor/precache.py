@@ -53,6 +53,7 @@ from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import job_leases, jobs
 from fleetcache.common.db.api import AggregateDict
+from fleetcache.common.db.compute_states import compute_states
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.models import utcnow as models_utcnow
 from fleetcache.common.db.session import Database
@@ -173,8 +174,7 @@ class Precacher:
                    metas: Mapping[str, Mapping[str, object]]) -> list[HostPlan]:
         """Plan ``hosts`` of the aggregate: their services in one query, and which images
         they cannot use (``metas``: image id -> the image service's record)."""
-        services = db_api.aggregate_hosts_by_cell(self.db, hosts, binaries.COMPUTE)
-        by_host = {s["host"]: s for group in services.values() for s in group}
+        by_host = compute_states(self.db, hosts, binaries.COMPUTE)
         unsupported = (self.image_support.unsupported(aggregate["uuid"], hosts, dict(metas))
                        if self.image_support is not None else {})
         return [HostPlan(h, by_host.get(h), unsupported.get(h, {})) for h in hosts]

@@ -471,20 +471,6 @@ def aggregate_uuids_by_host(
     return result
 
 
-def aggregate_hosts_by_cell(
-    db: Database, hosts: Iterable[str], binary: str = binaries.COMPUTE
-) -> dict[str | None, list[ServiceDict]]:
-    """Map hosts to their cells in one query: ``{cell_uuid or None: [service, ...]}``.
-
-    Hosts without a service record are absent from the result; callers report them.
-    """
-    grouped: dict[str | None, list[ServiceDict]] = {}
-    for svc in service_list(db, binary=binary, hosts=hosts):
-        key = svc["cell"]["uuid"] if svc["cell"] else None
-        grouped.setdefault(key, []).append(svc)
-    return grouped
-
-
 def purge_all(db: Database) -> None:
     """Delete every row (tests and the demo only)."""
     with db.transaction() as session:

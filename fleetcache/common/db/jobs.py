@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, defer, lazyload
 
 from fleetcache.common import exception
 from fleetcache.common.db import models
+from fleetcache.common.db.inlist import padded
 from fleetcache.common.db.session import Database
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
@@ -266,7 +267,7 @@ def job_record_hosts(
         existing = {
             (host, image_id): row_id for row_id, host, image_id in session.execute(
                 select(table.id, table.host, table.image_id).where(
-                    table.job_id == job_id, table.host.in_(list(results_by_host))))
+                    table.job_id == job_id, table.host.in_(padded(results_by_host))))
         }
         inserts, updates = [], []
         for key, row in rows:

@@ -50,9 +50,23 @@ class Database:
         self.engine.dispose()
 
 
+#: Each SQLite connection's page cache, in KiB (SQLite's default: 2,000).
+#:
+#: NOTE: every connection of the pool fills a cache of its own, and keeps it: after a
+#: pre-cache job over 10,000 hosts SQLite held 2.9 MiB with its default against 0.8 MiB after
+#: 1,000 hosts (whose database fits in less), and 1.4 against 0.8 MiB with 512 KiB, at the
+#: same CPU per host (``bench/conductor_memory.py``, IN lists padded in both;
+#: docs/performance.md, "The pre-cache job's service lookups and SQLite's page caches").
+#: In WAL mode a connection drops its whole cache when it starts a read after another
+#: connection wrote (``pagerBeginReadTransaction`` in SQLite's pager.c), as the job's result
+#: writer does every 0.2 s: what a larger cache keeps is read again only until then.
+SQLITE_CACHE_KIB = 512
+
+
 def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
     # Foreign keys are off by default in SQLite; WAL lets readers run beside the one writer.
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")  # negative: KiB, not pages
     cursor.close()

@@ -97,3 +97,20 @@ def rows_built() -> Callable[[type[Any]], contextlib.AbstractContextManager[list
     """``with rows_built(models.X) as built:``: the ORM objects of ``X`` loaded from the
     database while the block runs (a query that should read columns only builds none)."""
     return _rows_built
+
+
+@pytest.fixture
+def sql_texts(db: Database) -> Iterator[list[str]]:
+    """Every SQL text the database is sent while the test runs, in order (one entry per
+    execution): how many distinct texts a query takes tells how many prepared statements
+    SQLite's driver caches for it."""
+    sent: list[str] = []
+
+    def before(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        sent.append(statement)
+
+    sqlalchemy.event.listen(db.engine, "before_cursor_execute", before)
+    try:
+        yield sent
+    finally:
+        sqlalchemy.event.remove(db.engine, "before_cursor_execute", before)

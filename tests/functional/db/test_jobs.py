@@ -112,3 +112,23 @@ def test_get_with_one_hosts_results_builds_only_its_rows(db: Database, rows_buil
     whole = jobs.job_get(db, job["uuid"])
     assert {k: v for k, v in one.items() if k != "results"} == {
         k: v for k, v in whole.items() if k != "results"}
+
+
+def test_batches_of_any_size_look_up_their_rows_in_few_statement_texts(
+        db: Database, sql_texts: list[str]) -> None:
+    """A job writes batches of 1 to 200 hosts; one text per size filled SQLite's statement
+    cache (128 per connection) with statements of up to 200 parameters."""
+    job = _job(db)
+    hosts = [f"h{n:03d}" for n in range(40 * 41 // 2)]
+    start = 0
+    for size in range(1, 41):
+        batch = hosts[start:start + size]
+        start += size
+        jobs.job_record_hosts(db, job["uuid"], {h: {"img-a": _result("existing")} for h in batch})
+    jobs.job_record_hosts(db, job["uuid"], {h: {"img-a": _result("cached")} for h in hosts[:3]})
+
+    lookups = {t for t in sql_texts if "cache_job_results.host IN" in t}
+    assert len(lookups) <= 7  # 1, 2, 4, ..., 64 hosts
+    results = {r["host"]: r["state"] for r in jobs.job_get(db, job["uuid"])["results"]}
+    assert len(results) == len(hosts)
+    assert [results[h] for h in hosts[:4]] == ["cached", "cached", "cached", "existing"]

@@ -73,13 +73,3 @@ def test_disable_enable_force_down(db: Database) -> None:
         db_api.service_update(db, svc["id"], host="other")
     with pytest.raises(exception.NotFound):
         db_api.service_update(db, svc["id"] + 1000, disabled=True)
-
-
-def test_hosts_by_cell(db: Database) -> None:
-    cell = db_api.cell_create(db, "cell1", "rabbit://h/1")
-    db_api.service_register(db, "c1", COMPUTE, "compute", cell["id"])
-    db_api.service_register(db, "c2", COMPUTE, "compute", cell["id"])
-    db_api.service_register(db, "c3", COMPUTE, "compute", None)
-    grouped = db_api.aggregate_hosts_by_cell(db, ["c1", "c2", "c3", "gone"])
-    assert sorted(s["host"] for s in grouped[cell["uuid"]]) == ["c1", "c2"]
-    assert [s["host"] for s in grouped[None]] == ["c3"]

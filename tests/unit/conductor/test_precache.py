@@ -659,14 +659,14 @@ def test_hosts_are_looked_up_a_page_at_a_time_and_calls_stay_bounded(conf, db, p
     with db.transaction() as session:
         session.execute(delete(models.Service).where(models.Service.host == "h05"))
     pages: list[list[str]] = []
-    lookup = db_api.aggregate_hosts_by_cell
+    lookup = precache.compute_states
 
     def recording_lookup(db_: Database, page: list[str], binary: str) -> Any:
         pages.append(list(page))
         return lookup(db_, page, binary)
 
     monkeypatch.setattr(precache, "LOOKUP_PAGE", 4)
-    monkeypatch.setattr(precache.db_api, "aggregate_hosts_by_cell", recording_lookup)
+    monkeypatch.setattr(precache, "compute_states", recording_lookup)
     host_calls = pools.host_calls(1)
     submitted = []
     real_run = host_calls.run

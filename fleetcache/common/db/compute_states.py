@@ -1,0 +1,66 @@
+"""What a pre-cache job needs to know of its hosts' compute services, in one narrow query.
+
+A job asks a host unless its compute service is missing, down (``forced_down``, or its last
+heartbeat older than ``service_down_time``: the keys :func:`~fleetcache.common.servicegroup.
+service_is_up` reads) or disabled, and it calls it through its cell's transport. That is five
+columns of the service and its cell; the job reads them for every host of the aggregate,
+:data:`~fleetcache.conductor.precache.LOOKUP_PAGE` hosts at a time.
+
+NOTE: the job used ``api.service_list`` (ORM ``Service`` rows with their cell joined, each
+turned into a whole ``ServiceDict``: timestamps, capabilities decoded from JSON) for this:
+12.8 % of the conductor's samples at both 1,000 and 10,000 hosts, and 1.5 MiB held at once
+per page of 500 hosts (``bench/fanout.py --profile``, ``bench/conductor_memory.py --trace``;
+docs/performance.md, "The pre-cache job's service lookups and SQLite's page caches").
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import TypedDict
+
+from sqlalchemy import select
+
+from fleetcache.common import binaries
+from fleetcache.common.db import models
+from fleetcache.common.db.api import CellDict
+from fleetcache.common.db.inlist import padded
+from fleetcache.common.db.session import Database
+
+
+class ComputeState(TypedDict):
+    """A host's compute service as a pre-cache job sees it."""
+
+    host: str
+    #: The host's cell (the same dict for every host of a cell), ``None`` for no cell.
+    cell: CellDict | None
+    disabled: bool
+    forced_down: bool
+    last_seen_up: datetime.datetime | None
+
+
+def compute_states(
+    db: Database, hosts: Iterable[str], binary: str = binaries.COMPUTE
+) -> dict[str, ComputeState]:
+    """``{host: state}`` of the ``binary`` services on ``hosts``, in one query (services
+    left-joined to their cells). A host without such a service is absent; callers report it.
+    """
+    service, cell = models.Service, models.Cell
+    query = select(
+        service.host, service.disabled, service.forced_down, service.last_seen_up,
+        service.cell_id, cell.uuid, cell.name, cell.transport_url,
+    ).outerjoin(cell, cell.id == service.cell_id).where(
+        service.binary == binary, service.host.in_(padded(hosts)))
+    cells: dict[int, CellDict] = {}
+    states: dict[str, ComputeState] = {}
+    with db.transaction() as session:
+        for host, disabled, forced, seen, cell_id, uuid, name, url in session.execute(query):
+            found = None
+            if cell_id is not None:
+                found = cells.get(cell_id)
+                if found is None:
+                    found = cells[cell_id] = CellDict(
+                        id=cell_id, uuid=uuid, name=name, transport_url=url)
+            states[host] = ComputeState(host=host, cell=found, disabled=bool(disabled),
+                                        forced_down=bool(forced), last_seen_up=seen)
+    return states
