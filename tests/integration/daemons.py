@@ -18,9 +18,12 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from fleetcache.common import servicegroup
+from oslo_config import cfg
+
+from fleetcache.cmd.common import register_messaging_opts
+from fleetcache.common import config, rpc, servicegroup
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db.api import ServiceDict
 from fleetcache.common.db.session import Database
@@ -237,3 +240,15 @@ class Deployment:
                 daemon.signal(signal.SIGKILL)
                 daemon.wait(10)
         self.db.dispose()
+
+
+def conductor_client(url: str) -> tuple[rpc.Transports, Any]:
+    """An RPC client of the conductors on ``url`` (60 s calls), and its transports to clean
+    up after."""
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    register_messaging_opts(conf)
+    conf([], project="fleetcache", default_config_files=[])
+    conf.set_override("rpc_response_timeout", 60)
+    transports = rpc.Transports(conf)
+    return transports, rpc.get_client(transports.get(url), "conductor")

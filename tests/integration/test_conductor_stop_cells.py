@@ -26,15 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from oslo_config import cfg
 
-from fleetcache.cmd.common import register_messaging_opts
-from fleetcache.common import config, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs
 from fleetcache.image import local
-from tests.integration.daemons import Deployment, private_vhost, wait_for
+from tests.integration.daemons import Deployment, conductor_client, private_vhost, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -96,14 +93,8 @@ def _cache_images(client: Any, dep: Deployment, host: str, image_id: str) -> Non
 def test_conductor_with_several_cells_exits_within_the_bound(
         deployment: tuple[Deployment, list[str], str]) -> None:
     dep, hosts, image_id = deployment
-    conf = cfg.ConfigOpts()
-    config.register_all(conf)
-    register_messaging_opts(conf)
-    conf([], project="fleetcache", default_config_files=[])
-    conf.set_override("rpc_response_timeout", 60)
-    transports = rpc.Transports(conf)
+    transports, client = conductor_client(dep.transport_url)
     try:
-        client = rpc.get_client(transports.get(dep.transport_url), "conductor")
         for host in reversed(hosts):  # the last cell's reply queue goes quiet first
             _cache_images(client, dep, host, image_id)
             time.sleep(GAP)

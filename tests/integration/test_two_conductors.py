@@ -21,18 +21,21 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from oslo_config import cfg
 
-from fleetcache.cmd.common import register_messaging_opts
-from fleetcache.common import config, rpc
+from fleetcache.common import rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs
 from fleetcache.image import local
-from tests.integration.daemons import Deployment, machine_lock, private_vhost, wait_for
+from tests.integration.daemons import (
+    Deployment,
+    conductor_client,
+    machine_lock,
+    private_vhost,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -103,16 +106,6 @@ def _serving(log: str) -> bool:
                for line in log.splitlines())
 
 
-def _client(url: str) -> tuple[rpc.Transports, Any]:
-    conf = cfg.ConfigOpts()
-    config.register_all(conf)
-    register_messaging_opts(conf)
-    conf([], project="fleetcache", default_config_files=[])
-    conf.set_override("rpc_response_timeout", 60)
-    transports = rpc.Transports(conf)
-    return transports, rpc.get_client(transports.get(url), "conductor")
-
-
 def _calls(dep: Deployment, host: str, image_id: str) -> int:
     """``cache_images`` calls for ``image_id`` that compute ``host`` logged."""
     text = (dep.workdir / f"{host}.log").read_text(errors="replace")
@@ -126,7 +119,7 @@ def test_two_conductors_run_a_job_each_side_by_side(
     aggregate = db_api.aggregate_create(dep.db, "two-conductors")
     for host in HOSTS:
         db_api.aggregate_add_host(dep.db, aggregate["id"], host)
-    transports, client = _client(URL)
+    transports, client = conductor_client(URL)
     try:
         ctxt = get_admin_context()
 

@@ -17,6 +17,7 @@ from oslo_messaging._drivers import common as rpc_common
 
 from fleetcache.common import exception, rpc
 from fleetcache.common.leanamqp import broker, caller, wire
+from tests.unit.common.clock import Clock
 
 # -- wire -------------------------------------------------------------------------------------
 
@@ -115,20 +116,6 @@ def test_oslo_messagings_tracing_keeps_its_client(conf: cfg.ConfigOpts) -> None:
 
 # -- the caller's handlers --------------------------------------------------------------------
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    clock = Clock()
-    monkeypatch.setattr(caller.time, "monotonic", clock)
-    return clock
 
 
 @pytest.fixture

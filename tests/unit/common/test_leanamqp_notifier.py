@@ -5,7 +5,6 @@ py-amqp connections (the real RabbitMQ is in tests/integration/test_lean_notify.
 from __future__ import annotations
 
 import logging
-import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,6 +16,7 @@ from oslo_messaging._drivers import impl_rabbit
 from fleetcache.common.context import RequestContext
 from fleetcache.common.leanamqp import broker
 from fleetcache.common.leanamqp.notifier import AmqpNotifier
+from tests.unit.common.clock import Clock
 
 DENIED = amqp.exceptions.AccessRefused(
     "ACCESS_REFUSED - access to queue 'a.info' in vhost '/' refused for user 'u'",
@@ -96,20 +96,6 @@ class Offline(Unstarted):
         self._recv = SimpleNamespace(pending=False)  # type: ignore[assignment]
         self._sock_poll = SimpleNamespace(poll=lambda timeout: [])
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    clock = Clock()
-    monkeypatch.setattr(time, "monotonic", clock)
-    return clock
 
 
 @pytest.fixture
