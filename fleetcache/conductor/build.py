@@ -65,6 +65,8 @@ class SchedulerAPI(Protocol):
 
     def release(self, instance_uuid: str) -> None: ...
 
+    def release_all(self, instance_uuids: list[str]) -> None: ...
+
 
 class ComputeClients(Protocol):
     """Compute RPC clients per cell (``CellTransports``)."""
@@ -347,19 +349,10 @@ class InstanceBuilder:
     def _release_all(self, instances: Sequence[InstanceDict]) -> None:
         """Release every instance of a build whose scheduling failed unexpectedly. The
         scheduler promises that nothing stays claimed then; this keeps the module's promise
-        (no claim without a disk) should it break it. A release of an instance that holds
-        nothing is a 404, which is fine; failures are logged in one line."""
-        if self.scheduler is None:
-            return
-        kept = []
-        for instance in instances:
-            try:
-                self.scheduler.release(instance["uuid"])
-            except Exception as exc:  # noqa: BLE001 - logged below, the build fails anyway
-                kept.append(f"{instance['uuid']} ({_error_message(exc)})")
-        if kept:
-            LOG.error("Allocations not released after a failed schedule (`openstack resource "
-                      "provider allocation delete <uuid>` removes them): %s", ", ".join(kept))
+        (no claim without a disk) should it break it (a release of an instance that holds
+        nothing is a 404, which is fine)."""
+        if self.scheduler is not None:
+            self.scheduler.release_all([instance["uuid"] for instance in instances])
 
     def _fail(self, instance_uuid: str, message: str, details: str | None = None) -> None:
         try:

@@ -329,7 +329,7 @@ class Link:
         self._confirmed(delivery_tag, multiple, refused=True)
 
     def _confirmed(self, tag: int, multiple: bool, refused: bool) -> None:
-        if not refused and self._retry.refusal is not None and self._retry.accepted():
+        if not refused and self._retry.accepted():
             LOG.info("%s: the broker accepts messages again", self.name)
         unconfirmed = self._unconfirmed
         if multiple:

@@ -35,11 +35,6 @@ class Reconnect:
         self.at = 0.0
         self.refusal: str | None = None
 
-    @property
-    def delay(self) -> float:
-        """Seconds the next failed attempt or refusal waits."""
-        return self._delay
-
     def hosts(self) -> list[int]:
         """Indexes of the URL's hosts to try, each once, from the one that last worked."""
         count = len(self._params.hosts)

@@ -65,7 +65,11 @@ class Claimer:
                     host.consume(amounts)
                     return host, refused
             except BaseException:
-                self._release_after_failure(instance_uuid)
+                # The PUT may have been applied although its answer was lost, or Placement
+                # accepted the claim and failed the capacity check's reads. The release is a
+                # DELETE of this instance's own consumer (it held nothing before this call; a
+                # 404 is fine); its own failure is logged and the first error kept.
+                self.release_all([instance_uuid])
                 raise
             refused += 1
             hosts.pop(0)
@@ -93,19 +97,6 @@ class Claimer:
                     instance_uuid, host.host, ", ".join(over))
         self.release(instance_uuid)
         return False
-
-    def _release_after_failure(self, instance_uuid: str) -> None:
-        """Release whatever ``instance_uuid`` may hold after a failure mid-claim: the PUT may
-        have been applied although its answer was lost, or Placement accepted the claim and
-        failed the capacity check's reads. The release is a DELETE of the instance's own
-        consumer, so nothing else's claim goes (a new instance held none before this call,
-        and a 404 is fine). Its own failure is logged and the first error kept."""
-        try:
-            self.release(instance_uuid)
-        except Exception:
-            LOG.exception("Could not release the allocation of %s after a failed claim; "
-                          "`openstack resource provider allocation delete %s` removes it",
-                          instance_uuid, instance_uuid)
 
     def _over_capacity(self, provider: str, amounts: Mapping[str, int]) -> list[str]:
         """The classes of ``amounts`` whose usage on ``provider`` now exceeds its capacity
@@ -136,4 +127,6 @@ class Claimer:
             try:
                 self.release(instance_uuid)
             except Exception:
-                LOG.exception("Could not release the allocation of %s", instance_uuid)
+                LOG.exception("Could not release the allocation of %s; `openstack resource "
+                              "provider allocation delete %s` removes it", instance_uuid,
+                              instance_uuid)

@@ -190,6 +190,10 @@ class Scheduler:
         """
         self.claimer.release(instance_uuid)
 
+    def release_all(self, instance_uuids: list[str]) -> None:
+        """Release each claim; a failure is logged and the others still released."""
+        self.claimer.release_all(instance_uuids)
+
     @staticmethod
     def _log(spec: RequestSpec, summary: list[FilterCount], selections: list[Selection],
              refused: int, started: float, failure: str | None) -> None:

@@ -65,6 +65,10 @@ class FakeScheduler:
         self.released.append(instance_uuid)
         self.claims.pop(instance_uuid, None)
 
+    def release_all(self, instance_uuids: list[str]) -> None:
+        for instance_uuid in instance_uuids:
+            self.release(instance_uuid)
+
 
 class FakeCompute:
     """Every compute: disks by (host, uuid); ``fail`` maps a host to the error it raises."""
