@@ -40,6 +40,8 @@ NOTIFICATIONS_GROUP = "oslo_messaging_notifications"
 #: closing one takes at most when the broker answers (see there); a broker that does not
 #: answer must not hold the stop up until the supervisor's SIGKILL (``tools/stack.sh``: 15 s).
 CLEANUP_TIMEOUT = 10.0
+#: The highest TCP port.
+MAX_PORT = 65535
 #: Modules whose exceptions oslo.messaging may re-create on the client side.
 ALLOWED_EXMODS = ["fleetcache.common.exception"]
 #: What a call or cast raises when the bus cannot take or deliver it: oslo.messaging's
@@ -89,14 +91,21 @@ def parse_transport_url(conf: cfg.ConfigOpts, url: str | None) -> messaging.Tran
     into ``InvalidTransportURL`` here, around the parsing only. Its text is not repeated: it
     may quote part of a password (a ``/`` in one ends the URL's host part).
 
+    A port above 65535 parses there too, and py-amqp's ``getaddrinfo`` then connects to it
+    modulo 65536 (``h:99999`` is port 34463: another service, or a refusal retried for ever):
+    refused here, at start-up.
+
     :raises InvalidTransportURL: when the URL does not parse.
     """
     try:
-        return messaging.TransportURL.parse(conf, url)
+        parsed = messaging.TransportURL.parse(conf, url)
     except ValueError as exc:
         raise messaging.InvalidTransportURL(
             url, "it does not parse (is every host's port a number, every IPv6 address in "
             "[brackets]?)") from exc
+    if any(host.port is not None and not 0 < host.port <= MAX_PORT for host in parsed.hosts):
+        raise messaging.InvalidTransportURL(url, f"a host's port is not within 1-{MAX_PORT}")
+    return parsed
 
 
 def transport_url_option(conf: cfg.ConfigOpts, notification: bool = False) -> str:

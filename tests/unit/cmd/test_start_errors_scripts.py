@@ -155,6 +155,16 @@ def test_transport_url_with_a_port_that_is_not_a_number(
                     f"{URL_FIX}")
 
 
+def test_transport_url_with_a_port_beyond_65535(conf_file: pathlib.Path, synced_db: str) -> None:
+    """The resolver would connect to 99999 modulo 65536: refused at start-up instead."""
+    script = "fleetcache-conductor"
+    url = "rabbit://fleetcache:s3cret@broker:99999/"
+    code, line = run(script, write(conf_file, script, synced_db, f"transport_url = {url}"))
+    assert code == EXIT_CONFIG
+    assert line == (f"{script}: invalid value for option [DEFAULT] transport_url: a host's port "
+                    f"is not within 1-65535; {URL_FIX}")
+
+
 @pytest.mark.parametrize("script", ["fleetcache-api", "fleetcache-conductor"])
 def test_notifications_transport_url_with_a_port_that_is_not_a_number(
     conf_file: pathlib.Path, synced_db: str, script: str

@@ -111,6 +111,19 @@ def test_a_url_that_does_not_parse_is_an_invalid_transport_url(url: str) -> None
         rpc.Transports(_conf("fake:///")).get(url)
 
 
+@pytest.mark.parametrize("url", ["rabbit://u:s3cret@h:99999/", "rabbit://h:5672,h2:0/",
+                                 "rabbit://h:-1/"])
+def test_a_port_outside_the_tcp_range_is_an_invalid_transport_url(url: str) -> None:
+    """oslo.messaging parses these; the resolver would take 99999 as port 34463."""
+    conf = _conf(url)
+    with pytest.raises(messaging.InvalidTransportURL) as caught:
+        rpc.parse_transport_url(conf, None)
+    assert str(caught.value) == "a host's port is not within 1-65535"
+    with pytest.raises(messaging.InvalidTransportURL):
+        rpc.Transports(conf).get()
+    assert rpc.parse_transport_url(_conf("rabbit://h:65535,h2:1/"), None).hosts[0].port == 65535
+
+
 def test_notifications_use_their_own_url_else_the_default_and_say_which() -> None:
     conf = _conf("fake:///default")
     transports = rpc.Transports(conf)
