@@ -6,6 +6,7 @@ Every benchmark prints its headline as its last line, ``NAME: key=value ... rati
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -23,6 +24,16 @@ _TICK = os.sysconf("SC_CLK_TCK")
 def log(msg: str) -> None:
     """Progress on stderr, so stdout stays the report."""
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM unwind the main thread as Ctrl-C does, so the ``with`` blocks stop what the
+    bench started: killed with SIGTERM, a run left its conductor, API and fake computes behind,
+    and the next run's API asked that stale conductor on the bench broker's shared topic."""
+    def _exit(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
 
 
 def check_and_remove(paths: Sequence[Path], size: int) -> None:

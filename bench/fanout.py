@@ -48,6 +48,7 @@ from _benchlib import (  # noqa: E402
     broker_start,
     broker_stop,
     cpu_seconds,
+    exit_on_sigterm,
     headline,
     loadavg,
     log,
@@ -169,6 +170,7 @@ def run_job(api: ApiClient | RpcClient, services: Services, aggregate_id: int,
 
 def main() -> int:
     args = parse_args()
+    exit_on_sigterm()
     tmp = Path(tempfile.mkdtemp(prefix="fcbench-fanout-"))
     db_url = args.database_url or f"sqlite:///{tmp / 'fleetcache.sqlite'}"
     log(f"fanout: {args.hosts} hosts, concurrency {args.concurrency}, {args.cells} cells, "

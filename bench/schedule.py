@@ -46,7 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _benchlib import headline, loadavg, log, median  # noqa: E402
+from _benchlib import exit_on_sigterm, headline, loadavg, log, median  # noqa: E402
 from _placement_fleet import Provider, load_providers, placement_server  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 from sqlalchemy import insert  # noqa: E402
@@ -224,6 +224,7 @@ def run(paths: Paths, rounds: int) -> dict[str, list[float]]:
 
 def main() -> int:
     args = parse_args()
+    exit_on_sigterm()
     fleet = Fleet(args.providers, args.cells, args.seed)
     with tempfile.TemporaryDirectory(prefix="bench-schedule-") as tmp, \
             placement_server("fleetcache_bench_placement") as (endpoint, url):
