@@ -277,20 +277,31 @@ def test_a_closing_caller_ends_every_call_left_and_refuses_new_ones(conf: cfg.Co
 
 
 def test_the_buffered_recv_hands_out_what_one_recv_brought() -> None:
+    import socket
+
     from fleetcache.common.leanamqp.broker import RECV_SIZE, BufferedRecv
 
-    chunks = [b"0123456789", b"ab", b""]
+    ours, peer = socket.socketpair()
     asked: list[int] = []
 
-    def recv(n: int) -> bytes:
-        asked.append(n)
-        return chunks.pop(0)
+    def recv_into(buf: bytearray) -> int:
+        asked.append(len(buf))
+        return ours.recv_into(buf)
 
-    buffered = BufferedRecv(SimpleNamespace(recv=recv))  # type: ignore[arg-type]
-    assert not buffered.pending
-    assert buffered(7) == b"0123456" and buffered.pending
-    assert buffered(7) == b"789"  # at most what is left; py-amqp asks again for the rest
-    assert not buffered.pending
-    assert buffered(1) == b"a" and buffered(5) == b"b"
-    assert buffered(1) == b""  # the peer closed
-    assert asked == [RECV_SIZE] * 3
+    try:
+        buffered = BufferedRecv(SimpleNamespace(recv_into=recv_into))  # type: ignore[arg-type]
+        assert not buffered.pending
+        peer.sendall(b"0123456789")
+        first = buffered(7)
+        assert first == b"0123456" and type(first) is bytes and buffered.pending
+        assert buffered(7) == b"789"  # at most what is left; py-amqp asks again for the rest
+        assert not buffered.pending
+        peer.sendall(b"ab")
+        assert buffered(1) == b"a" and buffered(5) == b"b"
+        assert first == b"0123456"  # what was handed out is a copy: the next recv kept it
+        peer.close()
+        assert buffered(1) == b""  # the peer closed
+        assert asked == [RECV_SIZE] * 3
+    finally:
+        ours.close()
+        peer.close()
