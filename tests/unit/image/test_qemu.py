@@ -78,7 +78,7 @@ def test_info_and_check_run_qemu_img_under_prlimit(tmp_path: pathlib.Path,
     assert [cmd[:2] for cmd, _ in calls] == [("qemu-img", "info"), ("qemu-img", "check")]
     assert {limits for _, limits in calls} == {qemu.ProcessLimits(30, 2 * units.Gi)}
     assert qemu.ProcessLimits(30, 2 * units.Gi).prefix() == [
-        "prlimit", "--cpu=30", f"--as={2 * units.Gi}", f"--fsize={qemu.OUTPUT_LIMIT}",
+        "prlimit", "--cpu=30:31", f"--as={2 * units.Gi}", f"--fsize={qemu.OUTPUT_LIMIT}",
         "--core=0", "--"]
 
 
@@ -95,7 +95,7 @@ def test_check_bomb_is_killed_at_the_cpu_limit(tmp_path: pathlib.Path) -> None:
     bomb = str(check_bomb(tmp_path))
     assert qemu.info(bomb, "qcow2", cpu_time_s=30, address_space_gib=2)["format"] == "qcow2"
     with pytest.raises(exception.QemuImgError,
-                       match=r"^qemu-img check failed: killed by SIGKILL after 1\.\d s of CPU: "
+                       match=r"^qemu-img check failed: killed by SIGXCPU after \d\.\d s of CPU: "
                              r"over the CPU time limit of 1 s "
                              r"\(\[libvirt\] images_cpu_time_limit\)$"):
         qemu.check(bomb, "qcow2", cpu_time_s=1, address_space_gib=2)
@@ -108,7 +108,7 @@ def test_check_bomb_is_refused_by_inspection_naming_the_limit(tmp_path: pathlib.
     conf.set_override("images_cpu_time_limit", 1, group="libvirt")
     with pytest.raises(exception.ImageFormatRejected,
                        match=r"qemu-img check -f qcow2 refused it: qemu-img check failed: "
-                             r"killed by SIGKILL .* images_cpu_time_limit"):
+                             r"killed by SIGXCPU .* images_cpu_time_limit"):
         format_safety.inspect_image(str(check_bomb(tmp_path)), "qcow2", conf, image_id="bomb")
 
 
