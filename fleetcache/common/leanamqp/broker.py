@@ -189,8 +189,9 @@ class BufferedRecv:
     retaking the GIL the conductor's other threads are waiting for. Each system call is a
     ``recv_into`` one buffer kept for the connection, copied out at the size that came:
     ``recv(65536)`` allocated 64 KiB and shrank it to what came at every call, in the
-    receiving thread's malloc arena (docs/performance.md, "Conductor memory from 1,000 to
-    10,000 hosts"); the copy costs 0.1-0.2 µs per reply, measured on a socket pair.
+    receiving thread's malloc arena, which kept them (docs/performance.md, "Conductor memory
+    with one receive buffer per connection"); the copy costs 0.1-0.2 µs per reply, measured
+    on a socket pair.
     """
 
     __slots__ = ("_recv_into", "_into", "_received", "_buf", "_pos")
