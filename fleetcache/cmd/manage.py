@@ -60,7 +60,7 @@ def db_version(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
 
 def _check_transport_url(conf: cfg.ConfigOpts, url: str) -> None:
     try:
-        rpc.parse_transport_url(conf, url)
+        rpc.parse_rpc_transport_url(conf, url)
     except messaging.InvalidTransportURL as exc:
         raise exception.InvalidInput(reason=f"invalid --transport-url: {exc}") from exc
 

@@ -42,6 +42,8 @@ NOTIFICATIONS_GROUP = "oslo_messaging_notifications"
 CLEANUP_TIMEOUT = 10.0
 #: The highest TCP port.
 MAX_PORT = 65535
+#: oslo.messaging's drivers that send notifications but serve no RPC.
+NOTIFICATION_ONLY_DRIVERS = frozenset({"kafka"})
 #: Modules whose exceptions oslo.messaging may re-create on the client side.
 ALLOWED_EXMODS = ["fleetcache.common.exception"]
 #: What a call or cast raises when the bus cannot take or deliver it: oslo.messaging's
@@ -108,6 +110,20 @@ def parse_transport_url(conf: cfg.ConfigOpts, url: str | None) -> messaging.Tran
     return parsed
 
 
+def parse_rpc_transport_url(conf: cfg.ConfigOpts, url: str | None) -> messaging.TransportURL:
+    """``url`` parsed as :func:`parse_transport_url` does, for RPC: not ``kafka://``, whose
+    oslo.messaging driver carries notifications only.
+
+    :raises InvalidTransportURL:
+    """
+    parsed = parse_transport_url(conf, url)
+    if parsed.transport in NOTIFICATION_ONLY_DRIVERS:
+        raise messaging.InvalidTransportURL(
+            url, f"{parsed.transport}:// carries notifications only (oslo.messaging's "
+            f"{parsed.transport} driver has no RPC)")
+    return parsed
+
+
 def transport_url_option(conf: cfg.ConfigOpts, notification: bool = False) -> str:
     """The option a service's own RPC (or, with ``notification``, notification) transport URL
     comes from, for messages."""
@@ -150,9 +166,18 @@ class Transports:
                 if url is None and notification:  # as get_notification_transport reads it
                     parsed = parse_transport_url(
                         self.conf, self.conf[NOTIFICATIONS_GROUP].transport_url)
-                else:
+                elif notification:
                     parsed = parse_transport_url(self.conf, url)
-                transport = factory(self.conf, url=parsed, allowed_remote_exmods=ALLOWED_EXMODS)
+                else:
+                    parsed = parse_rpc_transport_url(self.conf, url)
+                try:
+                    transport = factory(self.conf, url=parsed,
+                                        allowed_remote_exmods=ALLOWED_EXMODS)
+                except ImportError as exc:
+                    # NOTE: oslo.messaging 18.3.1 raises DriverLoadFailure for a driver it
+                    # cannot find, but lets the ImportError of one it finds whose library is
+                    # missing through (kafka:// without confluent_kafka): a traceback at start.
+                    raise messaging.DriverLoadFailure(parsed.transport, exc) from exc
                 self._opened[(url, notification)] = transport
             return transport
 

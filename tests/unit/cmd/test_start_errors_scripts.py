@@ -165,6 +165,20 @@ def test_transport_url_with_a_port_beyond_65535(conf_file: pathlib.Path, synced_
                     f"is not within 1-65535; {URL_FIX}")
 
 
+def test_transport_url_of_a_notification_only_driver(
+    conf_file: pathlib.Path, synced_db: str
+) -> None:
+    """oslo.messaging's Kafka driver has no RPC (and without confluent_kafka it did not even
+    load: a traceback)."""
+    script = "fleetcache-conductor"
+    code, line = run(script, write(conf_file, script, synced_db,
+                                   "transport_url = kafka://broker:9092/"))
+    assert code == EXIT_CONFIG
+    assert line == (f"{script}: invalid value for option [DEFAULT] transport_url: kafka:// "
+                    f"carries notifications only (oslo.messaging's kafka driver has no RPC); "
+                    f"{URL_FIX}")
+
+
 @pytest.mark.parametrize("script", ["fleetcache-api", "fleetcache-conductor"])
 def test_notifications_transport_url_with_a_port_that_is_not_a_number(
     conf_file: pathlib.Path, synced_db: str, script: str

@@ -124,6 +124,29 @@ def test_a_port_outside_the_tcp_range_is_an_invalid_transport_url(url: str) -> N
     assert rpc.parse_transport_url(_conf("rabbit://h:65535,h2:1/"), None).hosts[0].port == 65535
 
 
+def test_kafka_is_refused_for_rpc_and_a_missing_driver_library_is_a_driver_load_failure(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka carries notifications only; a driver whose own library is missing is the
+    ``DriverLoadFailure`` the daemons turn into one line, not an ``ImportError``."""
+    conf = _conf("kafka://broker:9092/")
+    with pytest.raises(messaging.InvalidTransportURL) as caught:
+        rpc.parse_rpc_transport_url(conf, None)
+    assert str(caught.value) == ("kafka:// carries notifications only (oslo.messaging's kafka "
+                                 "driver has no RPC)")
+    with pytest.raises(messaging.InvalidTransportURL):
+        rpc.Transports(conf).get()
+    assert rpc.parse_transport_url(conf, None).transport == "kafka"  # notifications: allowed
+
+    def missing(*args: object, **kwargs: object) -> None:
+        raise ModuleNotFoundError("No module named 'confluent_kafka'")
+
+    monkeypatch.setattr(messaging, "get_notification_transport", missing)
+    with pytest.raises(messaging.DriverLoadFailure) as failed:
+        rpc.Transports(conf).notification()
+    assert str(failed.value) == ('Failed to load transport driver "kafka": No module named '
+                                 "'confluent_kafka'")
+
+
 def test_notifications_use_their_own_url_else_the_default_and_say_which() -> None:
     conf = _conf("fake:///default")
     transports = rpc.Transports(conf)
