@@ -146,36 +146,20 @@ def _without_systemd_bindings(directory: pathlib.Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("script", DAEMONS)
-def test_transport_url_with_a_port_that_is_not_a_number(
-    conf_file: pathlib.Path, synced_db: str, script: str
+@pytest.mark.parametrize(("url", "reason"), [
+    (BAD_PORT, UNPARSED),
+    # Parses, but the resolver would connect to 99999 modulo 65536.
+    ("rabbit://fleetcache:s3cret@broker:99999/", "a host's port is not within 1-65535"),
+    # Without confluent_kafka this was a traceback; and the driver has no RPC anyway.
+    ("kafka://broker:9092/",
+     "kafka:// carries notifications only (oslo.messaging's kafka driver has no RPC)"),
+])
+def test_transport_url_that_cannot_serve_rpc(
+    conf_file: pathlib.Path, synced_db: str, script: str, url: str, reason: str
 ) -> None:
-    code, line = run(script, write(conf_file, script, synced_db, f"transport_url = {BAD_PORT}"))
-    assert code == EXIT_CONFIG
-    assert line == (f"{script}: invalid value for option [DEFAULT] transport_url: {UNPARSED}; "
-                    f"{URL_FIX}")
-
-
-def test_transport_url_with_a_port_beyond_65535(conf_file: pathlib.Path, synced_db: str) -> None:
-    """The resolver would connect to 99999 modulo 65536: refused at start-up instead."""
-    script = "fleetcache-conductor"
-    url = "rabbit://fleetcache:s3cret@broker:99999/"
     code, line = run(script, write(conf_file, script, synced_db, f"transport_url = {url}"))
     assert code == EXIT_CONFIG
-    assert line == (f"{script}: invalid value for option [DEFAULT] transport_url: a host's port "
-                    f"is not within 1-65535; {URL_FIX}")
-
-
-def test_transport_url_of_a_notification_only_driver(
-    conf_file: pathlib.Path, synced_db: str
-) -> None:
-    """oslo.messaging's Kafka driver has no RPC (and without confluent_kafka it did not even
-    load: a traceback)."""
-    script = "fleetcache-conductor"
-    code, line = run(script, write(conf_file, script, synced_db,
-                                   "transport_url = kafka://broker:9092/"))
-    assert code == EXIT_CONFIG
-    assert line == (f"{script}: invalid value for option [DEFAULT] transport_url: kafka:// "
-                    f"carries notifications only (oslo.messaging's kafka driver has no RPC); "
+    assert line == (f"{script}: invalid value for option [DEFAULT] transport_url: {reason}; "
                     f"{URL_FIX}")
 
 
