@@ -159,27 +159,25 @@ class Transports:
         with self._lock:
             transport = self._opened.get((url, notification))
             if transport is None:
-                factory = (
-                    messaging.get_notification_transport if notification
-                    else messaging.get_rpc_transport
-                )
-                if url is None and notification:  # as get_notification_transport reads it
-                    parsed = parse_transport_url(
-                        self.conf, self.conf[NOTIFICATIONS_GROUP].transport_url)
-                elif notification:
-                    parsed = parse_transport_url(self.conf, url)
-                else:
-                    parsed = parse_rpc_transport_url(self.conf, url)
-                try:
-                    transport = factory(self.conf, url=parsed,
-                                        allowed_remote_exmods=ALLOWED_EXMODS)
-                except ImportError as exc:
-                    # NOTE: oslo.messaging 18.3.1 raises DriverLoadFailure for a driver it
-                    # cannot find, but lets the ImportError of one it finds whose library is
-                    # missing through (kafka:// without confluent_kafka): a traceback at start.
-                    raise messaging.DriverLoadFailure(parsed.transport, exc) from exc
-                self._opened[(url, notification)] = transport
+                transport = self._opened[(url, notification)] = self._open(url, notification)
             return transport
+
+    def _open(self, url: str | None, notification: bool) -> messaging.Transport:
+        if notification:
+            if url is None:  # as get_notification_transport reads it
+                url = self.conf[NOTIFICATIONS_GROUP].transport_url
+            parsed = parse_transport_url(self.conf, url)
+            factory = messaging.get_notification_transport
+        else:
+            parsed = parse_rpc_transport_url(self.conf, url)
+            factory = messaging.get_rpc_transport
+        try:
+            return factory(self.conf, url=parsed, allowed_remote_exmods=ALLOWED_EXMODS)
+        except ImportError as exc:
+            # NOTE: oslo.messaging 18.3.1 raises DriverLoadFailure for a driver it cannot find,
+            # but lets the ImportError of one it finds whose library is missing through
+            # (kafka:// without confluent_kafka): a traceback at start-up.
+            raise messaging.DriverLoadFailure(parsed.transport, exc) from exc
 
     def cleanup(self, timeout: float = CLEANUP_TIMEOUT) -> None:
         """Close every transport opened here, side by side (the service is stopping);
