@@ -23,16 +23,24 @@ previous copy removed, no dirty page left to write back: :func:`settle`):
   ``rchar``, every byte that went through file read calls, page cache hits included (the
   socket's ``recv`` is not counted): 1.0 would mean the file was read back once; fleetcache's
   target is 0 plus the inspector's and qemu-img's header reads (and qemu-img's start-up).
+* fleetcache without its hash (informative): the same pipeline, but the image's metadata as
+  the source hands it over loses its hash and MD5 checksum (so only its size is checked):
+  what receive, format detection, ``O_DIRECT`` write and fsync reach on their own, i.e.
+  whether anything but the hash holds fleetcache below ``curl -o``.
 
 Which hash is verified is Glance's choice (``[DEFAULT] hashing_algorithm``, sha512 by default;
 the stack takes ``FLEETCACHE_GLANCE_HASHING_ALGORITHM``): the run prints it (``algo=``), with
 one core's hashlib speed of sha512 and sha256 over the same bytes in memory beside it.
 
 A verified download cannot be faster than its hash, which runs on one core (a hash is
-sequential), so each round also hashes the image's size in memory with that algorithm right
-after its variants: the round's *limit* is the slower of ``curl -o`` and that hash. Per round
-the run prints fleetcache over ``curl -o`` and over the limit; the headline counts the rounds
-in which 0.9 of ``curl -o`` was within the one-core hash at all (``hash_allows_target``).
+sequential), and a durable one cannot be faster than the disk takes a durable write, which
+``curl -o`` (into the page cache) never waits for. So each round, right after its variants,
+also hashes the image's size in memory with that algorithm, and writes as many bytes with
+``dd oflag=direct conv=fsync`` to the same disk: the round's *limit* is the slowest of
+``curl -o``, that hash and that write. Per round the run prints fleetcache over ``curl -o``
+and over the limit; the headline counts the rounds in which 0.9 of ``curl -o`` was within
+the one-core hash at all (``hash_allows_target``), and within both hash and disk
+(``limit_allows_target``).
 
 Prints the median throughputs (MB = 10^6 bytes), each variant's worst round, and last the
 headline ``download: ... ratio=R``, R = fleetcache's throughput over plain ``curl -o``
@@ -57,6 +65,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -77,6 +86,12 @@ from _glance import (  # noqa: E402
     stack_token,
     token_header_file,
 )
+
+if TYPE_CHECKING:
+    from oslo_config import cfg
+
+    from fleetcache.common.context import RequestContext
+    from fleetcache.image.source import ImageMeta, ImageSource
 
 
 def parse_args() -> argparse.Namespace:
@@ -120,13 +135,19 @@ def curl_verify(url: str, dest: Path, header: Path, algo: str, expected: str,
 
 
 class Fleetcache:
-    """The compute side, in process: the disk driver's ``cache_image`` from Glance."""
+    """The compute side, in process: the disk driver's ``cache_image`` from Glance.
 
-    def __init__(self, glance: str, token: str, instances_path: Path) -> None:
+    ``hashed=False`` gives it a Glance source whose images have no hash or checksum (only
+    their size is verified): the pipeline's speed without its one sequential step.
+    """
+
+    def __init__(self, glance: str, token: str, instances_path: Path,
+                 hashed: bool = True) -> None:
         from oslo_config import cfg
 
         from fleetcache.common import config, context
         from fleetcache.compute.virt import disk
+        from fleetcache.image.glance import GlanceImageSource
 
         conf = cfg.ConfigOpts()
         config.register_all(conf)
@@ -134,7 +155,8 @@ class Fleetcache:
         conf.set_override("instances_path", str(instances_path))
         conf.set_override("backend", "glance", group="image_source")
         conf.set_override("api_servers", [glance], group="glance")
-        self.driver = disk.DiskDriver(conf)
+        source = GlanceImageSource(conf) if hashed else _unhashed_glance(conf)
+        self.driver = disk.DiskDriver(conf, source)
         self.driver.init_host("fcbench")
         self.ctxt = context.get_admin_context()
         self.ctxt.auth_token = token  # Glance is behind Keystone: the caller's token
@@ -152,6 +174,20 @@ class Fleetcache:
         return Path(self.driver.image_cache.path_for(image_id))
 
 
+def _unhashed_glance(conf: cfg.ConfigOpts) -> ImageSource:
+    """A Glance source whose images come without ``os_hash_*`` and ``checksum``."""
+    import dataclasses
+
+    from fleetcache.image.glance import GlanceImageSource
+
+    class UnhashedGlance(GlanceImageSource):
+        def show(self, ctxt: RequestContext, image_id: str) -> ImageMeta:
+            return dataclasses.replace(super().show(ctxt, image_id), checksum=None,
+                                       os_hash_algo=None, os_hash_value=None)
+
+    return UnhashedGlance(conf)
+
+
 def proc_io() -> dict[str, int]:
     """This process's I/O counters (``read_bytes``: bytes really fetched from storage)."""
     with open("/proc/self/io") as f:
@@ -166,6 +202,18 @@ def hash_ceiling(size: int, algo: str) -> tuple[float, float]:
     for _ in range(0, size, CHUNK):
         digest.update(block)
     return size / (time.monotonic() - started) / 1e6, time.thread_time() - cpu0
+
+
+def disk_ceiling(dest: Path, size: int) -> float:
+    """MB/s of a durable write of ``size`` zeros to ``dest`` (``dd``, 4 MiB blocks, ``O_DIRECT``
+    and fsync, as fleetcache writes its copy): the disk's limit for any durable copy."""
+    started = time.monotonic()
+    subprocess.run(["dd", "if=/dev/zero", f"of={dest}", f"bs={CHUNK}",
+                    f"count={-(-size // CHUNK)}", "oflag=direct", "conv=fsync", "status=none"],
+                   check=True)
+    rate = size / (time.monotonic() - started) / 1e6
+    dest.unlink()
+    return rate
 
 
 def settle() -> None:
@@ -197,12 +245,14 @@ def main() -> int:
     size = args.size_mib * 1024 * 1024
     load_before = loadavg()
     work = Path(tempfile.mkdtemp(prefix="fcbench-download-", dir=args.workdir))
-    names = ("curl -o", "curl -o && sync", "curl|tee|sum", "...+sync FILE", "fleetcache")
+    names = ("curl -o", "curl -o && sync", "curl|tee|sum", "...+sync FILE", "fleetcache",
+             "fleetcache, no hash")
     walls: dict[str, list[float]] = {k: [] for k in names}
     cpus: dict[str, list[float]] = {k: [] for k in walls}
     glance_cpus: dict[str, list[float]] = {k: [] for k in walls}
     glance_pid = stack_pids(args.stack_dir).get("glance")
     round_hash: list[float] = []  # MB/s of one core's hash of the image's algo, per round
+    round_disk: list[float] = []  # MB/s of a durable direct write to the same disk, per round
     try:
         token = stack_token(stack_env(args.stack_dir))
         header = token_header_file(token, work)
@@ -211,6 +261,8 @@ def main() -> int:
             algo = str(image["os_hash_algo"])
             url = f"{args.glance_url}/v2/images/{image_id}/file"
             fleetcache = Fleetcache(args.glance_url, token, work / "instances")
+            unhashed = Fleetcache(args.glance_url, token, work / "instances-unhashed",
+                                  hashed=False)
             curl_plain(url, work / "warm", header)  # warm Glance's page cache and worker
             (work / "warm").unlink()
             for rnd in range(args.rounds):
@@ -222,10 +274,13 @@ def main() -> int:
                     "...+sync FILE": lambda: curl_verify(url, work / "teesync", header, algo,
                                                          expected, True),
                     "fleetcache": lambda: fleetcache.fetch(image_id),
+                    "fleetcache, no hash": lambda: unhashed.fetch(image_id),
                 }
                 copies = {"curl -o": work / "plain", "curl -o && sync": work / "plainsync",
                           "curl|tee|sum": work / "tee", "...+sync FILE": work / "teesync",
-                          "fleetcache": Path(fleetcache.driver.image_cache.path_for(image_id))}
+                          "fleetcache": Path(fleetcache.driver.image_cache.path_for(image_id)),
+                          "fleetcache, no hash":
+                              Path(unhashed.driver.image_cache.path_for(image_id))}
                 # Rotate the order so that no variant always comes first in a round.
                 order = list(runs)[rnd % len(runs):] + list(runs)[:rnd % len(runs)]
                 for name in order:
@@ -238,9 +293,12 @@ def main() -> int:
                         tree_cpu(glance_pid) - before if glance_pid else float("nan"))
                     check_and_remove([copies[name]], size)
                 round_hash.append(hash_ceiling(size, algo)[0])
+                settle()
+                round_disk.append(disk_ceiling(work / "dd", size))
                 log(f"round {rnd + 1}: " + ", ".join(
                     f"{k} {size / walls[k][-1] / 1e6:.0f} MB/s" for k in names)
-                    + f", {algo} in memory (1 core) {round_hash[-1]:.0f} MB/s")
+                    + f", {algo} in memory (1 core) {round_hash[-1]:.0f} MB/s, dd oflag=direct "
+                    f"conv=fsync {round_disk[-1]:.0f} MB/s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     mbps = {k: size / median(v) / 1e6 for k, v in walls.items()}
@@ -267,23 +325,32 @@ def main() -> int:
           f"({all_read / size:.6f} per byte cached)")
     ratios = [c / f for c, f in zip(walls["curl -o"], walls["fleetcache"], strict=True)]
     curl_rounds = [size / w / 1e6 for w in walls["curl -o"]]
-    limits = [min(c, h) for c, h in zip(curl_rounds, round_hash, strict=True)]
+    limits = [min(c, h, d) for c, h, d in zip(curl_rounds, round_hash, round_disk, strict=True)]
     of_limit = [size / w / 1e6 / lim
                 for w, lim in zip(walls["fleetcache"], limits, strict=True)]
     allowed = sum(h >= 0.9 * c for c, h in zip(curl_rounds, round_hash, strict=True))
+    limit_allowed = sum(lim >= 0.9 * c for c, lim in zip(curl_rounds, limits, strict=True))
     print("fleetcache / curl -o per round: " + ", ".join(f"{r:.3f}" for r in ratios))
     print(f"{algo} (1 core) / curl -o per round: "
           + ", ".join(f"{h / c:.3f}" for c, h in zip(curl_rounds, round_hash, strict=True))
           + f" ({allowed} of {len(round_hash)} rounds at >= 0.9: where a verified download "
           "could reach the target at all)")
-    print("fleetcache / min(curl -o, one-core hash) per round: "
-          + ", ".join(f"{r:.3f}" for r in of_limit))
+    print("disk (dd oflag=direct conv=fsync) / curl -o per round: "
+          + ", ".join(f"{d / c:.3f}" for c, d in zip(curl_rounds, round_disk, strict=True)))
+    print("fleetcache / min(curl -o, one-core hash, disk) per round: "
+          + ", ".join(f"{r:.3f}" for r in of_limit)
+          + f" ({limit_allowed} of {len(limits)} rounds with hash and disk >= 0.9 of curl -o)")
+    unhashed_ratios = [c / f for c, f in zip(walls["curl -o"], walls["fleetcache, no hash"],
+                                             strict=True)]
+    print("fleetcache without its hash / curl -o per round: "
+          + ", ".join(f"{r:.3f}" for r in unhashed_ratios))
     print(headline("download", mbps["fleetcache"] / mbps["curl -o"],
                    size_mib=args.size_mib, algo=algo, curl_mbps=round(mbps["curl -o"]),
                    curl_sync_mbps=round(mbps["curl -o && sync"]),
                    verify_mbps=round(mbps["curl|tee|sum"]),
                    verify_fsync_mbps=round(mbps["...+sync FILE"]),
                    fleetcache_mbps=round(mbps["fleetcache"]),
+                   unhashed_mbps=round(mbps["fleetcache, no hash"]),
                    sha512_mbps=round(ceilings["sha512"][0]),
                    sha256_mbps=round(ceilings["sha256"][0]),
                    disk_read_per_byte=round(disk_read / size, 6),
@@ -291,9 +358,12 @@ def main() -> int:
                    verify_ratio=round(mbps["fleetcache"] / mbps["curl|tee|sum"], 3),
                    durable_ratio=round(mbps["fleetcache"] / mbps["curl -o && sync"], 3),
                    worst_round_ratio=round(min(ratios), 3),
+                   disk_mbps=round(median(round_disk)),
                    hash_allows_target=f"{allowed}/{len(round_hash)}",
+                   limit_allows_target=f"{limit_allowed}/{len(limits)}",
                    of_limit=round(median(of_limit), 3),
-                   worst_round_of_limit=round(min(of_limit), 3)))
+                   worst_round_of_limit=round(min(of_limit), 3),
+                   unhashed_worst_round_ratio=round(min(unhashed_ratios), 3)))
     return 0
 
 
