@@ -1,7 +1,8 @@
 """Page-aligned receive buffers for a download's chunks, reused once every worker is done.
 
 A source that receives into a buffer it provides (the rbd path's FIFO ``readv``) asks its
-writer for one (:func:`receive_buffer`) instead of allocating a fresh ``bytearray`` per chunk.
+writer for one (:func:`receive_buffer`) instead of allocating a fresh ``bytearray`` per chunk;
+a chunk that arrives as ``bytes`` (HTTP) can be copied into one (:meth:`ChunkPool.copy_in`).
 The buffers of a :class:`ChunkPool` are anonymous ``mmap`` s, so:
 
 * each starts on a page boundary: the image cache's file sink writes a full chunk of one with
@@ -47,6 +48,14 @@ class ChunkPool:
         with self._lock:
             self._made[id(buf)] = buf
         return memoryview(buf)
+
+    def copy_in(self, chunk: Buffer) -> Buffer:
+        """``chunk`` itself if it is one of this pool's buffers, else a copy of it in one."""
+        if self._owner(chunk) is not None:
+            return chunk
+        view = self.acquire(len(chunk))
+        view[:] = memoryview(chunk).cast("B")
+        return view
 
     def handed(self, chunk: Buffer, readers: int) -> None:
         """``chunk`` goes to ``readers`` readers; nothing to do unless it is one of ours."""

@@ -116,7 +116,7 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
             sink = file_sink(f)
             written = download_verified(
                 source, ctxt, meta, sink, progress,
-                [*(c.feed for c in checks), inspection.feed])
+                [*(c.feed for c in checks), inspection.feed], aligned_sink=sink.direct)
             sink.finish()
             os.fsync(f.fileno())
         for check in checks:

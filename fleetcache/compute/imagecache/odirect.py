@@ -44,6 +44,10 @@ STAGE = 4 * 1024 * 1024
 class FileSink(Protocol):
     """Where a download's verified bytes go: ``write`` each chunk, ``finish`` at the end."""
 
+    #: Whether a page-aligned chunk of whole pages is written as it is, and anything else
+    #: copied into an aligned buffer first (``O_DIRECT``).
+    direct: bool
+
     def write(self, data: Buffer, /) -> int: ...
 
     def finish(self) -> None:
@@ -65,6 +69,8 @@ def file_sink(f: BinaryIO) -> FileSink:
 
 
 class _Buffered(EarlyWriteback):
+    direct = False
+
     def finish(self) -> None:
         self.f.flush()
 

@@ -9,14 +9,21 @@ import io
 import mmap
 import threading
 import weakref
+from unittest import mock
 
 import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.image import verify
-from fleetcache.image.chunks import receive_buffer
-from fleetcache.image.source import ImageMeta, ImageSource, ProgressCallback, Writer
+from fleetcache.image.chunks import ChunkPool, receive_buffer
+from fleetcache.image.source import (
+    Buffer,
+    ImageMeta,
+    ImageSource,
+    ProgressCallback,
+    Writer,
+)
 
 DATA = b"fleetcache" * 100_000
 
@@ -202,6 +209,55 @@ def test_a_receive_buffer_is_not_reused_while_a_worker_still_reads_it() -> None:
     verifier.verify()  # every chunk hashed as it was written: none was refilled under it
     assert out.getvalue() == DATA
     assert len({id(c) for c in chunks[:4]}) == 4
+
+
+def test_an_aligned_sink_gets_chunks_of_whole_pages_copied_into_pool_buffers_by_the_caller(
+        ) -> None:
+    copiers: set[str] = set()
+    got: list[Buffer] = []
+
+    class Sink(io.BytesIO):
+        def write(self, data: Buffer, /) -> int:  # type: ignore[override]
+            got.append(data)
+            return super().write(data)
+
+    pool_copy = ChunkPool.copy_in
+
+    def spy(pool: ChunkPool, chunk: Buffer) -> Buffer:
+        copiers.add(threading.current_thread().name)
+        return pool_copy(pool, chunk)
+
+    sink = Sink()
+    writer = verify.VerifyingWriter(sink, verify.ImageVerifier(_meta()), aligned_sink=True)
+    with mock.patch.object(ChunkPool, "copy_in", spy):
+        for start in range(0, len(DATA), 65536):  # 15 chunks of 16 pages, then 16,960 bytes
+            writer.write(DATA[start:start + 65536])
+        writer.close()
+    writer.verifier.verify()
+    assert sink.getvalue() == DATA
+    assert copiers == {threading.current_thread().name}
+    whole, tail = got[:-1], got[-1]
+    assert all(isinstance(c, memoryview) and c.obj.__class__ is mmap.mmap
+               and ctypes.addressof(ctypes.c_char.from_buffer(c)) % mmap.PAGESIZE == 0
+               for c in whole)
+    assert len({id(c.obj) for c in whole}) < len(whole)  # reused, not one per chunk
+    assert isinstance(tail, bytes) and len(tail) == len(DATA) % 65536  # staged by the sink
+
+
+def test_a_sink_that_is_not_aligned_gets_the_chunks_as_they_came() -> None:
+    got: list[Buffer] = []
+
+    class Sink(io.BytesIO):
+        def write(self, data: Buffer, /) -> int:  # type: ignore[override]
+            got.append(data)
+            return super().write(data)
+
+    writer = verify.VerifyingWriter(Sink(), verify.ImageVerifier(_meta()))
+    chunks = [DATA[start:start + 65536] for start in range(0, len(DATA), 65536)]
+    for chunk in chunks:
+        writer.write(chunk)
+    writer.close()
+    assert [id(c) for c in got] == [id(c) for c in chunks]
 
 
 def test_receive_buffer_of_a_plain_writer_is_a_fresh_bytearray() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.imagecache import ImageCache, require_disk_format
+from fleetcache.compute.imagecache import ImageCache, odirect, require_disk_format
 from fleetcache.image import format_safety, qemu, signature
 from fleetcache.image.glance import GlanceImageSource
 from fleetcache.image.local import LocalImageSource, add_image
@@ -195,6 +195,28 @@ def test_inspection_and_signature_survive_a_range_resume(tmp_path: pathlib.Path)
         assert [h.get("range") is not None for h in glance.file_gets(body["id"])] == [
             False, True, True]
     assert pathlib.Path(cache.path_for(body["id"])).read_bytes() == data
+
+
+def test_http_chunks_reach_the_disk_without_a_copy_in_the_writer_thread(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The base is written with O_DIRECT (tmp_path's ext4 takes it): each HTTP chunk of whole
+    pages comes to the sink in an aligned buffer, so that only the file's tail is staged."""
+    staged: list[int] = []
+    stage = odirect.ODirectWriter._stage_copy
+
+    def spy(sink: odirect.ODirectWriter, view: memoryview) -> None:
+        staged.append(len(view))
+        stage(sink, view)
+
+    monkeypatch.setattr(odirect.ODirectWriter, "_stage_copy", spy)
+    with FakeGlance() as glance:
+        body = glance.add(DATA)
+        conf = make_conf(instances_path=str(tmp_path / "instances"),
+                         glance__api_servers=[glance.url], glance__download_chunk_size=65536)
+        cache = ImageCache(conf, GlanceImageSource(conf))
+        assert cache.fetch(CTXT, body["id"]).downloaded
+    assert staged == [len(DATA) % 65536]
+    assert pathlib.Path(cache.path_for(body["id"])).read_bytes() == DATA
 
 
 def test_converted_base_is_durable_before_it_is_renamed(
