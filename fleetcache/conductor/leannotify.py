@@ -41,6 +41,7 @@ def build_notifier(conf: cfg.ConfigOpts, transports: rpc.Transports,
     except broker.Unsupported as exc:
         LOG.info("Notifications go through oslo.messaging's notifier: %s", exc)
         return oslo_notifier, None
-    lean = AmqpNotifier(params, publisher_id, list(notifications.topics))
+    lean = AmqpNotifier(params, publisher_id, list(notifications.topics),
+                        max_waiting=conf.conductor.max_waiting_notifications)
     LOG.info("Notifications go through one connection (%s)", lean.name)
     return lean, lean

@@ -2,7 +2,8 @@
 real RabbitMQ: the same notification as oslo.messaging's ``messagingv2`` notifier sends, kept
 in its queue when nobody listens yet, sent again after the connection is lost, to a queue
 declared as oslo.messaging declares it for the same options (quorum...), and, when the broker
-refuses the declaration, kept and tried again after a growing back-off, never in a loop."""
+refuses the declaration, kept and tried again after a growing back-off, never in a loop,
+the newest of them up to the bound."""
 
 from __future__ import annotations
 
@@ -249,6 +250,36 @@ def test_a_declaration_the_broker_refuses_is_tried_again_after_a_growing_back_of
         sink = Sink()
         listener = _listen(conf, transports, sink, topic="denied")
         _await(notifier, lambda: len(sink.seen) == 1, 15, "the notification kept meanwhile")
+    finally:
+        _guest_may_configure(".*")
+        notifier.close()
+        if listener is not None:
+            listener.stop()
+            listener.wait()
+        transports.cleanup()
+
+
+def test_while_the_broker_refuses_only_the_newest_notifications_are_kept_up_to_the_bound(
+        vhost: str, caplog: pytest.LogCaptureFixture) -> None:
+    _forget("bounded.info")
+    conf = _conf(rabbit_retry_interval=1, rabbit_retry_backoff=1, rabbit_interval_max=2)
+    transports = rpc.Transports(conf)
+    notifier = AmqpNotifier(broker.params_for(conf, URL), "fleetcache-conductor:h1",
+                            ["bounded"], max_waiting=2, name="lean-notify-bounded")
+    listener = None
+    _guest_may_configure(r"^(?!bounded\.).*")  # the queue bounded.info: 403 ACCESS_REFUSED
+    try:
+        with caplog.at_level(logging.WARNING):
+            for n in range(1, 6):
+                notifier.info(None, "aggregate.cache_images.progress", {"n": n})
+            _await(notifier, lambda: notifier.shed == 3, 15, "the oldest three dropped")
+        assert _messages(caplog, "dropped so far")  # said in the log, with the broker's reason
+        _guest_may_configure(".*")
+        sink = Sink()
+        listener = _listen(conf, transports, sink, topic="bounded")
+        _await(notifier, lambda: len(sink.seen) == 2, 20, "the two newest notifications")
+        time.sleep(1)  # nothing else comes
+        assert [s[3]["n"] for s in sink.seen] == [4, 5]
     finally:
         _guest_may_configure(".*")
         notifier.close()

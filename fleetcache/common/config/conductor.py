@@ -68,6 +68,25 @@ false to use it for these calls too.
 """,
     ),
     cfg.IntOpt(
+        "max_waiting_notifications",
+        default=50000,
+        min=1,
+        help="""
+Notifications kept in memory while their broker cannot be reached (lean notifications only).
+
+With ``lean_compute_calls`` on and the ``messagingv2`` driver on plain ``rabbit://``, the
+conductor sends its notifications without waiting for the broker: each waits in memory until
+the broker confirms it, across reconnections. Beyond this many waiting while the broker is
+unreachable, the oldest are dropped (the newest, a job's ``end`` among them, are kept) and
+the number dropped is logged. A pre-cache job sends one notification per host, about
+1.6 KB each in memory: the default keeps five 10,000-host jobs' worth (about 80 MB).
+oslo.messaging's notifier, used otherwise, blocks the job until the broker answers instead.
+
+Related options:
+* lean_compute_calls
+""",
+    ),
+    cfg.IntOpt(
         "job_takeover_interval",
         default=10,
         min=1,

@@ -73,6 +73,11 @@ class Link:
     :param name: the thread's name, and part of the connection's name on the broker.
     """
 
+    #: Messages kept for a broker that cannot be reached (queued, or published and not
+    #: confirmed when the connection broke) beyond which :meth:`_shed` drops some; None: no
+    #: bound (calls end at their timeout anyway).
+    max_waiting: int | None = None
+
     def __init__(self, params: broker.BrokerParams, name: str) -> None:
         self.params = params
         self.name = name
@@ -190,6 +195,11 @@ class Link:
     def _refused(self, item: Outgoing, why: str = "basic.nack") -> None:
         """``item`` cannot be sent: the broker refused it (``basic.nack``), or ``why``."""
 
+    def _shed(self, count: int) -> None:
+        """Without a connection, :attr:`max_waiting` messages are waiting and ``count`` more:
+        drop what the subclass can do without (links with a bound implement it)."""
+        raise NotImplementedError(count)
+
     def _declare(self, queue: str, routing_key: str) -> None:
         """Declare an item's :attr:`Outgoing.queue`, bound to ``routing_key``, before its first
         publish on each connection (links whose items name one implement it)."""
@@ -222,8 +232,11 @@ class Link:
             item = outbox.popleft()
             self._accept(item)
             self._to_publish.append(item)
-        if self._channel is not None and self._to_publish:
-            self._publish_waiting()
+        if self._channel is not None:
+            if self._to_publish:
+                self._publish_waiting()
+        elif self.max_waiting is not None and len(self._to_publish) > self.max_waiting:
+            self._shed(len(self._to_publish) - self.max_waiting)
 
     def _publish_waiting(self) -> None:
         """Publish what waits, in one write for the whole batch (:mod:`.frames`).

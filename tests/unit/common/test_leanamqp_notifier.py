@@ -4,6 +4,7 @@ py-amqp connections (the real RabbitMQ is in tests/integration/test_lean_notify.
 
 from __future__ import annotations
 
+import json
 import logging
 from types import SimpleNamespace
 from typing import Any
@@ -271,3 +272,50 @@ def test_notifications_left_unconfirmed_at_stop_are_logged(
     with caplog.at_level(logging.WARNING):
         notifier._run()  # the thread's end: nothing connected, two notifications queued
     assert "2 notification(s) not confirmed by the broker are dropped at stop" in caplog.text
+
+
+def test_an_unreachable_broker_keeps_the_newest_notifications_up_to_the_bound(
+        offline: Any, caplog: pytest.LogCaptureFixture) -> None:
+    offline.max_waiting = 3
+    offline.unreachable = True
+    for n in range(1, 6):
+        offline.info(None, "e", {"n": n})
+        offline._take_outbox()
+        offline._connect()  # refused: still nobody to publish to
+    assert [json.loads(json.loads(o.body)["oslo.message"])["payload"]["n"]
+            for o in offline._to_publish] == [3, 4, 5]  # the oldest two dropped
+    assert offline.shed == 2
+    shed = [r.getMessage() for r in caplog.records if "dropped so far" in r.getMessage()]
+    assert len(shed) == 1  # logged as the count reaches 1, 10, 100...: not per notification
+    assert "3 notification(s) wait for a broker that cannot be reached (" in shed[0]
+    assert "ConnectionRefusedError: refused" in shed[0]
+    offline.unreachable = False
+    offline._connect()  # the broker is back: the kept ones go out, in order
+    assert len(offline._unconfirmed) == 3 and offline.conns[-1].written
+
+
+def test_a_broken_connection_sends_its_unconfirmed_notifications_back_under_the_bound(
+        offline: Any) -> None:
+    offline.max_waiting = 2
+    offline._connect()
+    for n in range(1, 4):
+        offline.info(None, "e", {"n": n})
+    offline._take_outbox()
+    assert len(offline._unconfirmed) == 3  # connected: nothing is dropped, however many
+    offline._lost(ConnectionResetError("reset"))
+    offline._take_outbox()
+    assert len(offline._to_publish) == 2 and offline.shed == 1
+
+
+def test_the_count_dropped_is_logged_at_stop_too(
+        conf: cfg.ConfigOpts, caplog: pytest.LogCaptureFixture) -> None:
+    notifier = Unstarted(broker.params_for(conf, "rabbit://u:p@h/"), "p", ["a"],
+                         max_waiting=1)
+    for n in range(3):
+        notifier.info(None, "e", {"n": n})
+    notifier._take_outbox()
+    notifier._stopping = True
+    with caplog.at_level(logging.WARNING):
+        notifier._run()
+    assert ("1 notification(s) not confirmed by the broker are dropped at stop; 2 dropped "
+            "earlier") in caplog.text

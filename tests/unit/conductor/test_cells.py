@@ -152,8 +152,10 @@ def test_the_notifier_is_lean_for_messagingv2_on_plain_rabbit_only(
     conf.set_override("transport_url", "rabbit://u:p@127.0.0.1:1/")
     transports.notification()  # registers [oslo_messaging_notifications]
     conf.set_override("driver", ["messagingv2"], group="oslo_messaging_notifications")
+    conf.set_override("max_waiting_notifications", 1234, group="conductor")
     notifier, lean = leannotify.build_notifier(conf, transports, "fleetcache-conductor:h")
     assert lean is not None and notifier is lean and lean.topics == ["notifications"]
+    assert lean.max_waiting == 1234
     lean.close()
     conf.set_override("driver", ["log"], group="oslo_messaging_notifications")
     assert leannotify.build_notifier(conf, transports, "p")[1] is None
