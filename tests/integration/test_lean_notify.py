@@ -7,13 +7,14 @@ the newest of them up to the bound."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import amqp
@@ -228,16 +229,40 @@ def _guest_may_configure(pattern: str) -> None:
                     ".*", ".*"], capture_output=True, check=True, timeout=60)
 
 
+@contextlib.contextmanager
+def _refused(topic: str, max_waiting: int | None = None, **rabbit: object
+             ) -> Iterator[tuple[AmqpNotifier, Callable[[], Sink]]]:
+    """A notifier to ``topic`` whose queue the broker refuses to declare (403 ACCESS_REFUSED),
+    and ``grant()``: the operator gives the permission back; a listener starts (its sink)."""
+    _forget(f"{topic}.info")
+    conf = _conf(**rabbit)
+    transports = rpc.Transports(conf)
+    notifier = AmqpNotifier(broker.params_for(conf, URL), "fleetcache-conductor:h1", [topic],
+                            max_waiting=max_waiting, name=f"lean-notify-{topic}")
+    listeners: list[Any] = []
+
+    def grant() -> Sink:
+        _guest_may_configure(".*")
+        sink = Sink()
+        listeners.append(_listen(conf, transports, sink, topic=topic))
+        return sink
+
+    _guest_may_configure(rf"^(?!{topic}\.).*")
+    try:
+        yield notifier, grant
+    finally:
+        _guest_may_configure(".*")
+        notifier.close()
+        for listener in listeners:
+            listener.stop()
+            listener.wait()
+        transports.cleanup()
+
+
 def test_a_declaration_the_broker_refuses_is_tried_again_after_a_growing_back_off(
         vhost: str, caplog: pytest.LogCaptureFixture) -> None:
-    _forget("denied.info")
-    conf = _conf(rabbit_retry_interval=1, rabbit_retry_backoff=2, rabbit_interval_max=4)
-    transports = rpc.Transports(conf)
-    notifier = AmqpNotifier(broker.params_for(conf, URL), "fleetcache-conductor:h1",
-                            ["denied"], name="lean-notify-denied")
-    listener = None
-    _guest_may_configure(r"^(?!denied\.).*")  # the queue denied.info: 403 ACCESS_REFUSED
-    try:
+    with _refused("denied", rabbit_retry_interval=1, rabbit_retry_backoff=2,
+                  rabbit_interval_max=4) as (notifier, grant):
         with caplog.at_level(logging.WARNING):
             notifier.info(None, "aggregate.cache_images.start", {"n": 1})
             time.sleep(6)  # attempts at 0, 1 and 4 s; the next at 8 s
@@ -246,44 +271,20 @@ def test_a_declaration_the_broker_refuses_is_tried_again_after_a_growing_back_of
         assert 2 <= connects <= 3, f"{connects} broker connections in 6 s"
         assert len(refusals) == connects  # one line per attempt, with the broker's reason
         assert all("ACCESS_REFUSED" in r and "1 message(s) kept" in r for r in refusals)
-        _guest_may_configure(".*")  # the operator fixes the permission: nothing was lost
-        sink = Sink()
-        listener = _listen(conf, transports, sink, topic="denied")
+        sink = grant()  # the operator fixes the permission: nothing was lost
         _await(notifier, lambda: len(sink.seen) == 1, 15, "the notification kept meanwhile")
-    finally:
-        _guest_may_configure(".*")
-        notifier.close()
-        if listener is not None:
-            listener.stop()
-            listener.wait()
-        transports.cleanup()
 
 
 def test_while_the_broker_refuses_only_the_newest_notifications_are_kept_up_to_the_bound(
         vhost: str, caplog: pytest.LogCaptureFixture) -> None:
-    _forget("bounded.info")
-    conf = _conf(rabbit_retry_interval=1, rabbit_retry_backoff=1, rabbit_interval_max=2)
-    transports = rpc.Transports(conf)
-    notifier = AmqpNotifier(broker.params_for(conf, URL), "fleetcache-conductor:h1",
-                            ["bounded"], max_waiting=2, name="lean-notify-bounded")
-    listener = None
-    _guest_may_configure(r"^(?!bounded\.).*")  # the queue bounded.info: 403 ACCESS_REFUSED
-    try:
+    with _refused("bounded", max_waiting=2, rabbit_retry_interval=1, rabbit_retry_backoff=1,
+                  rabbit_interval_max=2) as (notifier, grant):
         with caplog.at_level(logging.WARNING):
             for n in range(1, 6):
                 notifier.info(None, "aggregate.cache_images.progress", {"n": n})
             _await(notifier, lambda: notifier.shed == 3, 15, "the oldest three dropped")
         assert _messages(caplog, "dropped so far")  # said in the log, with the broker's reason
-        _guest_may_configure(".*")
-        sink = Sink()
-        listener = _listen(conf, transports, sink, topic="bounded")
+        sink = grant()
         _await(notifier, lambda: len(sink.seen) == 2, 20, "the two newest notifications")
         time.sleep(1)  # nothing else comes
         assert [s[3]["n"] for s in sink.seen] == [4, 5]
-    finally:
-        _guest_may_configure(".*")
-        notifier.close()
-        if listener is not None:
-            listener.stop()
-            listener.wait()
-        transports.cleanup()

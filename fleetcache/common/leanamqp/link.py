@@ -74,8 +74,8 @@ class Link:
     """
 
     #: Messages kept for a broker that cannot be reached (queued, or published and not
-    #: confirmed when the connection broke) beyond which :meth:`_shed` drops some; None: no
-    #: bound (calls end at their timeout anyway).
+    #: confirmed when the connection broke) beyond which :meth:`_shed` drops some (not before
+    #: a first attempt to connect failed); None: no bound (calls end at their timeout anyway).
     max_waiting: int | None = None
 
     def __init__(self, params: broker.BrokerParams, name: str) -> None:
@@ -235,7 +235,8 @@ class Link:
         if self._channel is not None:
             if self._to_publish:
                 self._publish_waiting()
-        elif self.max_waiting is not None and len(self._to_publish) > self.max_waiting:
+        elif (self.max_waiting is not None and self._down_reason is not None
+              and len(self._to_publish) > self.max_waiting):
             self._shed(len(self._to_publish) - self.max_waiting)
 
     def _publish_waiting(self) -> None:

@@ -314,8 +314,11 @@ def test_the_count_dropped_is_logged_at_stop_too(
     for n in range(3):
         notifier.info(None, "e", {"n": n})
     notifier._take_outbox()
+    assert notifier.shed == 0  # no connection tried yet: nothing is dropped
+    notifier._down_reason = "ConnectionRefusedError: refused"  # the first attempt failed
+    notifier._take_outbox()
     notifier._stopping = True
     with caplog.at_level(logging.WARNING):
         notifier._run()
-    assert ("1 notification(s) not confirmed by the broker are dropped at stop; 2 dropped "
-            "earlier") in caplog.text
+    assert ("1 notification(s) not confirmed by the broker are dropped at stop (the broker: "
+            "ConnectionRefusedError: refused); 2 dropped earlier") in caplog.text
