@@ -150,7 +150,7 @@ class VerifyingWriter:
     thread, whose copies and writes otherwise bound the download: ``bench/download.py``,
     1 GiB from Glance with the hash left out, 751 and 932 MB/s (medians of two runs) with the
     writer thread copying, 1,362 and 1,477 with the caller copying (docs/performance.md,
-    "The writer thread's copy").
+    "The writer thread's copy, and what bounds the download").
     """
 
     def __init__(self, sink: Writer, verifier: ImageVerifier,
