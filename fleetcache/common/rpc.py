@@ -25,12 +25,10 @@ from typing import Any, TypeVar, cast
 
 import oslo_messaging as messaging
 from oslo_config import cfg
-from oslo_messaging import opts as messaging_opts
-from oslo_messaging.rpc import server as rpc_server
+from oslo_messaging import conffixture
 
 from fleetcache.common import context as fc_context
-from fleetcache.common import exception, kombu_locks, kombu_revival
-from fleetcache.common.callmonitor import CallMonitor, MonitoredDispatcher
+from fleetcache.common import exception
 
 LOG = logging.getLogger(__name__)
 
@@ -53,35 +51,17 @@ DELIVERY_ERRORS: tuple[type[Exception], ...] = (messaging.MessagingException,
 
 
 def init(conf: cfg.ConfigOpts) -> None:
-    """Prepare ``conf`` for oslo.messaging.
+    """Register every option oslo.messaging reads on ``conf``.
 
-    NOTE: oslo.messaging 18.3.1 registers its tracing and metrics option groups
+    NOTE(oslo.messaging): 18.3.1 registers its tracing and metrics option groups
     (``oslo_messaging_tracing``, ``oslo_messaging_metrics``) only on the global ``cfg.CONF``;
     with any other ``ConfigOpts`` every ``call`` and ``cast`` raises ``NoSuchOptError: no such
-    option oslo_messaging_tracing``. Registering them here keeps private configs (tests, the
-    demo) working.
-
-    It also lifts kombu's class-wide lock from reads of its cached properties, which every
-    publish takes (:mod:`fleetcache.common.kombu_locks`), and its class per ``autoretry`` call
-    (:mod:`fleetcache.common.kombu_revival`).
+    option oslo_messaging_tracing``. Its public ``ConfFixture`` registers every group it reads
+    (building one registers them; nothing else of the fixture is used), which keeps private
+    configurations (tests, the demo) working. ``[oslo_messaging_notifications]`` comes with it:
+    its ``transport_url`` is read before ``get_notification_transport`` would register it.
     """
-    kombu_locks.read_cached_properties_without_lock()
-    kombu_revival.autoretry_without_class_per_call()
-    from oslo_messaging._metrics import client as metrics_client
-    from oslo_messaging._tracing import client as tracing_client
-
-    groups = [
-        ("oslo_messaging_tracing", tracing_client.oslo_messaging_tracing),
-        ("oslo_messaging_metrics", metrics_client.oslo_messaging_metrics),
-    ]
-    # [oslo_messaging_notifications], registered by oslo.messaging only inside
-    # get_notification_transport: its transport_url is read before that, to be parsed here.
-    groups += [(g, o) for g, o in messaging_opts.list_opts() if g == NOTIFICATIONS_GROUP]
-    for group, opts in groups:
-        try:
-            conf.register_opts(opts, group=group)
-        except cfg.DuplicateOptError:
-            pass
+    conffixture.ConfFixture(conf)
 
 
 def parse_transport_url(conf: cfg.ConfigOpts, url: str | None) -> messaging.TransportURL:
@@ -264,19 +244,13 @@ def get_client(
 
 def get_server(
     transport: messaging.Transport, topic: str, server: str, endpoints: list[Any],
-    call_monitor: CallMonitor | None = None,
-) -> rpc_server.RPCServer:
+) -> messaging.MessageHandlingServer:
     """A threading RPC server for ``topic`` on ``server`` (the executor is left to its default:
-    passing ``executor=`` is deprecated, and threading is what it picks).
-
-    :param call_monitor: sends the call-monitor heartbeats of the server's calls; a process
-        serving several servers passes one to all. Default: one of the server's own.
-    """
+    passing ``executor=`` is deprecated, and threading is what it picks)."""
     target = messaging.Target(topic=topic, server=server)
-    dispatcher = MonitoredDispatcher(endpoints, ContextSerializer(),
-                                     messaging.DefaultRPCAccessPolicy,
-                                     call_monitor or CallMonitor(f"call-monitor-{topic}"))
-    return rpc_server.RPCServer(transport, target, dispatcher)
+    return messaging.get_rpc_server(transport, target, endpoints,
+                                    serializer=ContextSerializer(),
+                                    access_policy=messaging.DefaultRPCAccessPolicy)
 
 
 def get_notifier(transport: messaging.Transport, publisher_id: str) -> messaging.Notifier:

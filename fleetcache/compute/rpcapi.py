@@ -78,19 +78,6 @@ class InstanceDiskResult(TypedDict):
     image_fetched: bool
 
 
-def cache_images_message(
-    image_ids: list[str], pin_until: float | None
-) -> tuple[str, dict[str, object]]:
-    """The version and arguments of a ``cache_images`` call: only a pin needs 1.2, so a call
-    without one reaches computes older than that as before. Shared by every client that
-    sends the call (oslo.messaging's and the conductor's lean one)."""
-    args: dict[str, object] = {"image_ids": image_ids}
-    if pin_until is None:
-        return "1.0", args
-    args["pin_until"] = float(pin_until)
-    return "1.2", args
-
-
 class ComputeAPI:
     """Calls into compute agents reachable over ``transport`` (one cell's).
 
@@ -117,7 +104,11 @@ class ComputeAPI:
 
         :raises MessagingTimeout: when the compute is dead or the hard limit passed.
         """
-        version, kwargs = cache_images_message(image_ids, pin_until)
+        # Only a pin needs 1.2: a call without one reaches computes older than that as before.
+        kwargs: dict[str, object] = {"image_ids": image_ids}
+        version = "1.0"
+        if pin_until is not None:
+            kwargs["pin_until"], version = float(pin_until), "1.2"
         cctxt = rpc.prepare(
             self.client, "cache_images", version,
             server=host,

@@ -1,8 +1,7 @@
 """The transports a conductor serves: the default broker and every cell's, one per URL.
 
 :class:`CellTransports` answers "which cell does this broker belong to" (``routes``) and gives
-RPC clients into a cell's computes (``compute_api``: pre-cache calls through one lean
-connection per plain ``rabbit://`` cell, :mod:`~fleetcache.conductor.leancompute`).
+RPC clients into a cell's computes (``compute_api``).
 :class:`CellListeners` keeps one conductor RPC server per transport running in a
 :class:`~fleetcache.common.service.Service`,
 following the cells table: a cell created while the conductor runs is served within
@@ -27,11 +26,8 @@ from oslo_config import cfg
 from fleetcache.common import rpc
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db.session import Database
-from fleetcache.common.leanamqp import broker as leanamqp_broker
-from fleetcache.common.leanamqp.caller import AmqpCaller
 from fleetcache.common.service import Service
 from fleetcache.compute.rpcapi import ComputeAPI
-from fleetcache.conductor.leancompute import LeanComputeAPI
 
 LOG = logging.getLogger(__name__)
 
@@ -63,7 +59,6 @@ class CellTransports:
         self.db = db
         self._transports = transports
         self._computes: dict[str | None, ComputeAPI] = {}
-        self._callers: list[AmqpCaller] = []
         self._lock = threading.Lock()
         self._warned: set[tuple[str, str]] = set()
 
@@ -93,13 +88,8 @@ class CellTransports:
         return self._transports.get(url)
 
     def compute_api(self, cell: db_api.CellDict | None) -> ComputeAPI:
-        """The compute RPC client for ``cell``'s broker (``None``: the default transport).
-
-        With ``[conductor] lean_compute_calls`` on a plain ``rabbit://`` transport it is a
-        :class:`~fleetcache.conductor.leancompute.LeanComputeAPI` (``cache_images`` through
-        one connection of the cell's, other calls as :class:`ComputeAPI`); otherwise a
-        :class:`ComputeAPI`.
-        """
+        """The compute RPC client for ``cell``'s broker (``None``: the default transport),
+        built once per URL."""
         url = cell["transport_url"] if cell is not None else None
         with self._lock:
             api = self._computes.get(url)
@@ -108,29 +98,13 @@ class CellTransports:
             return api
 
     def _build(self, url: str | None) -> ComputeAPI:
-        transport = self.transport(url)  # also registers [oslo_messaging_rabbit]
-        if not self.conf.conductor.lean_compute_calls:
-            return ComputeAPI(self.conf, transport)
-        try:
-            params = leanamqp_broker.params_for(self.conf, url)
-        except leanamqp_broker.Unsupported as exc:
-            LOG.info("Compute calls on %s go through oslo.messaging's client: %s",
-                     redact_url(url), exc)
-            return ComputeAPI(self.conf, transport)
-        caller = AmqpCaller(params, rpc.ALLOWED_EXMODS, name=f"lean-rpc-{len(self._callers)}")
-        self._callers.append(caller)
-        LOG.info("Pre-cache calls on %s go through one connection (%s)", redact_url(url),
-                 caller.name)
-        return LeanComputeAPI(self.conf, transport, caller)
+        return ComputeAPI(self.conf, self.transport(url))
 
     def close(self) -> None:
-        """Close the lean callers' connections (the conductor is stopping); the transports
-        are the owner's to clean up."""
+        """Forget the compute clients (the conductor is stopping); the transports are the
+        owner's to clean up."""
         with self._lock:
-            callers, self._callers = self._callers, []
             self._computes.clear()
-        for caller in callers:
-            caller.close()
 
 
 class CellListeners:

@@ -1,20 +1,13 @@
 """Asking one compute of a pre-cache job: its ``cache_images`` call and what the reply means.
 
 The job (:class:`~.precache.PrecacheJob`) decides which hosts are asked and counts their
-outcomes; a :class:`HostCaller`, built once per run of the job, asks them. A host is asked
-one of two ways:
+outcomes; a :class:`HostCaller`, built once per run of the job, asks them. A worker of the
+conductor's :class:`~.hostpool.HostCallPool` runs :meth:`HostCaller.call_host`, which blocks
+on the host's call: one call for every image, or, when the image service's downloads are
+limited (:mod:`~.origin`), one call per image, each under a download lease, the host stored
+``waiting`` while it waits for one.
 
-* by a worker of the conductor's :class:`~.hostpool.HostCallPool` (:meth:`HostCaller.call_host`),
-  which blocks on the call: one call for every image, or, when the image service's downloads
-  are limited (:mod:`~.origin`), one call per image, each under a download lease, the host
-  stored ``waiting`` while it waits for one;
-* without a worker (:meth:`HostCaller.ask_host_async`), when the host's client is the lean
-  caller (:mod:`~.leancompute`) and no download lease is needed: the job's thread sends the
-  call, and the caller's thread hands its outcome back; the call holds one of the pool's
-  places meanwhile, so ``[image_cache] precache_concurrency`` bounds both kinds together.
-
-Either way the host's outcome goes to the job's callback, once (an answer that comes after
-the pool stopped is dropped: the job leaves the host to the next owner): its replies, checked
+The host's outcome goes to the job's callback, once: its replies, checked
 (:func:`~.jobresults.checked_replies`), with ``unsupported`` for the images it was not asked
 (its provider lacks their format's trait), or ``error`` for every image with the reason when
 the call failed. A host never raises into the job::
@@ -22,11 +15,7 @@ the call failed. A host never raises into the job::
     caller = HostCaller(ctxt, job_uuid, image_ids, pin_until, clients=cells,
                         host_calls=pool, db=db, metrics=None, gate=None,
                         queued=job_slots, host_done=job_host_done)
-    client = caller.client(plan)
-    if client is not None and caller.calls_async(client):
-        caller.ask_host_async(client, position, plan)   # after pool.take_place()
-    else:
-        pool.run(caller.call_host, position, plan, client)   # after job_slots.acquire()
+    pool.run(caller.call_host, position, plan)   # after job_slots.acquire()
 """
 
 from __future__ import annotations
@@ -36,7 +25,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Protocol, TypeGuard, cast
+from typing import Protocol
 
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import jobs
@@ -59,15 +48,6 @@ class ComputeClient(Protocol):
         self, ctxt: RequestContext, host: str, image_ids: list[str],
         pin_until: float | None = None,
     ) -> dict[str, ImageResult]: ...
-
-
-class AsyncComputeClient(ComputeClient, Protocol):
-    """A compute client that can also call without waiting (``conductor.leancompute``)."""
-
-    def cache_images_async(
-        self, ctxt: RequestContext, host: str, image_ids: list[str],
-        pin_until: float | None, on_done: Callable[[object, bool], None],
-    ) -> None: ...
 
 
 class ComputeClients(Protocol):
@@ -136,22 +116,19 @@ class HostCaller:
         self._queued = queued
         self._host_done = host_done
 
-    def call_host(self, position: int, plan: HostPlan, client: ComputeClient | None) -> None:
+    def call_host(self, position: int, plan: HostPlan) -> None:
         """Worker: one compute's ``cache_images`` call; never raises."""
         try:
-            self._ask_host(position, plan, client)
+            self._ask_host(position, plan)
         finally:
             self._queued.release()
 
-    def _ask_host(self, position: int, plan: HostPlan, client: ComputeClient | None) -> None:
-        """:param client: the host's client; ``None``: look it up here, its error being the
-        host's."""
+    def _ask_host(self, position: int, plan: HostPlan) -> None:
         self.ctxt.update_store()
         metrics = self.metrics
         asked = [i for i in self.image_ids if i not in plan.unsupported]
         try:
-            if client is None:
-                client = self._lookup_client(plan)
+            client = self._client(plan)
             if metrics is not None:
                 metrics.in_flight.inc()
             try:
@@ -164,57 +141,10 @@ class HostCaller:
             results = self._failed(plan, exc)
         self._host_done(position, results)
 
-    def _lookup_client(self, plan: HostPlan) -> ComputeClient:
+    def _client(self, plan: HostPlan) -> ComputeClient:
+        """The host's client: its cell's (its error is the host's)."""
         return self.clients.compute_api(
             plan.service["cell"] if plan.service is not None else None)
-
-    def client(self, plan: HostPlan) -> ComputeClient | None:
-        """The host's client, or ``None`` when it cannot be had (the worker then meets the
-        error again and records it as the host's)."""
-        try:
-            return self._lookup_client(plan)
-        except Exception:
-            return None
-
-    def calls_async(self, client: ComputeClient) -> TypeGuard[AsyncComputeClient]:
-        """Whether ``client`` can call without a worker (the lean caller) and no download
-        lease is needed (:meth:`_cache` waits for those)."""
-        gate = self.gate
-        return hasattr(client, "cache_images_async") and not (gate is not None and gate.enabled)
-
-    def ask_host_async(self, client: AsyncComputeClient, position: int,
-                       plan: HostPlan) -> None:
-        """Send the host's call; its outcome comes to :meth:`_answered`. Holds a place of the
-        host pool (taken by the job before) until then."""
-        asked = [i for i in self.image_ids if i not in plan.unsupported]
-        if self.metrics is not None:
-            self.metrics.in_flight.inc()
-        on_done = functools.partial(self._answered, position, plan, asked)
-        try:
-            client.cache_images_async(self.ctxt, plan.host, asked, self.pin_until, on_done)
-        except Exception as exc:
-            on_done(exc, True)
-
-    def _answered(self, position: int, plan: HostPlan, asked: list[str], value: object,
-                  failed: bool) -> None:
-        """The outcome of :meth:`ask_host_async`'s call, on the lean caller's thread.
-
-        Once the conductor stops, an outcome is dropped: the job's unanswered hosts are left
-        to the next owner (or marked interrupted), as the calls of the pool's workers are."""
-        host_calls = self.host_calls
-        try:
-            if self.metrics is not None:
-                self.metrics.in_flight.dec()
-            if host_calls.stopping.is_set():
-                return
-            try:
-                results = (self._failed(plan, cast(BaseException, value)) if failed else
-                           self._results(plan, asked, cast(Mapping[str, ImageResult], value)))
-            except Exception as exc:  # a reply _results cannot read is the host's error
-                results = self._failed(plan, exc)
-            self._host_done(position, results)
-        finally:
-            host_calls.give_place()
 
     def _results(self, plan: HostPlan, asked: list[str],
                  replies: Mapping[str, ImageResult]) -> dict[str, ImageResult]:

@@ -44,10 +44,6 @@ class HostCallPool(concurrent.futures.Executor):
         self._idle = threading.Semaphore(0)
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        #: Places for calls in flight: a worker holds one while it runs, and a call made
-        #: without a worker (:meth:`take_place`) one too, so that together they stay within
-        #: ``size``.
-        self._places = threading.BoundedSemaphore(size)
         self._shutdown = False
         #: Set by :meth:`shutdown`: callers waiting for this pool's work can give up.
         self.stopping = threading.Event()
@@ -75,17 +71,6 @@ class HostCallPool(concurrent.futures.Executor):
         :raises RuntimeError: after :meth:`shutdown`.
         """
         self._put((None, fn, args, {}))
-
-    def take_place(self, timeout: float) -> bool:
-        """Take a place for a call that runs without a worker (an asynchronous call whose
-        outcome arrives on another thread); give it back with :meth:`give_place`.
-
-        :returns: False when no place freed up within ``timeout`` seconds.
-        """
-        return self._places.acquire(timeout=timeout)
-
-    def give_place(self) -> None:
-        self._places.release()
 
     def _put(self, item: _Item) -> None:
         with self._lock:
@@ -125,8 +110,7 @@ class HostCallPool(concurrent.futures.Executor):
             if item is None:
                 return
             future, fn, args, kwargs = item
-            with self._places:
-                self._run_item(future, fn, args, kwargs)
+            self._run_item(future, fn, args, kwargs)
             del item, future, fn, args, kwargs
             self._idle.release()
 

@@ -35,7 +35,7 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db import host_images
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
-from fleetcache.conductor import build, leannotify, notifications, precache, rpcapi
+from fleetcache.conductor import build, notifications, precache, rpcapi
 from fleetcache.conductor.catchup import CatchUp
 from fleetcache.conductor.cells import CellTransports
 from fleetcache.conductor.hostpool import HostCallPool
@@ -100,8 +100,8 @@ class ConductorState:
         self.job_coordinators = futurist.ThreadPoolExecutor(
             max_workers=conf.conductor.max_concurrent_jobs)
         self.gate = DownloadGate.from_conf(conf, db)
-        notifier, self._lean_notifier = leannotify.build_notifier(
-            conf, transports, publisher_id=f"{binaries.CONDUCTOR}:{conf.host}")
+        notifier = rpc.get_notifier(transports.notification(),
+                                    publisher_id=f"{binaries.CONDUCTOR}:{conf.host}")
         client = PlacementClient.from_conf(conf)
         self.owner = JobOwner.from_conf(conf)
         self.precacher = precache.Precacher(
@@ -157,8 +157,6 @@ class ConductorState:
         self.host_calls.shutdown(wait=False, cancel_futures=True)
         self.job_coordinators.shutdown(wait=wait)
         self.cells.close()
-        if self._lean_notifier is not None:  # what the jobs sent leaves before the process
-            self._lean_notifier.close(flush=leannotify.FLUSH_SECONDS)
 
 
 class ConductorManager:

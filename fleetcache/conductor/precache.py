@@ -19,9 +19,7 @@ host aborts the operation without ``.end``), and progress numbered under a lock.
    other host is one long ``cache_images`` call through its cell's transport, run on the
    conductor's :class:`~.hostpool.HostCallPool` of ``[image_cache] precache_concurrency``
    workers, so the limit holds across concurrent jobs. A :class:`~.hostcall.HostCaller`
-   asks each host: through a lean caller (:mod:`~.leancompute`) and without download
-   leases, the job sends the call itself and the caller's thread hands the outcome back;
-   the call holds one of the pool's places meanwhile, so the same limit holds.
+   asks each host.
 3. Every host ends in a state: an RPC failure or timeout is that host's ``error`` with the
    reason. Each outcome is counted under the job's lock (which numbers the ``progress``
    notification) and stored in batches by a :class:`~.jobresults.ResultWriter`.
@@ -308,18 +306,12 @@ class PrecacheJob:
             if settled is not None:
                 self._host_done(position, settled)
             else:
-                client = caller.client(plan)
-                if client is not None and caller.calls_async(client):
-                    if not self._take_place(host_calls):
-                        return
-                    caller.ask_host_async(client, position, plan)
-                else:
-                    if not self._take_slot(host_calls.stopping):
-                        return
-                    try:
-                        host_calls.run(caller.call_host, position, plan, client)
-                    except RuntimeError:  # the pool was shut down: the conductor is stopping
-                        return
+                if not self._take_slot(host_calls.stopping):
+                    return
+                try:
+                    host_calls.run(caller.call_host, position, plan)
+                except RuntimeError:  # the pool was shut down: the conductor is stopping
+                    return
             self._handed = position + 1
 
     def _settle_unasked(self, reason: str) -> None:
@@ -365,15 +357,6 @@ class PrecacheJob:
         """
         while not self._queued.acquire(timeout=1.0):
             if stopping.is_set():
-                return False
-        return True
-
-    @staticmethod
-    def _take_place(host_calls: HostCallPool) -> bool:
-        """Wait for a place in the conductor's pool for a call made without a worker.
-        :returns: False when the pool is stopping instead."""
-        while not host_calls.take_place(timeout=1.0):
-            if host_calls.stopping.is_set():
                 return False
         return True
 

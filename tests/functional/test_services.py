@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from oslo_config import cfg
-from oslo_messaging._drivers import impl_fake
 from sqlalchemy import delete
 
 from fleetcache.cmd import compute as compute_cmd
@@ -109,7 +108,6 @@ class Cloud:
             state.shutdown()
         for transports in self.opened:
             transports.cleanup()
-        impl_fake.FakeExchangeManager.cleanup()
         self.db.dispose()
 
 

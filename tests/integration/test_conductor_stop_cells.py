@@ -3,8 +3,7 @@ queues are timed.
 
 A real ``fleetcache-conductor`` serves a default vhost and ``CELLS`` cell vhosts of the
 machine's RabbitMQ, one real ``fleetcache-compute`` (fake driver) in each cell. The conductor
-calls each cell's compute through oslo.messaging (``[conductor] lean_compute_calls = false``;
-with the default, instance-disk calls take that path), so each cell transport has a reply
+calls each cell's compute through oslo.messaging, so each cell transport has a reply
 queue and a thread consuming it. The calls are made one cell after another, ``GAP`` seconds
 apart, last cell first; after ``IDLE`` seconds every consumer waits 5 s at a time
 (oslo.messaging's ``ACK_REQUEUE_EVERY_SECONDS_MAX``), each cell's wait ending a little after
@@ -57,8 +56,7 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, list[str], str]]:
     data.write_bytes(b"several cells\n")
     image_id = str(uuid.uuid4())
     local.add_image(str(images), str(data), image_id=image_id, name="stop")
-    extra = (f"[image_source]\nbackend = local\nlocal_directory = {images}\n"
-             "[conductor]\nlean_compute_calls = false\n")
+    extra = (f"[image_source]\nbackend = local\nlocal_directory = {images}\n")
     vhosts = [f"{VHOST}_cell{n}" for n in range(1, CELLS + 1)]
     with contextlib.ExitStack() as stack:
         for vhost in (VHOST, *vhosts):

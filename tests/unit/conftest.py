@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 from oslo_config import cfg
-from oslo_messaging._drivers import impl_fake
 
 from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, rpc
@@ -40,4 +39,3 @@ def transports(conf: cfg.ConfigOpts) -> Iterator[rpc.Transports]:
     opened = rpc.Transports(conf)
     yield opened
     opened.cleanup()
-    impl_fake.FakeExchangeManager.cleanup()

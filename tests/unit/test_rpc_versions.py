@@ -44,9 +44,8 @@ def test_every_client_method_is_served(module: ModuleType, client: type, server:
 @pytest.mark.parametrize(("module", "client", "server"), PAIRS)
 def test_client_never_asks_for_more_than_it_knows(module: ModuleType, client: type,
                                                   server: type) -> None:
-    # The module, not only the class: a message builder beside the client (compute's
-    # cache_images_message) picks versions too. Its docstring history and the cap's own
-    # assignment are not requests.
+    # The module, not only the class: a helper beside the client could pick versions too.
+    # Its docstring history and the cap's own assignment are not requests.
     source = inspect.getsource(module).replace(module.__doc__ or "", "")
     source = re.sub(r"^RPC_API_VERSION = .*$", "", source, flags=re.MULTILINE)
     asked = set(re.findall(r"""["'](\d+\.\d+)["']""", source))

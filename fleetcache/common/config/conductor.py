@@ -51,41 +51,6 @@ Related options:
 * job_takeover_interval
 """,
     ),
-    cfg.BoolOpt(
-        "lean_compute_calls",
-        default=True,
-        help="""
-Send pre-cache and catch-up ``cache_images`` calls over one AMQP connection per cell.
-
-On a cell whose transport is plain ``rabbit://`` (no TLS, no URL options, no quorum or HA
-reply queues, oslo.messaging's tracing and metrics off), the conductor calls the computes
-through one connection and one thread per cell, many calls in flight, instead of one
-blocking oslo.messaging call per host: about a quarter of the CPU per call. The messages are
-oslo.messaging's own (the computes are unchanged), with its timeouts, call-monitor
-heartbeats, reconnection and AMQP heartbeats; see docs/architecture.md for what differs.
-Any other transport, and every other compute call, uses oslo.messaging's client. Set to
-false to use it for these calls too.
-""",
-    ),
-    cfg.IntOpt(
-        "max_waiting_notifications",
-        default=50000,
-        min=1,
-        help="""
-Notifications kept in memory while their broker cannot be reached (lean notifications only).
-
-With ``lean_compute_calls`` on and the ``messagingv2`` driver on plain ``rabbit://``, the
-conductor sends its notifications without waiting for the broker: each waits in memory until
-the broker confirms it, across reconnections. Beyond this many waiting while the broker is
-unreachable, the oldest are dropped (the newest, a job's ``end`` among them, are kept) and
-the number dropped is logged. A pre-cache job sends one notification per host, about
-1.6 KB each in memory: the default keeps five 10,000-host jobs' worth (about 80 MB).
-oslo.messaging's notifier, used otherwise, blocks the job until the broker answers instead.
-
-Related options:
-* lean_compute_calls
-""",
-    ),
     cfg.IntOpt(
         "job_takeover_interval",
         default=10,

@@ -10,7 +10,6 @@ import weakref
 import oslo_messaging as messaging
 import pytest
 from oslo_config import cfg
-from oslo_messaging._drivers import impl_fake
 
 from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, rpc
@@ -50,7 +49,6 @@ def test_a_new_config_never_gets_a_transport_built_for_an_earlier_one() -> None:
         del conf, transports, transport
         gc.collect()
         assert gone() is None  # nothing kept the earlier config alive
-    impl_fake.FakeExchangeManager.cleanup()
     assert reused, "no config got an earlier one's id: the case above was never exercised"
 
 
@@ -65,7 +63,6 @@ def test_one_transport_per_url_until_cleanup() -> None:
     transports.cleanup()
     assert transports.get() is not default  # opened again after a cleanup
     transports.cleanup()
-    impl_fake.FakeExchangeManager.cleanup()
 
 
 def test_two_services_of_one_process_share_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,7 +85,6 @@ def test_two_services_of_one_process_share_nothing(monkeypatch: pytest.MonkeyPat
     assert theirs not in closed and len(closed) == 1
     assert compute.get() is theirs
     compute.cleanup()
-    impl_fake.FakeExchangeManager.cleanup()
 
 
 @pytest.mark.parametrize("url", ["rabbit://u:s3cret@h:notaport/", "rabbit://h:1,h2:x/",
@@ -163,7 +159,6 @@ def test_notifications_use_their_own_url_else_the_default_and_say_which() -> Non
     conf.set_override("transport_url", "fake:///notifications", group=rpc.NOTIFICATIONS_GROUP)
     assert _vhost(transports.notification()) == "notifications"
     transports.cleanup()
-    impl_fake.FakeExchangeManager.cleanup()
 
 
 def test_cleanup_closes_the_others_when_one_fails_or_hangs(
@@ -195,4 +190,3 @@ def test_cleanup_closes_the_others_when_one_fails_or_hangs(
     assert all(t in closed for t in others) and failing not in closed
     assert "Closing a transport failed" in caplog.text
     assert "did not close its transport within 0.5 s" in caplog.text
-    impl_fake.FakeExchangeManager.cleanup()

@@ -14,7 +14,6 @@ from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service
 from fleetcache.compute.rpcapi import ComputeAPI
 from fleetcache.conductor.cells import CellListeners, CellTransports, redact_url
-from fleetcache.conductor.leancompute import LeanComputeAPI
 from fleetcache.conductor.manager import ConductorManager, ConductorState
 
 
@@ -65,25 +64,6 @@ def test_compute_api_is_one_client_per_transport(
     assert isinstance(api, ComputeAPI)
     assert transports.compute_api(c1) is api
     assert transports.compute_api(None) is not api
-
-
-def test_compute_api_is_lean_on_plain_rabbit_only(
-    conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
-) -> None:
-    plain = db_api.cell_create(db, "plain", "rabbit://u:p@127.0.0.1:1/plain")
-    tls = db_api.cell_create(db, "tls", "rabbit://u:p@127.0.0.1:1/tls?ssl=1")
-    cells = CellTransports(conf, db, transports)
-    try:
-        lean = cells.compute_api(plain)
-        assert isinstance(lean, LeanComputeAPI)
-        assert lean.caller.params.virtual_host == "plain"
-        assert lean.caller.connects == 0  # no connection before the first call
-        assert type(cells.compute_api(tls)) is ComputeAPI
-        assert type(cells.compute_api(None)) is ComputeAPI  # fake://
-    finally:
-        cells.close()
-    conf.set_override("lean_compute_calls", False, group="conductor")
-    assert type(CellTransports(conf, db, transports).compute_api(plain)) is ComputeAPI
 
 
 def _listeners(state: ConductorState, service: Service) -> CellListeners:
@@ -142,23 +122,3 @@ def test_listeners_strict_refresh_raises_when_the_default_fails(
     listeners = _listeners(state, Service("test"))
     with pytest.raises(Exception, match="nosuchdriver"):
         listeners.refresh(strict=True)
-
-
-def test_the_notifier_is_lean_for_messagingv2_on_plain_rabbit_only(
-    conf: cfg.ConfigOpts, transports: rpc.Transports
-) -> None:
-    from fleetcache.conductor import leannotify
-
-    conf.set_override("transport_url", "rabbit://u:p@127.0.0.1:1/")
-    transports.notification()  # registers [oslo_messaging_notifications]
-    conf.set_override("driver", ["messagingv2"], group="oslo_messaging_notifications")
-    conf.set_override("max_waiting_notifications", 1234, group="conductor")
-    notifier, lean = leannotify.build_notifier(conf, transports, "fleetcache-conductor:h")
-    assert lean is not None and notifier is lean and lean.topics == ["notifications"]
-    assert lean.max_waiting == 1234
-    lean.close()
-    conf.set_override("driver", ["log"], group="oslo_messaging_notifications")
-    assert leannotify.build_notifier(conf, transports, "p")[1] is None
-    conf.set_override("driver", ["messagingv2"], group="oslo_messaging_notifications")
-    conf.set_override("lean_compute_calls", False, group="conductor")
-    assert leannotify.build_notifier(conf, transports, "p")[1] is None

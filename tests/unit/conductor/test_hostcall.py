@@ -1,9 +1,9 @@
 """Unit tests of asking one host (fleetcache.conductor.hostcall) without a job around it.
 
-The job's paths through it (both kinds of client, download leases, pins, a stopping pool) are
-tested in test_precache.py, test_origin.py and test_catchup_*.py; here the caller's own
-promises: one outcome per host with a result for every image, a failure as the host's
-``error``, the job's slot or the pool's place given back whatever happens.
+The job's paths through it (download leases, pins, a stopping pool) are tested in
+test_precache.py, test_origin.py and test_catchup_*.py; here the caller's own promises: one
+outcome per host with a result for every image, a failure as the host's ``error``, the job's
+slot given back whatever happens.
 """
 
 from __future__ import annotations
@@ -40,24 +40,6 @@ class Computes:
         return self.answer(image_ids)
 
 
-class AsyncComputes(Computes):
-    """Answers ``cache_images_async`` at once, on the caller's thread (or raises at send)."""
-
-    def __init__(self, answer: Callable[[list[str]], Any] | None = None,
-                 refuse: Exception | None = None) -> None:
-        super().__init__(answer)
-        self.refuse = refuse
-        self.on_done: list[Callable[[object, bool], None]] = []
-
-    def cache_images_async(self, ctxt: Any, host: str, image_ids: list[str],
-                           pin_until: float | None, on_done: Callable[[object, bool], None],
-                           ) -> None:
-        if self.refuse is not None:
-            raise self.refuse
-        self.calls.append((host, list(image_ids), {"pin_until": pin_until}))
-        self.on_done.append(on_done)
-
-
 class Outcomes:
     """The job's side: the outcomes handed back, by position."""
 
@@ -91,7 +73,7 @@ def test_a_worker_call_checks_the_replies_adds_the_unasked_and_gives_the_slot_ba
     caller = make_caller(computes, pool, outcomes, queued)
     queued.acquire()
 
-    caller.call_host(7, HostPlan("h1", SERVICE, {IMG_A: "no qcow2"}), None)
+    caller.call_host(7, HostPlan("h1", SERVICE, {IMG_A: "no qcow2"}))
 
     assert computes.calls == [("h1", [IMG_B], {})]  # no pin: called without one
     ((position, results),) = outcomes.got
@@ -112,11 +94,10 @@ def test_a_client_that_cannot_be_had_or_a_raising_call_is_the_hosts_error(pool):
     outcomes, queued = Outcomes(), threading.BoundedSemaphore(2)
     no_clients = make_caller(NoClients(), pool, outcomes, queued)
     plan = HostPlan("h1", SERVICE)
-    assert no_clients.client(plan) is None
     queued.acquire()
     queued.acquire()
-    no_clients.call_host(0, plan, None)
-    make_caller(Computes(boom), pool, outcomes, queued).call_host(1, plan, None)
+    no_clients.call_host(0, plan)
+    make_caller(Computes(boom), pool, outcomes, queued).call_host(1, plan)
 
     assert [p for p, _ in outcomes.got] == [0, 1]
     (_, lookup), (_, call) = outcomes.got
@@ -124,54 +105,3 @@ def test_a_client_that_cannot_be_had_or_a_raising_call_is_the_hosts_error(pool):
     assert lookup[IMG_A]["reason"] == "LookupError: no transport for cell1"
     assert call[IMG_B]["reason"] == "TimeoutError: gone"
     assert queued.acquire(blocking=False) and queued.acquire(blocking=False)
-
-
-def test_async_only_for_a_lean_client_and_without_download_leases(pool):
-    class Gate:
-        enabled = True
-
-    outcomes = Outcomes()
-    assert make_caller(Computes(), pool, outcomes).calls_async(Computes()) is False
-    assert make_caller(Computes(), pool, outcomes).calls_async(AsyncComputes()) is True
-    assert make_caller(Computes(), pool, outcomes, gate=Gate()).calls_async(
-        AsyncComputes()) is False
-
-
-def test_an_async_outcome_is_the_hosts_and_gives_the_place_back(pool):
-    computes, outcomes = AsyncComputes(), Outcomes()
-    caller = make_caller(computes, pool, outcomes, pin_until=1e9)
-    assert pool.take_place(timeout=1)
-
-    caller.ask_host_async(computes, 3, HostPlan("h1", SERVICE))
-    assert not outcomes.got and not pool.take_place(timeout=0)  # held until the answer
-    (on_done,) = computes.on_done
-    on_done({IMG_A: {"state": "cached", "reason": None, "bytes_downloaded": 1}}, False)
-
-    assert computes.calls == [("h1", [IMG_A, IMG_B], {"pin_until": 1e9})]
-    ((position, results),) = outcomes.got
-    assert position == 3 and results[IMG_A]["state"] == "cached"
-    assert results[IMG_B]["state"] == "error"  # no reply for it
-    assert pool.take_place(timeout=0)
-
-
-def test_a_refused_send_is_the_hosts_error_and_gives_the_place_back(pool):
-    computes, outcomes = AsyncComputes(refuse=RuntimeError("caller closed")), Outcomes()
-    assert pool.take_place(timeout=1)
-
-    make_caller(computes, pool, outcomes).ask_host_async(computes, 0, HostPlan("h1", SERVICE))
-
-    ((_, results),) = outcomes.got
-    assert {r["reason"] for r in results.values()} == {"RuntimeError: caller closed"}
-    assert pool.take_place(timeout=0)
-
-
-def test_an_outcome_after_the_pool_stopped_is_dropped_but_gives_the_place_back(pool):
-    computes, outcomes = AsyncComputes(), Outcomes()
-    assert pool.take_place(timeout=1)
-    make_caller(computes, pool, outcomes).ask_host_async(computes, 0, HostPlan("h1", SERVICE))
-
-    pool.shutdown(wait=False)
-    computes.on_done[0](TimeoutError("late"), True)
-
-    assert outcomes.got == []  # the next owner asks the host again
-    assert pool.take_place(timeout=0)

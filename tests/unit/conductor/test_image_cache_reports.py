@@ -6,7 +6,6 @@ import pathlib
 
 import oslo_messaging as messaging
 import pytest
-from oslo_messaging._drivers import impl_fake
 
 from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import exception, rpc
@@ -40,5 +39,4 @@ def test_report_replaces_the_hosts_images(tmp_path: pathlib.Path) -> None:
     assert isinstance(caught.value.exc_info[1], exception.InvalidInput)
     state.shutdown(wait=True)
     transports.cleanup()
-    impl_fake.FakeExchangeManager.cleanup()
     db.dispose()

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 import oslo_messaging as messaging
 import pytest
 from oslo_config import cfg
-from oslo_messaging._drivers import impl_fake
 
 from fleetcache.common import exception, rpc
 from fleetcache.common.context import get_admin_context
@@ -38,7 +37,6 @@ def state(conf: cfg.ConfigOpts, db: Database) -> Iterator[ConductorState]:
     yield built
     built.shutdown(wait=True)
     transports.cleanup()
-    impl_fake.FakeExchangeManager.cleanup()
 
 
 def test_rpc_versions_in_sync() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import queue
 import re
 import threading
 import time
@@ -16,7 +15,6 @@ import futurist
 import oslo_messaging as messaging
 import pytest
 from oslo_config import cfg
-from oslo_messaging._drivers import impl_fake
 from sqlalchemy import delete
 from sqlalchemy.exc import OperationalError
 
@@ -80,54 +78,6 @@ class FakeComputes:
         finally:
             with self._lock:
                 self.in_flight -= 1
-
-
-class AsyncFakeComputes(FakeComputes):
-    """:class:`FakeComputes` as the lean caller's client: ``cache_images_async`` returns at
-    once, and one thread of its own answers each call ``delay`` after it was sent.
-
-    :param refuse: hosts whose call raises at once (as a version cap or a closed caller).
-    """
-
-    def __init__(self, behaviour: dict[str, Callable[[list[str]], Any]] | None = None,
-                 delay: float = 0.0, refuse: dict[str, Exception] | None = None) -> None:
-        super().__init__(behaviour, delay)
-        self.refuse = refuse or {}
-        self._sent: queue.Queue[tuple[float, str, list[str], Callable[[Any, bool], None]]] = \
-            queue.Queue()
-        threading.Thread(target=self._answer, daemon=True).start()
-
-    def cache_images_async(self, ctxt: Any, host: str, image_ids: list[str],
-                           pin_until: float | None, on_done: Callable[[Any, bool], None]) -> None:
-        if host in self.refuse:
-            raise self.refuse[host]
-        with self._lock:
-            self.calls.append((host, list(image_ids)))
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        self._sent.put((time.monotonic() + self.delay, host, image_ids, on_done))
-
-    def _answer(self) -> None:
-        while True:
-            due, host, image_ids, on_done = self._sent.get()
-            time.sleep(max(0.0, due - time.monotonic()))
-            with self._lock:
-                self.in_flight -= 1
-            try:
-                value, failed = self.behaviour.get(host, self._cached)(image_ids), False
-            except Exception as exc:
-                value, failed = exc, True
-            on_done(value, failed)
-
-    @staticmethod
-    def _cached(image_ids: list[str]) -> Any:
-        return {i: {"state": "cached", "reason": None, "bytes_downloaded": 10}
-                for i in image_ids}
-
-
-#: Both kinds of compute client: a worker blocks on each call, or the call's outcome comes back.
-BOTH_CLIENTS = pytest.mark.parametrize("Computes", [FakeComputes, AsyncFakeComputes],
-                                       ids=["worker", "async"])
 
 
 class FakeNotifier:
@@ -226,10 +176,9 @@ def wait_done(db: Database, job_uuid: str, timeout: float = 10) -> jobs.JobDict:
     raise AssertionError(f"job {job_uuid} did not finish")
 
 
-@BOTH_CLIENTS
-def test_all_hosts_cached_results_persisted_and_notified(Computes, conf, db, pools):
+def test_all_hosts_cached_results_persisted_and_notified(conf, db, pools):
     agg_id = make_aggregate(db, ["h1", "h2", "h3"])
-    computes, notifier = Computes(), FakeNotifier()
+    computes, notifier = FakeComputes(), FakeNotifier()
     job = make_precacher(conf, db, computes, pools, notifier).start(
         _ctxt(), agg_id, [IMG_A, IMG_B])
 
@@ -329,10 +278,9 @@ def _raise(exc: Exception) -> Callable[[list[str]], Any]:
     return fail
 
 
-@BOTH_CLIENTS
-def test_rpc_timeout_and_failure_are_that_hosts_error(Computes, conf, db, pools):
+def test_rpc_timeout_and_failure_are_that_hosts_error(conf, db, pools):
     agg_id = make_aggregate(db, ["ok", "slow", "broken"])
-    computes, notifier = Computes({
+    computes, notifier = FakeComputes({
         "slow": _raise(messaging.MessagingTimeout("Timed out waiting for a reply")),
         "broken": _raise(RuntimeError("connection reset")),
     }), FakeNotifier()
@@ -349,15 +297,14 @@ def test_rpc_timeout_and_failure_are_that_hosts_error(Computes, conf, db, pools)
     assert jobs.job_get(db, job["uuid"])["state"] == jobs.DONE
 
 
-@BOTH_CLIENTS
 def test_a_job_that_breaks_midway_stores_the_calls_it_made_and_ends_every_host(
-        Computes, conf, db, pools, monkeypatch, caplog):
+        conf, db, pools, monkeypatch, caplog):
     """The database fails on the second page of service lookups: the first page's calls,
     still in flight, are stored and notified, the other hosts are errors saying why, and
     the job is ``failed``."""
     monkeypatch.setattr(precache, "LOOKUP_PAGE", 2)
     agg_id = make_aggregate(db, ["h0", "h1", "h2", "h3"])
-    computes, notifier = Computes(delay=0.3), FakeNotifier()
+    computes, notifier = FakeComputes(delay=0.3), FakeNotifier()
     precacher = make_precacher(conf, db, computes, pools, notifier)
     plan_hosts = precacher.plan_hosts
     pages = []
@@ -420,12 +367,11 @@ def test_summary_line_and_warning_per_failed_image(conf, db, pools, caplog):
                               for i in (IMG_A, IMG_B))
 
 
-@BOTH_CLIENTS
-def test_concurrency_limit_is_shared_by_concurrent_jobs(Computes, conf, db, pools):
+def test_concurrency_limit_is_shared_by_concurrent_jobs(conf, db, pools):
     conf.set_override("precache_concurrency", 3, group="image_cache")
     hosts = [f"h{n}" for n in range(8)]
     agg_id = make_aggregate(db, hosts)
-    computes = Computes(delay=0.1)
+    computes = FakeComputes(delay=0.1)
     precacher = make_precacher(conf, db, computes, pools, sync=False)
     assert precacher.host_calls.size == 3
 
@@ -437,14 +383,13 @@ def test_concurrency_limit_is_shared_by_concurrent_jobs(Computes, conf, db, pool
     assert computes.max_in_flight == 3
 
 
-@BOTH_CLIENTS
-def test_progress_index_counts_every_host_once_in_order_under_concurrency(Computes, conf, db,
+def test_progress_index_counts_every_host_once_in_order_under_concurrency(conf, db,
                                                                           pools):
     hosts = [f"h{n:02d}" for n in range(40)]
     agg_id = make_aggregate(db, hosts)
     db_api.service_update(db, service_id(db, "h07"), forced_down=True)
     notifier = FakeNotifier()
-    precacher = make_precacher(conf, db, Computes(delay=0.01), pools, notifier,
+    precacher = make_precacher(conf, db, FakeComputes(delay=0.01), pools, notifier,
                                host_calls=pools.host_calls(16))
     job = precacher.start(_ctxt(), agg_id, [IMG_A])
 
@@ -563,7 +508,6 @@ def state(conf: cfg.ConfigOpts, db: Database) -> Iterator[ConductorState]:
     yield built
     built.shutdown(wait=True)
     transports.cleanup()
-    impl_fake.FakeExchangeManager.cleanup()
 
 
 def test_manager_cache_images_checks_then_delegates(conf, db, pools, state):
@@ -691,22 +635,6 @@ def test_hosts_are_looked_up_a_page_at_a_time_and_calls_stay_bounded(conf, db, p
     assert set(results) == set(hosts)
     assert results["h05"] == {IMG_A: ("error", "host has no compute service")}
     assert jobs.job_get(db, job["uuid"])["state"] == jobs.DONE
-
-
-def test_an_async_call_refused_at_once_is_that_hosts_error_and_frees_its_place(conf, db, pools):
-    conf.set_override("precache_concurrency", 1, group="image_cache")
-    agg_id = make_aggregate(db, ["h1", "h2", "h3"])
-    computes = AsyncFakeComputes(refuse={"h2": messaging.MessageDeliveryFailure("closed")})
-    precacher = make_precacher(conf, db, computes, pools, sync=False)
-    job = precacher.start(_ctxt(), agg_id, [IMG_A])
-
-    assert wait_done(db, job["uuid"])["state"] == jobs.DONE
-    assert results_by_host(db, job["uuid"]) == {
-        "h1": {IMG_A: ("cached", None)},
-        "h2": {IMG_A: ("error", "MessageDeliveryFailure: closed")},
-        "h3": {IMG_A: ("cached", None)},
-    }
-    assert precacher.host_calls.take_place(timeout=0)  # the pool's one place is free again
 
 
 def test_a_finished_job_goes_with_its_last_reference_not_the_garbage_collector(
