@@ -29,11 +29,11 @@ import sys
 import time
 
 import oslo_messaging
+from fleetcache.common.callmonitor import CallMonitor
 from oslo_config import cfg
 from oslo_messaging.rpc import server as rpc_server
 
 from fleetcache.common import config, rpc
-from fleetcache.common.callmonitor import CallMonitor
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt import driver as virt_driver
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a pre-cache job's memory goes in the conductor, from 1,000 to 10,000 hosts (issue 12).
 
-Drives :class:`fleetcache.conductor.precache.Precacher` in this process as the conductor
+Drives :class:`fleetcache.conductor.precache.job.Precacher` in this process as the conductor
 does (its host call pool of ``--concurrency`` workers, a coordinator pool, the result writer,
 a SQLite database with one compute service per host over ``--cells`` cells and an aggregate
 over them all), with fake compute clients that answer ``existing`` after ``--delay`` seconds
@@ -64,7 +64,7 @@ from fleetcache.common.db import api as db_api  # noqa: E402
 from fleetcache.common.db import job_leases, jobs, models  # noqa: E402
 from fleetcache.common.db.session import Database  # noqa: E402
 from fleetcache.conductor import notifications, precache  # noqa: E402
-from fleetcache.conductor.hostpool import HostCallPool  # noqa: E402
+from fleetcache.conductor.precache.hostpool import HostCallPool  # noqa: E402
 from fleetcache.image.source import ImageMeta  # noqa: E402
 
 IMAGE_ID = "1b5c4fd2-5a57-4c6e-9c6b-3f4b0c8a2f10"

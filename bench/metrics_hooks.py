@@ -29,8 +29,8 @@ from prometheus_client import CollectorRegistry
 
 from bench._benchlib import headline, loadavg, log, median
 from fleetcache.compute.rpcapi import ImageResult
-from fleetcache.conductor.jobresults import JobStats
 from fleetcache.conductor.metrics import ConductorMetrics
+from fleetcache.conductor.precache.results import JobStats
 
 
 def _results(images: int) -> dict[str, ImageResult]:

@@ -4,8 +4,8 @@ Serves topic ``conductor`` on the default transport and on every cell's (new cel
 up every ``[conductor] cell_refresh_interval``), registers itself as ``fleetcache-conductor``
 and heartbeats straight into the database. It renews the leases of its pre-cache jobs, takes
 over jobs whose conductor died (at start-up, those of its own host's previous process at
-once) and catches up pending hosts (:mod:`fleetcache.conductor.takeover`,
-:mod:`fleetcache.conductor.catchup`). On start it fails the instance builds a previous
+once) and catches up pending hosts (:mod:`fleetcache.conductor.precache.takeover`,
+:mod:`fleetcache.conductor.precache.catchup`). On start it fails the instance builds a previous
 conductor on this host left unfinished (then, periodically, the builds of conductors that
 died).
 

@@ -35,17 +35,21 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db import host_images
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
-from fleetcache.conductor import build, notifications, precache, rpcapi
-from fleetcache.conductor.catchup import CatchUp
+from fleetcache.conductor import build, rpcapi
 from fleetcache.conductor.cells import CellTransports
-from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.metrics import ConductorMetrics, JobStateCollector
-from fleetcache.conductor.origin import DownloadGate
-from fleetcache.conductor.ownership import JobOwner
 from fleetcache.conductor.placement import PlacementClient, ProviderSync
+from fleetcache.conductor.precache import (
+    CacheNotifier,
+    CatchUp,
+    DownloadGate,
+    HostCallPool,
+    JobOwner,
+    JobTakeover,
+    Precacher,
+)
 from fleetcache.conductor.scheduler import Scheduler
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
-from fleetcache.conductor.takeover import JobTakeover
 from fleetcache.image.source import ImageSource
 
 LOG = logging.getLogger(__name__)
@@ -104,9 +108,9 @@ class ConductorState:
                                     publisher_id=f"{binaries.CONDUCTOR}:{conf.host}")
         client = PlacementClient.from_conf(conf)
         self.owner = JobOwner.from_conf(conf)
-        self.precacher = precache.Precacher(
+        self.precacher = Precacher(
             conf, db, conf.host, clients=self.cells,
-            notifier=notifications.CacheNotifier(notifier),
+            notifier=CacheNotifier(notifier),
             host_calls=self.host_calls, job_runner=self.job_coordinators.submit, images=images,
             gate=self.gate,
             image_support=self._image_support(conf, client),
@@ -149,7 +153,7 @@ class ConductorState:
         """Stop both pools: queued host calls are dropped, and each running job stores the
         results it has and releases its lease, so that another conductor (or this host's next
         one) takes it over and asks its remaining hosts; if the process dies first, the lease
-        expires instead (:mod:`fleetcache.conductor.takeover`).
+        expires instead (:mod:`fleetcache.conductor.precache.takeover`).
 
         :param wait: return only once every job's coordinator has ended.
         """
@@ -272,7 +276,7 @@ class ConductorManager:
 
         :param pin_seconds: keep the images on the hosts at least this long from now (1.4).
         :returns: the job, ``queued``; it runs on after this call returns
-            (:mod:`fleetcache.conductor.precache`).
+            (:mod:`fleetcache.conductor.precache.job`).
         :raises InvalidInput: when no image is given.
         :raises AggregateNotFound:
         :raises ImageNotFound, ImageNotAvailable, ImageFetchError: before any host is asked.

@@ -36,7 +36,7 @@ def test_allowed(room: str, target: str) -> None:
     [
         ("conductor", "fleetcache.compute.manager"),
         ("conductor", "fleetcache.compute.virt.driver"),
-        ("api", "fleetcache.conductor.precache"),
+        ("api", "fleetcache.conductor.precache.job"),
         ("image", "fleetcache.compute.imagecache"),
         ("common", "fleetcache.image.glance"),
         ("compute", "fleetcache.cmd.compute"),
@@ -132,9 +132,10 @@ def test_relative_import_within_a_room_is_refused(tmp_path: pathlib.Path) -> Non
 
 
 def test_from_fleetcache_import_room_is_checked(tmp_path: pathlib.Path) -> None:
-    root = _tree(tmp_path, {**CLEAN, "conductor/precache.py": "from fleetcache import compute\n"})
+    root = _tree(tmp_path, {**CLEAN,
+                            "conductor/precache/job.py": "from fleetcache import compute\n"})
     assert check_imports.check(root) == [
-        "fleetcache/conductor/precache.py:1: FC001 conductor may import only "
+        "fleetcache/conductor/precache/job.py:1: FC001 conductor may import only "
         "fleetcache.compute.rpcapi, not fleetcache.compute",
     ]
 

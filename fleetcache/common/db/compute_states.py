@@ -4,7 +4,7 @@ A job asks a host unless its compute service is missing, down (``forced_down``, 
 heartbeat older than ``service_down_time``: the keys :func:`~fleetcache.common.servicegroup.
 service_is_up` reads) or disabled, and it calls it through its cell's transport. That is five
 columns of the service and its cell; the job reads them for every host of the aggregate,
-:data:`~fleetcache.conductor.precache.LOOKUP_PAGE` hosts at a time.
+:data:`~fleetcache.conductor.precache.job.LOOKUP_PAGE` hosts at a time.
 
 NOTE: the job used ``api.service_list`` (ORM ``Service`` rows with their cell joined, each
 turned into a whole ``ServiceDict``: timestamps, capabilities decoded from JSON) for this:

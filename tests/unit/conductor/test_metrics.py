@@ -9,10 +9,11 @@ from prometheus_client import CollectorRegistry
 
 from fleetcache.common import metrics as common_metrics
 from fleetcache.common.db import jobs
-from fleetcache.conductor import notifications, precache
-from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.metrics import ConductorMetrics, JobStateCollector
-from tests.unit.conductor.test_precache import (
+from fleetcache.conductor.precache import job as precache
+from fleetcache.conductor.precache import notifications
+from fleetcache.conductor.precache.hostpool import HostCallPool
+from tests.unit.conductor.precache.test_job import (
     IMG_A,
     IMG_B,
     FakeComputes,

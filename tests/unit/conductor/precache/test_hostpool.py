@@ -1,4 +1,4 @@
-"""Unit tests of the conductor's bounded pool (fleetcache.conductor.hostpool)."""
+"""Unit tests of the conductor's bounded pool (fleetcache.conductor.precache.hostpool)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fleetcache.conductor.hostpool import HostCallPool
+from fleetcache.conductor.precache.hostpool import HostCallPool
 
 
 def test_runs_at_most_size_at_once_and_returns_results():
@@ -67,7 +67,7 @@ def test_shutdown_cancels_queued_work_and_refuses_more():
 
 
 def test_a_busy_worker_does_not_hold_the_interpreter_at_exit():
-    code = ("import time\nfrom fleetcache.conductor.hostpool import HostCallPool\n"
+    code = ("import time\nfrom fleetcache.conductor.precache.hostpool import HostCallPool\n"
             "HostCallPool(1).submit(time.sleep, 60)\ntime.sleep(0.2)\n")
     started = time.monotonic()
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)

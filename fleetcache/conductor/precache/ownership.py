@@ -2,7 +2,7 @@
 
 One :class:`JobOwner` is built per conductor process at start-up. Its id is the host name plus
 a uuid of this start, so that a restarted conductor on the same host is a different owner
-(and takes over its predecessor's jobs: :mod:`fleetcache.conductor.takeover`).
+(and takes over its predecessor's jobs: :mod:`fleetcache.conductor.precache.takeover`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Unit tests of asking one host (fleetcache.conductor.hostcall) without a job around it.
+"""Unit tests of asking one host (fleetcache.conductor.precache.hostcall) without a job around it.
 
 The job's paths through it (download leases, pins, a stopping pool) are tested in
-test_precache.py, test_origin.py and test_catchup_*.py; here the caller's own promises: one
+test_job.py, test_origin.py and test_catchup_*.py; here the caller's own promises: one
 outcome per host with a result for every image, a failure as the host's ``error``, the job's
 slot given back whatever happens.
 """
@@ -16,8 +16,8 @@ import pytest
 
 from fleetcache.common.context import get_admin_context
 from fleetcache.compute.rpcapi import ImageResult
-from fleetcache.conductor.hostcall import HostCaller, HostPlan
-from fleetcache.conductor.hostpool import HostCallPool
+from fleetcache.conductor.precache.hostcall import HostCaller, HostPlan
+from fleetcache.conductor.precache.hostpool import HostCallPool
 
 IMG_A = "a26887c6-c47b-4654-abb5-dfadf7d3f803"
 IMG_B = "4d8c3732-a248-40ed-bebc-539a6ffd25c0"

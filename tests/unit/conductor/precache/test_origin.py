@@ -1,5 +1,5 @@
-"""Unit tests of origin protection (fleetcache.conductor.origin) and of a pre-cache job that
-runs under it, on SQLite with fake computes."""
+"""Unit tests of origin protection (fleetcache.conductor.precache.origin) and of a pre-cache
+job that runs under it, on SQLite with fake computes."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import pytest
 from fleetcache.common.db import download_leases, jobs
 from fleetcache.common.db.download_leases import Limits
 from fleetcache.common.db.session import Database
-from fleetcache.conductor import notifications, precache
-from fleetcache.conductor.origin import DownloadGate, GateClosed
-from tests.unit.conductor.test_precache import (
+from fleetcache.conductor.precache import job as precache
+from fleetcache.conductor.precache import notifications
+from fleetcache.conductor.precache.origin import DownloadGate, GateClosed
+from tests.unit.conductor.precache.test_job import (
     IMG_A,
     IMG_B,
     FakeComputes,

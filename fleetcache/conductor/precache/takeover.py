@@ -16,7 +16,7 @@ job_takeover_interval`` seconds (plus the time to re-plan its hosts).
 Carrying on a job (:meth:`JobTakeover.resume`): a ``queued`` or ``running`` job's first pass is
 run again for the hosts without any stored result only; hosts with a stored result, final or
 ``pending``, are not asked again. A ``catching_up`` job needs nothing more: catch-up
-(:mod:`fleetcache.conductor.catchup`) serves the jobs this conductor owns.
+(:mod:`fleetcache.conductor.precache.catchup`) serves the jobs this conductor owns.
 
 What a ``kill -9`` loses: results are stored in batches (``jobresults.ResultWriter``, at most
 ``linger`` = 0.2 s or 200 hosts per transaction), so the hosts whose answers were in the
@@ -37,8 +37,8 @@ from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import job_leases, jobs
 from fleetcache.common.db.models import utcnow
-from fleetcache.conductor.ownership import JobOwner
-from fleetcache.conductor.precache import PrecacheJob, Precacher
+from fleetcache.conductor.precache.job import PrecacheJob, Precacher
+from fleetcache.conductor.precache.ownership import JobOwner
 
 LOG = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Asking one compute of a pre-cache job: its ``cache_images`` call and what the reply means.
 
-The job (:class:`~.precache.PrecacheJob`) decides which hosts are asked and counts their
+The job (:class:`~.job.PrecacheJob`) decides which hosts are asked and counts their
 outcomes; a :class:`HostCaller`, built once per run of the job, asks them. A worker of the
 conductor's :class:`~.hostpool.HostCallPool` runs :meth:`HostCaller.call_host`, which blocks
 on the host's call: one call for every image, or, when the image service's downloads are
@@ -8,7 +8,7 @@ limited (:mod:`~.origin`), one call per image, each under a download lease, the 
 ``waiting`` while it waits for one.
 
 The host's outcome goes to the job's callback, once: its replies, checked
-(:func:`~.jobresults.checked_replies`), with ``unsupported`` for the images it was not asked
+(:func:`~.results.checked_replies`), with ``unsupported`` for the images it was not asked
 (its provider lacks their format's trait), or ``error`` for every image with the reason when
 the call failed. A host never raises into the job::
 
@@ -33,10 +33,10 @@ from fleetcache.common.db.api import CellDict
 from fleetcache.common.db.compute_states import ComputeState
 from fleetcache.common.db.session import Database
 from fleetcache.compute.rpcapi import ImageResult
-from fleetcache.conductor.hostpool import HostCallPool
-from fleetcache.conductor.jobresults import checked_replies, same_result_per_image
 from fleetcache.conductor.metrics import ConductorMetrics
-from fleetcache.conductor.origin import DownloadGate
+from fleetcache.conductor.precache.hostpool import HostCallPool
+from fleetcache.conductor.precache.origin import DownloadGate
+from fleetcache.conductor.precache.results import checked_replies, same_result_per_image
 
 LOG = logging.getLogger(__name__)
 

@@ -42,11 +42,11 @@ from fleetcache.common.db.api import AggregateDict, ServiceDict
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.servicegroup import service_is_up
 from fleetcache.compute.rpcapi import ImageResult
-from fleetcache.conductor import notifications
-from fleetcache.conductor.hostcall import ComputeClient
-from fleetcache.conductor.jobresults import CACHED_STATES, checked_replies
-from fleetcache.conductor.ownership import JobOwner
-from fleetcache.conductor.precache import Precacher
+from fleetcache.conductor.precache import notifications
+from fleetcache.conductor.precache.hostcall import ComputeClient
+from fleetcache.conductor.precache.job import Precacher
+from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.results import CACHED_STATES, checked_replies
 
 LOG = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Catch-up and takeover as the first pass behaves: a caught-up host sends its progress
 notification, gets the job's pin and waits for a download slot of the image service, and a job
-taken over sends no second start (conductor/catchup.py, conductor/takeover.py)."""
+taken over sends no second start (conductor/precache/catchup.py, conductor/precache/takeover.py)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db import download_leases, jobs
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.db.session import Database
-from fleetcache.conductor import notifications, precache
-from fleetcache.conductor.catchup import CatchUp
-from fleetcache.conductor.origin import DownloadGate
-from fleetcache.conductor.ownership import JobOwner
-from fleetcache.conductor.takeover import JobTakeover
-from tests.unit.conductor.test_catchup_takeover import wait_job_state
-from tests.unit.conductor.test_precache import (
+from fleetcache.conductor.precache import job as precache
+from fleetcache.conductor.precache import notifications
+from fleetcache.conductor.precache.catchup import CatchUp
+from fleetcache.conductor.precache.origin import DownloadGate
+from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.takeover import JobTakeover
+from tests.unit.conductor.precache.test_catchup_takeover import wait_job_state
+from tests.unit.conductor.precache.test_job import (
     IMG_A,
     IMG_B,
     FakeComputes,

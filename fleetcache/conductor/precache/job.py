@@ -22,7 +22,7 @@ host aborts the operation without ``.end``), and progress numbered under a lock.
    asks each host.
 3. Every host ends in a state: an RPC failure or timeout is that host's ``error`` with the
    reason. Each outcome is counted under the job's lock (which numbers the ``progress``
-   notification) and stored in batches by a :class:`~.jobresults.ResultWriter`.
+   notification) and stored in batches by a :class:`~.results.ResultWriter`.
 4. The job ends ``done`` (``failed`` when the job itself broke or the host pool stopped under
    it, the conductor stopping) with ``.end`` and one summary log line, plus a warning per
    image that failed somewhere.
@@ -57,18 +57,18 @@ from fleetcache.common.db.models import utcnow as models_utcnow
 from fleetcache.common.db.session import Database
 from fleetcache.common.servicegroup import service_is_up
 from fleetcache.compute.rpcapi import ImageResult
-from fleetcache.conductor import notifications
-from fleetcache.conductor.hostcall import ComputeClients, HostCaller, HostPlan
-from fleetcache.conductor.hostpool import HostCallPool
-from fleetcache.conductor.jobresults import (
+from fleetcache.conductor.metrics import ConductorMetrics
+from fleetcache.conductor.precache import notifications
+from fleetcache.conductor.precache.hostcall import ComputeClients, HostCaller, HostPlan
+from fleetcache.conductor.precache.hostpool import HostCallPool
+from fleetcache.conductor.precache.origin import DownloadGate
+from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.results import (
     CACHED_STATES,
     JobStats,
     ResultWriter,
     same_result_per_image,
 )
-from fleetcache.conductor.metrics import ConductorMetrics
-from fleetcache.conductor.origin import DownloadGate
-from fleetcache.conductor.ownership import JobOwner
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image import source as image_source
 

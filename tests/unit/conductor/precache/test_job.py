@@ -1,4 +1,4 @@
-"""Unit tests of the pre-cache job (fleetcache.conductor.precache) with a fake compute client."""
+"""Unit tests of the pre-cache job (fleetcache.conductor.precache.job), fake compute client."""
 
 from __future__ import annotations
 
@@ -23,9 +23,11 @@ from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs, models
 from fleetcache.common.db.session import Database
-from fleetcache.conductor import jobresults, notifications, precache
-from fleetcache.conductor.hostpool import HostCallPool
 from fleetcache.conductor.manager import ConductorManager, ConductorState
+from fleetcache.conductor.precache import job as precache
+from fleetcache.conductor.precache import notifications
+from fleetcache.conductor.precache import results as jobresults
+from fleetcache.conductor.precache.hostpool import HostCallPool
 from fleetcache.image.source import ImageMeta
 
 IMG_A = "a26887c6-c47b-4654-abb5-dfadf7d3f803"
@@ -351,7 +353,7 @@ def test_summary_line_and_warning_per_failed_image(conf, db, pools, caplog):
                                       "bytes_downloaded": 0}},
         "dead": _raise(messaging.MessagingTimeout("gone")),
     })
-    caplog.set_level(logging.INFO, logger="fleetcache.conductor.precache")
+    caplog.set_level(logging.INFO, logger="fleetcache.conductor.precache.job")
     job = make_precacher(conf, db, computes, pools).start(_ctxt(), agg_id, [IMG_A, IMG_B])
 
     infos = [r.getMessage() for r in caplog.records if "completed in" in r.getMessage()]

@@ -1,5 +1,5 @@
-"""Unit tests of catch-up (conductor/catchup.py) and takeover (conductor/takeover.py) with fake
-computes on SQLite: the job state machine ``running -> catching_up -> done``, pending hosts
+"""Unit tests of catch-up (conductor/precache/catchup.py) and takeover (precache/takeover.py)
+with fake computes on SQLite: the job state machine ``running -> catching_up -> done``, pending hosts
 asked when back, the window's end, hosts added later, and a takeover that asks only the hosts
 without a stored result."""
 
@@ -19,11 +19,12 @@ from fleetcache.common.db import api as db_api
 from fleetcache.common.db import job_leases, jobs, models
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.db.session import Database
-from fleetcache.conductor import notifications, precache
-from fleetcache.conductor.catchup import REMOVED_REASON, CatchUp
-from fleetcache.conductor.ownership import JobOwner
-from fleetcache.conductor.takeover import JobTakeover
-from tests.unit.conductor.test_precache import (
+from fleetcache.conductor.precache import job as precache
+from fleetcache.conductor.precache import notifications
+from fleetcache.conductor.precache.catchup import REMOVED_REASON, CatchUp
+from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.takeover import JobTakeover
+from tests.unit.conductor.precache.test_job import (
     IMG_A,
     IMG_B,
     FakeComputes,

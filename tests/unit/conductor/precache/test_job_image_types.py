@@ -7,10 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleetcache.common.db import jobs
-from fleetcache.conductor import notifications, precache
+from fleetcache.conductor.precache import job as precache
+from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image.source import ImageMeta
-from tests.unit.conductor.test_precache import (
+from tests.unit.conductor.precache.test_job import (
     IMG_A,
     IMG_B,
     FakeComputes,

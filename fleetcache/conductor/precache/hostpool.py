@@ -12,7 +12,7 @@ every second. Both it and the standard library's pool join their workers at inte
 so a conductor stopping while a compute downloads would hang until that call ends (up to
 ``long_rpc_timeout``). This pool starts a worker only when no idle one can take the work (the
 standard library's rule), and its workers are daemon threads that nobody joins at exit: a
-stopping conductor leaves at once, and the next one takes the job over (conductor/takeover.py).
+stopping conductor leaves at once, and the next one takes the job over (:mod:`~.takeover`).
 """
 
 from __future__ import annotations
