@@ -5,15 +5,14 @@ Each agent is what ``fleetcache-compute`` serves on its host: a
 topic ``compute`` with the host name as its server, on its cell's transport. All agents of a
 shard are in one cell (one transport, shared by their RPC servers).
 
-NOTE: at most ~100 threaded RPC servers per process with a small executor pool. Measured with
-oslo.messaging 18.3.1 on 2 vCPUs: every server keeps up to ``executor_thread_pool_size`` worker
-threads (futurist starts one per submit and never retires them), and 1,000 servers in one
-CPython process reached a GIL/futex convoy (1,397 runnable threads, 82% sys) in which poll
-threads missed AMQP heartbeats and the broker dropped connections; 10 processes of 100 servers
-each held (docs/performance.md, "What oslo.messaging's threading RPC server costs"). The shard
-never stops its servers gracefully (``stop()``/``wait()`` costs 1.0-1.6 s per server, 160 s
-for 100 in series): the broker drops their connections when the process exits, and their
-non-durable queues die with the bench broker.
+NOTE: at most ~100 threaded RPC servers per process with a small executor pool: every server
+keeps up to ``executor_thread_pool_size`` worker threads (futurist starts one per submit and
+never retires them), and 1,000 servers in one CPython process reached a GIL/futex convoy in
+which poll threads missed AMQP heartbeats and the broker dropped connections; 10 processes of
+100 servers each held. The shard never stops its servers gracefully (``stop()``/``wait()``
+costs about a second per server): the broker drops their connections when the process exits,
+and their non-durable queues die with the bench broker. Figures: docs/performance.md, "What
+oslo.messaging's threading RPC server costs".
 
 Protocol with the parent: prints ``READY <n>`` once every server listens, then exits when its
 stdin closes or on SIGTERM.
@@ -47,8 +46,8 @@ def _conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     conf.set_override("executor_thread_pool_size", args.executor_pool)
     # NOTE: [compute] max_concurrent_long_calls keeps its default (24, above this pool): each
     # fake compute gets one call at a time here, and with the limit set to pool - 1 the bare
-    # RPC baseline ran 2-4 times slower at 1,000 hosts for a cause not found yet
-    # (docs/performance.md, "Before and after the refactor of issue 7").
+    # RPC baseline ran several times slower at 1,000 hosts for a cause not found yet
+    # (docs/performance.md, "Fan-out").
     rpc.init(conf)
     return conf
 

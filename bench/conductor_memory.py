@@ -291,9 +291,8 @@ def job_state(db: Database, uuid: str) -> str:
     """The job's state alone, which is what the wait needs.
 
     NOTE: polling ``jobs.job_progress_recent`` (which counts the job's results) every 0.05 s
-    was most of this process's CPU: 0.29-0.33 ms per host at 1,000 hosts and 0.44-0.48 at
-    10,000 with it, 0.13 and 0.14-0.15 without it (two measured jobs each;
-    docs/performance.md, "The pre-cache job's service lookups and SQLite's page caches")."""
+    was most of this process's CPU, and grew with the hosts (docs/performance.md, "The
+    pre-cache job's own CPU per host")."""
     with db.transaction() as session:
         return str(session.scalar(
             select(models.CacheJob.state).where(models.CacheJob.uuid == uuid)))

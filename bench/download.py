@@ -221,9 +221,9 @@ def settle() -> None:
     cache (each is removed after it), and no dirty page of anyone's left to write back.
 
     NOTE: with the copies of a round kept until its end, the variants after an unsynced one
-    paid for its write-back: ``curl -o`` ran at 830-854 MB/s as the first of a run and at
-    236-306 MB/s after others (2026-11-26, docs/performance.md, "Every variant from the same
-    state"), so a round's ratio said more about its order than about fleetcache.
+    paid for its write-back (``curl -o`` after others ran at a third of its speed), so a
+    round's ratio said more about its order than about fleetcache (docs/performance.md,
+    "Download from Glance").
     """
     os.sync()
 

@@ -11,7 +11,8 @@
 # NOTE: the machine's shared broker (5672) runs with 1024 fds, which RabbitMQ turns into 832
 # sockets; the 833rd connection hangs instead of being refused (its TCP connect times out, the
 # broker logs `file descriptor limit alarm set`, and oslo.messaging retries forever).
-# 1,000 fake computes need 1,000+ connections, hence the raised limit. The node itself is
+# 1,000 fake computes need 1,000+ connections, hence the raised limit (docs/performance.md,
+# "What oslo.messaging's threading RPC server costs"). The node itself is
 # tools/rabbitmq-node.sh with the bench's values.
 set -eu
 

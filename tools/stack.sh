@@ -49,7 +49,8 @@
 #
 # FLEETCACHE_GLANCE_HASHING_ALGORITHM (default sha512, Glance's default) is Glance's
 # [DEFAULT] hashing_algorithm, the os_hash_algo of every image uploaded to this stack: an
-# operator's choice that the benchmarks run both ways (docs/performance.md).
+# operator's choice that the benchmarks run both ways (docs/performance.md, "Hash speed per
+# core").
 #
 # STACK_GLANCE_PORT, STACK_API_PORT, STACK_PLACEMENT_PORT, STACK_PLACEMENT_DB, STACK_KEYSTONE_PORT,
 # STACK_KEYSTONE_DB, STACK_VHOST_PREFIX

@@ -7,7 +7,7 @@ meant for untrusted images: they run under util-linux ``prlimit`` (``prlimit --c
 --as=B --fsize=B --core=0 -- qemu-img ...``), so the kernel enforces Nova's ``QEMU_IMG_LIMITS``
 (``[libvirt] images_cpu_time_limit``, ``images_address_space_limit``) from qemu-img's first
 instruction, as oslo.concurrency's ``prlimit=`` does, without first starting a Python
-interpreter to set them (5-10 ms per call instead of 30-60 ms: docs/performance.md).
+interpreter to set them (docs/performance.md, "qemu-img under prlimit").
 ``--fsize`` bounds what they print (a crafted qcow2 makes ``qemu-img check`` print a line per
 cluster, gigabytes within the CPU limit) and ``--core=0`` keeps a killed qemu-img from
 dumping core. ``convert`` and ``create`` write disks, on trusted (inspected) input, and run

@@ -134,8 +134,8 @@ class VerifyingWriter:
     the chunk to the ``observers`` (format inspection, signature check), then writes it. So
     the hash of one chunk, the write of another and the reader's next receive run at once:
     hashlib and file writes release the GIL on large buffers. One thread doing both hashed
-    and wrote one after the other; on this 2-core machine the hash alone (sha512: 1.6 CPU-s
-    per GiB) is then the bound of a download, not hash + write (see docs/performance.md).
+    and wrote one after the other; with two, the hash alone, on one core, is the bound of a
+    download, not hash + write (docs/performance.md, "Hash speed per core").
 
     ``write`` hands the chunk to both and returns; an error of either worker (a full disk, a
     refused format) is raised by the next ``write`` or by :meth:`close`. Chunks must not be
@@ -147,10 +147,8 @@ class VerifyingWriter:
     anything else into an aligned buffer first (``O_DIRECT``). Then ``write`` itself copies a
     chunk of whole pages that is not a pool buffer (``bytes`` from HTTP) into one, so that
     the copy is made by the caller, which mostly waits for the workers, not in the writer
-    thread, whose copies and writes otherwise bound the download: ``bench/download.py``,
-    1 GiB from Glance with the hash left out, 751 and 932 MB/s (medians of two runs) with the
-    writer thread copying, 1,362 and 1,477 with the caller copying (docs/performance.md,
-    "The writer thread's copy, and what bounds the download").
+    thread, whose copies and writes otherwise bound the download (``bench/download.py``
+    with the hash left out; docs/performance.md, "The writer thread's copy").
     """
 
     def __init__(self, sink: Writer, verifier: ImageVerifier,

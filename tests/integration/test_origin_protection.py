@@ -13,7 +13,7 @@ limit that is six downloads at once; with ``max_concurrent_downloads_per_image =
 host ``cached``, a host was seen ``waiting`` while they ran, and no lease is left.
 
 The test prints the figures of both runs (peak concurrent GETs, job time) for
-``docs/performance.md`` (``pytest -s``).
+``docs/performance.md``, "Origin protection" (``pytest -s``).
 """
 
 from __future__ import annotations

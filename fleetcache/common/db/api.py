@@ -317,10 +317,10 @@ def aggregate_create(
 def _aggregate_read(session: Session, where: Any, ident: int | str) -> AggregateDict:
     """An aggregate to read, not change: its host names in one narrow query, no host rows.
 
-    NOTE: loading the host relationship built one ORM object per host to read its name: a
-    pre-cache job's start held 11.2 MiB at once at 10,000 hosts, 1.8 MiB with the names
-    alone (``bench/conductor_memory.py --trace``, docs/performance.md, "Conductor memory
-    from 1,000 to 10,000 hosts").
+    NOTE: loading the host relationship built one ORM object per host to read its name, a
+    peak at a pre-cache job's start several times what the names alone hold
+    (``bench/conductor_memory.py --trace``, docs/performance.md, "What a pre-cache job holds
+    per host").
 
     :raises AggregateNotFound:
     """

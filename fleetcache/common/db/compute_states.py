@@ -7,10 +7,10 @@ columns of the service and its cell; the job reads them for every host of the ag
 :data:`~fleetcache.conductor.precache.job.LOOKUP_PAGE` hosts at a time.
 
 NOTE: the job used ``api.service_list`` (ORM ``Service`` rows with their cell joined, each
-turned into a whole ``ServiceDict``: timestamps, capabilities decoded from JSON) for this:
-12.8 % of the conductor's samples at both 1,000 and 10,000 hosts, and 1.5 MiB held at once
-per page of 500 hosts (``bench/fanout.py --profile``, ``bench/conductor_memory.py --trace``;
-docs/performance.md, "The pre-cache job's service lookups and SQLite's page caches").
+turned into a whole ``ServiceDict``: timestamps, capabilities decoded from JSON) for this,
+at several times the CPU per host, growing with the fleet (``bench/fanout.py --profile``,
+``bench/conductor_memory.py --trace``; docs/performance.md, "The pre-cache job's own CPU per
+host").
 """
 
 from __future__ import annotations

@@ -132,10 +132,9 @@ def _lookup(session: Session, job_uuid: str, whole: bool = False) -> models.Cach
     """The job's row; its results and host list are loaded only with ``whole`` (or when read).
 
     NOTE: the results relationship loads eagerly (``selectin``), so every state change read
-    the whole job: marking a 10,000-host job done built 10,000 result objects and held
-    14.6 MiB at once (0.03 MiB without), a peak the conductor's resident size kept
-    (``bench/conductor_memory.py --trace``, docs/performance.md, "Conductor memory from 1,000
-    to 10,000 hosts").
+    the whole job: marking a 10,000-host job done built 10,000 result objects at once, a peak
+    the conductor's resident size kept (``bench/conductor_memory.py --trace``,
+    docs/performance.md, "What a pre-cache job holds per host").
     """
     query = select(models.CacheJob).where(models.CacheJob.uuid == job_uuid)
     if not whole:
@@ -240,9 +239,9 @@ def job_record_hosts(
     ``INSERT`` (and one ``UPDATE`` by primary key for rows already there), not through ORM
     objects.
 
-    NOTE: building one ORM object per row and letting the unit of work flush them took 2-9 % of
+    NOTE: building one ORM object per row and letting the unit of work flush them showed in
     the conductor's py-spy samples in ``bench/fanout.py`` at 1,000 hosts (docs/performance.md,
-    "Fan-out on a busy machine").
+    "The pre-cache job's own CPU per host").
 
     :raises JobNotFound:
     :raises InvalidInput: for an unknown result state (nothing of the batch is stored).

@@ -52,11 +52,10 @@ class Database:
 
 #: Each SQLite connection's page cache, in KiB (SQLite's default: 2,000).
 #:
-#: NOTE: every connection of the pool fills a cache of its own, and keeps it: after a
-#: pre-cache job over 10,000 hosts SQLite held 2.9 MiB with its default against 0.8 MiB after
-#: 1,000 hosts (whose database fits in less), and 1.4 against 0.8 MiB with 512 KiB, at the
-#: same CPU per host (``bench/conductor_memory.py``, IN lists padded in both;
-#: docs/performance.md, "The pre-cache job's service lookups and SQLite's page caches").
+#: NOTE: every connection of the pool fills a cache of its own, and keeps it, so with the
+#: default SQLite's memory grew with the fleet a pre-cache job covered; 512 KiB cut most of
+#: that growth, at the same CPU per host (``bench/conductor_memory.py``; docs/performance.md,
+#: "SQLite's page cache and prepared statements").
 #: In WAL mode a connection drops its whole cache when it starts a read after another
 #: connection wrote (``pagerBeginReadTransaction`` in SQLite's pager.c), as the job's result
 #: writer does every 0.2 s: what a larger cache keeps is read again only until then.

@@ -3,9 +3,9 @@
 A buffered write copies each chunk into the page cache, and the kernel then writes those
 pages back (``EarlyWriteback`` starts that every 32 MiB, in the writer thread); the cached
 base is not read again soon, so none of that work is of use. :class:`ODirectWriter` hands
-the disk the chunk's own memory instead. Measured on this project's machine (1 GiB, 4 MiB
-writes, ext4 on virtio, three runs each): ``dd oflag=direct`` 0.96-2.52 s and 0.26-0.28
-CPU-s (the source read included), ``dd conv=fsync`` 4.28-4.90 s and 1.77-1.90 CPU-s.
+the disk the chunk's own memory instead: on this project's machines ``dd oflag=direct``
+took a fraction of ``dd conv=fsync``'s wall and CPU (docs/performance.md, "Durable writes and
+O_DIRECT").
 
 ``O_DIRECT`` wants the buffer's address, the length and the file offset aligned to the
 device's logical block (512 or 4096 bytes): a page-aligned chunk of whole pages

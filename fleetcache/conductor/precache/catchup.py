@@ -152,9 +152,8 @@ class CatchUp:
 
     def _ask(self, job_uuid: str, host: str) -> None:
         # NOTE: this host's results only: the whole job's are one ORM object per result,
-        # read for each host caught up; loading them to end a 10,000-host job held 14.6 MiB
-        # at once (``bench/conductor_memory.py --trace``, docs/performance.md, "Conductor
-        # memory from 1,000 to 10,000 hosts").
+        # read for each host caught up (``bench/conductor_memory.py --trace``,
+        # docs/performance.md, "What a pre-cache job holds per host").
         job = jobs.job_get(self.db, job_uuid, results_of=host)
         if job["owner"] != self.owner.owner or job["state"] != jobs.CATCHING_UP:
             return

@@ -64,9 +64,9 @@ class HostCallPool(concurrent.futures.Executor):
         """Queue ``fn(*args)`` without a future, for work that reports its own outcome (a
         pre-cache host call); should it raise all the same, the error is logged.
 
-        NOTE: a ``Future`` per host (its ``Condition`` and lock) was 1.9 % of the conductor's
-        GIL samples in ``bench/fanout.py --hosts 1000 --concurrency 64`` (py-spy), for a
-        result the job never read (docs/performance.md, "Conductor CPU per host (issue 12)").
+        NOTE: a ``Future`` per host (its ``Condition`` and lock) showed in the conductor's GIL
+        samples in ``bench/fanout.py --hosts 1000 --concurrency 64`` (py-spy), for a result
+        the job never read (docs/performance.md, "The pre-cache job's own CPU per host").
 
         :raises RuntimeError: after :meth:`shutdown`.
         """

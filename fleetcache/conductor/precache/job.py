@@ -218,9 +218,8 @@ class PrecacheJob:
         self._lock = threading.Lock()
         #: One byte per host of :attr:`hosts`, by position: 1 once it has its outcome.
         #:
-        #: NOTE: a set of the hosts' names took 512 KiB at 10,000 hosts, against 10 KiB
-        #: (``bench/conductor_memory.py``, docs/performance.md, "Conductor memory from 1,000
-        #: to 10,000 hosts").
+        #: NOTE: a set of the hosts' names took far more room (``bench/conductor_memory.py``,
+        #: docs/performance.md, "What a pre-cache job holds per host").
         self._done = bytearray(len(self.hosts))
         self._done_count = 0
         #: Set once every host has its outcome (and it is queued for the writer).
@@ -338,9 +337,10 @@ class PrecacheJob:
         up in bulk :data:`LOOKUP_PAGE` hosts at a time, so that a job holds one page of service
         rows, not the whole fleet's.
 
-        NOTE: one lookup of all 10,000 hosts' services raised the conductor's peak resident
-        size by about 30 MB (ORM rows, then 1.3 KB of dict per host kept for the whole job;
-        ``bench/fanout.py --hosts 10000``, docs/performance.md, "Scale: 10,000 hosts").
+        NOTE: one lookup of all the hosts' services raised the conductor's peak resident size
+        with the fleet (ORM rows, then a dict per host kept for the whole job;
+        ``bench/fanout.py --hosts 10000``, docs/performance.md, "What a pre-cache job holds per
+        host").
         """
         for start in range(0, len(self.hosts), LOOKUP_PAGE):
             page = self.hosts[start:start + LOOKUP_PAGE]
@@ -352,8 +352,8 @@ class PrecacheJob:
         running. :returns: False when the pool is stopping instead.
 
         NOTE: submitting every host at once kept one future and one queued work item per host
-        alive for the whole job, about 1.6 KB each: 16 MB at 10,000 hosts
-        (``bench/fanout.py --hosts 10000``, docs/performance.md, "Scale: 10,000 hosts").
+        alive for the whole job (``bench/fanout.py --hosts 10000``, docs/performance.md, "What
+        a pre-cache job holds per host").
         """
         while not self._queued.acquire(timeout=1.0):
             if stopping.is_set():
@@ -365,9 +365,8 @@ class PrecacheJob:
         calls in flight are abandoned: they may run for up to ``long_rpc_timeout``).
 
         NOTE: ``concurrent.futures.wait`` on the job's futures, once a second, hooked a waiter
-        onto every pending future each time: 2.6-4.3 % of the conductor's samples at 1,000
-        hosts (py-spy, docs/performance.md, "Fan-out on a busy machine"). The last host's
-        outcome sets an event instead.
+        onto every pending future each time (py-spy at 1,000 hosts, docs/performance.md, "The
+        pre-cache job's own CPU per host"). The last host's outcome sets an event instead.
         """
         if not self._hosts_total:
             return

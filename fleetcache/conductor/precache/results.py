@@ -111,13 +111,12 @@ class ResultWriter:
     :param max_batch: most hosts written in one transaction.
     :param linger: seconds a batch waits for more results after its first one.
 
-    NOTE: without ``linger``, ``precache_concurrency = 1`` made one transaction per host:
-    ``bench/fanout.py`` at 1,000 hosts measured 2.9 ms of conductor CPU per host, against
-    1.9 ms with it (same job wall time); a result shows up in the job at most 0.2 s later.
-    The writer sleeps out the linger and then takes what came: waiting on the queue instead
-    woke it at every result (``Condition.notify`` in ``put`` was 7.8 % of the conductor's GIL
-    samples at 1,000 hosts, docs/performance.md, "Publishing without py-amqp's message, and
-    calls without a thread each (issue 12, 2026-11-26)").
+    NOTE: without ``linger``, ``precache_concurrency = 1`` made one transaction per host, at
+    markedly more conductor CPU per host for the same job wall time; a result
+    shows up in the job at most ``linger`` later. The writer sleeps out the linger and then
+    takes what came: waiting on the queue instead woke it at every result
+    (``Condition.notify`` in ``put``). Both measured with ``bench/fanout.py`` at 1,000 hosts
+    (docs/performance.md, "The result writer's linger").
     """
 
     def __init__(self, db: Database, job_uuid: str, max_batch: int = 200,
