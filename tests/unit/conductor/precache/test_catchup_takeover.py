@@ -1,7 +1,7 @@
 """Unit tests of catch-up (conductor/precache/catchup.py) and takeover (precache/takeover.py)
-with fake computes on SQLite: the job state machine ``running -> catching_up -> done``, pending hosts
-asked when back, the window's end, hosts added later, and a takeover that asks only the hosts
-without a stored result."""
+with fake computes on SQLite: the job state machine ``running -> catching_up -> done``,
+pending hosts asked when back, the window's end, hosts added later, and a takeover that asks
+only the hosts without a stored result."""
 
 from __future__ import annotations
 
