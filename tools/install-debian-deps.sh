@@ -5,12 +5,15 @@
 # module); otherwise one `apt-get update` and one `apt-get install` of exactly the missing
 # packages. Idempotent.
 set -euo pipefail
+# Debian puts daemons (nginx) in /usr/sbin, which a non-root PATH lacks.
+PATH=$PATH:/usr/sbin
 
 # tool on PATH -> Debian package that provides it
 declare -A PACKAGES=(
     [qemu-img]=qemu-utils   # real qcow2 payloads (stack sample images, image format tests)
     [curl]=curl             # readiness probes and Glance uploads in tools/stack.sh
     [setsid]=util-linux     # one process group per stack daemon
+    [nginx]=nginx           # the buffering front of the stack's API (etc/nginx/fleetcache-api.conf)
     [flock]=util-linux      # one tools/stack.sh command at a time
     [psql]=postgresql-client  # tools/test-services.sh (the servers themselves must run already)
     [mysql]=mariadb-client

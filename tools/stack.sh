@@ -27,7 +27,11 @@
 #              fleetcache_placement on the machine's PostgreSQL (dropped and created at each
 #              `up`, like every other piece of state), `placement-manage db sync`. The conductor
 #              keeps one resource provider per compute in it (docs/placement.md).
-# - api:       fleetcache-api (gunicorn) on :18774, [api] auth_strategy = keystone.
+# - api:       fleetcache-api (gunicorn) on 127.0.0.1:STACK_API_BACKEND_PORT (18775),
+#              [api] auth_strategy = keystone, behind
+#   api-front: Debian's nginx on :18774 (the catalog's compute endpoint), running
+#              etc/nginx/fleetcache-api.conf with the ports substituted: it reads whole
+#              requests itself and hands the API complete ones only (docs/api.md).
 # - conductor: one fleetcache-conductor; DEFAULT transport_url vhost fleetcache. It reads
 #              .stack/etc/fleetcache.conf (shared with the API), then .stack/etc/conductor.conf
 #              (Glance as the service user fleetcache), then .stack/etc/conductor.d/*.conf
@@ -52,7 +56,7 @@
 # operator's choice that the benchmarks run both ways (docs/performance.md, "Hash speed per
 # core").
 #
-# STACK_GLANCE_PORT, STACK_API_PORT, STACK_PLACEMENT_PORT, STACK_PLACEMENT_DB, STACK_KEYSTONE_PORT,
+# STACK_GLANCE_PORT, STACK_API_PORT, STACK_API_BACKEND_PORT, STACK_PLACEMENT_PORT, STACK_PLACEMENT_DB, STACK_KEYSTONE_PORT,
 # STACK_KEYSTONE_DB, STACK_VHOST_PREFIX
 # (vhosts <prefix>, <prefix>_cell1, <prefix>_cell2, which must exist) and tools/ceph.sh's STACK_CEPH_* ports with
 # FLEETCACHE_STACK_DIR run a second stack beside this one.
@@ -90,6 +94,9 @@ CONF=$ETC/fleetcache.conf
 CONDUCTOR_CONF=$ETC/conductor.conf
 GLANCE_PORT=${STACK_GLANCE_PORT:-19292}
 API_PORT=${STACK_API_PORT:-18774}
+API_BACKEND_PORT=${STACK_API_BACKEND_PORT:-18775}
+# Debian installs nginx in /usr/sbin, which a non-root PATH lacks.
+NGINX=${STACK_NGINX:-$(PATH=$PATH:/usr/sbin command -v nginx || echo /usr/sbin/nginx)}
 PLACEMENT_PORT=${STACK_PLACEMENT_PORT:-18778}
 # Prometheus exporters: the conductor's, then one per compute (18791, 18792, 18793).
 METRICS_PORT=${STACK_METRICS_PORT:-18790}
@@ -100,6 +107,7 @@ PSQL=(psql -h 127.0.0.1 -p 5432 -U postgres -w -v ON_ERROR_STOP=1 -qtA)
 VHOST_PREFIX=${STACK_VHOST_PREFIX:-fleetcache}
 GLANCE_URL=http://127.0.0.1:$GLANCE_PORT
 API_URL=http://127.0.0.1:$API_PORT
+API_BACKEND_URL=http://127.0.0.1:$API_BACKEND_PORT
 RABBIT=rabbit://guest:guest@127.0.0.1:5672
 CELLS=(cell1 cell2)
 COMPUTES=(compute1:cell1 compute2:cell1 compute3:cell2)   # host:cell
@@ -216,13 +224,14 @@ stray_daemons() {  # name=pid of group leaders writing to this stack's logs, wit
 
 all_daemons() {  # names that have a pid file, API first so it stops taking requests first
     local name f
-    for name in api conductor "${COMPUTES[@]%%:*}" glance placement keystone; do
+    for name in api-front api conductor "${COMPUTES[@]%%:*}" glance placement keystone; do
         [[ -f $RUN/$name.pid ]] && echo "$name"
     done
     for f in "$RUN"/*.pid; do   # anything else a test may have started through this script
         [[ -e $f ]] || continue
         name=$(basename "$f" .pid)
-        [[ " api conductor ${COMPUTES[*]%%:*} glance placement keystone " == *" $name "* ]] \
+        [[ " api-front api conductor ${COMPUTES[*]%%:*} glance placement keystone " \
+            == *" $name "* ]] \
             || echo "$name"
     done
 }
@@ -434,7 +443,7 @@ connection = sqlite:///$STACK/fleetcache.sqlite
 [api]
 auth_strategy = keystone
 bind_host = 127.0.0.1
-bind_port = $API_PORT
+bind_port = $API_BACKEND_PORT
 workers = 1
 threads = 4
 graceful_timeout = 5
@@ -558,6 +567,42 @@ start_fleetcache() {
             --config-dir "$ETC/$host.d"
     done
     start_daemon api "$VENV_BIN/fleetcache-api" --config-file "$CONF"
+    start_daemon api-front "$NGINX" -c "$ETC/api-front.conf" -p "$STACK/api-front/"
+}
+
+write_api_front_config() {  # nginx before the API: etc/nginx/fleetcache-api.conf, ports set
+    local site=$ETC/api-front-site.conf
+    mkdir -p "$STACK/api-front"
+    sed -e "s/^\( *listen \)8774;/\1127.0.0.1:$API_PORT;/" \
+        -e "s/^\( *server \)127\.0\.0\.1:18774;/\1127.0.0.1:$API_BACKEND_PORT;/" \
+        "$ROOT/etc/nginx/fleetcache-api.conf" >"$site"
+    grep -q "listen 127.0.0.1:$API_PORT;" "$site" \
+        && grep -q "server 127.0.0.1:$API_BACKEND_PORT;" "$site" \
+        || fail api-front "etc/nginx/fleetcache-api.conf: no 'listen 8774;' or upstream line"
+    # Workers run as the user who runs the stack, as every other daemon here: the temporary
+    # files are under .stack, which only that user may enter (umask 077).
+    cat >"$ETC/api-front.conf" <<EOF
+# nginx in front of the stack's fleetcache-api (written by tools/stack.sh up).
+daemon off;
+user $(id -un) $(id -gn);
+worker_processes 1;
+pid $RUN/api-front.nginx.pid;
+error_log $LOG/api-front.log notice;
+events {
+    worker_connections 1024;
+}
+http {
+    access_log $LOG/api-front-access.log;
+    client_body_temp_path $STACK/api-front/client_body;
+    proxy_temp_path $STACK/api-front/proxy;
+    fastcgi_temp_path $STACK/api-front/fastcgi;
+    uwsgi_temp_path $STACK/api-front/uwsgi;
+    scgi_temp_path $STACK/api-front/scgi;
+    include $site;
+}
+EOF
+    "$NGINX" -t -q -c "$ETC/api-front.conf" -p "$STACK/api-front/" >>"$LOG/api-front.log" 2>&1 \
+        || fail api-front "nginx -t refused $ETC/api-front.conf"
 }
 
 services_not_up() {  # binary host:cell... -> those not up in `fleetcache-manage service list`
@@ -618,6 +663,7 @@ write_env() {  # rbd-image-id file-image-ids...
     write_identity_env >"$STACK/env"
     cat >>"$STACK/env" <<EOF
 export FLEETCACHE_API_URL=$API_URL/v2.1
+export FLEETCACHE_API_BACKEND_URL=$API_BACKEND_URL/v2.1
 export FLEETCACHE_GLANCE_URL=$GLANCE_URL
 export FLEETCACHE_CONF=$CONF
 export FLEETCACHE_CONDUCTOR_CONF=$CONDUCTOR_CONF
@@ -668,11 +714,11 @@ check_rbd_image() {  # id: Glance stored it in Ceph (direct_url rbd://<fsid>/ima
 
 check_prerequisites() {
     local port tool vhosts vh
-    for tool in curl qemu-img setsid "$VENV_BIN/fleetcache-api"; do
+    for tool in curl qemu-img setsid "$NGINX" "$VENV_BIN/fleetcache-api"; do
         command -v "$tool" >/dev/null \
             || fail prerequisites "$tool missing (run make venv / tools/install-debian-deps.sh)"
     done
-    for port in $GLANCE_PORT $API_PORT $PLACEMENT_PORT $KEYSTONE_PORT $(seq "$METRICS_PORT" \
+    for port in $GLANCE_PORT $API_PORT $API_BACKEND_PORT $PLACEMENT_PORT $KEYSTONE_PORT $(seq "$METRICS_PORT" \
             $((METRICS_PORT + ${#COMPUTES[@]}))); do
         if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
             fail prerequisites "port $port is already taken by another process"
@@ -725,6 +771,7 @@ cmd_up() {
     PLACEMENT_START_PID=$!
     make_sample_images
     write_fleetcache_config
+    write_api_front_config
     write_conductor_config
     local n=0
     for entry in "${COMPUTES[@]}"; do
@@ -750,7 +797,8 @@ cmd_up() {
         "$GLANCE_RBD_STORE")
     check_rbd_image "$rbd"
     phase "Ceph up, sample image $rbd (raw) active in Glance's rbd store"
-    wait_http api "$API_URL/" 200
+    wait_http api "$API_BACKEND_URL/" 200
+    wait_http api-front "$API_URL/" 200
     wait_services fleetcache-compute "${COMPUTES[@]}"
     wait_in_placement
     write_env "$rbd" "$qcow2" "$raw"
@@ -792,7 +840,8 @@ cmd_status() {
     done
     [[ -f $RUN/glance.pid ]] || { echo "stack: not up"; return 1; }
     echo "glance $GLANCE_URL/: HTTP $(http_code "$GLANCE_URL/")"
-    echo "api $API_URL/: HTTP $(http_code "$API_URL/")"
+    echo "api $API_BACKEND_URL/: HTTP $(http_code "$API_BACKEND_URL/")"
+    echo "api-front $API_URL/: HTTP $(http_code "$API_URL/")"
     echo "placement $PLACEMENT_URL/: HTTP $(http_code "$PLACEMENT_URL/")"
     echo "keystone $AUTH_URL: HTTP $(http_code "$AUTH_URL")"
     "$VENV_BIN/fleetcache-manage" --config-file "$CONF" service list || rc=1

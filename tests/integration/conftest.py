@@ -81,6 +81,8 @@ class Stack:
     :ivar conductor_conf_file: what the conductor alone reads after :attr:`conf_file` (its
         Glance service user); see :meth:`conductor_args`.
     :ivar api_url: the compute API endpoint (``.../v2.1``), as in the catalog.
+    :ivar api_backend_url: the same served by ``fleetcache-api`` itself, without the nginx
+        front that the catalog's endpoint is (``etc/nginx/fleetcache-api.conf``).
     :ivar glance_url: the Glance root URL, as in the catalog.
     :ivar users: user (``admin``, ``member``, ``reader``, ``other``) -> the ``OS_*`` variables
         of its env file.
@@ -100,6 +102,7 @@ class Stack:
         self.conf_file = Path(env["FLEETCACHE_CONF"])
         self.conductor_conf_file = Path(env["FLEETCACHE_CONDUCTOR_CONF"])
         self.api_url = env["FLEETCACHE_API_URL"].rstrip("/")
+        self.api_backend_url = env["FLEETCACHE_API_BACKEND_URL"].rstrip("/")
         self.glance_url = env["FLEETCACHE_GLANCE_URL"].rstrip("/")
         self.users = {
             user: {k: v for k, v in read_env_file(directory / name).items()

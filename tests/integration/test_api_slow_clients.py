@@ -1,8 +1,13 @@
-"""Slow and hostile clients against the real ``fleetcache-api`` (gunicorn) over real sockets.
+"""Slow and hostile clients against the real API over real sockets: its nginx front, and
+``fleetcache-api`` (gunicorn) itself.
 
-Before ``[api] client_timeout``, four connections that sent ``Content-Length: 1000`` and 7
-bytes held all ``[api] threads`` of the worker until they hung up, and every other request
-waited (75 s seen); a path that is not UTF-8 got an HTML 500 from gunicorn itself.
+Clients reach the stack's API through nginx (``etc/nginx/fleetcache-api.conf``), which reads
+whole requests before the API sees them. Without it, 20 connections trickling their headers a
+line a second kept a normal ``GET /v2.1`` waiting 28 s: the first two tests hold that attack
+for 30 s each against the front. The others go to gunicorn directly, its own line of defence:
+before ``[api] client_timeout``, four connections that sent ``Content-Length: 1000`` and 7
+bytes held all ``[api] threads`` of the worker until they hung up (75 s seen); a path that is
+not UTF-8 got an HTML 500 from gunicorn itself.
 """
 
 from __future__ import annotations
@@ -23,20 +28,26 @@ from tests.integration.conftest import Stack
 
 #: Slack over client_timeout for the cut-off to show (the watchdog, a busy 2-core machine).
 MARGIN = 5.0
+#: The attack on the front: this many connections, each sending a line a second, this long.
+SLOW_CLIENTS = 20
+ATTACK_SECONDS = 30
+#: How long a normal client's request may wait during the attack.
+PROMPT = 1.0
 
 
-def _address(stack: Stack) -> tuple[str, int]:
-    url = urlsplit(stack.api_url)
-    assert url.hostname and url.port
-    return url.hostname, url.port
+def _address(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    assert parts.hostname == "127.0.0.1" and parts.port  # loopback only
+    return parts.hostname, parts.port
 
 
 @contextlib.contextmanager
 def _connections(stack: Stack, count: int, first_bytes: bytes) -> Iterator[list[socket.socket]]:
+    """``count`` connections to gunicorn itself (not the front), each sent ``first_bytes``."""
     socks = []
     try:
         for _ in range(count):
-            sock = socket.create_connection(_address(stack), timeout=60)
+            sock = socket.create_connection(_address(stack.api_backend_url), timeout=60)
             sock.sendall(first_bytes)
             socks.append(sock)
         yield socks
@@ -70,7 +81,75 @@ def _timed_list(stack: Stack) -> float:
     return time.monotonic() - start
 
 
-def test_slow_bodies_time_out_and_free_every_thread(stack: Stack) -> None:
+class Trickler:
+    """A connection that sends its request a line at a time, reconnecting when cut off, so
+    that it stays one slow client for the whole attack."""
+
+    def __init__(self, address: tuple[str, int], head: bytes, line: bytes) -> None:
+        self.address, self.head, self.line = address, head, line
+        self.sock: socket.socket | None = None
+        self.reconnects = 0
+
+    def step(self) -> None:
+        try:
+            if self.sock is None:
+                self.sock = socket.create_connection(self.address, timeout=5)
+                self.sock.sendall(self.head)
+            else:
+                self.sock.sendall(self.line)
+        except OSError:  # the front gave up on it (client_header/body_timeout): come back
+            self.close()
+            self.reconnects += 1
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def _hold_attack(stack: Stack, head: bytes, line: bytes) -> list[float]:
+    """Keeps :data:`SLOW_CLIENTS` tricklers on the front for :data:`ATTACK_SECONDS`, and times
+    a normal client's ``GET /v2.1`` (a new connection each time) once a second meanwhile."""
+    address = _address(stack.api_url)
+    tricklers = [Trickler(address, head, line) for _ in range(SLOW_CLIENTS)]
+    waits = []
+    try:
+        for _ in range(ATTACK_SECONDS):  # bounded: one round a second
+            started = time.monotonic()
+            for trickler in tricklers:
+                trickler.step()
+            conn = http.client.HTTPConnection(*address, timeout=10)
+            try:
+                conn.request("GET", "/v2.1")
+                response = conn.getresponse()
+                response.read()
+                waits.append(time.monotonic() - started)
+                assert response.status == 200
+            finally:
+                conn.close()
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+    finally:
+        for trickler in tricklers:
+            trickler.close()
+    return waits
+
+
+def test_clients_trickling_headers_do_not_delay_others(stack: Stack) -> None:
+    waits = _hold_attack(stack, b"GET /v2.1/os-aggregates HTTP/1.1\r\nHost: api\r\n",
+                         b"X-Slow: a line a second\r\n")
+    assert len(waits) == ATTACK_SECONDS
+    assert max(waits) < PROMPT, f"a normal request waited {max(waits):.2f}s: {waits}"
+
+
+def test_clients_trickling_a_body_do_not_delay_others(stack: Stack) -> None:
+    head = (b"POST /v2.1/os-aggregates HTTP/1.1\r\nHost: api\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+    waits = _hold_attack(stack, head, b'{"aggregate": "a line a second"}\n')
+    assert len(waits) == ATTACK_SECONDS
+    assert max(waits) < PROMPT, f"a normal request waited {max(waits):.2f}s: {waits}"
+
+
+def test_slow_bodies_time_out_and_free_every_gunicorn_thread(stack: Stack) -> None:
     threads, client_timeout = _limits(stack)
     head = (b"POST /v2.1/os-aggregates HTTP/1.1\r\nHost: api\r\n"
             b"X-Auth-Token: " + stack.token().encode() + b"\r\n"
@@ -93,7 +172,7 @@ def test_slow_bodies_time_out_and_free_every_thread(stack: Stack) -> None:
     assert _timed_list(stack) < 2
 
 
-def test_slow_headers_are_cut_off(stack: Stack) -> None:
+def test_slow_headers_are_cut_off_by_gunicorn(stack: Stack) -> None:
     threads, client_timeout = _limits(stack)
     with _connections(stack, threads + 1, b"GET /v2.1/os-aggregates HTTP/1.1\r\nHo") as slow:
         time.sleep(0.5)
@@ -105,8 +184,8 @@ def test_slow_headers_are_cut_off(stack: Stack) -> None:
 
 
 @pytest.mark.parametrize("path", ["/v2.1/os-aggregates/%ff", "/v2.1/os-aggregates/%C2%B3"])
-def test_hostile_paths_get_json_faults_from_gunicorn(stack: Stack, path: str) -> None:
-    host, port = _address(stack)
+def test_hostile_paths_get_json_faults_through_the_front(stack: Stack, path: str) -> None:
+    host, port = _address(stack.api_url)
     with socket.create_connection((host, port), timeout=30) as sock:
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: api\r\nX-Auth-Token: {stack.token()}\r\n"
                      "Connection: close\r\n\r\n".encode())
@@ -129,7 +208,7 @@ def test_a_keep_alive_connection_outlives_a_client_s_poll_interval(stack: Stack)
     keep-alive of 2 s closed the idle connection as the next poll was sent, and the client got
     "Remote end closed connection without response". With ``[api] keepalive`` (75 s) the same
     connection serves a request after 3 s idle."""
-    host, port = _address(stack)
+    host, port = _address(stack.api_url)
     conn = http.client.HTTPConnection(host, port, timeout=30)
     try:
         conn.request("GET", "/v2.1")
