@@ -1,4 +1,4 @@
-"""``fleetcache``: the operator's command line, a client of the REST API.
+"""The ``fleetcache`` command line: the operator's commands, a client of the REST API.
 
 Commands::
 
@@ -7,7 +7,9 @@ Commands::
     fleetcache jobs show JOB [--aggregate AGG]           one job, per host and image
     fleetcache cache list HOST                           a compute's cached images, sizes,
                                                          last use (its last cache report)
-    fleetcache demo                                      the embedded demo (no services needed)
+    fleetcache demo                                      the embedded demo (no services needed):
+                                                         run by the entry point,
+                                                         :mod:`fleetcache.cmd.client`
 
 ``AGG`` is an aggregate's id, uuid or name. Authentication is the ``openstack`` client's:
 ``--os-cloud``/``OS_CLOUD`` names a cloud of ``clouds.yaml``, or the ``OS_*`` variables
@@ -22,11 +24,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from fleetcache.cmd import _render
-from fleetcache.cmd._api_client import ApiClient, ApiError
+from fleetcache.client import render
+from fleetcache.client.api_client import ApiClient, ApiError
 
 PROG = "fleetcache"
 
@@ -39,7 +41,7 @@ def _cache_images(api: ApiClient, args: argparse.Namespace) -> int:
         print(f"Pre-cache job {job_id} queued on aggregate {aggregate['name']} "
               f"({aggregate['id']}): {location}")
         return 0
-    bar = _render.ProgressBar(sys.stderr)
+    bar = render.ProgressBar(sys.stderr)
     try:
         job = api.wait_job(location, on_update=bar.update, interval=args.poll_interval,
                            timeout=args.timeout)
@@ -49,15 +51,15 @@ def _cache_images(api: ApiClient, args: argparse.Namespace) -> int:
 
 
 def _print_job(job: dict[str, Any]) -> int:
-    print(_render.job_table(job))
-    print(_render.job_summary(job))
-    return 1 if _render.job_failed(job) else 0
+    print(render.job_table(job))
+    print(render.job_summary(job))
+    return 1 if render.job_failed(job) else 0
 
 
 def _jobs_show(api: ApiClient, args: argparse.Namespace) -> int:
     job = api.find_job(args.job, aggregate=args.aggregate)
     if job["state"] not in ("done", "failed"):
-        interim = _render.hosts_in_interim_states(job)
+        interim = render.hosts_in_interim_states(job)
         print(f"Job {job['id']} is {job['state']}: "
               f"{job.get('hosts_reported', 0)}/{job.get('total_hosts', 0)} hosts reported"
               + (f", {interim}" if interim else ""))
@@ -66,12 +68,12 @@ def _jobs_show(api: ApiClient, args: argparse.Namespace) -> int:
 
 def _jobs_list(api: ApiClient, args: argparse.Namespace) -> int:
     aggregate = api.find_aggregate(args.aggregate)
-    print(_render.jobs_table(api.list_jobs(aggregate["id"])))
+    print(render.jobs_table(api.list_jobs(aggregate["id"])))
     return 0
 
 
 def _cache_list(api: ApiClient, args: argparse.Namespace) -> int:
-    print(_render.host_cache_table(api.get_host_image_cache(args.host)))
+    print(render.host_cache_table(api.get_host_image_cache(args.host)))
     return 0
 
 
@@ -86,13 +88,18 @@ def _add_cache_commands(commands: Any) -> None:
     listing.set_defaults(func=_cache_list)
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from fleetcache.cmd.demo import run  # the demo pulls in every role: load it only here
+def _add_demo_command(commands: Any) -> None:
+    """``fleetcache demo [--hosts N] [--keep] [--verbose]``."""
+    demo = commands.add_parser("demo", help="run the embedded demo: conductor, API and "
+                               "computes in this process, pre-caching generated images")
+    demo.add_argument("--hosts", type=int, default=3, help="compute agents (default: 3)")
+    demo.add_argument("--keep", action="store_true", help="keep the demo's temporary directory")
+    demo.add_argument("--verbose", action="store_true", help="show the services' logs")
+    demo.set_defaults(func=None)
 
-    return run(hosts=int(args.hosts), keep=bool(args.keep), verbose=bool(args.verbose))
 
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(demo: bool = False) -> argparse.ArgumentParser:
+    """The command line; with ``demo``, the ``demo`` command too."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Pre-cache images on the hosts of an aggregate and follow the jobs, "
@@ -132,20 +139,25 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(func=_jobs_list)
 
     _add_cache_commands(commands)
-
-    demo = commands.add_parser("demo", help="run the embedded demo: conductor, API and "
-                               "computes in this process, pre-caching generated images")
-    demo.add_argument("--hosts", type=int, default=3, help="compute agents (default: 3)")
-    demo.add_argument("--keep", action="store_true", help="keep the demo's temporary directory")
-    demo.add_argument("--verbose", action="store_true", help="show the services' logs")
-    demo.set_defaults(func=None)
+    if demo:
+        _add_demo_command(commands)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "demo":
-        return _demo(args)
+def main(
+    argv: Sequence[str] | None = None,
+    demo: Callable[[argparse.Namespace], int] | None = None,
+) -> int:
+    """Run one command; :returns: its exit status.
+
+    :param demo: runs ``fleetcache demo`` with its parsed arguments. The entry point
+        (:mod:`fleetcache.cmd.client`) passes the embedded demo: it runs every role, so this
+        room, which imports nothing of the services, cannot load it. Without it the command
+        line has no ``demo`` command.
+    """
+    args = build_parser(demo=demo is not None).parse_args(argv)
+    if demo is not None and args.command == "demo":
+        return demo(args)
     try:
         api = ApiClient.from_env(args.os_endpoint, args.os_token, timeout=args.http_timeout,
                                  cloud=args.os_cloud, region=args.os_region_name)
@@ -156,7 +168,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import requests
 
-from fleetcache.cmd import _render, client
-from fleetcache.cmd._api_client import ApiClient, ApiError, versioned_endpoint
+from fleetcache.client import cli, render
+from fleetcache.client.api_client import ApiClient, ApiError, versioned_endpoint
 
 IMG = "a26887c6-c47b-4654-abb5-dfadf7d3f803"
 
@@ -92,7 +92,7 @@ def test_find_aggregate_by_id_uuid_or_name():
 
 
 def test_table_marks_errors_and_lists_their_reasons():
-    text = _render.job_table(_job(cached=1, error=1, skipped=1), {IMG: "cirros"})
+    text = render.job_table(_job(cached=1, error=1, skipped=1), {IMG: "cirros"})
     assert "| c1   | cached (rbd)   |    2.0 KiB |" in text
     assert "| c2   | error *        |" in text
     assert "| c3   | skipped (down) |" in text
@@ -114,7 +114,7 @@ def test_table_shows_the_download_path_and_lists_fallback_reasons():
         {"host": "c4", "bytes_downloaded": 0, "images": [  # a compute too old to say
             {"image_id": IMG, "state": "cached", "reason": None}]},
     ]
-    text = _render.job_table(job, {IMG: "cirros"})
+    text = render.job_table(job, {IMG: "cirros"})
     assert "| c1   | cached (http) + |" in text
     assert "| c2   | cached          |" in text  # a plain download from the image source
     assert "| c3   | existing        |" in text
@@ -125,17 +125,17 @@ def test_table_shows_the_download_path_and_lists_fallback_reasons():
 
 def test_summary_and_failure():
     job = _job(cached=1, error=1, skipped=1)
-    assert _render.job_summary(job) == (
+    assert render.job_summary(job) == (
         "Job job-1 on aggregate 7: done in 1.5 s, 3 hosts: 1 cached, 0 existing, 1 error, "
         "0 unsupported, 1 skipped; 2.0 KiB downloaded")
-    assert _render.job_failed(job)
-    assert not _render.job_failed(_job(cached=2, skipped=1))
-    assert _render.job_failed(_job(state="failed"))
+    assert render.job_failed(job)
+    assert not render.job_failed(_job(cached=2, skipped=1))
+    assert render.job_failed(_job(state="failed"))
 
 
 def test_progress_bar_writes_a_line_per_change_off_a_terminal():
     stream = io.StringIO()
-    bar = _render.ProgressBar(stream, width=10)
+    bar = render.ProgressBar(stream, width=10)
     job = _job("running", cached=1)
     job["hosts_reported"] = 1
     bar.update(job)
@@ -160,7 +160,7 @@ def _no_os_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
 
 def test_main_without_credentials_fails_with_a_message(monkeypatch, capsys, tmp_path):
     _no_os_env(monkeypatch, tmp_path)
-    assert client.main(["jobs", "list", "agg"]) == 1
+    assert cli.main(["jobs", "list", "agg"]) == 1
     err = capsys.readouterr().err
     assert "cannot authenticate" in err and "--os-cloud" in err
 
@@ -207,5 +207,5 @@ def test_token_source_is_asked_before_each_request():
 
 def test_main_usage_error_exits_2():
     with pytest.raises(SystemExit) as exit_info:
-        client.main(["cache-images", "agg"])
+        cli.main(["cache-images", "agg"])
     assert exit_info.value.code == 2
