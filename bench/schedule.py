@@ -39,19 +39,22 @@ import sys
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# eventlet (pulled in by oslo.service) warns on import; nothing here uses it. fleetcache.cmd
+# silences it for the commands, and this script imports no command.
+warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
 
 from _benchlib import exit_on_sigterm, headline, loadavg, log, median  # noqa: E402
 from _placement_fleet import Provider, load_providers, placement_server  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 from sqlalchemy import insert  # noqa: E402
 
-from fleetcache.cmd import _placement_embedded  # noqa: E402
 from fleetcache.common import binaries, config, exception  # noqa: E402
 from fleetcache.common.context import get_admin_context  # noqa: E402
 from fleetcache.common.db import migration, models  # noqa: E402
@@ -63,6 +66,7 @@ from fleetcache.conductor.scheduler.filters.runner import run_filters  # noqa: E
 from fleetcache.conductor.scheduler.host_state import HostState, build_host_states  # noqa: E402
 from fleetcache.conductor.scheduler.request import FilterRequest  # noqa: E402
 from fleetcache.conductor.scheduler.weighers import weigh  # noqa: E402
+from fleetcache.demo import placement_embedded  # noqa: E402
 
 FILTERS = ["ComputeFilter", "AggregateImagePropertiesIsolation",
            "AggregateInstanceExtraSpecsFilter", "AggregateImageStrictIsolation"]
@@ -237,7 +241,7 @@ def main() -> int:
         conf = cfg.ConfigOpts()
         config.register_all(conf)
         conf([], project="fleetcache", default_config_files=[])
-        _placement_embedded.point_at(conf, endpoint)
+        placement_embedded.point_at(conf, endpoint)
         conf.set_override("enabled_filters", FILTERS, group="filter_scheduler")
         # the services' heartbeats were written once, at load: they stay up for the whole run
         conf.set_override("service_down_time", 86400)

@@ -3,11 +3,16 @@
 
 Layers, from top to bottom::
 
-    cmd -> api | conductor | compute -> image | privsep -> common
+    cmd -> demo -> api | conductor | compute -> image | privsep -> common | client
 
-A module may import its own room and any room below it. Across the three roles in the middle,
-only another role's ``rpcapi`` module may be imported (the RPC client), e.g. the conductor may
-import ``fleetcache.compute.rpcapi`` and nothing else of ``fleetcache.compute``.
+A module may import its own room and any room below it. ``cmd`` (entry points) is above
+``demo`` because the ``fleetcache`` command hands the demo the daemons' ``build_service``;
+``client`` (the operator's client of the REST API) is at the bottom beside ``common`` because
+it imports nothing else of fleetcache: it speaks HTTP to the API.
+
+Across the three roles in the middle, only another role's ``rpcapi`` module may be imported
+(the RPC client), e.g. the conductor may import ``fleetcache.compute.rpcapi`` and nothing else
+of ``fleetcache.compute``.
 
 Every import statement counts, wherever it is: at module level, inside a function, and under
 ``if TYPE_CHECKING:`` (a circle hidden in a function is still a circle). What a statement
@@ -45,7 +50,10 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "fleetcache"
-LEVEL = {"cmd": 3, "api": 2, "conductor": 2, "compute": 2, "image": 1, "privsep": 1, "common": 0}
+LEVEL = {
+    "cmd": 4, "demo": 3, "api": 2, "conductor": 2, "compute": 2, "image": 1, "privsep": 1,
+    "common": 0, "client": 0,
+}
 ROLES = {"api", "conductor", "compute"}
 #: Elementary circles reported per tangle at most: past that, the tangle is named as a whole.
 MAX_CYCLES = 20

@@ -1,5 +1,5 @@
 """A real Placement for the functional tests: openstack-placement's WSGI app on SQLite, served
-on 127.0.0.1 for the whole session (one per process: ``fleetcache.cmd._placement_embedded``).
+on 127.0.0.1 for the whole session (one per process: ``fleetcache.demo.placement_embedded``).
 Tests share it, so each names its hosts uniquely (:func:`unique_host`)."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import pytest
 from keystoneauth1 import adapter as ks_adapter
 from oslo_config import cfg
 
-from fleetcache.cmd import _placement_embedded
 from fleetcache.common import config
 from fleetcache.conductor.placement import PlacementClient
+from fleetcache.demo import placement_embedded
 
 
 @pytest.fixture(scope="session")
 def placement_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with _placement_embedded.serve(str(tmp_path_factory.mktemp("placement"))) as endpoint:
+    with placement_embedded.serve(str(tmp_path_factory.mktemp("placement"))) as endpoint:
         yield endpoint
 
 
@@ -28,7 +28,7 @@ def placement_conf(placement_endpoint: str) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     config.register_all(conf)
     conf([], project="fleetcache", default_config_files=[])
-    _placement_embedded.point_at(conf, placement_endpoint)
+    placement_embedded.point_at(conf, placement_endpoint)
     return conf
 
 

@@ -16,12 +16,12 @@ import webtest
 from fleetcache.api import wsgi
 from fleetcache.cmd import compute as compute_cmd
 from fleetcache.cmd import conductor as conductor_cmd
-from fleetcache.cmd.demo import make_conf
 from fleetcache.common import rpc
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db import jobs
 from fleetcache.common.db.migration import db_sync
 from fleetcache.common.db.session import Database
+from fleetcache.demo import make_conf
 from fleetcache.image import local
 
 HEADERS = {"OpenStack-API-Version": "compute 2.81", "X-Roles": "admin"}
@@ -217,7 +217,7 @@ def test_failing_image_and_dead_compute_are_errors_with_reasons(stack):
 
 def test_cli_cache_images_wait_then_jobs_show_and_list(stack, capsys):
     from fleetcache.cmd import client
-    from fleetcache.cmd.demo import serve_api
+    from fleetcache.demo import serve_api
 
     hosts = [stack.start_compute("cli1"), stack.start_compute("cli2")]
     stack.aggregate(hosts)

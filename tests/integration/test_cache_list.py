@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fleetcache.cmd._render import human_bytes
+from fleetcache.client.render import human_bytes
 from fleetcache.compute.imagecache import cache_name
 from tests.integration.stackops import precache_and_wait
 

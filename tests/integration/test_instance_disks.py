@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache.cmd.demo import make_conf
 from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.compute import rpcapi
 from fleetcache.compute.imagecache import cache_name
+from fleetcache.demo import make_conf
 from fleetcache.image import local
 from tests.integration.daemons import Deployment, private_vhost, wait_for
 from tests.stored_reports import stored_report

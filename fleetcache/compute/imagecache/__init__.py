@@ -1,4 +1,4 @@
-"""The compute's image cache: what other code of the compute, ``fleetcache.cmd`` and ``bench/``
+"""The compute's image cache: what other code of the compute, ``cmd``, ``demo`` and ``bench/``
 use of it.
 
 * :mod:`~fleetcache.compute.imagecache.layout`: where cached images, downloads under way,

@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 from fleetcache.cmd import compute as compute_cmd
 from fleetcache.cmd import conductor as conductor_cmd
-from fleetcache.cmd.demo import make_conf
 from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import api as db_api
@@ -22,6 +21,7 @@ from fleetcache.common.db.session import Database
 from fleetcache.compute import rpcapi
 from fleetcache.compute.imagecache import cache_name
 from fleetcache.compute.manager import ComputeManager
+from fleetcache.demo import make_conf
 from fleetcache.image import local
 from tests.stored_reports import StoredReport, stored_report
 

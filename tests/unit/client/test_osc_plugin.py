@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from osc_lib import exceptions
 
-from fleetcache.cmd._api_client import ApiError
-from fleetcache.cmd.osc import plugin, v1
-from tests.unit.cmd.test_client import _job
+from fleetcache.client.api_client import ApiError
+from fleetcache.client.osc import plugin, v1
+from tests.unit.client.test_cli import _job
 
 
 class FakeInstance:

@@ -3,7 +3,7 @@
 A conductor, the API and ``hosts`` compute agents run in this process on oslo.messaging's
 in-process ``fake://`` transport, with SQLite and a ``local`` image source in a temporary
 directory, and a real Placement (openstack-placement's WSGI application on SQLite, served on
-127.0.0.1: :mod:`fleetcache.cmd._placement_embedded`) that the conductor keeps the computes'
+127.0.0.1: :mod:`fleetcache.demo.placement_embedded`) that the conductor keeps the computes'
 resource providers in. The demo generates two small images (a real qcow2 made with
 ``qemu-img`` when it is installed, and a raw one), registers the computes, creates an aggregate
 over them through the REST API (served on 127.0.0.1, a free port), pre-caches the images on it
@@ -11,7 +11,7 @@ through the same code path as production (``POST /os-aggregates/{id}/images``, t
 resource), prints the per-host, per-image table, and checks every compute's ``_base``. A
 second request shows the images reported ``existing``; then one server per image is booted
 through ``POST /servers`` (the scheduler on Placement, the disk from the cache) and the demo
-says where each went and why (:mod:`fleetcache.cmd._demo_boot`), and the computes' resource
+says where each went and why (:mod:`fleetcache.demo._boot`), and the computes' resource
 providers are printed (inventory, ``COMPUTE_IMAGE_TYPE_*`` traits, the aggregate mirrored from
 ``add_host``). Exit status 0 when every image reached every host, every server is active and
 every provider is in the aggregate.
@@ -21,9 +21,11 @@ host can honestly do: only the raw image, on computes with ``[libvirt] images_ty
 (a qcow2 overlay needs qemu-img) that exclude every image type with a header (format
 inspection of those needs qemu-img; raw content needs only the format inspector).
 
-Each service builds its own :class:`~fleetcache.common.rpc.Transports` from its own
-configuration, as the daemons do; ``fake://`` keeps its queues in one class-level table, so
-they all meet there.
+The conductor and the computes are the services the daemons run, built by their entry points'
+``build_service`` (:class:`Builders`, which :mod:`fleetcache.cmd.client` hands in: this room
+sits below ``cmd/``). Each service builds its own :class:`~fleetcache.common.rpc.Transports`
+from its own configuration, as the daemons do; ``fake://`` keeps its queues in one class-level
+table, so they all meet there.
 
 NOTE: ``fake://`` costs about 50 ms per RPC hop (measured: 50 ms median over 200 calls; its
 driver polls with ``time.sleep(0.05)``): fine here, and it keeps the demo on the very RPC code
@@ -41,41 +43,53 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 from oslo_config import cfg
 from oslo_messaging import opts as messaging_opts
 
 from fleetcache.api import wsgi
-from fleetcache.cmd import _demo_boot, _local_wsgi, _placement_embedded, _render, common
-from fleetcache.cmd import compute as compute_cmd
-from fleetcache.cmd import conductor as conductor_cmd
-from fleetcache.cmd._api_client import ApiClient
-from fleetcache.cmd._demo_checks import NotificationCounter, check_caches
-from fleetcache.common import config, rpc
+from fleetcache.client import render
+from fleetcache.client.api_client import ApiClient
+from fleetcache.common import binaries, config, rpc
 from fleetcache.common.db import api as db_api
 from fleetcache.common.db.migration import db_sync
 from fleetcache.common.db.session import Database
 from fleetcache.common.disk_formats import INSPECTABLE_FORMATS, RAW_CONTENT_FORMATS
 from fleetcache.common.service import Service
+from fleetcache.conductor.manager import ConductorState
 from fleetcache.conductor.placement import PlacementClient, provider_uuid
+from fleetcache.demo import _boot, _local_wsgi, placement_embedded
+from fleetcache.demo._checks import NotificationCounter, check_caches
 from fleetcache.image import local
 
 LOG = logging.getLogger(__name__)
 
 TRANSPORT_URL = "fake://"
 CONTROLLER = "demo-controller"
+#: oslo.messaging's option groups a demo service reads: ``[DEFAULT]`` (``transport_url``,
+#: timeouts) as every daemon registers them, and the notifier's.
+MESSAGING_GROUPS = (None, "DEFAULT", "oslo_messaging_notifications")
+
+
+class Builders(NamedTuple):
+    """How the daemons' entry points assemble a service, for the demo to run the same ones:
+    :func:`fleetcache.cmd.conductor.build_service` and
+    :func:`fleetcache.cmd.compute.build_service`."""
+
+    conductor: Callable[[cfg.ConfigOpts, Database, rpc.Transports],
+                        tuple[Service, ConductorState]]
+    compute: Callable[[cfg.ConfigOpts, rpc.Transports], Service]
 
 
 def make_conf(workdir: str, host: str, **overrides: Any) -> cfg.ConfigOpts:
     """A private configuration reading no file: the demo's settings only."""
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    common.register_messaging_opts(conf)
     for group, opts in messaging_opts.list_opts():
-        if group == "oslo_messaging_notifications":
-            conf.register_opts(opts, group=group)
+        if group in MESSAGING_GROUPS:
+            conf.register_opts(opts, group=None if group == "DEFAULT" else group)
     conf([], project="fleetcache", default_config_files=[], default_config_dirs=[])
     settings: dict[tuple[str | None, str], Any] = {
         (None, "host"): host,
@@ -131,7 +145,7 @@ def wait_in_placement(db: Database, hosts: list[str], timeout: float = 30.0) -> 
     """Wait until the conductor has written every compute's resource provider."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        services = db_api.service_list(db, binary=compute_cmd.BINARY, hosts=hosts)
+        services = db_api.service_list(db, binary=binaries.COMPUTE, hosts=hosts)
         if len(services) == len(hosts) and all(s["placement_synced_at"] for s in services):
             return
         time.sleep(0.1)
@@ -157,7 +171,7 @@ def placement_summary(conf: cfg.ConfigOpts, hosts: list[str]) -> list[str]:
 def wait_registered(db: Database, hosts: list[str], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        known = {s["host"] for s in db_api.service_list(db, binary=compute_cmd.BINARY)}
+        known = {s["host"] for s in db_api.service_list(db, binary=binaries.COMPUTE)}
         if set(hosts) <= known:
             return
         time.sleep(0.1)
@@ -193,15 +207,19 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def run(hosts: int = 3, keep: bool = False, verbose: bool = False) -> int:
-    """Run the demo; :returns: the exit status."""
+def run(builders: Builders, hosts: int = 3, keep: bool = False, verbose: bool = False) -> int:
+    """Run the demo; :returns: the exit status.
+
+    :param builders: the daemons' ``build_service`` functions, for the conductor and the
+        computes.
+    """
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     workdir = tempfile.mkdtemp(prefix="fleetcache-demo-")
     services: list[Service] = []
     cleanups = contextlib.ExitStack()
     try:
-        return _run(workdir, hosts, services, cleanups)
+        return _run(builders, workdir, hosts, services, cleanups)
     finally:
         _stop_all(services)
         cleanups.close()
@@ -211,7 +229,7 @@ def run(hosts: int = 3, keep: bool = False, verbose: bool = False) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run(workdir: str, n_hosts: int, services: list[Service],
+def _run(builders: Builders, workdir: str, n_hosts: int, services: list[Service],
          cleanups: contextlib.ExitStack) -> int:
     """The demo itself. It appends the services it starts to ``services`` and what shuts
     their pools and transports to ``cleanups``; :func:`run` stops the services, then closes
@@ -220,8 +238,8 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
         "image_cache.precache_concurrency": n_hosts,
         "oslo_messaging_notifications.driver": ["messaging"],
     })
-    placement_endpoint = cleanups.enter_context(_placement_embedded.serve(workdir))
-    _placement_embedded.point_at(conf, placement_endpoint)
+    placement_endpoint = cleanups.enter_context(placement_embedded.serve(workdir))
+    placement_embedded.point_at(conf, placement_endpoint)
     db = Database.from_conf(conf)
     db_sync(db)
     db_api.cell_create(db, "cell1", TRANSPORT_URL)
@@ -238,7 +256,7 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
     cleanups.callback(conductor_transports.cleanup)
     notifications = NotificationCounter(conductor_transports)
     notifications.start()
-    conductor, state = conductor_cmd.build_service(conf, db, conductor_transports)
+    conductor, state = builders.conductor(conf, db, conductor_transports)
     cleanups.callback(state.shutdown)
     conductor.start()
     services.append(conductor)
@@ -248,7 +266,7 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
                           **compute_overrides(qemu_img))
         compute_transports = rpc.Transports(cconf)
         cleanups.callback(compute_transports.cleanup)
-        compute = compute_cmd.build_service(cconf, compute_transports)
+        compute = builders.compute(cconf, compute_transports)
         compute.start()
         services.append(compute)
     wait_registered(db, hosts)
@@ -264,19 +282,19 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
         _say(f"API on {endpoint}; aggregate {aggregate['name']} ({aggregate['id']}, "
              f"{aggregate['uuid']}) holds {', '.join(hosts)}")
         image_ids = [i for i, _, _ in images]
-        bar = _render.ProgressBar(sys.stderr)
+        bar = render.ProgressBar(sys.stderr)
         try:
             job = api.wait_job(api.cache_images(aggregate["id"], image_ids),
                                on_update=bar.update, interval=0.2, timeout=300)
         finally:
             bar.close()
-        _say(_render.job_table(job, names))
-        _say(_render.job_summary(job))
+        _say(render.job_table(job, names))
+        _say(render.job_summary(job))
         again = api.wait_job(api.cache_images(aggregate["id"], image_ids), timeout=300)
-        _say("Second request (already cached, leases renewed): " + _render.job_summary(again))
+        _say("Second request (already cached, leases renewed): " + render.job_summary(again))
         _say("One server per image (openstack server create --network none), where each "
              "went and why:")
-        lines, boot_problems = _demo_boot.boot_one_per_image(api, db, conf, hosts, images)
+        lines, boot_problems = _boot.boot_one_per_image(api, db, conf, hosts, images)
         for line in lines:
             _say(line)
     problems = boot_problems + check_caches(conf.image_source.local_directory, workdir, hosts,
@@ -287,7 +305,7 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
         _say(line)
     problems += notifications.check(len(hosts) * 2)
     notifications.stop()
-    ok = not problems and not _render.job_failed(job) and not _render.job_failed(again)
+    ok = not problems and not render.job_failed(job) and not render.job_failed(again)
     ok = ok and job["counts"]["cached"] == len(hosts) * len(image_ids)
     ok = ok and again["counts"]["existing"] == len(hosts) * len(image_ids)
     for problem in problems:
@@ -295,11 +313,3 @@ def _run(workdir: str, n_hosts: int, services: list[Service],
     _say("Demo OK: every image is in every compute's _base" if ok else "Demo FAILED")
     db.dispose()
     return 0 if ok else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    return run()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

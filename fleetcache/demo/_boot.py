@@ -10,7 +10,7 @@ from typing import Any
 
 from oslo_config import cfg
 
-from fleetcache.cmd._api_client import ApiClient
+from fleetcache.client.api_client import ApiClient
 from fleetcache.common.db import host_images
 from fleetcache.common.db import instances as db_instances
 from fleetcache.common.db.session import Database

@@ -1,8 +1,8 @@
 """A real OpenStack Placement in this process: openstack-placement's own WSGI application
-(``placement.deploy.loadapp``) on SQLite, served on 127.0.0.1 (:mod:`fleetcache.cmd._local_wsgi`),
-in ``[api] auth_strategy = noauth2``. The embedded default (``fleetcache demo``) and the
-functional tests run it, so the conductor talks to Placement over HTTP exactly as it does to
-the stack's gunicorn-served one.
+(``placement.deploy.loadapp``) on SQLite, served on 127.0.0.1
+(:mod:`fleetcache.demo._local_wsgi`), in ``[api] auth_strategy = noauth2``. The embedded
+default (``fleetcache demo``) and the functional tests run it, so the conductor talks to
+Placement over HTTP exactly as it does to the stack's gunicorn-served one.
 
 NOTE: openstack-placement configures its database engine once per process
 (``placement.db_api.configure`` runs once) and keeps its policy enforcer in a module global:
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-from fleetcache.cmd import _local_wsgi
+from fleetcache.demo import _local_wsgi
 
 #: The noauth2 token of Placement's admin: user ``admin`` gets the admin role.
 ADMIN_TOKEN = "admin"

@@ -1,6 +1,6 @@
 """``openstack aggregate cache job ...``: pre-cache jobs through the ``openstack`` client.
 
-The same calls and rendering as the ``fleetcache`` CLI (``_api_client``, ``_render``): the
+The same calls and rendering as the ``fleetcache`` CLI (``api_client``, ``render``): the
 progress bar on stderr while ``create --wait`` follows a job, and the per-host table.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 from osc_lib import exceptions
 from osc_lib.command import command
 
-from fleetcache.cmd import _render
-from fleetcache.cmd._api_client import ApiClient, ApiError
+from fleetcache.client import render
+from fleetcache.client.api_client import ApiClient, ApiError
 
 
 def _api(cmd: command.Command) -> ApiClient:
@@ -24,8 +24,8 @@ def _api(cmd: command.Command) -> ApiClient:
 
 
 def _print_job(cmd: command.Command, job: dict[str, Any]) -> int:
-    cmd.app.stdout.write(_render.job_table(job) + "\n" + _render.job_summary(job) + "\n")
-    return 1 if _render.job_failed(job) else 0
+    cmd.app.stdout.write(render.job_table(job) + "\n" + render.job_summary(job) + "\n")
+    return 1 if render.job_failed(job) else 0
 
 
 class CreateCacheJob(command.Command):
@@ -49,7 +49,7 @@ class CreateCacheJob(command.Command):
             if not parsed_args.wait:
                 self.app.stdout.write(f"{location.rstrip('/').rsplit('/', 1)[-1]}\n")
                 return 0
-            bar = _render.ProgressBar(sys.stderr)
+            bar = render.ProgressBar(sys.stderr)
             try:
                 job = api.wait_job(location, on_update=bar.update, timeout=parsed_args.timeout)
             finally:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from fleetcache.cmd import _render, client
-from fleetcache.cmd._api_client import ApiClient
-from tests.unit.cmd.test_client import FakeSession, _response
+from fleetcache.client import cli, render
+from fleetcache.client.api_client import ApiClient
+from tests.unit.client.test_cli import FakeSession, _response
 
 IMG_A = "a26887c6-c47b-4654-abb5-dfadf7d3f803"
 IMG_B = "4d8c3732-a248-40ed-bebc-539a6ffd25c0"
@@ -44,7 +44,7 @@ def _running_job() -> dict[str, Any]:
 
 def test_progress_bar_shows_hosts_waiting_for_a_slot_and_pending_catch_up():
     stream = io.StringIO()
-    _render.ProgressBar(stream, width=10).update(_running_job())
+    render.ProgressBar(stream, width=10).update(_running_job())
     assert stream.getvalue() == (
         "[####......] 2/5 hosts  running  (3 cached)  2 waiting for a download slot, "
         "1 pending catch-up until 2026-11-25T19:00:00.000000\n")
@@ -55,7 +55,7 @@ def test_progress_bar_without_per_host_results_counts_hosts_from_image_counts():
     del job["hosts"]
     job["counts"]["waiting"], job["catch_up_until"] = 4, None
     stream = io.StringIO()
-    _render.ProgressBar(stream, width=10).update(job)
+    render.ProgressBar(stream, width=10).update(job)
     assert stream.getvalue().endswith(
         "(3 cached)  2 waiting for a download slot, 1 pending catch-up\n")
 
@@ -65,7 +65,7 @@ def test_progress_bar_of_a_plain_job_says_nothing_of_either():
     job["hosts"] = job["hosts"][:1]
     job["counts"].update(pending=0, waiting=0)
     stream = io.StringIO()
-    _render.ProgressBar(stream, width=10).update(job)
+    render.ProgressBar(stream, width=10).update(job)
     assert stream.getvalue() == "[####......] 2/5 hosts  running  (3 cached)\n"
 
 
@@ -77,9 +77,9 @@ def test_jobs_show_of_a_running_job_names_waiting_and_pending_hosts(monkeypatch,
         ("GET", f"{base}/7/images/jobs/job-2"): _response(200, {"job": job}),
         ("GET", base): _response(200, {"aggregates": [{"id": 7, "uuid": "u", "name": "a"}]}),
     })
-    monkeypatch.setattr(client.ApiClient, "from_env",
+    monkeypatch.setattr(cli.ApiClient, "from_env",
                         classmethod(lambda cls, *a, **kw: ApiClient("http://h", session=session)))
-    assert client.main(["jobs", "show", "job-2", "--aggregate", "7"]) == 1  # not done yet
+    assert cli.main(["jobs", "show", "job-2", "--aggregate", "7"]) == 1  # not done yet
     out = capsys.readouterr().out.splitlines()
     assert out[0] == ("Job job-2 is running: 2/5 hosts reported, 2 waiting for a download "
                       "slot, 1 pending catch-up until 2026-11-25T19:00:00.000000")

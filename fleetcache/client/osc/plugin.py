@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fleetcache.cmd._api_client import MICROVERSION, ApiClient
+from fleetcache.client.api_client import MICROVERSION, ApiClient
 
 API_NAME = "fleetcache"
 API_VERSION_OPTION = "os_fleetcache_api_version"
 #: One command set; the compute API's microversion is ApiClient's (2.81).
-API_VERSIONS = {"1": "fleetcache.cmd._api_client.ApiClient"}
+API_VERSIONS = {"1": "fleetcache.client.api_client.ApiClient"}
 DEFAULT_API_VERSION = "1"
 
 
