@@ -17,8 +17,10 @@ from pathlib import Path
 from _benchlib import log, terminate
 
 from fleetcache.common import binaries
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
+from fleetcache.common.db import cells as db_cells
 from fleetcache.common.db import migration, models
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 
 SHARD_SCRIPT = Path(__file__).resolve().parent / "_fake_computes.py"
@@ -50,16 +52,16 @@ def setup_database(url: str, cells: list[Cell], aggregate_name: str) -> int:
     db = Database(url)
     try:
         migration.db_sync(db)
-        db_api.purge_all(db)
+        migration.purge_all(db)
         started = time.monotonic()
         all_hosts: list[str] = []
         for cell in cells:
-            cell_row = db_api.cell_create(db, cell.name, cell.transport_url)
+            cell_row = db_cells.cell_create(db, cell.name, cell.transport_url)
             for host in cell.hosts:
-                db_api.service_register(db, host, binaries.COMPUTE, "compute", cell_row["id"],
-                                        capabilities={"has_imagecache": True})
+                db_services.service_register(db, host, binaries.COMPUTE, "compute", cell_row["id"],
+                                             capabilities={"has_imagecache": True})
             all_hosts.extend(cell.hosts)
-        agg = db_api.aggregate_create(db, aggregate_name)
+        agg = db_aggregates.aggregate_create(db, aggregate_name)
         with db.transaction() as session:
             session.add_all(
                 models.AggregateHost(aggregate_id=agg["id"], host=h) for h in sorted(all_hosts)

@@ -60,7 +60,7 @@ from _fleet import Cell, setup_database  # noqa: E402
 from fleetcache.cmd.common import register_messaging_opts  # noqa: E402
 from fleetcache.common import config  # noqa: E402
 from fleetcache.common.context import get_admin_context  # noqa: E402
-from fleetcache.common.db import api as db_api  # noqa: E402
+from fleetcache.common.db import aggregates as db_aggregates  # noqa: E402
 from fleetcache.common.db import job_leases, jobs, models  # noqa: E402
 from fleetcache.common.db.session import Database  # noqa: E402
 from fleetcache.conductor import notifications, precache  # noqa: E402
@@ -204,7 +204,7 @@ class EncodingNotifier:
 #: What a job calls once (or once a page) whose transient allocations are measured: module,
 #: attribute name.
 MEASURED_CALLS = (
-    (db_api, "aggregate_get"), (jobs, "job_create"), (jobs, "job_set_state"),
+    (db_aggregates, "aggregate_get"), (jobs, "job_create"), (jobs, "job_set_state"),
     (jobs, "job_record_hosts"), (job_leases, "job_end_first_pass"),
     (precache.Precacher, "plan_hosts"), (notifications.CacheNotifier, "start"),
     (notifications.CacheNotifier, "end"),

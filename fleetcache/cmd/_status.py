@@ -18,7 +18,7 @@ from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
 from fleetcache.common import binaries, exception, servicegroup
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.placement import PlacementClient
 from fleetcache.conductor.placement.provider import has_image_type_report
@@ -51,7 +51,7 @@ class Checks(upgradecheck.UpgradeCommands):
 
     def _check_image_type_traits(self) -> upgradecheck.Result:
         missing = []
-        for svc in db_api.service_list(self.db, binary=binaries.COMPUTE):
+        for svc in db_services.service_list(self.db, binary=binaries.COMPUTE):
             if not servicegroup.service_is_up(svc, self.conf.service_down_time):
                 continue
             if not has_image_type_report(svc["capabilities"]):

@@ -26,8 +26,8 @@ from prometheus_client import CollectorRegistry
 
 from fleetcache.cmd import common, heap
 from fleetcache.common import binaries, exception, metrics, rpc
-from fleetcache.common.db import api as db_api
-from fleetcache.common.db.api import CellDict
+from fleetcache.common.db import services as db_services
+from fleetcache.common.db.cells import CellDict
 from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service, ServiceReporter
 from fleetcache.conductor import build, rpcapi
@@ -69,8 +69,9 @@ def build_service(
     service.add_periodic("cell-refresh", listeners.refresh, interval, initial_delay=interval)
     reporter = ServiceReporter(
         f"{BINARY} on {conf.host}",
-        register=lambda: db_api.service_register(db, conf.host, BINARY, rpcapi.TOPIC, None, {}),
-        heartbeat=lambda: db_api.service_heartbeat(db, conf.host, BINARY),
+        register=lambda: db_services.service_register(db, conf.host, BINARY, rpcapi.TOPIC, None,
+                                                      {}),
+        heartbeat=lambda: db_services.service_heartbeat(db, conf.host, BINARY),
         interval=conf.report_interval,
         unknown=(exception.ComputeHostNotFound,),
     )

@@ -30,8 +30,10 @@ from oslo_config import cfg
 
 from fleetcache.cmd import _status, common
 from fleetcache.common import binaries, exception, rpc, servicegroup
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
+from fleetcache.common.db import cells as db_cells
 from fleetcache.common.db import migration
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.cells import redact_url
 from fleetcache.conductor.placement import PlacementClient, ProviderSync
@@ -67,7 +69,7 @@ def _check_transport_url(conf: cfg.ConfigOpts, url: str) -> None:
 
 def cell_create(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
     _check_transport_url(conf, args.arg_transport_url)
-    cell = db_api.cell_create(db, args.arg_name, args.arg_transport_url)
+    cell = db_cells.cell_create(db, args.arg_name, args.arg_transport_url)
     print(f"Created cell {cell['name']} ({cell['uuid']})")
     return 0
 
@@ -75,7 +77,7 @@ def cell_create(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
 def cell_list(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
     table = prettytable.PrettyTable(["Name", "UUID", "Transport URL"])
     table.align = "l"
-    for cell in db_api.cell_list(db):
+    for cell in db_cells.cell_list(db):
         url = cell["transport_url"] if args.arg_verbose else redact_url(cell["transport_url"])
         table.add_row([cell["name"], cell["uuid"], url])
     print(table)
@@ -88,7 +90,7 @@ def cell_update(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
     if args.arg_transport_url is not None:
         _check_transport_url(conf, args.arg_transport_url)
     try:
-        cell = db_api.cell_update(db, args.arg_cell, args.arg_name, args.arg_transport_url)
+        cell = db_cells.cell_update(db, args.arg_cell, args.arg_name, args.arg_transport_url)
     except sqlalchemy.exc.IntegrityError as exc:
         raise exception.CellExists(name=args.arg_name) from exc
     print(f"Updated cell {cell['name']} ({cell['uuid']})")
@@ -96,7 +98,7 @@ def cell_update(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
 
 
 def cell_delete(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
-    db_api.cell_delete(db, args.arg_cell)
+    db_cells.cell_delete(db, args.arg_cell)
     print(f"Deleted cell {args.arg_cell}")
     return 0
 
@@ -109,7 +111,7 @@ def service_list(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
         ["Host", "Binary", "Cell", "State", "Status", "Disabled Reason", "Last Seen Up"]
     )
     table.align = "l"
-    for svc in db_api.service_list(db, binary=args.arg_binary):
+    for svc in db_services.service_list(db, binary=args.arg_binary):
         up = servicegroup.service_is_up(svc, conf.service_down_time)
         table.add_row([
             svc["host"],
@@ -125,9 +127,9 @@ def service_list(conf: cfg.ConfigOpts, db: Database, args: Any) -> int:
 
 
 def _set_disabled(db: Database, args: Any, disabled: bool) -> int:
-    svc = db_api.service_get(db, args.arg_host, args.arg_binary)
+    svc = db_services.service_get(db, args.arg_host, args.arg_binary)
     reason = getattr(args, "arg_reason", None) if disabled else None
-    db_api.service_update(db, svc["id"], disabled=disabled, disabled_reason=reason)
+    db_services.service_update(db, svc["id"], disabled=disabled, disabled_reason=reason)
     print(f"{'Disabled' if disabled else 'Enabled'} {args.arg_binary} on {args.arg_host}")
     return 0
 
@@ -150,8 +152,8 @@ def placement_sync_aggregates(conf: cfg.ConfigOpts, db: Database, args: Any) -> 
     if client is None:
         raise exception.InvalidInput(reason="Placement is not configured ([placement] auth_type)")
     providers = ProviderSync(client, conf.placement.generation_conflict_retries)
-    services = db_api.service_list(db, binary=binaries.COMPUTE)
-    wanted = db_api.aggregate_uuids_by_host(db, [s["host"] for s in services])
+    services = db_services.service_list(db, binary=binaries.COMPUTE)
+    wanted = db_aggregates.aggregate_uuids_by_host(db, [s["host"] for s in services])
     changed = 0
     for svc in services:
         result = providers.sync_aggregates(svc["host"], wanted[svc["host"]])

@@ -39,9 +39,10 @@ from oslo_config import cfg
 from fleetcache.common import binaries, exception, servicegroup
 from fleetcache.common import instance_states as states
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import cells as db_cells
 from fleetcache.common.db import instances as db_instances
 from fleetcache.common.db import models
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.instances import InstanceDict
 from fleetcache.common.db.session import Database
 from fleetcache.compute.rpcapi import ComputeAPI
@@ -71,7 +72,7 @@ class SchedulerAPI(Protocol):
 class ComputeClients(Protocol):
     """Compute RPC clients per cell (``CellTransports``)."""
 
-    def compute_api(self, cell: db_api.CellDict | None) -> ComputeAPI: ...
+    def compute_api(self, cell: db_cells.CellDict | None) -> ComputeAPI: ...
 
 
 def filter_summary_text(summary: Sequence[Sequence[Any]]) -> str | None:
@@ -333,7 +334,7 @@ class InstanceBuilder:
     # -- shared ------------------------------------------------------------------------------
 
     def _compute(self, cell_id: int | None) -> ComputeAPI:
-        cell = next((c for c in db_api.cell_list(self.db) if c["id"] == cell_id), None)
+        cell = next((c for c in db_cells.cell_list(self.db) if c["id"] == cell_id), None)
         return self.computes.compute_api(cell)
 
     def _release(self, instance_uuid: str) -> bool:
@@ -383,7 +384,7 @@ def fail_orphaned(db: Database, conf: cfg.ConfigOpts, restarted: bool = False) -
     :returns: their uuids.
     """
     now = models.utcnow()
-    up = {s["host"] for s in db_api.service_list(db, binary=binaries.CONDUCTOR)
+    up = {s["host"] for s in db_services.service_list(db, binary=binaries.CONDUCTOR)
           if servicegroup.service_is_up(s, conf.service_down_time, now)}
     if restarted:
         up.discard(conf.host)

@@ -24,7 +24,7 @@ import oslo_messaging as messaging
 from oslo_config import cfg
 
 from fleetcache.common import rpc
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import cells as db_cells
 from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service
 from fleetcache.compute.rpcapi import ComputeAPI
@@ -45,7 +45,7 @@ class CellEndpoint(Protocol):
     """What :class:`CellListeners` needs of the endpoint serving one transport
     (``ConductorManager``): the cell it serves, updated when that cell is renamed."""
 
-    cell: db_api.CellDict | None
+    cell: db_cells.CellDict | None
 
 
 class CellTransports:
@@ -62,12 +62,12 @@ class CellTransports:
         self._lock = threading.Lock()
         self._warned: set[tuple[str, str]] = set()
 
-    def routes(self) -> dict[str | None, db_api.CellDict | None]:
+    def routes(self) -> dict[str | None, db_cells.CellDict | None]:
         """``{transport_url: cell}``: the default transport (``None`` when it is no cell's)
         and each cell's. Cells sharing a URL map to the first of them, with a warning."""
         default_url: str | None = self.conf.transport_url
-        routes: dict[str | None, db_api.CellDict | None] = {default_url: None}
-        for cell in db_api.cell_list(self.db):
+        routes: dict[str | None, db_cells.CellDict | None] = {default_url: None}
+        for cell in db_cells.cell_list(self.db):
             url = cell["transport_url"]
             owner = routes.get(url)
             if owner is not None:
@@ -76,7 +76,7 @@ class CellTransports:
             routes[url] = cell
         return routes
 
-    def _warn_shared(self, owner: db_api.CellDict, cell: db_api.CellDict) -> None:
+    def _warn_shared(self, owner: db_cells.CellDict, cell: db_cells.CellDict) -> None:
         pair = (owner["uuid"], cell["uuid"])
         if pair not in self._warned:
             self._warned.add(pair)
@@ -87,7 +87,7 @@ class CellTransports:
     def transport(self, url: str | None) -> messaging.Transport:
         return self._transports.get(url)
 
-    def compute_api(self, cell: db_api.CellDict | None) -> ComputeAPI:
+    def compute_api(self, cell: db_cells.CellDict | None) -> ComputeAPI:
         """The compute RPC client for ``cell``'s broker (``None``: the default transport),
         built once per URL."""
         url = cell["transport_url"] if cell is not None else None
@@ -118,7 +118,7 @@ class CellListeners:
         self,
         transports: CellTransports,
         service: Service,
-        make_endpoint: Callable[[db_api.CellDict | None], CellEndpoint],
+        make_endpoint: Callable[[db_cells.CellDict | None], CellEndpoint],
         topic: str = "conductor",
     ) -> None:
         self.transports = transports
@@ -152,7 +152,7 @@ class CellListeners:
                               "%d s", redact_url(url), cell["name"] if cell else "-",
                               self.transports.conf.conductor.cell_refresh_interval)
 
-    def _serve(self, url: str | None, cell: db_api.CellDict | None) -> None:
+    def _serve(self, url: str | None, cell: db_cells.CellDict | None) -> None:
         endpoint = self.make_endpoint(cell)
         server = rpc.get_server(
             self.transports.transport(url), self.topic, self.transports.conf.host, [endpoint]

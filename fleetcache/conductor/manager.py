@@ -31,8 +31,10 @@ from prometheus_client import CollectorRegistry
 
 from fleetcache.common import binaries, exception, rpc
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
+from fleetcache.common.db import cells as db_cells
 from fleetcache.common.db import host_images
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.session import Database
 from fleetcache.conductor import build, rpcapi
@@ -174,7 +176,7 @@ class ConductorManager:
     RPC_API_VERSION = rpcapi.RPC_API_VERSION
     target = messaging.Target(version=RPC_API_VERSION)
 
-    def __init__(self, state: ConductorState, cell: db_api.CellDict | None = None) -> None:
+    def __init__(self, state: ConductorState, cell: db_cells.CellDict | None = None) -> None:
         self.state = state
         self.conf = state.conf
         self.db = state.db
@@ -192,7 +194,7 @@ class ConductorManager:
         binary: str,
         topic: str,
         capabilities: dict[str, Any],
-    ) -> db_api.ServiceDict:
+    ) -> db_services.ServiceDict:
         """Create or refresh a service record, mapped to the cell this endpoint serves.
 
         :returns: the service record.
@@ -201,7 +203,7 @@ class ConductorManager:
         if not host or not binary:
             raise exception.InvalidInput(reason="register_service needs a host and a binary")
         cell_id = self.cell["id"] if self.cell is not None else None
-        service = db_api.service_register(
+        service = db_services.service_register(
             self.db, host, binary, topic, cell_id, capabilities=capabilities
         )
         LOG.info("Registered %s on %s in cell %s", binary, host, self.cell_name)
@@ -222,12 +224,12 @@ class ConductorManager:
         :raises ComputeHostNotFound: when the service never registered or was deleted; the
             service then registers again.
         """
-        service = db_api.service_heartbeat(self.db, host, binary, capabilities=capabilities)
+        service = db_services.service_heartbeat(self.db, host, binary, capabilities=capabilities)
         if service["placement_synced_at"] is None:
             self._sync_provider(service)
         self.state.catch_up.host_seen(service)
 
-    def _sync_provider(self, service: db_api.ServiceDict) -> None:
+    def _sync_provider(self, service: db_services.ServiceDict) -> None:
         """Bring a compute's resource provider in step with its registration; a failure is
         logged and the compute stays unschedulable until a later heartbeat succeeds."""
         providers = self.state.providers
@@ -239,13 +241,13 @@ class ConductorManager:
         except exception.PlacementError as exc:
             LOG.warning("Compute %s is not schedulable yet: %s", host, exc)
             return
-        db_api.service_placement_synced(self.db, host, service["binary"],
-                                        service["capabilities"])
+        db_services.service_placement_synced(self.db, host, service["binary"],
+                                             service["capabilities"])
 
     def _aggregates_of(self, host: str) -> Callable[[], set[str]]:
         """What reads the uuids of ``host``'s aggregates, for the provider sync to read after
         the provider's generation (:meth:`ProviderSync.sync_aggregates`)."""
-        return lambda: db_api.aggregate_uuids_by_host(self.db, [host])[host]
+        return lambda: db_aggregates.aggregate_uuids_by_host(self.db, [host])[host]
 
     def sync_host_aggregates(self, ctxt: RequestContext, host: str) -> None:
         """Mirror the fleetcache aggregates ``host`` is in into its provider's Placement

@@ -24,9 +24,9 @@ from oslo_config import cfg
 
 from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db.api import ServiceDict
 from fleetcache.common.db.host_images import ReportedImage
 from fleetcache.common.db.jobs import JobDict
+from fleetcache.common.db.services import ServiceDict
 
 TOPIC = "conductor"
 RPC_API_VERSION = "1.5"

@@ -53,7 +53,8 @@ from fleetcache.api import wsgi
 from fleetcache.client import render
 from fleetcache.client.api_client import ApiClient
 from fleetcache.common import binaries, config, rpc
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import cells as db_cells
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.migration import db_sync
 from fleetcache.common.db.session import Database
 from fleetcache.common.disk_formats import INSPECTABLE_FORMATS, RAW_CONTENT_FORMATS
@@ -145,7 +146,7 @@ def wait_in_placement(db: Database, hosts: list[str], timeout: float = 30.0) -> 
     """Wait until the conductor has written every compute's resource provider."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        services = db_api.service_list(db, binary=binaries.COMPUTE, hosts=hosts)
+        services = db_services.service_list(db, binary=binaries.COMPUTE, hosts=hosts)
         if len(services) == len(hosts) and all(s["placement_synced_at"] for s in services):
             return
         time.sleep(0.1)
@@ -171,7 +172,7 @@ def placement_summary(conf: cfg.ConfigOpts, hosts: list[str]) -> list[str]:
 def wait_registered(db: Database, hosts: list[str], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        known = {s["host"] for s in db_api.service_list(db, binary=binaries.COMPUTE)}
+        known = {s["host"] for s in db_services.service_list(db, binary=binaries.COMPUTE)}
         if set(hosts) <= known:
             return
         time.sleep(0.1)
@@ -242,7 +243,7 @@ def _run(builders: Builders, workdir: str, n_hosts: int, services: list[Service]
     placement_embedded.point_at(conf, placement_endpoint)
     db = Database.from_conf(conf)
     db_sync(db)
-    db_api.cell_create(db, "cell1", TRANSPORT_URL)
+    db_cells.cell_create(db, "cell1", TRANSPORT_URL)
     qemu_img = shutil.which("qemu-img")
     if not qemu_img:
         _say("qemu-img not found: pre-caching only the raw image, on computes with [libvirt] "

@@ -9,8 +9,9 @@ import pytest
 from oslo_config import cfg
 
 from fleetcache.cmd import manage
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import migration
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.placement import PlacementClient, ProviderSync, provider_uuid
 from tests.functional.conductor.test_placement_provider import capabilities
@@ -50,9 +51,9 @@ def run(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str],
 
 def _in_placement(run: Manage, client: PlacementClient, host: str) -> None:
     caps = capabilities()
-    db_api.service_register(run.db, host, COMPUTE, "compute", None, caps)
+    db_services.service_register(run.db, host, COMPUTE, "compute", None, caps)
     ProviderSync(client, 3).sync(host, caps, set())
-    assert db_api.service_placement_synced(run.db, host, COMPUTE, caps)
+    assert db_services.service_placement_synced(run.db, host, COMPUTE, caps)
 
 
 def test_sync_aggregates_repairs_drift_and_says_what_it_changed(
@@ -61,9 +62,9 @@ def test_sync_aggregates_repairs_drift_and_says_what_it_changed(
     in_agg, drifted, unreported = (unique_host() for _ in range(3))
     for host in (in_agg, drifted):
         _in_placement(run, placement_client, host)
-    db_api.service_register(run.db, unreported, COMPUTE, "compute", None, capabilities())
-    agg = db_api.aggregate_create(run.db, "agg")
-    db_api.aggregate_add_host(run.db, agg["id"], in_agg)
+    db_services.service_register(run.db, unreported, COMPUTE, "compute", None, capabilities())
+    agg = db_aggregates.aggregate_create(run.db, "agg")
+    db_aggregates.aggregate_add_host(run.db, agg["id"], in_agg)
     stray = "0b6f3c1e-0000-4000-8000-00000000beef"
     rp = provider_uuid(drifted)
     placement_client.put_aggregates(rp, placement_client.get_aggregates(rp)[0], {stray})
@@ -88,8 +89,9 @@ def test_status_warns_while_an_up_compute_has_no_image_type_traits(
     assert code == 0, out
     assert "Check: Image-type traits" in out and "Result: Success" in out
 
-    db_api.service_register(run.db, "old-host", COMPUTE, "compute", None, {"has_imagecache": 1})
-    db_api.service_register(run.db, "new-host", COMPUTE, "compute", None, capabilities())
+    db_services.service_register(run.db, "old-host", COMPUTE, "compute", None,
+                                 {"has_imagecache": 1})
+    db_services.service_register(run.db, "new-host", COMPUTE, "compute", None, capabilities())
     code, out, _ = run("status")
     assert code == 1, out
     flat = " ".join(out.replace("|", " ").split())

@@ -17,8 +17,9 @@ from fleetcache.api import wsgi
 from fleetcache.cmd import compute as compute_cmd
 from fleetcache.cmd import conductor as conductor_cmd
 from fleetcache.common import rpc
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import cells as db_cells
 from fleetcache.common.db import jobs
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.migration import db_sync
 from fleetcache.common.db.session import Database
 from fleetcache.demo import make_conf
@@ -64,7 +65,7 @@ class Stack:
         })
         self.db = Database.from_conf(self.conf)
         db_sync(self.db)
-        db_api.cell_create(self.db, "cell1", "fake://")
+        db_cells.cell_create(self.db, "cell1", "fake://")
         self.transports = [rpc.Transports(self.conf)]
         self.notifications = Notifications(self.transports[0])
         self.notifications.listener.start()
@@ -90,7 +91,7 @@ class Stack:
         self.computes[host] = service
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            if any(s["host"] == host for s in db_api.service_list(self.db)):
+            if any(s["host"] == host for s in db_services.service_list(self.db)):
                 return host
             time.sleep(0.05)
         raise AssertionError(f"{host} did not register")
@@ -153,8 +154,9 @@ def _states(job: dict[str, Any]) -> dict[str, dict[str, tuple[str, str | None]]]
 def test_post_runs_the_job_persists_results_and_notifies(stack):
     up = [stack.start_compute("up1"), stack.start_compute("up2")]
     down = stack.start_compute("down")
-    db_api.service_update(stack.db, db_api.service_get(stack.db, down, "fleetcache-compute")["id"],
-                          forced_down=True)
+    db_services.service_update(
+        stack.db, db_services.service_get(stack.db, down, "fleetcache-compute")["id"],
+        forced_down=True)
     agg_id = stack.aggregate([*up, down])
 
     response = stack.cache(agg_id, stack.images)

@@ -20,9 +20,9 @@ from fleetcache.cmd import conductor as conductor_cmd
 from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, rpc, servicegroup
 from fleetcache.common.context import get_admin_context
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import migration, models
-from fleetcache.common.db.api import ServiceDict
+from fleetcache.common.db import services as db_services
+from fleetcache.common.db.services import ServiceDict
 from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service
 from fleetcache.compute.rpcapi import ComputeAPI
@@ -94,7 +94,7 @@ class Cloud:
         return service
 
     def service(self, host: str, binary: str = COMPUTE) -> ServiceDict | None:
-        found = [s for s in db_api.service_list(self.db, binary=binary) if s["host"] == host]
+        found = [s for s in db_services.service_list(self.db, binary=binary) if s["host"] == host]
         return found[0] if found else None
 
     def is_up(self, host: str, binary: str = COMPUTE) -> bool:

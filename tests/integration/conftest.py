@@ -11,7 +11,7 @@ when the stack is not up. Use it like::
 
     def test_x(stack):
         agg = stack.openstack_json("aggregate", "create", "a1")
-        assert db_api.aggregate_get(stack.db, agg["id"])["name"] == "a1"
+        assert db_aggregates.aggregate_get(stack.db, agg["id"])["name"] == "a1"
         with stack.compute_stopped("compute2"):
             stack.wait_service_state("compute2", up=False)
 
@@ -45,8 +45,8 @@ from oslo_config import cfg
 from fleetcache.common import servicegroup
 from fleetcache.common.config import database as database_opts
 from fleetcache.common.config import default as default_opts
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import models
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from tests.integration.ceph_cluster import CephCluster
 from tests.integration.glance_log import GlanceRequest
@@ -272,8 +272,8 @@ class Stack:
         """Start a stopped daemon again with the command and config ``up`` gave it."""
         self._stack_sh("start", name)
 
-    def service(self, host: str, binary: str = COMPUTE_BINARY) -> db_api.ServiceDict:
-        return db_api.service_get(self.db, host, binary)
+    def service(self, host: str, binary: str = COMPUTE_BINARY) -> db_services.ServiceDict:
+        return db_services.service_get(self.db, host, binary)
 
     def service_is_up(self, host: str, binary: str = COMPUTE_BINARY) -> bool:
         return servicegroup.service_is_up(self.service(host, binary), self.service_down_time)

@@ -24,8 +24,8 @@ from oslo_config import cfg
 
 from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, rpc, servicegroup
-from fleetcache.common.db import api as db_api
-from fleetcache.common.db.api import ServiceDict
+from fleetcache.common.db import services as db_services
+from fleetcache.common.db.services import ServiceDict
 from fleetcache.common.db.session import Database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,7 +221,7 @@ class Deployment:
         return daemon
 
     def service(self, host: str, binary: str = COMPUTE) -> ServiceDict | None:
-        found = db_api.service_list(self.db, binary=binary, hosts=[host])
+        found = db_services.service_list(self.db, binary=binary, hosts=[host])
         return found[0] if found else None
 
     def is_up(self, host: str, binary: str = COMPUTE) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from fleetcache.common.context import get_admin_context
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import jobs
 from fleetcache.image import local
 from tests.integration.daemons import Deployment, conductor_client, private_vhost, wait_for
@@ -73,14 +73,14 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, list[str], str]]:
         wait_for(lambda: all(dep.is_up(h) for h in hosts), 90, "every compute to register",
                  dep.check_running)
         for host in hosts:
-            aggregate = db_api.aggregate_create(dep.db, host)
-            db_api.aggregate_add_host(dep.db, aggregate["id"], host)
+            aggregate = db_aggregates.aggregate_create(dep.db, host)
+            db_aggregates.aggregate_add_host(dep.db, aggregate["id"], host)
         yield dep, hosts, image_id
 
 
 def _cache_images(client: Any, dep: Deployment, host: str, image_id: str) -> None:
     """A pre-cache job on ``host``'s aggregate, to its end."""
-    aggregate = next(a for a in db_api.aggregate_list(dep.db) if a["name"] == host)
+    aggregate = next(a for a in db_aggregates.aggregate_list(dep.db) if a["name"] == host)
     job = client.prepare().call(get_admin_context(), "cache_images",
                                 aggregate_id=aggregate["id"], image_ids=[image_id])
     wait_for(lambda: jobs.job_get(dep.db, job["uuid"])["state"] in (jobs.DONE, jobs.FAILED),

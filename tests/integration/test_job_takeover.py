@@ -33,8 +33,8 @@ from typing import Any
 import pytest
 
 from fleetcache.common import servicegroup
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import job_leases, jobs
+from fleetcache.common.db import services as db_services
 from fleetcache.compute.imagecache import PART_MARK, cache_name
 from tests.integration.conftest import VENV_BIN
 from tests.integration.daemons import second_conductor_conf
@@ -148,7 +148,7 @@ def second_conductor(stack: Any, lease_conductor: None,
 
 
 def _conductor_up(stack: Any, host: str) -> bool:
-    found = db_api.service_list(stack.db, binary="fleetcache-conductor", hosts=[host])
+    found = db_services.service_list(stack.db, binary="fleetcache-conductor", hosts=[host])
     return bool(found) and servicegroup.service_is_up(found[0], stack.service_down_time)
 
 

@@ -2,7 +2,7 @@
 
 The client authenticates to the stack's Keystone with a password (``.stack/env``) and finds
 ``fleetcache-api`` (compute) and Glance (image) in the catalog. What the API says
-is compared with what ``fleetcache.common.db.api`` reads from the stack's database.
+is compared with what ``fleetcache.common.db.aggregates`` reads from the stack's database.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fleetcache.common import exception
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 
 pytestmark = pytest.mark.integration
 
@@ -27,12 +27,12 @@ def test_aggregate_create_set_show_list_delete_agree_with_database(stack, aggreg
     created = stack.openstack_json("aggregate", "create", "--zone", "az-it", aggregate_name)
     agg_id = created["id"]
     try:
-        in_db = db_api.aggregate_get(stack.db, agg_id)
+        in_db = db_aggregates.aggregate_get(stack.db, agg_id)
         assert (in_db["name"], in_db["availability_zone"]) == (aggregate_name, "az-it")
 
         stack.run_openstack("aggregate", "set", "--property", "trove=true",
                             "--property", "os_distro=ubuntu", aggregate_name)
-        in_db = db_api.aggregate_get(stack.db, agg_id)
+        in_db = db_aggregates.aggregate_get(stack.db, agg_id)
         assert in_db["metadata"]["trove"] == "true"
         assert in_db["metadata"]["os_distro"] == "ubuntu"
 
@@ -50,7 +50,7 @@ def test_aggregate_create_set_show_list_delete_agree_with_database(stack, aggreg
     finally:
         stack.run_openstack("aggregate", "delete", aggregate_name)
     with pytest.raises(exception.AggregateNotFound):
-        db_api.aggregate_get(stack.db, agg_id)
+        db_aggregates.aggregate_get(stack.db, agg_id)
     names = [r["Name"] for r in stack.openstack_json("aggregate", "list")]
     assert aggregate_name not in names
 
@@ -62,14 +62,15 @@ def test_aggregate_add_and_remove_host_agree_with_database(stack, aggregate_name
         assert shown["hosts"] == ["compute1"]
         shown = stack.openstack_json("aggregate", "add", "host", aggregate_name, "compute3")
         assert sorted(shown["hosts"]) == ["compute1", "compute3"]
-        assert sorted(db_api.aggregate_get(stack.db, agg_id)["hosts"]) == ["compute1", "compute3"]
+        in_db = db_aggregates.aggregate_get(stack.db, agg_id)
+        assert sorted(in_db["hosts"]) == ["compute1", "compute3"]
 
         row = _row(stack.openstack_json("aggregate", "list", "--long"), aggregate_name)
         assert sorted(row["Hosts"]) == ["compute1", "compute3"]
 
         shown = stack.openstack_json("aggregate", "remove", "host", aggregate_name, "compute1")
         assert shown["hosts"] == ["compute3"]
-        assert db_api.aggregate_get(stack.db, agg_id)["hosts"] == ["compute3"]
+        assert db_aggregates.aggregate_get(stack.db, agg_id)["hosts"] == ["compute3"]
     finally:
         stack.purge_aggregate(agg_id)
 
@@ -81,7 +82,7 @@ def test_add_host_of_unknown_compute_fails_and_leaves_database_unchanged(stack, 
                                    check=False)
         assert proc.returncode != 0
         assert "no-such-host" in proc.stderr
-        assert db_api.aggregate_get(stack.db, agg_id)["hosts"] == []
+        assert db_aggregates.aggregate_get(stack.db, agg_id)["hosts"] == []
     finally:
         stack.purge_aggregate(agg_id)
 
@@ -92,7 +93,7 @@ def test_member_role_gets_403_and_creates_nothing(stack, aggregate_name):
     assert resp.status_code == 403, resp.text
     assert resp.json()["forbidden"]["code"] == 403
     assert resp.headers["X-Compute-Request-Id"].startswith("req-")
-    assert aggregate_name not in [a["name"] for a in db_api.aggregate_list(stack.db)]
+    assert aggregate_name not in [a["name"] for a in db_aggregates.aggregate_list(stack.db)]
 
 
 def test_member_role_gets_403_on_host_changes(stack, make_aggregate):
@@ -100,11 +101,11 @@ def test_member_role_gets_403_on_host_changes(stack, make_aggregate):
     resp = stack.api_request("POST", f"os-aggregates/{agg['id']}/action", user="member",
                              json={"add_host": {"host": "compute1"}})
     assert resp.status_code == 403, resp.text
-    assert db_api.aggregate_get(stack.db, agg["id"])["hosts"] == []
+    assert db_aggregates.aggregate_get(stack.db, agg["id"])["hosts"] == []
 
 
 def test_unknown_aggregate_gets_404(stack):
-    unknown = max([a["id"] for a in db_api.aggregate_list(stack.db)], default=0) + 1000
+    unknown = max([a["id"] for a in db_aggregates.aggregate_list(stack.db)], default=0) + 1000
     resp = stack.api_request("GET", f"os-aggregates/{unknown}")
     assert resp.status_code == 404, resp.text
     assert str(unknown) in resp.json()["itemNotFound"]["message"]
@@ -121,14 +122,14 @@ def test_unknown_aggregate_gets_404(stack):
     b'{"aggregate": ',                            # not JSON
 ], ids=["missing-name", "empty-name", "not-json"])
 def test_malformed_create_body_gets_400_with_message(stack, body):
-    before = len(db_api.aggregate_list(stack.db))
+    before = len(db_aggregates.aggregate_list(stack.db))
     resp = stack.api_request("POST", "os-aggregates", data=body,
                              headers={"Content-Type": "application/json"})
     assert resp.status_code == 400, resp.text
     fault = resp.json()["badRequest"]
     assert fault["code"] == 400
     assert fault["message"].strip()
-    assert len(db_api.aggregate_list(stack.db)) == before
+    assert len(db_aggregates.aggregate_list(stack.db)) == before
 
 
 def test_image_list_reaches_the_stack_glance(stack):

@@ -26,7 +26,7 @@ import pytest
 
 from fleetcache.common import rpc
 from fleetcache.common.context import get_admin_context
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import jobs
 from fleetcache.image import local
 from tests.integration.daemons import (
@@ -116,9 +116,9 @@ def _calls(dep: Deployment, host: str, image_id: str) -> int:
 def test_two_conductors_run_a_job_each_side_by_side(
         deployment: tuple[Deployment, list[str]]) -> None:
     dep, image_ids = deployment
-    aggregate = db_api.aggregate_create(dep.db, "two-conductors")
+    aggregate = db_aggregates.aggregate_create(dep.db, "two-conductors")
     for host in HOSTS:
-        db_api.aggregate_add_host(dep.db, aggregate["id"], host)
+        db_aggregates.aggregate_add_host(dep.db, aggregate["id"], host)
     transports, client = conductor_client(URL)
     try:
         ctxt = get_admin_context()

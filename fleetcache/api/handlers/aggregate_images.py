@@ -21,7 +21,7 @@ from fleetcache.api.policies import aggregate_images as policies
 from fleetcache.api.schemas import aggregate_images as schemas
 from fleetcache.api.state import ApiState
 from fleetcache.common import exception, rpc
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import jobs as db_jobs
 
 LOG = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def cache_aggregate_images(req: webob.Request) -> webob.Response:
     if len(set(image_ids)) != len(image_ids):
         raise exception.InvalidInput("Duplicate images in request")
     pin_seconds = body.get(schemas.PIN_KEY)
-    db_api.aggregate_get(state.db, ident)  # 404 before the conductor is asked
+    db_aggregates.aggregate_get(state.db, ident)  # 404 before the conductor is asked
     try:
         job = state.conductor_api.cache_images(context, ident, image_ids,
                                                pin_seconds=pin_seconds)
@@ -126,7 +126,7 @@ def list_aggregate_image_jobs(req: webob.Request) -> webob.Response:
     """List the pre-cache jobs of an aggregate, newest first, without per-host results."""
     state = util.get_state(req)
     policy.authorize(state.enforcer, util.get_context(req), policies.JOBS)
-    aggregate = db_api.aggregate_get(state.db, aggregates.aggregate_id(req))
+    aggregate = db_aggregates.aggregate_get(state.db, aggregates.aggregate_id(req))
     jobs = [
         job
         for job in db_jobs.job_list(state.db, aggregate_id=aggregate["id"])
@@ -140,7 +140,7 @@ def list_aggregate_image_jobs(req: webob.Request) -> webob.Response:
 def _aggregate_uuid(state: ApiState, ident: int) -> str | None:
     """The uuid of aggregate ``ident``; ``None`` once it is deleted (its jobs stay readable)."""
     try:
-        return db_api.aggregate_get(state.db, ident)["uuid"]
+        return db_aggregates.aggregate_get(state.db, ident)["uuid"]
     except exception.AggregateNotFound:
         return None
 

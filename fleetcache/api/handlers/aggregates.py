@@ -22,8 +22,8 @@ from fleetcache.api import fault, microversion, policy, util, validation
 from fleetcache.api.policies import aggregates as policies
 from fleetcache.api.schemas import aggregates as schemas
 from fleetcache.common import exception, rpc
-from fleetcache.common.db import api as db_api
-from fleetcache.common.db.api import AggregateDict
+from fleetcache.common.db import aggregates as db_aggregates
+from fleetcache.common.db.aggregates import AggregateDict
 from fleetcache.common.isolation import ISOLATION_KEY, isolated_properties
 
 UUID_VERSION = microversion.Version(2, 41)
@@ -70,7 +70,7 @@ def aggregate_id(req: webob.Request) -> int:
 def list_aggregates(req: webob.Request) -> webob.Response:
     """List all aggregates."""
     _authorize(req, "index")
-    aggregates = db_api.aggregate_list(util.get_state(req).db)
+    aggregates = db_aggregates.aggregate_list(util.get_state(req).db)
     return util.json_response({"aggregates": [format_aggregate(req, a) for a in aggregates]})
 
 
@@ -78,7 +78,7 @@ def create_aggregate(req: webob.Request) -> webob.Response:
     """Create an aggregate, optionally in an availability zone (200, as Nova)."""
     _authorize(req, "create")
     body = validation.extract_body(req, schemas.CREATE)["aggregate"]
-    aggregate = db_api.aggregate_create(
+    aggregate = db_aggregates.aggregate_create(
         util.get_state(req).db, body["name"], body.get("availability_zone")
     )
     return _one(req, aggregate)
@@ -90,8 +90,8 @@ def get_aggregate(req: webob.Request) -> webob.Response:
     db = util.get_state(req).db
     raw = req.urlvars["aggregate_id"]
     if uuidutils.is_uuid_like(raw):
-        return _one(req, db_api.aggregate_get_by_uuid(db, raw))
-    return _one(req, db_api.aggregate_get(db, aggregate_id(req)))
+        return _one(req, db_aggregates.aggregate_get_by_uuid(db, raw))
+    return _one(req, db_aggregates.aggregate_get(db, aggregate_id(req)))
 
 
 def update_aggregate(req: webob.Request) -> webob.Response:
@@ -99,7 +99,7 @@ def update_aggregate(req: webob.Request) -> webob.Response:
     _authorize(req, "update")
     ident = aggregate_id(req)
     body = validation.extract_body(req, schemas.UPDATE)["aggregate"]
-    aggregate = db_api.aggregate_update(
+    aggregate = db_aggregates.aggregate_update(
         util.get_state(req).db,
         ident,
         name=body.get("name"),
@@ -112,7 +112,7 @@ def delete_aggregate(req: webob.Request) -> webob.Response:
     """Delete an aggregate without hosts (200, empty body, as Nova)."""
     _authorize(req, "delete")
     try:
-        db_api.aggregate_delete(util.get_state(req).db, aggregate_id(req))
+        db_aggregates.aggregate_delete(util.get_state(req).db, aggregate_id(req))
     except exception.AggregateNotEmpty as exc:
         # Nova answers 400 (InvalidAggregateAction) here, not 409; keep the stable error code.
         return fault.fault_response(400, exc.message, exc.error_code)
@@ -140,15 +140,15 @@ def post_aggregate_action(req: webob.Request) -> webob.Response:
     db = util.get_state(req).db
     args = body[action]
     if action == "add_host":
-        aggregate = db_api.aggregate_add_host(db, ident, args["host"])
+        aggregate = db_aggregates.aggregate_add_host(db, ident, args["host"])
         _mirror_to_placement(req, args["host"])
     elif action == "remove_host":
-        aggregate = db_api.aggregate_remove_host(db, ident, args["host"])
+        aggregate = db_aggregates.aggregate_remove_host(db, ident, args["host"])
         _mirror_to_placement(req, args["host"])
     else:
         _check_isolation(args["metadata"])
-        _check_metadata_limit(db_api.aggregate_get(db, ident), args["metadata"])
-        aggregate = db_api.aggregate_set_metadata(db, ident, args["metadata"])
+        _check_metadata_limit(db_aggregates.aggregate_get(db, ident), args["metadata"])
+        aggregate = db_aggregates.aggregate_set_metadata(db, ident, args["metadata"])
     return _one(req, aggregate)
 
 

@@ -26,8 +26,8 @@ import webob
 from fleetcache.api import policy, util
 from fleetcache.api.policies import host_image_cache as policies
 from fleetcache.common import binaries, exception
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import host_images, jobs
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.models import utcnow
 
 #: The longest host name the database stores.
@@ -42,7 +42,7 @@ def list_host_image_cache(req: webob.Request) -> webob.Response:
     if not 0 < len(host) <= MAX_HOST_LENGTH:
         raise exception.ComputeHostNotFound(host=host[:MAX_HOST_LENGTH])
     summary, images = host_images.host_cache_get(state.db, host)
-    if summary is None and not db_api.service_list(state.db, binaries.COMPUTE, hosts=[host]):
+    if summary is None and not db_services.service_list(state.db, binaries.COMPUTE, hosts=[host]):
         raise exception.ComputeHostNotFound(host=host)
     pending = jobs.pending_catch_ups(state.db, host)
     return util.json_response(

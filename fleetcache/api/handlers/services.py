@@ -20,8 +20,9 @@ import webob
 from fleetcache.api import microversion, policy, util
 from fleetcache.api.policies import services as policies
 from fleetcache.common import binaries, servicegroup
-from fleetcache.common.db import api as db_api
-from fleetcache.common.db.api import ServiceDict
+from fleetcache.common.db import aggregates as db_aggregates
+from fleetcache.common.db import services as db_services
+from fleetcache.common.db.services import ServiceDict
 
 FORCED_DOWN_VERSION = microversion.Version(2, 11)
 UUID_ID_VERSION = microversion.Version(2, 53)
@@ -31,7 +32,7 @@ NOT_IN_PLACEMENT = "not schedulable: not yet reported to Placement"
 
 def _host_zones(req: webob.Request) -> dict[str, str]:
     zones: dict[str, set[str]] = {}
-    for aggregate in db_api.aggregate_list(util.get_state(req).db):
+    for aggregate in db_aggregates.aggregate_list(util.get_state(req).db):
         zone = aggregate["availability_zone"]
         if zone:
             for host in aggregate["hosts"]:
@@ -73,7 +74,7 @@ def list_services(req: webob.Request) -> webob.Response:
     policy.authorize(util.get_state(req).enforcer, util.get_context(req), policies.LIST)
     host = req.GET.get("host")
     binary = req.GET.get("binary")
-    services = db_api.service_list(
+    services = db_services.service_list(
         util.get_state(req).db, binary=binary, hosts=[host] if host else None
     )
     zones = _host_zones(req)

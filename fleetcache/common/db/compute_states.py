@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from fleetcache.common import binaries
 from fleetcache.common.db import models
-from fleetcache.common.db.api import CellDict
+from fleetcache.common.db.cells import CellDict
 from fleetcache.common.db.inlist import padded
 from fleetcache.common.db.session import Database
 

@@ -1,4 +1,4 @@
-"""Schema migrations with alembic (``fleetcache-manage db sync``)."""
+"""The schema as a whole: alembic migrations (``fleetcache-manage db sync``) and emptying it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import delete
 
+from fleetcache.common.db import models
 from fleetcache.common.db.session import Database
 
 _SCRIPT_LOCATION = os.path.join(os.path.dirname(__file__), "alembic")
@@ -37,3 +39,18 @@ def head_revision() -> str | None:
     config = Config()
     config.set_main_option("script_location", _SCRIPT_LOCATION)
     return ScriptDirectory.from_config(config).get_current_head()
+
+
+def purge_all(db: Database) -> None:
+    """Delete every row (tests and the demo only)."""
+    with db.transaction() as session:
+        for model in (
+            models.CacheJobResult,
+            models.CacheJob,
+            models.AggregateMetadata,
+            models.AggregateHost,
+            models.Aggregate,
+            models.Service,
+            models.Cell,
+        ):
+            session.execute(delete(model))

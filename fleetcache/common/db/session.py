@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 
 class Database:
-    """One engine and its session factory; pass it to the functions in ``db.api``."""
+    """One engine and its session factory; pass it to the query functions."""
 
     def __init__(self, url: str, max_pool_size: int = 10, pool_recycle: int = 3600) -> None:
         self.url = url

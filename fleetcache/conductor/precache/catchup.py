@@ -36,10 +36,12 @@ import threading
 
 from fleetcache.common import binaries, exception
 from fleetcache.common.context import RequestContext, get_admin_context
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import job_leases, jobs
-from fleetcache.common.db.api import AggregateDict, ServiceDict
+from fleetcache.common.db import services as db_services
+from fleetcache.common.db.aggregates import AggregateDict
 from fleetcache.common.db.models import utcnow
+from fleetcache.common.db.services import ServiceDict
 from fleetcache.common.servicegroup import service_is_up
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor.precache import notifications
@@ -114,7 +116,7 @@ class CatchUp:
             self._pending = pending
         if not pending:
             return
-        services = db_api.service_list(self.db, binary=binaries.COMPUTE, hosts=list(pending))
+        services = db_services.service_list(self.db, binary=binaries.COMPUTE, hosts=list(pending))
         down_time = self.precacher.conf.service_down_time
         for service in services:
             if not service["disabled"] and service_is_up(service, down_time):
@@ -162,7 +164,7 @@ class CatchUp:
         if not pending:
             return
         try:
-            aggregate = db_api.aggregate_get_by_uuid(self.db, job["aggregate_uuid"])
+            aggregate = db_aggregates.aggregate_get_by_uuid(self.db, job["aggregate_uuid"])
         except exception.AggregateNotFound:
             aggregate = None
         ctxt = get_admin_context()

@@ -29,7 +29,7 @@ from typing import Protocol
 
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import jobs
-from fleetcache.common.db.api import CellDict
+from fleetcache.common.db.cells import CellDict
 from fleetcache.common.db.compute_states import ComputeState
 from fleetcache.common.db.session import Database
 from fleetcache.compute.rpcapi import ImageResult

@@ -48,9 +48,9 @@ from oslo_config import cfg
 
 from fleetcache.common import binaries, exception
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import job_leases, jobs
-from fleetcache.common.db.api import AggregateDict
+from fleetcache.common.db.aggregates import AggregateDict
 from fleetcache.common.db.compute_states import compute_states
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.models import utcnow as models_utcnow
@@ -147,7 +147,7 @@ class Precacher:
         """
         if not image_ids:
             raise exception.InvalidInput(reason="no image to cache")
-        aggregate = db_api.aggregate_get(self.db, aggregate_id)
+        aggregate = db_aggregates.aggregate_get(self.db, aggregate_id)
         # By the image service's spelling of each id (the API takes any UUID form, e.g.
         # upper case, which Glance on MySQL answers in lower case): one job entry per image.
         metas: dict[str, Mapping[str, object]] = {}

@@ -12,7 +12,7 @@ import logging
 from typing import Any, TypedDict
 
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db.api import AggregateDict
+from fleetcache.common.db.aggregates import AggregateDict
 
 LOG = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ import logging
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext, get_admin_context
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import job_leases, jobs
 from fleetcache.common.db.models import utcnow
 from fleetcache.conductor.precache.job import PrecacheJob, Precacher
@@ -93,7 +93,7 @@ class JobTakeover:
             return  # catch-up serves it from now on
         ctxt = ctxt or get_admin_context()
         try:
-            aggregate = db_api.aggregate_get_by_uuid(self.db, job["aggregate_uuid"])
+            aggregate = db_aggregates.aggregate_get_by_uuid(self.db, job["aggregate_uuid"])
         except exception.AggregateNotFound:
             job_leases.job_end_first_pass(self.db, job_uuid,
                                           error="its aggregate was deleted before a takeover")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.isolation import ISOLATION_KEY, isolated_properties, split_values
 
 TRAIT_PREFIX = "trait:"
@@ -52,8 +52,8 @@ class AggregateCatalog:
 
     def availability_zones(self) -> dict[str, str]:
         """``{uuid: zone}`` of the aggregates that set one."""
-        return {agg: md[db_api.AZ_KEY] for agg, md in self.metadata.items()
-                if md.get(db_api.AZ_KEY)}
+        return {agg: md[db_aggregates.AZ_KEY] for agg, md in self.metadata.items()
+                if md.get(db_aggregates.AZ_KEY)}
 
     def required_traits(self) -> dict[str, set[str]]:
         """``{uuid: {trait, ...}}`` of the aggregates with ``trait:<T>=required`` metadata

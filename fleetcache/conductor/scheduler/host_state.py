@@ -10,8 +10,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import scheduling
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.scheduling import ComputeStatus
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.placement.provider import provider_uuid
@@ -80,7 +80,7 @@ class ProviderHosts:
             if any(p not in self._hosts for p in wanted):
                 version = scheduling.compute_hosts_version(self.db)
                 if version != self._version:
-                    self._hosts = {provider_uuid(h): h for h in db_api.compute_hosts(self.db)}
+                    self._hosts = {provider_uuid(h): h for h in db_services.compute_hosts(self.db)}
                     self._version = version
             known = self._hosts
         return {p: known[p] for p in wanted if p in known}

@@ -11,8 +11,8 @@ from oslo_config import cfg
 
 from fleetcache.api import wsgi
 from fleetcache.common import config
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import migration
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from tests.functional.api.helpers import StubConductorAPI
 
@@ -49,5 +49,5 @@ def app(conf: cfg.ConfigOpts, db: Database, conductor: StubConductorAPI) -> webt
 def computes(db: Database) -> list[str]:
     hosts = ["c1", "c2", "c3"]
     for host in hosts:
-        db_api.service_register(db, host, "fleetcache-compute", "compute", None)
+        db_services.service_register(db, host, "fleetcache-compute", "compute", None)
     return hosts

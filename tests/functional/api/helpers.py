@@ -9,7 +9,7 @@ import webtest
 
 from fleetcache.common import instance_states
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import instances as db_instances
 from fleetcache.common.db import jobs as db_jobs
 from fleetcache.common.db import models
@@ -48,7 +48,7 @@ class StubConductorAPI:
         self.pins.append(pin_seconds)
         if self.error is not None:
             raise self.error
-        aggregate = db_api.aggregate_get(self.db, aggregate_id)
+        aggregate = db_aggregates.aggregate_get(self.db, aggregate_id)
         pin_until = (None if pin_seconds is None else
                      models.utcnow() + datetime.timedelta(seconds=pin_seconds))
         return db_jobs.job_create(

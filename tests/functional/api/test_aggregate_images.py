@@ -6,7 +6,7 @@ import pytest
 import webtest
 
 from fleetcache.common import exception
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import jobs as db_jobs
 from fleetcache.common.db.session import Database
 from tests.functional.api.helpers import (
@@ -133,7 +133,7 @@ def test_conductor_aggregate_not_found_is_404(
 
 
 def _job_with_results(db: Database) -> db_jobs.JobDict:
-    uuid = db_api.aggregate_get(db, 1)["uuid"]
+    uuid = db_aggregates.aggregate_get(db, 1)["uuid"]
     job = db_jobs.job_create(db, 1, uuid, [IMG1, IMG2], 3, "cond1")
     db_jobs.job_set_state(db, job["uuid"], db_jobs.RUNNING)
 

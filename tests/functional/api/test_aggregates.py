@@ -8,7 +8,7 @@ import pytest
 import webtest
 
 from fleetcache.common import exception
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db.session import Database
 from tests.functional.api.helpers import (
     LATEST,
@@ -36,7 +36,7 @@ def test_create_returns_200_and_the_aggregate(app: webtest.TestApp, db: Database
     assert agg["id"] == 1 and agg["name"] == "agg1" and agg["availability_zone"] == "az1"
     assert agg["hosts"] == [] and agg["metadata"] == {"availability_zone": "az1"}
     assert agg["deleted"] is False and agg["deleted_at"] is None
-    assert agg["uuid"] == db_api.aggregate_get(db, 1)["uuid"]
+    assert agg["uuid"] == db_aggregates.aggregate_get(db, 1)["uuid"]
 
 
 def test_list_and_show_always_include_hosts_and_metadata(app: webtest.TestApp) -> None:
@@ -136,7 +136,7 @@ def test_add_and_remove_host(
     create_aggregate(app, "a")
     agg = _action(app, 1, {"add_host": {"host": "c1"}}).json["aggregate"]
     assert agg["hosts"] == ["c1"] and agg["metadata"] == {}
-    assert db_api.aggregate_get(db, 1)["hosts"] == ["c1"]
+    assert db_aggregates.aggregate_get(db, 1)["hosts"] == ["c1"]
     assert conductor.aggregate_syncs == ["c1"]
     agg = _action(app, 1, {"remove_host": {"host": "c1"}}).json["aggregate"]
     assert agg["hosts"] == []

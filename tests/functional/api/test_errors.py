@@ -46,12 +46,12 @@ def test_fault_carries_stable_error_code(app: webtest.TestApp) -> None:
 def test_unexpected_error_is_500_compute_fault(
     app: webtest.TestApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fleetcache.common.db import api as db_api
+    from fleetcache.common.db import aggregates as db_aggregates
 
     def boom(*args: object) -> None:
         raise RuntimeError("database on fire")
 
-    monkeypatch.setattr(db_api, "aggregate_list", boom)
+    monkeypatch.setattr(db_aggregates, "aggregate_list", boom)
     response = app.get("/v2.1/os-aggregates", expect_errors=True)
     message = fault(response, "computeFault", 500)
     assert "database on fire" not in message

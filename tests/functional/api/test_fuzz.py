@@ -35,8 +35,8 @@ from schemathesis.specs.openapi.checks import (
 
 from fleetcache.api import routes, wsgi
 from fleetcache.common import config
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import migration
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.image import local
 from tests.functional.api.helpers import StubConductorAPI
@@ -85,7 +85,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     application = wsgi.init_application(conf, conductor_api=conductor)
     state = World(application, db)
     for host in HOSTS:
-        db_api.service_register(db, host, "fleetcache-compute", "compute", None)
+        db_services.service_register(db, host, "fleetcache-compute", "compute", None)
     client = webtest.TestApp(application)
     for number in range(3):
         aggregate = client.post_json(

@@ -14,7 +14,7 @@ import pytest
 import webtest
 
 from fleetcache.api import util
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db.session import Database
 from tests.functional.api.helpers import LATEST, MEMBER, create_aggregate, fault
 
@@ -93,7 +93,7 @@ def test_a_lone_surrogate_is_400(
 ) -> None:
     create_aggregate(app)
     fault(_post(app, path, body), "badRequest", 400)
-    assert db_api.aggregate_get(db, 1)["metadata"] == {}
+    assert db_aggregates.aggregate_get(db, 1)["metadata"] == {}
 
 
 # 6. Body size ---------------------------------------------------------------------------------
@@ -104,7 +104,7 @@ def test_a_body_over_the_limit_is_413(app: webtest.TestApp, db: Database) -> Non
     body = json.dumps({"set_metadata": {"metadata": metadata}})
     response = _post(app, "/v2.1/os-aggregates/1/action", body)
     assert "114688 bytes" in fault(response, "overLimit", 413)
-    assert db_api.aggregate_get(db, 1)["metadata"] == {}
+    assert db_aggregates.aggregate_get(db, 1)["metadata"] == {}
 
 
 def test_a_chunked_body_over_the_limit_is_413(app: webtest.TestApp) -> None:
@@ -134,7 +134,7 @@ def test_metadata_is_capped_per_request_and_per_aggregate(
     # Deleting keys in the same request makes room.
     swap = more | {f"a{i}": None for i in range(29)}
     app.post_json("/v2.1/os-aggregates/1/action", {"set_metadata": {"metadata": swap}})
-    assert len(db_api.aggregate_get(db, 1)["metadata"]) == 100
+    assert len(db_aggregates.aggregate_get(db, 1)["metadata"]) == 100
 
 
 def test_a_short_body_is_408(app: webtest.TestApp) -> None:

@@ -8,8 +8,8 @@ import webtest
 from oslo_config import cfg
 from sqlalchemy import update
 
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import models
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from tests.functional.api.helpers import LATEST, MEMBER, create_aggregate, fault
 
@@ -27,13 +27,13 @@ def _age(db: Database, host: str, seconds: int) -> None:
 def test_list_shows_state_status_and_zone(
     app: webtest.TestApp, db: Database, computes: list[str], conf: cfg.ConfigOpts
 ) -> None:
-    db_api.service_register(db, "ctl", "fleetcache-conductor", "conductor", None)
+    db_services.service_register(db, "ctl", "fleetcache-conductor", "conductor", None)
     create_aggregate(app, "a", availability_zone="az1")
     app.post_json("/v2.1/os-aggregates/1/action", {"add_host": {"host": "c1"}})
     _age(db, "c2", conf.service_down_time + 5)
-    svc = db_api.service_get(db, "c3", "fleetcache-compute")
-    db_api.service_update(db, svc["id"], disabled=True, disabled_reason="maintenance")
-    db_api.service_placement_synced(db, "c1", "fleetcache-compute", {})
+    svc = db_services.service_get(db, "c3", "fleetcache-compute")
+    db_services.service_update(db, svc["id"], disabled=True, disabled_reason="maintenance")
+    db_services.service_placement_synced(db, "c1", "fleetcache-compute", {})
 
     services = {s["host"]: s for s in app.get(SERVICES).json["services"]}
     assert services["c1"] == {
@@ -52,7 +52,7 @@ def test_list_shows_state_status_and_zone(
 
 
 def test_filters(app: webtest.TestApp, db: Database, computes: list[str]) -> None:
-    db_api.service_register(db, "c1", "fleetcache-conductor", "conductor", None)
+    db_services.service_register(db, "c1", "fleetcache-conductor", "conductor", None)
     hosts = app.get(SERVICES, {"host": "c1"}).json["services"]
     assert sorted(s["binary"] for s in hosts) == ["fleetcache-compute", "fleetcache-conductor"]
     binaries = app.get(SERVICES, {"binary": "fleetcache-conductor"}).json["services"]
@@ -64,8 +64,8 @@ def test_filters(app: webtest.TestApp, db: Database, computes: list[str]) -> Non
 def test_forced_down_and_uuid_ids_at_newer_microversions(
     app: webtest.TestApp, db: Database, computes: list[str]
 ) -> None:
-    svc = db_api.service_get(db, "c1", "fleetcache-compute")
-    db_api.service_update(db, svc["id"], forced_down=True)
+    svc = db_services.service_get(db, "c1", "fleetcache-compute")
+    db_services.service_update(db, svc["id"], forced_down=True)
     at_211 = app.get(SERVICES, {"host": "c1"}, headers={"OpenStack-API-Version": "compute 2.11"})
     first = at_211.json["services"][0]
     assert first["forced_down"] is True and first["state"] == "down" and first["id"] == svc["id"]

@@ -15,7 +15,7 @@ from fleetcache.cmd import compute as compute_cmd
 from fleetcache.cmd import conductor as conductor_cmd
 from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.migration import db_sync
 from fleetcache.common.db.session import Database
 from fleetcache.compute import rpcapi
@@ -57,7 +57,7 @@ class Stack:
         self.compute_transports = rpc.Transports(self.compute_conf)
         self.compute = compute_cmd.build_service(self.compute_conf, self.compute_transports)
         self.compute.start()
-        wait_for(lambda: any(s["host"] == self.host for s in db_api.service_list(self.db)),
+        wait_for(lambda: any(s["host"] == self.host for s in db_services.service_list(self.db)),
                  "the compute to register")
         self.api = rpcapi.ComputeAPI(self.conf, self.transports.get())
         self.images_dir = self.conf.image_source.local_directory

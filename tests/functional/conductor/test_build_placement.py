@@ -12,8 +12,8 @@ from oslo_config import cfg
 
 from fleetcache.common import binaries
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import instances as db_instances
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.instances import InstanceCreate
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.build import InstanceBuilder
@@ -97,8 +97,8 @@ def test_a_rebuild_is_refused_an_image_the_hosts_aggregate_isolates_out(
     assert list(held) == [provider_uuid(host)]
     # Disabled for maintenance: no new instances, but its own are still rebuilt (ComputeFilter
     # does not judge a rebuild, as Nova's errata to OSSA-2017-005).
-    db_api.service_update(db, db_api.service_get(db, host, binaries.COMPUTE)["id"],
-                          disabled=True, disabled_reason="maintenance")
+    db_services.service_update(db, db_services.service_get(db, host, binaries.COMPUTE)["id"],
+                               disabled=True, disabled_reason="maintenance")
 
     _rebuild(builder, instance_uuid, ce_id)
 

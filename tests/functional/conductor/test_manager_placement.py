@@ -14,8 +14,9 @@ from oslo_config import cfg
 from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import binaries, rpc
 from fleetcache.common.context import get_admin_context
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import migration
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.manager import ConductorManager, ConductorState
 from fleetcache.conductor.placement import PlacementClient, ProviderSync, provider_uuid
@@ -49,9 +50,9 @@ def test_registration_writes_the_provider_and_makes_the_compute_schedulable(
     manager: ConductorManager, db: Database, placement_client: PlacementClient,
 ) -> None:
     host = unique_host("compute")
-    agg = db_api.aggregate_create(db, f"agg-{host}")
-    db_api.service_register(db, host, COMPUTE, "compute", None)  # known before the aggregate
-    db_api.aggregate_add_host(db, agg["id"], host)
+    agg = db_aggregates.aggregate_create(db, f"agg-{host}")
+    db_services.service_register(db, host, COMPUTE, "compute", None)  # known before the aggregate
+    db_aggregates.aggregate_add_host(db, agg["id"], host)
 
     manager.register_service(CTXT, host, COMPUTE, "compute",
                              capabilities(supports_image_type_qcow2=False))
@@ -59,7 +60,7 @@ def test_registration_writes_the_provider_and_makes_the_compute_schedulable(
     rp = provider_uuid(host)
     assert placement_client.get_traits(rp)[1] == {"COMPUTE_IMAGE_TYPE_RAW", "CUSTOM_TROVE"}
     assert placement_client.get_aggregates(rp)[1] == {agg["uuid"]}
-    assert db_api.service_get(db, host, COMPUTE)["placement_synced_at"] is not None
+    assert db_services.service_get(db, host, COMPUTE)["placement_synced_at"] is not None
 
 
 def test_a_compute_stays_unschedulable_until_placement_answers(
@@ -71,13 +72,13 @@ def test_a_compute_stays_unschedulable_until_placement_answers(
     manager.state.providers = ProviderSync(unreachable(placement_client), 1)
 
     manager.register_service(CTXT, host, COMPUTE, "compute", capabilities())
-    assert db_api.service_get(db, host, COMPUTE)["placement_synced_at"] is None
+    assert db_services.service_get(db, host, COMPUTE)["placement_synced_at"] is None
     manager.service_heartbeat(CTXT, host, COMPUTE)
-    assert db_api.service_get(db, host, COMPUTE)["placement_synced_at"] is None
+    assert db_services.service_get(db, host, COMPUTE)["placement_synced_at"] is None
 
     manager.state.providers = working
     manager.service_heartbeat(CTXT, host, COMPUTE)
-    assert db_api.service_get(db, host, COMPUTE)["placement_synced_at"] is not None
+    assert db_services.service_get(db, host, COMPUTE)["placement_synced_at"] is not None
     assert placement_client.get_provider(provider_uuid(host)) is not None
 
 
@@ -86,11 +87,11 @@ def test_a_new_registration_is_unschedulable_until_written_again(
 ) -> None:
     host = unique_host("compute")
     manager.register_service(CTXT, host, COMPUTE, "compute", capabilities())
-    assert db_api.service_get(db, host, COMPUTE)["placement_synced_at"] is not None
-    db_api.service_register(db, host, COMPUTE, "compute", None, capabilities(custom_traits=[]))
-    assert db_api.service_get(db, host, COMPUTE)["placement_synced_at"] is None
+    assert db_services.service_get(db, host, COMPUTE)["placement_synced_at"] is not None
+    db_services.service_register(db, host, COMPUTE, "compute", None, capabilities(custom_traits=[]))
+    assert db_services.service_get(db, host, COMPUTE)["placement_synced_at"] is None
     # a late success for the older capabilities does not count for the new ones
-    assert not db_api.service_placement_synced(db, host, COMPUTE, capabilities())
+    assert not db_services.service_placement_synced(db, host, COMPUTE, capabilities())
 
 
 def test_sync_host_aggregates_mirrors_adds_and_removes(
@@ -98,14 +99,14 @@ def test_sync_host_aggregates_mirrors_adds_and_removes(
 ) -> None:
     host = unique_host("compute")
     manager.register_service(CTXT, host, COMPUTE, "compute", capabilities())
-    agg = db_api.aggregate_create(db, f"agg-{host}")
+    agg = db_aggregates.aggregate_create(db, f"agg-{host}")
     rp = provider_uuid(host)
 
-    db_api.aggregate_add_host(db, agg["id"], host)
+    db_aggregates.aggregate_add_host(db, agg["id"], host)
     manager.sync_host_aggregates(CTXT, host)
     assert placement_client.get_aggregates(rp)[1] == {agg["uuid"]}
 
-    db_api.aggregate_remove_host(db, agg["id"], host)
+    db_aggregates.aggregate_remove_host(db, agg["id"], host)
     manager.sync_host_aggregates(CTXT, host)
     assert placement_client.get_aggregates(rp)[1] == set()
 

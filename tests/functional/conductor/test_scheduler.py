@@ -17,8 +17,9 @@ from oslo_config import cfg
 
 from fleetcache.common import binaries, exception
 from fleetcache.common.context import get_admin_context
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import migration
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.placement import PlacementClient, ProviderSync, provider_uuid
 from fleetcache.conductor.scheduler import FlavorSpec, RequestSpec, Scheduler
@@ -58,16 +59,17 @@ class Cloud:
     def compute(self, prefix: str, **kwargs: Any) -> str:
         host = unique_host(prefix)
         self.caps[host] = caps(**kwargs)
-        db_api.service_register(self.db, host, COMPUTE, "compute", None, self.caps[host])
+        db_services.service_register(self.db, host, COMPUTE, "compute", None, self.caps[host])
         self.sync.sync(host, self.caps[host], set())
         return host
 
     def aggregate(self, hosts: list[str], metadata: dict[str, str]) -> str:
-        agg = db_api.aggregate_create(self.db, f"agg-{uuid.uuid4().hex[:8]}")
+        agg = db_aggregates.aggregate_create(self.db, f"agg-{uuid.uuid4().hex[:8]}")
         for host in hosts:
-            db_api.aggregate_add_host(self.db, agg["id"], host)
-            self.sync.sync_aggregates(host, db_api.aggregate_uuids_by_host(self.db, [host])[host])
-        db_api.aggregate_set_metadata(self.db, agg["id"], dict(metadata))
+            db_aggregates.aggregate_add_host(self.db, agg["id"], host)
+            self.sync.sync_aggregates(
+                host, db_aggregates.aggregate_uuids_by_host(self.db, [host])[host])
+        db_aggregates.aggregate_set_metadata(self.db, agg["id"], dict(metadata))
         return agg["uuid"]
 
 
@@ -134,8 +136,8 @@ def test_strict_isolation_follows_metadata_without_restart(
     scheduler = Scheduler(placement_conf, db, placement_client)
     assert placed(scheduler, request({"disk_format": "raw"})) == [isolated]
 
-    db_api.aggregate_set_metadata(db, db_api.aggregate_get_by_uuid(db, agg)["id"],
-                                  {"image_isolation_property": "tesora_edition"})
+    db_aggregates.aggregate_set_metadata(db, db_aggregates.aggregate_get_by_uuid(db, agg)["id"],
+                                         {"image_isolation_property": "tesora_edition"})
     assert placed(scheduler, request({"disk_format": "raw"})) != [isolated]
 
 
@@ -189,7 +191,7 @@ def test_concurrent_requests_for_the_last_slots_give_exactly_that_many_claims(
     hosts = [cloud.compute("tiny", vcpus=1), cloud.compute("tiny", vcpus=1),
              cloud.compute("tiny", vcpus=1)]
     agg = cloud.aggregate(hosts, {"availability_zone": f"az-{uuid.uuid4().hex[:6]}"})
-    zone = db_api.aggregate_get_by_uuid(db, agg)["availability_zone"]
+    zone = db_aggregates.aggregate_get_by_uuid(db, agg)["availability_zone"]
     scheduler = Scheduler(placement_conf, db, placement_client)
     specs = [request({"disk_format": "raw"}, availability_zone=zone) for _ in range(requests)]
 
@@ -221,7 +223,7 @@ def test_a_multi_instance_request_that_cannot_fit_claims_nothing(
 ) -> None:
     host = cloud.compute("pair", vcpus=2)
     agg = cloud.aggregate([host], {"availability_zone": f"az-{uuid.uuid4().hex[:6]}"})
-    zone = db_api.aggregate_get_by_uuid(db, agg)["availability_zone"]
+    zone = db_aggregates.aggregate_get_by_uuid(db, agg)["availability_zone"]
     scheduler = Scheduler(placement_conf, db, placement_client)
     spec = request({"disk_format": "raw"}, n=3, availability_zone=zone, min_count=3)
 

@@ -6,7 +6,8 @@ import datetime
 
 import pytest
 
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import cells as db_cells
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.compute_states import compute_states
 from fleetcache.common.db.session import Database
 from fleetcache.common.servicegroup import service_is_up
@@ -17,12 +18,12 @@ CONDUCTOR = "fleetcache-conductor"
 
 
 def test_states_carry_cell_flags_and_heartbeat(db: Database) -> None:
-    cell = db_api.cell_create(db, "cell1", "rabbit://h/1")
-    c1 = db_api.service_register(db, "c1", COMPUTE, "compute", cell["id"])
-    c2 = db_api.service_register(db, "c2", COMPUTE, "compute", cell["id"])
-    db_api.service_register(db, "c3", COMPUTE, "compute", None)
-    db_api.service_update(db, c1["id"], disabled=True, disabled_reason="maintenance")
-    db_api.service_update(db, c2["id"], forced_down=True)
+    cell = db_cells.cell_create(db, "cell1", "rabbit://h/1")
+    c1 = db_services.service_register(db, "c1", COMPUTE, "compute", cell["id"])
+    c2 = db_services.service_register(db, "c2", COMPUTE, "compute", cell["id"])
+    db_services.service_register(db, "c3", COMPUTE, "compute", None)
+    db_services.service_update(db, c1["id"], disabled=True, disabled_reason="maintenance")
+    db_services.service_update(db, c2["id"], forced_down=True)
 
     states = compute_states(db, ["c1", "c2", "c3", "gone"])
 
@@ -37,10 +38,10 @@ def test_states_carry_cell_flags_and_heartbeat(db: Database) -> None:
 
 
 def test_hosts_of_a_cell_share_one_cell_dict_and_cells_stay_apart(db: Database) -> None:
-    one = db_api.cell_create(db, "cell1", "rabbit://h/1")
-    two = db_api.cell_create(db, "cell2", "rabbit://h/2")
+    one = db_cells.cell_create(db, "cell1", "rabbit://h/1")
+    two = db_cells.cell_create(db, "cell2", "rabbit://h/2")
     for n in range(4):
-        db_api.service_register(db, f"c{n}", COMPUTE, "compute", (one, two)[n % 2]["id"])
+        db_services.service_register(db, f"c{n}", COMPUTE, "compute", (one, two)[n % 2]["id"])
 
     states = compute_states(db, [f"c{n}" for n in range(4)])
 
@@ -49,9 +50,9 @@ def test_hosts_of_a_cell_share_one_cell_dict_and_cells_stay_apart(db: Database) 
 
 
 def test_only_services_of_the_binary_asked_for(db: Database) -> None:
-    db_api.service_register(db, "both", CONDUCTOR, "conductor", None)
-    db_api.service_register(db, "conductor-only", CONDUCTOR, "conductor", None)
-    db_api.service_register(db, "both", COMPUTE, "compute", None)
+    db_services.service_register(db, "both", CONDUCTOR, "conductor", None)
+    db_services.service_register(db, "conductor-only", CONDUCTOR, "conductor", None)
+    db_services.service_register(db, "both", COMPUTE, "compute", None)
 
     assert sorted(compute_states(db, ["both", "conductor-only"])) == ["both"]
     assert sorted(compute_states(db, ["both", "conductor-only"], CONDUCTOR)) == [
@@ -63,7 +64,7 @@ def test_pages_of_any_size_take_few_statement_texts(db: Database, sql_texts: lis
     """A job looks its hosts up 500 at a time, then the rest: one text per size filled
     SQLite's statement cache with statements of up to 500 parameters."""
     for n in range(40):
-        db_api.service_register(db, f"c{n:02d}", COMPUTE, "compute", None)
+        db_services.service_register(db, f"c{n:02d}", COMPUTE, "compute", None)
     hosts = [f"c{n:02d}" for n in range(40)]
     sql_texts.clear()
 

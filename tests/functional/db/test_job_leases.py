@@ -9,8 +9,9 @@ import threading
 
 import pytest
 
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import job_leases, jobs
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.jobs import ResultFields
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.db.session import Database
@@ -154,10 +155,10 @@ def test_window_close_skips_pending_hosts_saying_why(db: Database) -> None:
 
 def test_host_added_is_pending_in_open_jobs_of_its_aggregates_only(db: Database) -> None:
     for host in ("h1", "h3"):
-        db_api.service_register(db, host, "fleetcache-compute", "compute", None, {})
-    agg = db_api.aggregate_create(db, "a1")
-    other = db_api.aggregate_create(db, "a2")
-    db_api.aggregate_add_host(db, agg["id"], "h3")
+        db_services.service_register(db, host, "fleetcache-compute", "compute", None, {})
+    agg = db_aggregates.aggregate_create(db, "a1")
+    other = db_aggregates.aggregate_create(db, "a2")
+    db_aggregates.aggregate_add_host(db, agg["id"], "h3")
     open_job = _job(db, aggregate_id=agg["id"])
     no_window = _job(db, aggregate_id=agg["id"], window=None)
     closed = _job(db, aggregate_id=agg["id"], window=-HOUR)
@@ -173,7 +174,7 @@ def test_host_added_is_pending_in_open_jobs_of_its_aggregates_only(db: Database)
     for untouched in (no_window, closed, elsewhere, finished):
         assert jobs.job_get(db, untouched["uuid"])["results"] == []
     assert job_leases.jobs_add_host(db, "h3", utcnow()) == []  # once only
-    db_api.aggregate_add_host(db, agg["id"], "h1")  # a host the job already has
+    db_aggregates.aggregate_add_host(db, agg["id"], "h1")  # a host the job already has
     assert job_leases.jobs_add_host(db, "h1", utcnow()) == []
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy
 
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import host_images, migration
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from tests.stored_reports import stored_report
 
@@ -37,7 +37,7 @@ def test_upgrade_from_0001_keeps_data_and_adds_host_images(db: Database) -> None
     migration.db_sync(db)
 
     assert migration.db_version(db) == migration.head_revision()
-    assert [s["host"] for s in db_api.service_list(db)] == ["h1"]
+    assert [s["host"] for s in db_services.service_list(db)] == ["h1"]
     host_images.set_host_images(db, "h1", [{"image_id": "a", "size": 1, "last_used": 0.0}], 1)
     report = stored_report(db, "h1")
     assert report is not None and report["image_count"] == 1

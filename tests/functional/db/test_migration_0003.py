@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy
 
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import migration
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from tests.functional.db.test_migration_0002 import insert_service
 
@@ -24,7 +24,8 @@ def test_upgrade_from_0002_marks_every_service_not_yet_in_placement(db: Database
     migration.db_sync(db, "0003")
 
     assert migration.db_version(db) == "0003"
-    [service] = db_api.service_list(db)
+    [service] = db_services.service_list(db)
     assert service["host"] == "h1" and service["placement_synced_at"] is None
-    assert db_api.service_placement_synced(db, "h1", "fleetcache-compute", {})
-    assert db_api.service_get(db, "h1", "fleetcache-compute")["placement_synced_at"] is not None
+    assert db_services.service_placement_synced(db, "h1", "fleetcache-compute", {})
+    synced_at = db_services.service_get(db, "h1", "fleetcache-compute")["placement_synced_at"]
+    assert synced_at is not None

@@ -9,7 +9,7 @@ from oslo_config import cfg
 
 from fleetcache.cmd import conductor as conductor_cmd
 from fleetcache.common import rpc
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import cells as db_cells
 from fleetcache.common.db import jobs, models
 from fleetcache.common.db.session import Database
 
@@ -45,7 +45,7 @@ def test_first_takeover_pass_claims_the_jobs_a_previous_conductor_here_left(
 def test_serves_the_default_transport_and_each_cell(
     conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
 ) -> None:
-    db_api.cell_create(db, "cell1", "fake:///cell1")
+    db_cells.cell_create(db, "cell1", "fake:///cell1")
     service, state = conductor_cmd.build_service(conf, db, transports)
     service.start()
     try:

@@ -8,8 +8,9 @@ import pytest
 from oslo_config import cfg
 
 from fleetcache.cmd import manage
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import cells as db_cells
 from fleetcache.common.db import migration
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 
 
@@ -69,9 +70,9 @@ def test_cell_create_list_update_delete(synced: Manage) -> None:
     assert "s3cret" in run("cell", "list", "--verbose")[1]
     assert run("cell", "update", "cell1", "--name", "cellA")[0] == 0
     assert run("cell", "update", "cellA", "--transport-url", "rabbit://h/other")[0] == 0
-    assert [c["transport_url"] for c in db_api.cell_list(run.db())] == ["rabbit://h/other"]
+    assert [c["transport_url"] for c in db_cells.cell_list(run.db())] == ["rabbit://h/other"]
     assert run("cell", "delete", "cellA")[0] == 0
-    assert db_api.cell_list(run.db()) == []
+    assert db_cells.cell_list(run.db()) == []
 
 
 def test_cell_errors(synced: Manage) -> None:
@@ -91,8 +92,8 @@ def test_cell_delete_refuses_while_services_are_mapped(synced: Manage) -> None:
     run = synced
     run("cell", "create", "--name", "c", "--transport-url", "rabbit://h/")
     db = run.db()
-    [cell] = db_api.cell_list(db)
-    db_api.service_register(db, "h1", "fleetcache-compute", "compute", cell["id"])
+    [cell] = db_cells.cell_list(db)
+    db_services.service_register(db, "h1", "fleetcache-compute", "compute", cell["id"])
     code, _, err = run("cell", "delete", "c")
     assert code == 1 and "h1" in err
 
@@ -101,11 +102,11 @@ def test_service_list_shows_cell_state_and_status(synced: Manage) -> None:
     run = synced
     run("cell", "create", "--name", "cell1", "--transport-url", "rabbit://h/")
     db = run.db()
-    [cell1] = db_api.cell_list(db)
-    db_api.service_register(db, "h1", "fleetcache-compute", "compute", cell1["id"])
-    db_api.service_register(db, "h2", "fleetcache-compute", "compute", None)
-    svc = db_api.service_get(db, "h2", "fleetcache-compute")
-    db_api.service_update(db, svc["id"], forced_down=True)
+    [cell1] = db_cells.cell_list(db)
+    db_services.service_register(db, "h1", "fleetcache-compute", "compute", cell1["id"])
+    db_services.service_register(db, "h2", "fleetcache-compute", "compute", None)
+    svc = db_services.service_get(db, "h2", "fleetcache-compute")
+    db_services.service_update(db, svc["id"], forced_down=True)
     code, out, _ = run("service", "list")
     assert code == 0
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
@@ -116,13 +117,13 @@ def test_service_list_shows_cell_state_and_status(synced: Manage) -> None:
 
 def test_service_disable_and_enable(synced: Manage) -> None:
     run = synced
-    db_api.service_register(run.db(), "h1", "fleetcache-compute", "compute", None)
+    db_services.service_register(run.db(), "h1", "fleetcache-compute", "compute", None)
     assert run("service", "disable", "h1", "--reason", "maintenance")[0] == 0
-    svc = db_api.service_get(run.db(), "h1", "fleetcache-compute")
+    svc = db_services.service_get(run.db(), "h1", "fleetcache-compute")
     assert svc["disabled"] and svc["disabled_reason"] == "maintenance"
     assert "maintenance" in run("service", "list")[1]
     assert run("service", "enable", "h1")[0] == 0
-    svc = db_api.service_get(run.db(), "h1", "fleetcache-compute")
+    svc = db_services.service_get(run.db(), "h1", "fleetcache-compute")
     assert not svc["disabled"] and svc["disabled_reason"] is None
     code, _, err = run("service", "disable", "ghost")
     assert code == 1 and "ghost" in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from fleetcache.common.db.api import ServiceDict
+from fleetcache.common.db.services import ServiceDict
 from fleetcache.common.servicegroup import service_is_up
 
 NOW = datetime.datetime(2026, 11, 21, 12, 0, 0)

@@ -13,9 +13,9 @@ from oslo_config import cfg
 
 from fleetcache.common import binaries, exception
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db import api as db_api
 from fleetcache.common.db import instances as db_instances
 from fleetcache.common.db import models
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.instances import InstanceCreate
 from fleetcache.common.db.session import Database
 from fleetcache.conductor import build
@@ -369,7 +369,7 @@ def test_rebuild_with_an_image_the_host_cannot_take_is_error(
 
 
 def _conductor_service(db: Database, host: str, seen: datetime.datetime) -> None:
-    db_api.service_register(db, host, binaries.CONDUCTOR, "conductor", None)
+    db_services.service_register(db, host, binaries.CONDUCTOR, "conductor", None)
     with db.transaction() as session:
         svc = session.query(models.Service).filter_by(host=host).one()
         svc.last_seen_up = seen

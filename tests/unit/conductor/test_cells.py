@@ -8,8 +8,8 @@ import pytest
 from oslo_config import cfg
 
 from fleetcache.common import rpc
-from fleetcache.common.db import api as db_api
-from fleetcache.common.db.api import CellDict
+from fleetcache.common.db import cells as db_cells
+from fleetcache.common.db.cells import CellDict
 from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service
 from fleetcache.compute.rpcapi import ComputeAPI
@@ -35,7 +35,7 @@ def test_redact_url_hides_the_password_only() -> None:
 def test_routes_default_transport_is_no_cell_and_cells_are_their_own(
     conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
 ) -> None:
-    c1 = db_api.cell_create(db, "cell1", "fake:///cell1")
+    c1 = db_cells.cell_create(db, "cell1", "fake:///cell1")
     routes = CellTransports(conf, db, transports).routes()
     assert routes == {"fake:///": None, "fake:///cell1": c1}
 
@@ -43,22 +43,22 @@ def test_routes_default_transport_is_no_cell_and_cells_are_their_own(
 def test_routes_default_transport_that_is_a_cells_maps_to_it(
     conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
 ) -> None:
-    c1 = db_api.cell_create(db, "cell1", "fake:///")
+    c1 = db_cells.cell_create(db, "cell1", "fake:///")
     assert CellTransports(conf, db, transports).routes() == {"fake:///": c1}
 
 
 def test_routes_cells_sharing_a_url_map_to_the_first(
     conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
 ) -> None:
-    c1 = db_api.cell_create(db, "cell1", "fake:///shared")
-    db_api.cell_create(db, "cell2", "fake:///shared")
+    c1 = db_cells.cell_create(db, "cell1", "fake:///shared")
+    db_cells.cell_create(db, "cell2", "fake:///shared")
     assert CellTransports(conf, db, transports).routes() == {"fake:///": None, "fake:///shared": c1}
 
 
 def test_compute_api_is_one_client_per_transport(
     conf: cfg.ConfigOpts, db: Database, transports: rpc.Transports
 ) -> None:
-    c1 = db_api.cell_create(db, "cell1", "fake:///cell1")
+    c1 = db_cells.cell_create(db, "cell1", "fake:///cell1")
     transports = CellTransports(conf, db, transports)
     api = transports.compute_api(c1)
     assert isinstance(api, ComputeAPI)
@@ -89,17 +89,17 @@ def test_listeners_follow_the_cells_table(state: ConductorState, db: Database) -
         assert _served_cells(listeners) == {"fake:///": None}
         assert len(service.servers) == 1
 
-        db_api.cell_create(db, "cell1", "fake:///cell1")
+        db_cells.cell_create(db, "cell1", "fake:///cell1")
         listeners.refresh()
         assert _served_cells(listeners) == {"fake:///": None, "fake:///cell1": "cell1"}
         assert len(service.servers) == 2
 
-        db_api.cell_update(db, "cell1", name="renamed")
+        db_cells.cell_update(db, "cell1", name="renamed")
         listeners.refresh()
         assert _served_cells(listeners)["fake:///cell1"] == "renamed"
         assert len(service.servers) == 2
 
-        db_api.cell_delete(db, "renamed")
+        db_cells.cell_delete(db, "renamed")
         listeners.refresh()
         assert _served_cells(listeners) == {"fake:///": None}
         assert len(service.servers) == 1
@@ -110,7 +110,7 @@ def test_listeners_follow_the_cells_table(state: ConductorState, db: Database) -
 def test_listeners_survive_a_bad_cell_url(state: ConductorState, db: Database) -> None:
     service = Service("test", stop_timeout=5)
     listeners = _listeners(state, service)
-    db_api.cell_create(db, "broken", "nosuchdriver://x/")
+    db_cells.cell_create(db, "broken", "nosuchdriver://x/")
     listeners.refresh(strict=True)  # only the default transport is fatal
     assert _served_cells(listeners) == {"fake:///": None}
 

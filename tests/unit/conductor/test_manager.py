@@ -12,7 +12,8 @@ from oslo_config import cfg
 
 from fleetcache.common import exception, rpc
 from fleetcache.common.context import get_admin_context
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import cells as db_cells
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.conductor import rpcapi
 from fleetcache.conductor.manager import ConductorManager, ConductorState
@@ -65,23 +66,23 @@ def test_register_through_the_default_transport_maps_to_no_cell(
 def test_register_through_a_cell_transport_maps_to_that_cell(
     state: ConductorState, db: Database
 ) -> None:
-    cell1 = db_api.cell_create(db, "cell1", "rabbit://guest:guest@127.0.0.1:5672/c1")
-    cell2 = db_api.cell_create(db, "cell2", "rabbit://guest:guest@127.0.0.1:5672/c2")
+    cell1 = db_cells.cell_create(db, "cell1", "rabbit://guest:guest@127.0.0.1:5672/c1")
+    cell2 = db_cells.cell_create(db, "cell2", "rabbit://guest:guest@127.0.0.1:5672/c2")
     by_cell = {c["name"]: ConductorManager(state, cell=c) for c in (cell1, cell2)}
     by_cell["cell1"].register_service(CTXT, "c1", "fleetcache-compute", "compute", {})
     by_cell["cell2"].register_service(CTXT, "c2", "fleetcache-compute", "compute", {})
-    cells = {s["host"]: s["cell"]["name"] for s in db_api.service_list(db) if s["cell"]}
+    cells = {s["host"]: s["cell"]["name"] for s in db_services.service_list(db) if s["cell"]}
     assert cells == {"c1": "cell1", "c2": "cell2"}
 
 
 def test_registering_again_moves_a_service_to_the_new_cell(
     state: ConductorState, db: Database
 ) -> None:
-    cell1 = db_api.cell_create(db, "cell1", "rabbit://h/c1")
+    cell1 = db_cells.cell_create(db, "cell1", "rabbit://h/c1")
     ConductorManager(state).register_service(CTXT, "c1", "fleetcache-compute", "compute", {})
     ConductorManager(state, cell=cell1).register_service(
         CTXT, "c1", "fleetcache-compute", "compute", {})
-    [service] = db_api.service_list(db)
+    [service] = db_services.service_list(db)
     assert service["cell"] is not None and service["cell"]["name"] == "cell1"
 
 
@@ -94,13 +95,13 @@ def test_heartbeat_updates_last_seen_and_capabilities(state: ConductorState, db:
     manager = ConductorManager(state)
     first = manager.register_service(CTXT, "c1", "fleetcache-compute", "compute", {"a": 1})
     manager.service_heartbeat(CTXT, "c1", "fleetcache-compute")
-    after = db_api.service_get(db, "c1", "fleetcache-compute")
+    after = db_services.service_get(db, "c1", "fleetcache-compute")
     assert after["report_count"] == first["report_count"] + 1
     assert after["last_seen_up"] is not None and first["last_seen_up"] is not None
     assert after["last_seen_up"] >= first["last_seen_up"]
     assert after["capabilities"] == {"a": 1}  # None keeps them
     manager.service_heartbeat(CTXT, "c1", "fleetcache-compute", capabilities={"a": 2})
-    assert db_api.service_get(db, "c1", "fleetcache-compute")["capabilities"] == {"a": 2}
+    assert db_services.service_get(db, "c1", "fleetcache-compute")["capabilities"] == {"a": 2}
 
 
 def test_heartbeat_of_an_unknown_service_says_so(state: ConductorState, db: Database) -> None:

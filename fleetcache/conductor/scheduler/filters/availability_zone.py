@@ -5,7 +5,7 @@ Placement for the zone's aggregates; this filter holds when it could not."""
 
 from __future__ import annotations
 
-from fleetcache.common.db.api import AZ_KEY
+from fleetcache.common.db.aggregates import AZ_KEY
 from fleetcache.conductor.scheduler.filters.base import BaseHostFilter
 from fleetcache.conductor.scheduler.host_state import HostState
 from fleetcache.conductor.scheduler.request import FilterRequest

@@ -13,8 +13,9 @@ import pytest
 from oslo_config import cfg
 
 from fleetcache.common.context import get_admin_context
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import download_leases, jobs
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.precache import job as precache
@@ -69,7 +70,7 @@ def _precacher(conf: cfg.ConfigOpts, db: Database, computes: FakeComputes, pools
 
 def test_caught_up_host_sends_its_progress_with_the_next_index(conf, db, pools):
     agg_id = make_aggregate(db, ["up1", "up2", "down"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
     computes, notifier = PinComputes(), FakeNotifier()
     precacher = _precacher(conf, db, computes, pools, notifier)
     job = precacher.start(get_admin_context(), agg_id, [IMG_A, IMG_B])
@@ -77,11 +78,11 @@ def test_caught_up_host_sends_its_progress_with_the_next_index(conf, db, pools):
     assert sorted(p["host"] for p in first_pass) == ["down", "up1", "up2"]
     assert [p["images_failed"] for p in first_pass if p["host"] == "down"] == [[IMG_A, IMG_B]]
 
-    db_api.service_update(db, service_id(db, "down"), forced_down=False)
+    db_services.service_update(db, service_id(db, "down"), forced_down=False)
     CatchUp(precacher, OWNER).sweep()
     wait_job_state(db, job["uuid"], jobs.DONE)
     caught_up = notifier.events(notifications.PROGRESS)[len(first_pass):]
-    agg = db_api.aggregate_get(db, agg_id)
+    agg = db_aggregates.aggregate_get(db, agg_id)
     assert caught_up == [{
         "id": agg_id, "uuid": agg["uuid"], "name": agg["name"], "host": "down",
         "images_cached": sorted([IMG_A, IMG_B]), "images_failed": [], "index": 3, "total": 3,
@@ -90,13 +91,13 @@ def test_caught_up_host_sends_its_progress_with_the_next_index(conf, db, pools):
 
 def test_catch_up_pins_as_the_job_asked_while_the_pin_lasts(conf, db, pools):
     agg_id = make_aggregate(db, ["up", "down"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
     computes = PinComputes()
     precacher = _precacher(conf, db, computes, pools, FakeNotifier())
     job = precacher.start(get_admin_context(), agg_id, [IMG_A], pin_seconds=3600)
     pin_until = jobs.job_get(db, job["uuid"])["pin_until"]
     assert pin_until is not None
-    db_api.service_update(db, service_id(db, "down"), forced_down=False)
+    db_services.service_update(db, service_id(db, "down"), forced_down=False)
     CatchUp(precacher, OWNER).sweep()
     wait_job_state(db, job["uuid"], jobs.DONE)
     expected = pin_until.replace(tzinfo=datetime.UTC).timestamp()
@@ -105,7 +106,7 @@ def test_catch_up_pins_as_the_job_asked_while_the_pin_lasts(conf, db, pools):
 
 def test_catch_up_after_the_pin_ended_asks_without_one(conf, db, pools):
     agg_id = make_aggregate(db, ["down"])
-    aggregate = db_api.aggregate_get(db, agg_id)
+    aggregate = db_aggregates.aggregate_get(db, agg_id)
     job = jobs.job_create(db, agg_id, aggregate["uuid"], [IMG_A], 1, OWNER.host,
                           pin_until=utcnow() - datetime.timedelta(seconds=1), hosts=["down"],
                           owner=OWNER.owner, lease_expires_at=OWNER.lease_until(),
@@ -123,7 +124,7 @@ def test_catch_up_after_the_pin_ended_asks_without_one(conf, db, pools):
 def test_job_taken_over_sends_start_only_if_its_first_conductor_did_not(conf, db, pools,
                                                                        state, starts):
     agg_id = make_aggregate(db, ["h1", "h2"])
-    aggregate = db_api.aggregate_get(db, agg_id)
+    aggregate = db_aggregates.aggregate_get(db, agg_id)
     job = jobs.job_create(db, agg_id, aggregate["uuid"], [IMG_A], 2, "conductor0",
                           hosts=["h1", "h2"], owner="conductor0:dead",
                           lease_expires_at=utcnow() - datetime.timedelta(seconds=1))
@@ -147,7 +148,7 @@ def test_job_taken_over_sends_start_only_if_its_first_conductor_did_not(conf, db
 
 def test_catch_up_waits_for_a_download_slot_and_the_host_stays_pending(conf, db, pools):
     agg_id = make_aggregate(db, ["down"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
     gate = DownloadGate(db, "conductor1/1", download_leases.Limits(per_image=1), 30)
     computes = PinComputes()
     try:
@@ -156,7 +157,7 @@ def test_catch_up_waits_for_a_download_slot_and_the_host_stays_pending(conf, db,
         other = download_leases.lease_acquire(db, "conductor2/2", "elsewhere", IMG_A,
                                               gate.limits, 30)
         assert other.lease_id is not None
-        db_api.service_update(db, service_id(db, "down"), forced_down=False)
+        db_services.service_update(db, service_id(db, "down"), forced_down=False)
         CatchUp(precacher, OWNER).sweep()
         time.sleep(1.0)  # the slot is taken: the host is not called, and stays pending
         assert computes.calls == []

@@ -15,8 +15,9 @@ import pytest
 from oslo_config import cfg
 
 from fleetcache.common.context import RequestContext, get_admin_context
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import job_leases, jobs, models
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.precache import job as precache
@@ -73,7 +74,7 @@ def wait_job_state(db: Database, job_uuid: str, state: str,
 
 def test_down_host_is_pending_then_caught_up_when_its_heartbeat_arrives(conf, db, pools):
     agg_id = make_aggregate(db, ["up", "down"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
     computes = FakeComputes()
     precacher = _precacher(conf, db, computes, pools)
     job = precacher.start(_ctxt(), agg_id, [IMG_A, IMG_B])
@@ -85,8 +86,8 @@ def test_down_host_is_pending_then_caught_up_when_its_heartbeat_arrives(conf, db
     catch_up.sweep()  # still down: nobody asked
     assert [h for h, _ in computes.calls] == ["up"]
 
-    db_api.service_update(db, service_id(db, "down"), forced_down=False)
-    catch_up.host_seen(db_api.service_heartbeat(db, "down", "fleetcache-compute"))
+    db_services.service_update(db, service_id(db, "down"), forced_down=False)
+    catch_up.host_seen(db_services.service_heartbeat(db, "down", "fleetcache-compute"))
     done = wait_job_state(db, job["uuid"], jobs.DONE)
     assert computes.calls[-1] == ("down", [IMG_A, IMG_B])
     assert results_by_host(db, job["uuid"])["down"] == {IMG_A: ("cached", None),
@@ -97,12 +98,12 @@ def test_down_host_is_pending_then_caught_up_when_its_heartbeat_arrives(conf, db
 
 def test_disabled_host_is_asked_by_the_sweep_once_enabled(conf, db, pools):
     agg_id = make_aggregate(db, ["up", "off"])
-    db_api.service_update(db, service_id(db, "off"), disabled=True)
+    db_services.service_update(db, service_id(db, "off"), disabled=True)
     computes = FakeComputes()
     precacher = _precacher(conf, db, computes, pools)
     job = precacher.start(_ctxt(), agg_id, [IMG_A])
     assert results_by_host(db, job["uuid"])["off"] == {IMG_A: ("pending", "disabled")}
-    db_api.service_update(db, service_id(db, "off"), disabled=False)
+    db_services.service_update(db, service_id(db, "off"), disabled=False)
     CatchUp(precacher, OWNER).sweep()
     wait_job_state(db, job["uuid"], jobs.DONE)
     assert results_by_host(db, job["uuid"])["off"] == {IMG_A: ("cached", None)}
@@ -110,7 +111,7 @@ def test_disabled_host_is_asked_by_the_sweep_once_enabled(conf, db, pools):
 
 def test_without_a_window_down_hosts_are_skipped_as_nova(conf, db, pools):
     agg_id = make_aggregate(db, ["up", "down"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
     owner = dataclasses.replace(OWNER, catch_up_window=0)
     job = _precacher(conf, db, FakeComputes(), pools, owner).start(_ctxt(), agg_id, [IMG_A])
     assert jobs.job_get(db, job["uuid"])["state"] == jobs.DONE
@@ -119,7 +120,7 @@ def test_without_a_window_down_hosts_are_skipped_as_nova(conf, db, pools):
 
 def test_window_closing_ends_the_job_with_pending_hosts_skipped(conf, db, pools):
     agg_id = make_aggregate(db, ["up", "down"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
     owner = dataclasses.replace(OWNER, catch_up_window=0.2)
     precacher = _precacher(conf, db, FakeComputes(), pools, owner)
     job = precacher.start(_ctxt(), agg_id, [IMG_A])
@@ -134,12 +135,12 @@ def test_window_closing_ends_the_job_with_pending_hosts_skipped(conf, db, pools)
 
 def test_host_added_to_the_aggregate_during_the_window_is_caught_up(conf, db, pools):
     agg_id = make_aggregate(db, ["up", "down"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
     computes = FakeComputes()
     precacher = _precacher(conf, db, computes, pools)
     job = precacher.start(_ctxt(), agg_id, [IMG_A])
-    db_api.service_register(db, "new", "fleetcache-compute", "compute", None)
-    db_api.aggregate_add_host(db, agg_id, "new")
+    db_services.service_register(db, "new", "fleetcache-compute", "compute", None)
+    db_aggregates.aggregate_add_host(db, agg_id, "new")
     catch_up = CatchUp(precacher, OWNER)
     assert catch_up.host_added("new") == [job["uuid"]]
     assert results_by_host(db, job["uuid"])["new"] == {
@@ -155,12 +156,12 @@ def test_host_added_to_the_aggregate_during_the_window_is_caught_up(conf, db, po
 
 def test_pending_host_removed_from_the_aggregate_ends_skipped(conf, db, pools):
     agg_id = make_aggregate(db, ["up", "down"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
     computes = FakeComputes()
     precacher = _precacher(conf, db, computes, pools)
     job = precacher.start(_ctxt(), agg_id, [IMG_A])
-    db_api.aggregate_remove_host(db, agg_id, "down")
-    db_api.service_update(db, service_id(db, "down"), forced_down=False)
+    db_aggregates.aggregate_remove_host(db, agg_id, "down")
+    db_services.service_update(db, service_id(db, "down"), forced_down=False)
     CatchUp(precacher, OWNER).sweep()
     wait_job_state(db, job["uuid"], jobs.DONE)
     assert results_by_host(db, job["uuid"])["down"] == {IMG_A: ("skipped", REMOVED_REASON)}
@@ -170,25 +171,25 @@ def test_pending_host_removed_from_the_aggregate_ends_skipped(conf, db, pools):
 def _reborn(db: Database, agg_id: int, hosts: list[str]) -> None:
     """Delete aggregate ``agg_id`` and create another under the same id (SQLite, and MySQL
     before 8 after a restart, reuse the highest id) holding ``hosts``."""
-    for host in db_api.aggregate_get(db, agg_id)["hosts"]:
-        db_api.aggregate_remove_host(db, agg_id, host)
-    db_api.aggregate_delete(db, agg_id)
+    for host in db_aggregates.aggregate_get(db, agg_id)["hosts"]:
+        db_aggregates.aggregate_remove_host(db, agg_id, host)
+    db_aggregates.aggregate_delete(db, agg_id)
     with db.transaction() as session:
         session.add(models.Aggregate(id=agg_id, uuid="reborn-uuid", name="reborn"))
     for host in hosts:
-        db_api.aggregate_add_host(db, agg_id, host)
+        db_aggregates.aggregate_add_host(db, agg_id, host)
 
 
 def test_pending_host_of_a_reborn_aggregate_id_is_not_asked(conf, db, pools):
     """The job's aggregate was deleted and its id reused by another holding the same host:
     catch-up ends the host as removed instead of caching the old job's images there."""
     agg_id = make_aggregate(db, ["up", "down"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
     computes = FakeComputes()
     precacher = _precacher(conf, db, computes, pools)
     job = precacher.start(_ctxt(), agg_id, [IMG_A])
     _reborn(db, agg_id, ["down"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=False)
+    db_services.service_update(db, service_id(db, "down"), forced_down=False)
     CatchUp(precacher, OWNER).sweep()
     wait_job_state(db, job["uuid"], jobs.DONE)
     assert results_by_host(db, job["uuid"])["down"] == {IMG_A: ("skipped", REMOVED_REASON)}
@@ -197,7 +198,7 @@ def test_pending_host_of_a_reborn_aggregate_id_is_not_asked(conf, db, pools):
 
 def test_takeover_of_a_job_whose_aggregate_id_was_reused_asks_no_one(conf, db, pools):
     agg_id = make_aggregate(db, ["h1", "h2"])
-    aggregate = db_api.aggregate_get(db, agg_id)
+    aggregate = db_aggregates.aggregate_get(db, agg_id)
     dead = dataclasses.replace(OWNER, owner="conductor0:dead", host="conductor0")
     job = jobs.job_create(db, agg_id, aggregate["uuid"], [IMG_A], 2, "conductor0",
                           hosts=["h1", "h2"], owner=dead.owner,
@@ -216,7 +217,7 @@ def test_takeover_asks_only_the_hosts_without_a_stored_result(conf, db, pools):
     """A conductor died after storing h1's results (h2's were in its unflushed batch, h3 not
     asked yet): the next owner asks h2 and h3 only, and every host has one result per image."""
     agg_id = make_aggregate(db, ["h1", "h2", "h3"])
-    aggregate = db_api.aggregate_get(db, agg_id)
+    aggregate = db_aggregates.aggregate_get(db, agg_id)
     dead = dataclasses.replace(OWNER, owner="conductor0:dead", host="conductor0")
     job = jobs.job_create(db, agg_id, aggregate["uuid"], [IMG_A], 3, "conductor0",
                           hosts=["h1", "h2", "h3"], owner=dead.owner,
@@ -242,7 +243,7 @@ def test_renew_keeps_a_live_owners_job_from_being_claimed(conf, db, pools):
     agg_id = make_aggregate(db, ["h1"])
     computes = FakeComputes()
     mine = JobTakeover(_precacher(conf, db, computes, pools), OWNER)
-    aggregate = db_api.aggregate_get(db, agg_id)
+    aggregate = db_aggregates.aggregate_get(db, agg_id)
     job = jobs.job_create(db, agg_id, aggregate["uuid"], [IMG_A], 1, OWNER.host,
                           hosts=["h1"], owner=OWNER.owner,
                           lease_expires_at=utcnow() - datetime.timedelta(seconds=1))
@@ -256,12 +257,12 @@ def test_renew_keeps_a_live_owners_job_from_being_claimed(conf, db, pools):
 
 def test_catch_up_call_that_fails_leaves_the_host_pending_for_the_next_sweep(conf, db, pools):
     agg_id = make_aggregate(db, ["up", "down"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
     failing = {"down": _raise(TimeoutError("no answer"))}
     computes = FakeComputes(failing)
     precacher = _precacher(conf, db, computes, pools)
     job = precacher.start(_ctxt(), agg_id, [IMG_A])
-    db_api.service_update(db, service_id(db, "down"), forced_down=False)
+    db_services.service_update(db, service_id(db, "down"), forced_down=False)
     catch_up = CatchUp(precacher, OWNER)
     catch_up.sweep()
     deadline = time.monotonic() + 10

@@ -20,8 +20,10 @@ from sqlalchemy.exc import OperationalError
 
 from fleetcache.common import exception, rpc
 from fleetcache.common.context import RequestContext, get_admin_context
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import aggregates as db_aggregates
+from fleetcache.common.db import cells as db_cells
 from fleetcache.common.db import jobs, models
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.manager import ConductorManager, ConductorState
 from fleetcache.conductor.precache import job as precache
@@ -131,17 +133,18 @@ def _ctxt() -> RequestContext:
 
 
 def make_aggregate(db: Database, hosts: list[str], cells: int = 2) -> int:
-    cell_rows = [db_api.cell_create(db, f"cell{n}", f"fake://cell{n}") for n in range(1, cells + 1)]
-    agg = db_api.aggregate_create(db, "agg1")
+    cell_rows = [db_cells.cell_create(db, f"cell{n}", f"fake://cell{n}")
+                 for n in range(1, cells + 1)]
+    agg = db_aggregates.aggregate_create(db, "agg1")
     for n, host in enumerate(hosts):
-        db_api.service_register(db, host, "fleetcache-compute", "compute",
-                                cell_rows[n % cells]["id"])
-        db_api.aggregate_add_host(db, agg["id"], host)
+        db_services.service_register(db, host, "fleetcache-compute", "compute",
+                                     cell_rows[n % cells]["id"])
+        db_aggregates.aggregate_add_host(db, agg["id"], host)
     return agg["id"]
 
 
 def service_id(db: Database, host: str) -> int:
-    return db_api.service_get(db, host, "fleetcache-compute")["id"]
+    return db_services.service_get(db, host, "fleetcache-compute")["id"]
 
 
 def make_precacher(conf: cfg.ConfigOpts, db: Database, computes: FakeComputes, pools: Pools,
@@ -243,8 +246,8 @@ def test_unknown_aggregate_is_not_found(conf, db, pools):
 
 def test_down_and_disabled_hosts_are_skipped_with_why(conf, db, pools):
     agg_id = make_aggregate(db, ["up", "down", "off"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
-    db_api.service_update(db, service_id(db, "off"), disabled=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "off"), disabled=True)
     computes, notifier = FakeComputes(), FakeNotifier()
     job = make_precacher(conf, db, computes, pools, notifier).start(_ctxt(), agg_id, [IMG_A])
 
@@ -345,7 +348,7 @@ def test_invalid_reply_is_error_for_the_images_it_lacks(conf, db, pools):
 
 def test_summary_line_and_warning_per_failed_image(conf, db, pools, caplog):
     agg_id = make_aggregate(db, ["cached", "mixed", "down", "dead"])
-    db_api.service_update(db, service_id(db, "down"), forced_down=True)
+    db_services.service_update(db, service_id(db, "down"), forced_down=True)
     computes = FakeComputes({
         "mixed": lambda ids: {IMG_A: {"state": "unsupported", "reason": "no cache",
                                       "bytes_downloaded": 0},
@@ -389,7 +392,7 @@ def test_progress_index_counts_every_host_once_in_order_under_concurrency(conf, 
                                                                           pools):
     hosts = [f"h{n:02d}" for n in range(40)]
     agg_id = make_aggregate(db, hosts)
-    db_api.service_update(db, service_id(db, "h07"), forced_down=True)
+    db_services.service_update(db, service_id(db, "h07"), forced_down=True)
     notifier = FakeNotifier()
     precacher = make_precacher(conf, db, FakeComputes(delay=0.01), pools, notifier,
                                host_calls=pools.host_calls(16))

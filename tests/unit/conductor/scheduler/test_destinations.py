@@ -12,7 +12,7 @@ from oslo_config import cfg
 
 from fleetcache.common import binaries, exception
 from fleetcache.common.context import get_admin_context
-from fleetcache.common.db import api as db_api
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.placement.provider import provider_uuid
 from fleetcache.conductor.scheduler import Scheduler
@@ -80,7 +80,7 @@ class ScriptedPlacement:
 def computes(db: Database) -> list[str]:
     names = ["c1", "c2", "c3"]
     for name in names:
-        db_api.service_register(db, name, binaries.COMPUTE, "compute", None, {})
+        db_services.service_register(db, name, binaries.COMPUTE, "compute", None, {})
     return names
 
 
@@ -169,8 +169,8 @@ def test_min_count_allows_a_partial_result(
 def test_no_valid_host_carries_the_filter_summary(
     conf: cfg.ConfigOpts, db: Database, computes: list[str]
 ) -> None:
-    db_api.service_update(db, db_api.service_get(db, "c1", binaries.COMPUTE)["id"],
-                          disabled=True)
+    db_services.service_update(db, db_services.service_get(db, "c1", binaries.COMPUTE)["id"],
+                               disabled=True)
     client = ScriptedPlacement([candidates({"c1": 4096})])
     with pytest.raises(exception.NoValidHost) as caught:
         scheduler(conf, db, client).select_destinations(CTXT, spec())
@@ -253,8 +253,8 @@ def test_unknown_zone_fails_without_asking_placement(
 def test_forced_host_skips_host_filters(
     conf: cfg.ConfigOpts, db: Database, computes: list[str]
 ) -> None:
-    db_api.service_update(db, db_api.service_get(db, "c1", binaries.COMPUTE)["id"],
-                          disabled=True)
+    db_services.service_update(db, db_services.service_get(db, "c1", binaries.COMPUTE)["id"],
+                               disabled=True)
     client = ScriptedPlacement([candidates({"c1": 4096})])
     [selection] = scheduler(conf, db, client).select_destinations(CTXT, spec(force_host="c1"))
     assert selection.host == "c1"
@@ -288,8 +288,8 @@ def test_a_rebuild_on_a_disabled_host_is_not_refused_for_it(
     # Nova's errata to OSSA-2017-005: ComputeFilter (like AvailabilityZoneFilter and
     # AggregateInstanceExtraSpecsFilter) does not run on rebuild, whose host keeps its
     # instances when disabled. A new build is still kept off the host.
-    db_api.service_update(db, db_api.service_get(db, "c1", binaries.COMPUTE)["id"],
-                          disabled=True)
+    db_services.service_update(db, db_services.service_get(db, "c1", binaries.COMPUTE)["id"],
+                               disabled=True)
     client = ScriptedPlacement([candidates({"c1": 4096})])
     rebuild = spec(requested_destination="c1", claim=False)
     [selection] = scheduler(conf, db, client).select_destinations(CTXT, rebuild)

@@ -1,8 +1,8 @@
-"""Queries of the fleetcache database, one transaction per function.
+"""Queries of host aggregates (tables ``aggregates``, ``aggregate_hosts``, ``aggregate_metadata``).
 
-Every function takes the :class:`~fleetcache.common.db.session.Database` first and returns
-plain dicts (``TypedDict`` shapes below), so nothing lazy escapes a session and results can go
-straight into an RPC message or a JSON body.
+An aggregate's availability zone is its metadata key :data:`AZ_KEY`, as in Nova. Every function
+takes the :class:`~fleetcache.common.db.session.Database` first, runs one transaction and
+returns plain dicts, so nothing lazy escapes a session.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any, TypedDict
 
 from oslo_utils import uuidutils
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, lazyload
 
@@ -21,31 +21,6 @@ from fleetcache.common.db import models
 from fleetcache.common.db.session import Database
 
 AZ_KEY = "availability_zone"
-
-
-class CellDict(TypedDict):
-    id: int
-    uuid: str
-    name: str
-    transport_url: str
-
-
-class ServiceDict(TypedDict):
-    id: int
-    uuid: str
-    host: str
-    binary: str
-    topic: str
-    cell: CellDict | None
-    disabled: bool
-    disabled_reason: str | None
-    forced_down: bool
-    last_seen_up: datetime.datetime | None
-    report_count: int
-    capabilities: dict[str, Any]
-    placement_synced_at: datetime.datetime | None
-    created_at: datetime.datetime
-    updated_at: datetime.datetime | None
 
 
 class AggregateDict(TypedDict):
@@ -57,206 +32,6 @@ class AggregateDict(TypedDict):
     metadata: dict[str, str]
     created_at: datetime.datetime
     updated_at: datetime.datetime | None
-
-
-# -- cells ------------------------------------------------------------------------------------
-
-
-def _cell_dict(cell: models.Cell) -> CellDict:
-    return CellDict(id=cell.id, uuid=cell.uuid, name=cell.name, transport_url=cell.transport_url)
-
-
-def cell_create(db: Database, name: str, transport_url: str) -> CellDict:
-    """:raises CellExists: when a cell has that name already."""
-    try:
-        with db.transaction() as session:
-            cell = models.Cell(
-                uuid=uuidutils.generate_uuid(), name=name, transport_url=transport_url
-            )
-            session.add(cell)
-            session.flush()
-            return _cell_dict(cell)
-    except IntegrityError as exc:
-        raise exception.CellExists(name=name) from exc
-
-
-def cell_list(db: Database) -> list[CellDict]:
-    with db.transaction() as session:
-        cells = session.scalars(select(models.Cell).order_by(models.Cell.id))
-        return [_cell_dict(c) for c in cells]
-
-
-def _cell_lookup(session: Session, ident: str) -> models.Cell:
-    cell = session.scalars(
-        select(models.Cell).where((models.Cell.name == ident) | (models.Cell.uuid == ident))
-    ).first()
-    if cell is None:
-        raise exception.CellNotFound(cell=ident)
-    return cell
-
-
-def cell_update(
-    db: Database, ident: str, name: str | None = None, transport_url: str | None = None
-) -> CellDict:
-    with db.transaction() as session:
-        cell = _cell_lookup(session, ident)
-        if name is not None:
-            cell.name = name
-        if transport_url is not None:
-            cell.transport_url = transport_url
-        session.flush()
-        return _cell_dict(cell)
-
-
-def cell_delete(db: Database, ident: str) -> None:
-    """:raises Conflict: while services are still mapped to the cell."""
-    with db.transaction() as session:
-        cell = _cell_lookup(session, ident)
-        hosts = session.scalars(
-            select(models.Service.host).where(models.Service.cell_id == cell.id)
-        ).all()
-        if hosts:
-            raise exception.Conflict(
-                reason=f"cell {cell.name} still has services on hosts {', '.join(hosts)}"
-            )
-        session.delete(cell)
-
-
-# -- services ---------------------------------------------------------------------------------
-
-
-def _service_dict(svc: models.Service) -> ServiceDict:
-    return ServiceDict(
-        id=svc.id,
-        uuid=svc.uuid,
-        host=svc.host,
-        binary=svc.binary,
-        topic=svc.topic,
-        cell=_cell_dict(svc.cell) if svc.cell is not None else None,
-        disabled=svc.disabled,
-        disabled_reason=svc.disabled_reason,
-        forced_down=svc.forced_down,
-        last_seen_up=svc.last_seen_up,
-        report_count=svc.report_count,
-        capabilities=dict(svc.capabilities or {}),
-        placement_synced_at=svc.placement_synced_at,
-        created_at=svc.created_at,
-        updated_at=svc.updated_at,
-    )
-
-
-def service_register(
-    db: Database,
-    host: str,
-    binary: str,
-    topic: str,
-    cell_id: int | None,
-    capabilities: dict[str, Any] | None = None,
-) -> ServiceDict:
-    """Create or refresh the record of a starting service and count it as seen now.
-
-    Its Placement provider counts as out of step until the conductor has written these
-    capabilities (:func:`service_placement_synced`).
-    """
-    with db.transaction() as session:
-        svc = session.scalars(
-            select(models.Service).where(
-                models.Service.host == host, models.Service.binary == binary
-            )
-        ).first()
-        if svc is None:
-            svc = models.Service(
-                uuid=uuidutils.generate_uuid(), host=host, binary=binary, report_count=0
-            )
-            session.add(svc)
-        svc.topic = topic
-        svc.cell_id = cell_id
-        svc.capabilities = dict(capabilities or {})
-        svc.placement_synced_at = None
-        svc.last_seen_up = models.utcnow()
-        svc.report_count = (svc.report_count or 0) + 1
-        session.flush()
-        session.refresh(svc)
-        return _service_dict(svc)
-
-
-def service_heartbeat(
-    db: Database, host: str, binary: str, capabilities: dict[str, Any] | None = None
-) -> ServiceDict:
-    """Record that a service is alive. :raises ComputeHostNotFound: if it never registered."""
-    with db.transaction() as session:
-        svc = _service_lookup(session, host, binary)
-        svc.last_seen_up = models.utcnow()
-        svc.report_count = (svc.report_count or 0) + 1
-        if capabilities is not None:
-            svc.capabilities = dict(capabilities)
-        session.flush()
-        return _service_dict(svc)
-
-
-def service_placement_synced(
-    db: Database, host: str, binary: str, capabilities: dict[str, Any]
-) -> bool:
-    """Record that ``host``'s Placement provider now holds ``capabilities``.
-
-    :returns: False (nothing recorded) when the service registered again meanwhile with other
-        capabilities, or is gone: the newer registration gets its own synchronisation.
-    """
-    with db.transaction() as session:
-        svc = session.scalars(
-            select(models.Service).where(
-                models.Service.host == host, models.Service.binary == binary)
-        ).first()
-        if svc is None or dict(svc.capabilities or {}) != capabilities:
-            return False
-        svc.placement_synced_at = models.utcnow()
-        return True
-
-
-def _service_lookup(session: Session, host: str, binary: str) -> models.Service:
-    svc = session.scalars(
-        select(models.Service).where(models.Service.host == host, models.Service.binary == binary)
-    ).first()
-    if svc is None:
-        raise exception.ComputeHostNotFound(host=host)
-    return svc
-
-
-def service_get(db: Database, host: str, binary: str) -> ServiceDict:
-    with db.transaction() as session:
-        return _service_dict(_service_lookup(session, host, binary))
-
-
-def service_list(
-    db: Database, binary: str | None = None, hosts: Iterable[str] | None = None
-) -> list[ServiceDict]:
-    """All services, or those of ``binary`` on ``hosts``: one query however many hosts."""
-    with db.transaction() as session:
-        query = select(models.Service).order_by(models.Service.id)
-        if binary is not None:
-            query = query.where(models.Service.binary == binary)
-        if hosts is not None:
-            query = query.where(models.Service.host.in_(list(hosts)))
-        return [_service_dict(s) for s in session.scalars(query)]
-
-
-def service_update(db: Database, service_id: int, **values: Any) -> ServiceDict:
-    """Set ``disabled``, ``disabled_reason`` or ``forced_down`` of a service."""
-    allowed = {"disabled", "disabled_reason", "forced_down"}
-    unknown = set(values) - allowed
-    if unknown:
-        raise exception.InvalidInput(reason=f"cannot update service fields {sorted(unknown)}")
-    with db.transaction() as session:
-        svc = session.get(models.Service, service_id)
-        if svc is None:
-            raise exception.NotFound(f"Service {service_id} could not be found.")
-        for key, value in values.items():
-            setattr(svc, key, value)
-        session.flush()
-        return _service_dict(svc)
-
-
-# -- aggregates -------------------------------------------------------------------------------
 
 
 def _aggregate_dict(agg: models.Aggregate, hosts: list[str] | None = None) -> AggregateDict:
@@ -469,25 +244,3 @@ def aggregate_uuids_by_host(
         for host, agg_uuid in session.execute(query):
             result.setdefault(host, set()).add(agg_uuid)
     return result
-
-
-def purge_all(db: Database) -> None:
-    """Delete every row (tests and the demo only)."""
-    with db.transaction() as session:
-        for model in (
-            models.CacheJobResult,
-            models.CacheJob,
-            models.AggregateMetadata,
-            models.AggregateHost,
-            models.Aggregate,
-            models.Service,
-            models.Cell,
-        ):
-            session.execute(delete(model))
-
-
-def compute_hosts(db: Database) -> list[str]:
-    """The host names of every compute service, in one narrow query (no rows built)."""
-    with db.transaction() as session:
-        return list(session.scalars(
-            select(models.Service.host).where(models.Service.binary == binaries.COMPUTE)))
