@@ -67,6 +67,7 @@ from _benchlib import (  # noqa: E402
     loadavg,
     log,
     median,
+    parse_with_smoke,
     tree_cpu,
 )
 from _fleet import Shards, plan_cells, setup_database  # noqa: E402
@@ -81,7 +82,7 @@ REALISTIC_RATIO_TARGET = 1.05
 #: Conductor CPU per host in the instant mode, ms, per round.
 CPU_MS_TARGET = 2.5
 #: ``--smoke``: a fleet just large enough to use both cells and the pool.
-SMOKE = {"hosts": 4, "concurrency": 2, "rounds": 1}
+SMOKE: dict[str, object] = {"hosts": 4, "concurrency": 2, "rounds": 1}
 
 
 def parse_args() -> argparse.Namespace:
@@ -122,13 +123,7 @@ def parse_args() -> argparse.Namespace:
                         "with py-spy (collapsed stacks, flamegraph input) into FILE")
     parser.add_argument("--baseline-only", action="store_true",
                         help="measure only the baseline (harness check)")
-    parser.add_argument("--smoke", action="store_true",
-                        help=f"a tiny run ({SMOKE}) that proves the bench runs; no figure "
-                        "judged")
-    args = parser.parse_args()
-    if args.smoke:
-        vars(args).update(SMOKE)
-    return args
+    return parse_with_smoke(parser, SMOKE)
 
 
 def download_seconds(args: argparse.Namespace) -> float | None:
