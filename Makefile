@@ -28,11 +28,13 @@ demo: venv
 	$(BIN)/fleetcache demo
 
 # Unit and functional tests, then the integration tests on the real local stack
-# (RabbitMQ, PostgreSQL, MariaDB, Glance in its own venv, the WSGI server, the daemons).
+# (RabbitMQ, PostgreSQL, MariaDB, Glance in its own venv, the WSGI server, the daemons), then
+# every benchmark once at a tiny size on that stack (no figure judged: a bench that no longer
+# runs fails the target).
 test: debian-deps
 	tools/test-services.sh
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/functional
-	tools/run-integration.sh
+	FLEETCACHE_BENCH_SMOKE=1 tools/run-integration.sh
 
 unit: debian-deps
 	$(BIN)/pytest -q tests/unit
@@ -63,7 +65,8 @@ stack-down:
 	tools/stack.sh down
 
 # Every benchmark, each with what it needs (the local stack for download.py) started and
-# stopped by bench/run.sh; `bench/run.sh NAME` runs one.
+# stopped by bench/run.sh; `bench/run.sh NAME` runs one, `bench/run.sh --smoke` each at a
+# tiny size.
 bench: debian-deps
 	bench/run.sh
 

@@ -1,16 +1,18 @@
 """The fan-out baseline: a bare oslo.messaging client calling every fake compute once.
 
 No fleetcache code on the client side: one ``get_rpc_transport`` per cell, one RPC client per
-transport, and one no-op ``cache_images(image_ids=[])`` call per host through a
-``futurist.ThreadPoolExecutor`` of ``concurrency`` workers. That is the transport's limit on
-this machine (client, broker and servers share its CPUs), against which the real job is
-compared.
+transport, and one ``cache_images(image_ids=...)`` call per host, with the same image ids as
+the job's, through a ``futurist.ThreadPoolExecutor`` of ``concurrency`` workers. The fake
+computes answer it exactly as they answer the job (at once, or after a simulated download:
+``bench/fanout.py --image-mib``), so the comparison holds the computes' work equal. That is
+the transport's limit on this machine (client, broker and servers share its CPUs), against
+which the real job is compared.
 
-Two pieces of fleetcache do run here, the two kombu patches every fleetcache service applies
-at start-up: :mod:`fleetcache.common.kombu_locks` (kombu's class-wide lock on every
-cached-property read made the client and the computes fall into a lock convoy) and
-:mod:`fleetcache.common.kombu_revival` (no class created per ``autoretry`` call). Applied on
-both sides, the baseline stays the stronger transport, not a handicapped one.
+oslo.messaging's public API only: its options live on the global ``cfg.CONF``, where the
+library itself registers the tracing and metrics groups every ``call`` reads (a private
+``ConfigOpts`` would need them registered from its private modules); the rabbit driver's
+options come from ``oslo_messaging.opts.list_opts()``, so that the send pool can be sized
+before the transport is built.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ import futurist
 import oslo_messaging
 from _fleet import Cell
 from oslo_config import cfg
+from oslo_messaging import opts as messaging_opts
+
+RABBIT_GROUP = "oslo_messaging_rabbit"
 
 
 def _cpu() -> float:
@@ -34,34 +39,29 @@ def _cpu() -> float:
 logging.getLogger("oslo_messaging._drivers.amqpdriver").setLevel(logging.ERROR)
 
 
+def _conf(concurrency: int) -> cfg.ConfigOpts:
+    """The global ``cfg.CONF``, parsed once with no file, as many pooled send connections as
+    callers (as the conductor is configured: ``bench/_services.py``)."""
+    conf = cfg.CONF
+    for group, opts in messaging_opts.list_opts():
+        if group == RABBIT_GROUP:
+            try:
+                conf.register_opts(opts, group=group)
+            except cfg.DuplicateOptError:
+                pass
+    conf([], project="fcbench-baseline", default_config_files=[])
+    conf.set_override("rpc_conn_pool_size", max(30, concurrency), group=RABBIT_GROUP)
+    return conf
+
+
 class Baseline:
     """Bare RPC clients for ``cells``, reused across rounds (connections stay warm)."""
 
-    def __init__(self, cells: list[Cell], concurrency: int, timeout: int = 120,
-                 call_monitor_timeout: int | None = None) -> None:
-        from fleetcache.common import kombu_locks, kombu_revival
-
-        kombu_locks.read_cached_properties_without_lock()
-        kombu_revival.autoretry_without_class_per_call()
-        self.conf = cfg.ConfigOpts()
-        self.conf([], project="fcbench-baseline", default_config_files=[])
-        # NOTE: oslo.messaging 18.3 registers these groups only on the global cfg.CONF; on a
-        # private ConfigOpts every call() and cast() raises NoSuchOptError for them.
-        from oslo_messaging._metrics import client as metrics_client
-        from oslo_messaging._tracing import client as tracing_client
-
-        self.conf.register_opts(tracing_client.oslo_messaging_tracing,
-                                group="oslo_messaging_tracing")
-        self.conf.register_opts(metrics_client.oslo_messaging_metrics,
-                                group="oslo_messaging_metrics")
-        from oslo_messaging._drivers import amqp, impl_rabbit
-
-        self.conf.register_opts(impl_rabbit.rabbit_opts, group="oslo_messaging_rabbit")
-        self.conf.register_opts(amqp.amqp_opts, group="oslo_messaging_rabbit")
-        # As many pooled send connections as callers, as the conductor is configured.
-        self.conf.set_override("rpc_conn_pool_size", max(30, concurrency),
-                               group="oslo_messaging_rabbit")
+    def __init__(self, cells: list[Cell], concurrency: int, image_ids: list[str],
+                 timeout: int = 120, call_monitor_timeout: int | None = None) -> None:
+        self.conf = _conf(concurrency)
         self.concurrency = concurrency
+        self.image_ids = image_ids
         self.timeout = timeout
         self.call_monitor_timeout = call_monitor_timeout
         self.transports = []
@@ -78,7 +78,10 @@ class Baseline:
 
     def _call(self, client: oslo_messaging.RPCClient, host: str) -> None:
         cctxt = client.prepare(server=host, call_monitor_timeout=self.call_monitor_timeout)
-        cctxt.call({}, "cache_images", image_ids=[])
+        results = cctxt.call({}, "cache_images", image_ids=self.image_ids)
+        bad = {i: r for i, r in results.items() if r.get("state") not in ("cached", "existing")}
+        if bad:
+            raise RuntimeError(f"{host} answered {bad}")
 
     def run(self) -> tuple[float, float]:
         """Call every host once. Raises on any failure.

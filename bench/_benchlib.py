@@ -5,6 +5,7 @@ Every benchmark prints its headline as its last line, ``NAME: key=value ... rati
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import socket
@@ -34,6 +35,22 @@ def exit_on_sigterm() -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, _exit)
+
+
+def parse_with_smoke(parser: argparse.ArgumentParser,
+                     smoke: dict[str, object]) -> argparse.Namespace:
+    """``parser``'s arguments plus ``--smoke``, which puts the tiny ``smoke`` values in place
+    of the parsed ones: one quick run that proves the bench still runs (``bench/run.sh
+    --smoke``, from ``make test``), its figures printed but not judged."""
+    sizes = " ".join(f"--{k.replace('_', '-')} "
+                     + (" ".join(map(str, v)) if isinstance(v, list) else str(v))
+                     for k, v in smoke.items())
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"a tiny run ({sizes}) proving the bench runs; no figure judged")
+    args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(smoke)
+    return args
 
 
 def check_and_remove(paths: Sequence[Path], size: int) -> None:

@@ -14,6 +14,11 @@ costs about a second per server): the broker drops their connections when the pr
 and their non-durable queues die with the bench broker. Figures: docs/performance.md, "What
 oslo.messaging's threading RPC server costs".
 
+With ``--download-seconds S`` every image is missing on every call and takes ``S`` seconds to
+"download" (bench/fanout.py's realistic mode, ``--image-mib``): each round finds the fleet
+without the image, as the pre-cache of a new image does, and the job's calls and the bare
+baseline's are answered alike.
+
 Protocol with the parent: prints ``READY <n>`` once every server listens, then exits when its
 stdin closes or on SIGTERM.
 """
@@ -27,20 +32,22 @@ import signal
 import sys
 import time
 
-import oslo_messaging
-from fleetcache.common.callmonitor import CallMonitor
 from oslo_config import cfg
 from oslo_messaging.rpc import server as rpc_server
 
+from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, rpc
+from fleetcache.common.context import RequestContext
+from fleetcache.compute.imagecache import CacheOutcome
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt import driver as virt_driver
+from fleetcache.compute.virt.fake import FakeDriver
 
 
 def _conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    conf.register_opts(oslo_messaging.server._pool_opts)
+    register_messaging_opts(conf)  # executor_thread_pool_size, as fleetcache-compute does
     conf([], project="fleetcache", default_config_files=[])
     conf.set_override("compute_driver", "fake")
     conf.set_override("executor_thread_pool_size", args.executor_pool)
@@ -52,13 +59,29 @@ def _conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     return conf
 
 
-def _driver(conf: cfg.ConfigOpts, host: str, image_ids: list[str]) -> virt_driver.ComputeDriver:
-    """The fake driver of ``host``, with ``image_ids`` already in its cache."""
-    from fleetcache.compute.virt.fake import FakeDriver
+class _DownloadingDriver(FakeDriver):
+    """The fake driver with nothing ever cached: each image takes ``seconds`` to "download" on
+    every call (the realistic mode; ``[fake_driver] cache_delay`` would sleep once per image,
+    then answer ``existing`` from the second round on)."""
 
-    driver = FakeDriver(conf)
+    def __init__(self, conf: cfg.ConfigOpts, seconds: float) -> None:
+        super().__init__(conf)
+        self.seconds = seconds
+
+    def cache_image(self, ctxt: RequestContext, image_id: str) -> CacheOutcome:
+        time.sleep(self.seconds)
+        return CacheOutcome(downloaded=True)
+
+
+def _driver(conf: cfg.ConfigOpts, host: str, image_ids: list[str],
+            download_seconds: float | None) -> virt_driver.ComputeDriver:
+    """The fake driver of ``host``: with ``image_ids`` already in its cache, or, with
+    ``download_seconds``, one that downloads every image on every call."""
+    driver = (FakeDriver(conf) if download_seconds is None
+              else _DownloadingDriver(conf, download_seconds))
     driver.init_host(host)
-    driver.cached_images.update(image_ids)
+    if download_seconds is None:
+        driver.cached_images.update(image_ids)
     return driver
 
 
@@ -97,6 +120,8 @@ def main() -> None:
     parser.add_argument("--hosts-per-server", type=int, default=1,
                         help="hosts whose queues one RPC server (one agent) consumes")
     parser.add_argument("--cached-image", action="append", default=[])
+    parser.add_argument("--download-seconds", type=float, default=None,
+                        help="every image is missing and takes this long to download")
     args = parser.parse_args()
 
     conf = _conf(args)
@@ -104,11 +129,11 @@ def main() -> None:
     started = time.monotonic()
     servers = []
     hosts = args.hosts.split(",")
-    monitor = CallMonitor()  # one heartbeat thread for the shard, as one compute has one
     for i in range(0, len(hosts), args.hosts_per_server):
         group = hosts[i:i + args.hosts_per_server]
-        manager = ComputeManager(conf, _driver(conf, group[0], args.cached_image))
-        server = rpc.get_server(transport, "compute", group[0], [manager], call_monitor=monitor)
+        driver = _driver(conf, group[0], args.cached_image, args.download_seconds)
+        manager = ComputeManager(conf, driver)
+        server = rpc.get_server(transport, "compute", group[0], [manager])
         if len(group) > 1:
             server = _MultiHostServer(server, group[1:])
         server.start()

@@ -75,10 +75,13 @@ def setup_database(url: str, cells: list[Cell], aggregate_name: str) -> int:
 
 class Shards:
     """The processes hosting the fake computes, at most ``per_process`` hosts each, with one
-    RPC server (and agent) per ``hosts_per_server`` hosts (1: one per host, as in a fleet)."""
+    RPC server (and agent) per ``hosts_per_server`` hosts (1: one per host, as in a fleet).
+    Every compute holds ``cached_image``, or, with ``download_seconds``, holds nothing and
+    takes that long per image on every call."""
 
     def __init__(self, cells: list[Cell], per_process: int, executor_pool: int,
-                 cached_image: str, hosts_per_server: int = 1) -> None:
+                 cached_image: str, hosts_per_server: int = 1,
+                 download_seconds: float | None = None) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
         for cell in cells:
             for start in range(0, len(cell.hosts), per_process):
@@ -91,6 +94,8 @@ class Shards:
                     "--cached-image", cached_image,
                     "--hosts-per-server", str(hosts_per_server),
                 ]
+                if download_seconds is not None:
+                    cmd += ["--download-seconds", str(download_seconds)]
                 self.procs.append(
                     subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
                 )

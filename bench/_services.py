@@ -58,9 +58,6 @@ local_directory = {image_dir}
 [image_cache]
 precache_concurrency = {concurrency}
 
-[conductor]
-lean_compute_calls = {lean_calls}
-
 [oslo_messaging_rabbit]
 rpc_conn_pool_size = {conn_pool}
 
@@ -82,8 +79,7 @@ class Services:
     """The conductor and API processes of one run."""
 
     def __init__(self, workdir: Path, transport_url: str, db_url: str, concurrency: int,
-                 image_id: str, notifications: str = "messagingv2",
-                 lean_calls: bool = True) -> None:
+                 image_id: str, notifications: str = "messagingv2") -> None:
         self.workdir = workdir
         self.api_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.api_port}"
@@ -94,7 +90,6 @@ class Services:
             transport_url=transport_url, db_url=db_url, api_port=self.api_port,
             image_dir=image_dir, concurrency=concurrency, conn_pool=max(30, concurrency + 4),
             db_pool=max(10, min(concurrency, 40)), notifications=notifications,
-            lean_calls=str(lean_calls).lower(),
         ))
         self.conductor: subprocess.Popen[bytes] | None = None
         self.api: subprocess.Popen[bytes] | None = None

@@ -5,7 +5,7 @@ Drives :class:`fleetcache.conductor.precache.job.Precacher` in this process as t
 does (its host call pool of ``--concurrency`` workers, a coordinator pool, the result writer,
 a SQLite database with one compute service per host over ``--cells`` cells and an aggregate
 over them all), with fake compute clients that answer ``existing`` after ``--delay`` seconds
-and a notifier that JSON-encodes each payload (as the conductor's lean notifier does) and
+and a notifier that JSON-encodes each payload (as oslo.messaging's notifier driver does) and
 drops it. RPC and the broker are left out: what is measured is what the job keeps per host.
 
 Each ``--hosts`` count runs in a fresh child process (its database built beforehand by the
@@ -54,7 +54,7 @@ from oslo_config import cfg
 from sqlalchemy import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _benchlib import loadavg, log  # noqa: E402
+from _benchlib import loadavg, log, parse_with_smoke  # noqa: E402
 from _fleet import Cell, setup_database  # noqa: E402
 
 from fleetcache.cmd.common import register_messaging_opts  # noqa: E402
@@ -63,7 +63,8 @@ from fleetcache.common.context import get_admin_context  # noqa: E402
 from fleetcache.common.db import aggregates as db_aggregates  # noqa: E402
 from fleetcache.common.db import job_leases, jobs, models  # noqa: E402
 from fleetcache.common.db.session import Database  # noqa: E402
-from fleetcache.conductor import notifications, precache  # noqa: E402
+from fleetcache.conductor.precache import job as precache  # noqa: E402
+from fleetcache.conductor.precache import notifications  # noqa: E402
 from fleetcache.conductor.precache.hostpool import HostCallPool  # noqa: E402
 from fleetcache.image.source import ImageMeta  # noqa: E402
 
@@ -86,7 +87,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database", help=argparse.SUPPRESS)
     parser.add_argument("--aggregate", type=int, help=argparse.SUPPRESS)
-    return parser.parse_args()
+    return parse_with_smoke(parser, {"hosts": [200], "cells": 2, "jobs": 1})
 
 
 def vm_status() -> dict[str, float]:

@@ -45,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _benchlib import headline, loadavg, log, median  # noqa: E402
+from _benchlib import headline, loadavg, log, median, parse_with_smoke  # noqa: E402
 
 EXTENT = 4 * 1024 * 1024
 PLAIN, SYNCED, FLEETCACHE = "qemu-img convert", "convert+sync", "fleetcache"
@@ -66,7 +66,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cache", choices=["warm", "cold", "both"], default="both")
     parser.add_argument("--flags", action="store_true",
                         help="also time plain qemu-img with other output cache modes")
-    return parser.parse_args()
+    return parse_with_smoke(parser, {"size_mib": 16, "rounds": 1})
 
 
 def make_qcow2(work: Path, size: int) -> Path:

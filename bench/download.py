@@ -76,6 +76,7 @@ from _benchlib import (  # noqa: E402
     loadavg,
     log,
     median,
+    parse_with_smoke,
     stack_pids,
     tree_cpu,
 )
@@ -105,7 +106,7 @@ def parse_args() -> argparse.Namespace:
                                                               str(REPO / ".stack")),
                         help="the local stack's directory: its env (the admin's credentials) "
                         "and Glance's pid (its CPU)")
-    return parser.parse_args()
+    return parse_with_smoke(parser, {"size_mib": 8, "rounds": 1})
 
 
 def curl_plain(url: str, dest: Path, header: Path) -> None:

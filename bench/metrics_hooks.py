@@ -21,16 +21,21 @@ Run: ``.venv/bin/python bench/metrics_hooks.py [--hosts 1000 --images 3 --rounds
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from bench._benchlib import headline, loadavg, log, median
-from fleetcache.compute.rpcapi import ImageResult
-from fleetcache.conductor.metrics import ConductorMetrics
-from fleetcache.conductor.precache.results import JobStats
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _benchlib import headline, loadavg, log, median, parse_with_smoke  # noqa: E402
+
+from fleetcache.compute.rpcapi import ImageResult  # noqa: E402
+from fleetcache.conductor.metrics import ConductorMetrics  # noqa: E402
+from fleetcache.conductor.precache.results import JobStats  # noqa: E402
 
 
 def _results(images: int) -> dict[str, ImageResult]:
@@ -66,7 +71,7 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--images", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=15)
-    args = parser.parse_args()
+    args = parse_with_smoke(parser, {"hosts": 100, "rounds": 1})
     results = _results(args.images)
     paths: dict[str, Callable[[int, dict[str, ImageResult]], float]] = {
         "baseline": _baseline, "metrics": _with_metrics}

@@ -47,6 +47,7 @@ from _benchlib import (  # noqa: E402
     loadavg,
     log,
     median,
+    parse_with_smoke,
     stack_pids,
     tree_cpu,
 )
@@ -61,7 +62,20 @@ def parse_args() -> argparse.Namespace:
                                                               str(REPO / ".stack")))
     parser.add_argument("--workdir", default="/var/tmp",
                         help="where the copies are written (one disk for all three)")
-    return parser.parse_args()
+    return parse_with_smoke(parser, {"size_mib": 8, "rounds": 1})
+
+
+def config_text(env: dict[str, str], instances_path: Path, direct: bool) -> str:
+    """The compute's configuration file: Glance over HTTP, and with ``direct`` the rbd path as
+    the stack's computes have it (user ``client.compute``, read-only)."""
+    text = (f"[DEFAULT]\ninstances_path = {instances_path}\n\n"
+            f"[image_source]\nbackend = glance\n\n"
+            f"[glance]\napi_servers = {env['FLEETCACHE_GLANCE_URL']}\n")
+    if direct:
+        text += (f"allowed_direct_url_schemes = rbd\nrbd_user = compute\n"
+                 f"rbd_ceph_conf = {env['FLEETCACHE_CEPH_CONF']}\n"
+                 f"rbd_keyring = {env['FLEETCACHE_CEPH_KEYRING_COMPUTE']}\n")
+    return text
 
 
 def rbd_cli(env: dict[str, str], image_id: str, dest: Path) -> None:
@@ -73,7 +87,14 @@ def rbd_cli(env: dict[str, str], image_id: str, dest: Path) -> None:
 
 
 class Fleetcache:
-    """The compute side, in process: the disk driver's ``cache_image``."""
+    """The compute side, in process: the disk driver's ``cache_image``.
+
+    Its options are in a configuration file of its own, as the compute's are: the privileged
+    export takes the Ceph user, keyring, ``ceph.conf`` and ``_base`` from the privsep
+    daemon's configuration, i.e. the files on the helper's command line
+    (:func:`fleetcache.privsep.helper_command`), never from the caller's in-process
+    configuration (:mod:`fleetcache.privsep.rbd`).
+    """
 
     def __init__(self, env: dict[str, str], token: str, instances_path: Path,
                  direct: bool) -> None:
@@ -83,19 +104,13 @@ class Fleetcache:
         from fleetcache.common import config, context
         from fleetcache.compute.virt import disk
 
+        conf_file = instances_path.parent / f"fleetcache-{instances_path.name}.conf"
+        conf_file.write_text(config_text(env, instances_path, direct))
         conf = cfg.ConfigOpts()
         config.register_all(conf)
-        conf([], project="fleetcache", default_config_files=[])
-        conf.set_override("instances_path", str(instances_path))
-        conf.set_override("backend", "glance", group="image_source")
-        conf.set_override("api_servers", [env["FLEETCACHE_GLANCE_URL"]], group="glance")
+        conf(["--config-file", str(conf_file)], project="fleetcache", default_config_files=[])
         if direct:
-            for name, value in (("allowed_direct_url_schemes", ["rbd"]),
-                                ("rbd_user", "compute"),
-                                ("rbd_ceph_conf", env["FLEETCACHE_CEPH_CONF"]),
-                                ("rbd_keyring", env["FLEETCACHE_CEPH_KEYRING_COMPUTE"])):
-                conf.set_override(name, value, group="glance")
-        privsep.configure(conf)
+            privsep.configure(conf)  # the daemon reads conf_file, as the compute's does
         self.path = "rbd" if direct else "http"
         self.driver = disk.DiskDriver(conf)
         self.driver.init_host("fcbench")

@@ -50,7 +50,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # silences it for the commands, and this script imports no command.
 warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
 
-from _benchlib import exit_on_sigterm, headline, loadavg, log, median  # noqa: E402
+from _benchlib import (  # noqa: E402
+    exit_on_sigterm,
+    headline,
+    loadavg,
+    log,
+    median,
+    parse_with_smoke,
+)
 from _placement_fleet import Provider, load_providers, placement_server  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 from sqlalchemy import insert  # noqa: E402
@@ -83,7 +90,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--profile", action="store_true",
                         help="profile the fleetcache path (cProfile, top 25 by cumulative)")
-    return parser.parse_args()
+    return parse_with_smoke(parser, {"providers": 200, "cells": 2, "rounds": 1})
 
 
 class Fleet:

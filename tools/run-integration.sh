@@ -3,6 +3,10 @@
 #
 # Exits non-zero when any piece of the stack fails to start (tools/stack.sh names it) or when
 # a test fails; the stack is always stopped at the end. Extra arguments go to pytest.
+#
+# FLEETCACHE_BENCH_SMOKE=1 (`make test`): after the tests, every benchmark once at a tiny size
+# while the stack is still up (`bench/run.sh --smoke --stack-up`), so that a benchmark that no
+# longer runs fails the run; non-zero when one fails.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,4 +23,11 @@ t1=$SECONDS
 status=0
 "$VENV_BIN/pytest" -q -p no:cacheprovider -m integration tests/integration "$@" || status=$?
 echo "run-integration: stack up $((t1 - t0))s, tests $((SECONDS - t1))s, pytest status $status"
+if [[ ${FLEETCACHE_BENCH_SMOKE:-0} == 1 ]]; then
+    t2=$SECONDS
+    bench_status=0
+    bench/run.sh --smoke --stack-up || bench_status=$?
+    echo "run-integration: benchmark smoke run $((SECONDS - t2))s, status $bench_status"
+    ((status)) || status=$bench_status
+fi
 exit "$status"

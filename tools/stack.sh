@@ -238,27 +238,70 @@ all_daemons() {  # names that have a pid file, API first so it stops taking requ
 
 # -- failure reporting ----------------------------------------------------------------------
 
-fail() {  # name message: report with the tail of name's logs, stop everything, exit 1
-    local name=$1 f
-    shift
-    echo "stack: FAILED: $name: $*" >&2
-    for f in "$LOG/$name.log" "$LOG/$name-"*.log; do
+# The pieces `up` starts in the background, in the order they underlie one another (Glance's
+# rbd store reads the Ceph configuration; every service validates tokens against Keystone).
+BACKGROUND=(keystone ceph placement glance)
+FAILED_STARTS=()
+
+background_failures() {  # wait for the background starts still running; FAILED_STARTS gets
+    # "piece status" of each that failed, in BACKGROUND's order (in this shell, not a
+    # subshell: only this shell can wait for its children; one waited for is not repeated)
+    local piece var status
+    FAILED_STARTS=()
+    [[ $BASHPID == "$$" ]] || return 0  # fail() from a $(...): the starts are not its children
+    for piece in "${BACKGROUND[@]}"; do
+        var=${piece^^}_START_PID
+        [[ -n ${!var} ]] || continue
+        [[ $piece == glance ]] && echo "stack: waiting for Glance's start (a venv build stays" \
+            "cached)" >&2
+        status=0
+        wait "${!var}" || status=$?
+        printf -v "$var" '%s' ""
+        ((status == 0)) || FAILED_STARTS+=("$piece $status")
+    done
+}
+
+cause_line() {  # piece: the line of its logs that says what failed (its own FAILED line, or
+    # the first error), else its last line
+    local files=() f line
+    for f in "$LOG/$1.log" "$LOG/$1-"*.log; do [[ -s $f ]] && files+=("$f"); done
+    ((${#files[@]})) || { echo "(no log)"; return; }
+    line=$(grep -h -m1 -E "FAILED|ERROR|Error|error" "${files[@]}" | head -n 1 || true)
+    [[ -n $line ]] || line=$(tail -n 1 "${files[0]}")
+    echo "$line"
+}
+
+show_logs() {  # name [--main]: the tail of each of its logs (--main: of name.log only)
+    local f files=("$LOG/$1.log" "$LOG/$1-"*.log)
+    [[ ${2:-} == --main ]] && files=("$LOG/$1.log")
+    for f in "${files[@]}"; do
         [[ -s $f ]] || continue
         echo "----- last lines of $f -----" >&2
         tail -n 40 "$f" >&2
     done
-    if [[ -n $GLANCE_START_PID ]]; then
-        echo "stack: waiting for Glance's start (a venv build stays cached)" >&2
-        wait "$GLANCE_START_PID" || true
-    fi
-    if [[ -n $CEPH_START_PID ]]; then
-        wait "$CEPH_START_PID" || true
-    fi
-    if [[ -n $PLACEMENT_START_PID ]]; then
-        wait "$PLACEMENT_START_PID" || true
-    fi
-    if [[ -n $KEYSTONE_START_PID ]]; then
-        wait "$KEYSTONE_START_PID" || true
+}
+
+fail() {  # name message: report with the tail of name's logs, stop everything, exit 1
+    # A piece started in the background that failed is named first, with the line of its log
+    # that says why: what fails after it is its consequence (with Ceph's monitor port taken,
+    # Glance exited for want of the Ceph configuration that was never written).
+    local name=$1 first="" entry piece
+    shift
+    background_failures
+    for entry in "${FAILED_STARTS[@]}"; do
+        piece=${entry% *}
+        [[ $name != "$piece" && $name != "$piece"-* ]] || continue
+        first=$piece
+        echo "stack: FAILED: $piece failed first (status ${entry#* }): $(cause_line "$piece")" >&2
+        break
+    done
+    if [[ -n $first ]]; then
+        echo "stack: then $name: $*" >&2
+        show_logs "$first"
+        show_logs "$name" --main
+    else
+        echo "stack: FAILED: $name: $*" >&2
+        show_logs "$name"
     fi
     echo "stack: stopping what was started" >&2
     cmd_down >&2 || true
@@ -697,7 +740,8 @@ start_ceph() {  # in the background during `up`, output in $LOG/ceph.log
 }
 
 wait_ceph_started() {
-    wait "$CEPH_START_PID" || { CEPH_START_PID=; fail ceph "tools/ceph.sh up failed"; }
+    wait "$CEPH_START_PID" \
+        || { CEPH_START_PID=; fail ceph "tools/ceph.sh up failed: $(cause_line ceph)"; }
     CEPH_START_PID=
     log "$(tail -n 1 "$LOG/ceph.log")"
 }
