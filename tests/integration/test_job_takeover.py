@@ -38,6 +38,7 @@ from fleetcache.common.db import services as db_services
 from fleetcache.compute.imagecache import PART_MARK, cache_name
 from tests.integration.conftest import VENV_BIN
 from tests.integration.daemons import second_conductor_conf
+from tests.waiting import seconds_until, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -167,14 +168,6 @@ def _job(stack: Any, agg_id: int, job_id: str) -> dict[str, Any]:
     return job
 
 
-def _wait(what: str, predicate: Callable[[], bool], timeout: float) -> float:
-    began = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - began < timeout, f"{what}: not within {timeout:.0f} s"
-        time.sleep(0.1)
-    return time.monotonic() - began
-
-
 def _mid_job(stack: Any, job_id: str) -> bool:
     """Some hosts have stored results, some not yet: the moment to kill the owner."""
     job = jobs.job_get(stack.db, job_id)
@@ -231,7 +224,7 @@ def test_killed_owner_job_is_taken_over_by_the_other_conductor(
     agg = make_aggregate(hosts=HOSTS)
     job_id = _post(stack, agg["id"], [i["id"] for i in images])
     first_owner = jobs.job_get(stack.db, job_id)["owner"]
-    _wait("a job with some hosts done and some not", lambda: _mid_job(stack, job_id), 300)
+    wait_for(lambda: _mid_job(stack, job_id), "a job with some hosts done and some not", 300)
 
     if _owner_host(stack, job_id) == SECOND:
         second_conductor.kill()
@@ -240,12 +233,12 @@ def test_killed_owner_job_is_taken_over_by_the_other_conductor(
     killed = time.monotonic()
     reported = {r["host"] for r in jobs.job_get(stack.db, job_id)["results"]}
 
-    took = _wait("the other conductor to take the job over",
-                 lambda: jobs.job_get(stack.db, job_id)["owner"] != first_owner,
-                 LEASE + TAKEOVER_INTERVAL + MARGIN)
+    took = seconds_until(lambda: jobs.job_get(stack.db, job_id)["owner"] != first_owner,
+                         "the other conductor to take the job over",
+                         LEASE + TAKEOVER_INTERVAL + MARGIN)
     assert took >= LEASE - 2, f"taken over after {took:.1f} s, before the lease expired"
-    _wait("the job to end", lambda: _job(stack, agg["id"], job_id)["state"] in ("done",
-                                                                               "failed"), 300)
+    wait_for(lambda: _job(stack, agg["id"], job_id)["state"] in ("done", "failed"),
+             "the job to end", 300)
     job = _job(stack, agg["id"], job_id)
     _assert_agree(stack, job, images)
     # Hosts with a stored result before the kill were not asked again: their results are
@@ -264,17 +257,17 @@ def test_lone_conductor_killed_and_restarted_takes_its_job_over(
     agg = make_aggregate(hosts=HOSTS)
     job_id = _post(stack, agg["id"], [i["id"] for i in images])
     first_owner = jobs.job_get(stack.db, job_id)["owner"]
-    _wait("a job with some hosts done and some not", lambda: _mid_job(stack, job_id), 300)
+    wait_for(lambda: _mid_job(stack, job_id), "a job with some hosts done and some not", 300)
     stack.stop_service("conductor", kill=True)
     reported = {r["host"] for r in jobs.job_get(stack.db, job_id)["results"]}
     time.sleep(1)
     assert jobs.job_get(stack.db, job_id)["state"] == jobs.RUNNING  # nobody else runs it
 
     stack.start_service("conductor")
-    took = _wait("the restarted conductor to take its job over",
-                 lambda: jobs.job_get(stack.db, job_id)["owner"] != first_owner, 60)
-    _wait("the job to end", lambda: _job(stack, agg["id"], job_id)["state"] in ("done",
-                                                                               "failed"), 300)
+    took = seconds_until(lambda: jobs.job_get(stack.db, job_id)["owner"] != first_owner,
+                         "the restarted conductor to take its job over", 60)
+    wait_for(lambda: _job(stack, agg["id"], job_id)["state"] in ("done", "failed"),
+             "the job to end", 300)
     job = _job(stack, agg["id"], job_id)
     assert job["error"] is None, job
     _assert_agree(stack, job, images)
@@ -292,8 +285,8 @@ def test_stopped_compute_is_pending_then_caught_up_and_added_host_too(
     try:
         stack.wait_service_state("compute2", up=False)
         job_id = _post(stack, agg["id"], [image["id"]])
-        _wait("the first pass to end", lambda: _job(stack, agg["id"], job_id)["state"]
-              == "catching_up", 120)
+        wait_for(lambda: _job(stack, agg["id"], job_id)["state"] == "catching_up",
+                 "the first pass to end", 120)
         job = _job(stack, agg["id"], job_id)
         by_host = {h["host"]: h["images"][0] for h in job["hosts"]}
         assert by_host["compute2"]["state"] == "pending", job
@@ -306,15 +299,16 @@ def test_stopped_compute_is_pending_then_caught_up_and_added_host_too(
         resp = stack.api_request("POST", f"os-aggregates/{agg['id']}/action",
                                  json={"add_host": {"host": "compute3"}})
         resp.raise_for_status()
-        _wait("compute3 caught up", lambda: any(
+        wait_for(lambda: any(
             h["host"] == "compute3" and h["images"][0]["state"] in FINAL
-            for h in _job(stack, agg["id"], job_id)["hosts"]), 60)
+            for h in _job(stack, agg["id"], job_id)["hosts"]), "compute3 caught up", 60)
         job = _job(stack, agg["id"], job_id)
         assert job["state"] == "catching_up" and job["total_hosts"] == 3, job
     finally:
         stack.start_service("compute2")
     stack.wait_service_state("compute2", up=True)
-    took = _wait("the job to end", lambda: _job(stack, agg["id"], job_id)["state"] == "done", 60)
+    took = seconds_until(lambda: _job(stack, agg["id"], job_id)["state"] == "done",
+                         "the job to end", 60)
     job = _job(stack, agg["id"], job_id)
     _assert_agree(stack, job, [image], hosts=HOSTS)
     print(f"compute2 caught up {took:.1f} s after it was up again")

@@ -36,7 +36,8 @@ from fleetcache.common import config, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import download_leases, jobs, models
 from fleetcache.compute.imagecache import PART_MARK, cache_name
-from tests.integration.daemons import VENV_BIN, second_conductor_conf, wait_for
+from tests.integration.daemons import VENV_BIN, second_conductor_conf
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -113,7 +114,7 @@ def _second_conductor(stack: Any, workdir: Path) -> Iterator[None]:
                                  + (workdir / "conductor2.log").read_text()[-4000:])
 
     try:
-        wait_for(lambda: _registered(stack), 60, "the second conductor to register", running)
+        wait_for(lambda: _registered(stack), "the second conductor to register", 60, guard=running)
         yield
         running()
     finally:

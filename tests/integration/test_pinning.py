@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from fleetcache.compute.imagecache import cache_name
-from tests.integration.daemons import wait_for
 from tests.integration.stackops import precache_and_wait
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -44,14 +44,14 @@ def test_pinned_base_outlives_ageing_until_its_ttl_then_goes(stack, make_aggrega
         assert precache_and_wait(stack, agg["id"], unpinned, None)["state"] == "done"
 
         # The unpinned base ages out within seconds; the pinned one stays meanwhile.
-        wait_for(lambda: not _base(stack, unpinned).exists(), 15,
-                 "the ageing pass to remove the unpinned base")
+        wait_for(lambda: not _base(stack, unpinned).exists(),
+                 "the ageing pass to remove the unpinned base", 15)
         assert _base(stack, pinned).exists()
         # Several more passes before the pin ends: it is still there.
         time.sleep(max(0.0, PIN - 3 - (time.monotonic() - pinned_at)))
         assert _base(stack, pinned).exists(), "the pinned base went before its pin ended"
 
         # After the pin: removed as usual by the next passes.
-        wait_for(lambda: not _base(stack, pinned).exists(), 30,
-                 "the ageing pass to remove the base once its pin ended")
+        wait_for(lambda: not _base(stack, pinned).exists(),
+                 "the ageing pass to remove the base once its pin ended", 30)
         assert time.monotonic() - pinned_at >= PIN

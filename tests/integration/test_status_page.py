@@ -15,7 +15,6 @@ log directory, kept until the next ``tools/stack.sh up``), and the same files in
 from __future__ import annotations
 
 import shutil
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ import requests
 from tests import hostile_images
 from tests.browser import chromium_page
 from tests.integration.stackops import frozen
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -64,14 +64,6 @@ def _job(stack: Any, agg_id: int, job_id: str) -> dict[str, Any]:
     return job
 
 
-def _wait(predicate: Any, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def _screenshot(page: Any, stack: Any, tmp_path: Path, name: str) -> None:
     path = tmp_path / name
     page.screenshot(path=str(path), full_page=True)
@@ -90,8 +82,8 @@ def test_page_follows_a_running_job_to_its_end_and_shows_an_error_reason(
                                      json={"cache": [{"id": good}, {"id": mislabelled_image}]})
             assert resp.status_code == 202, resp.text
             job_id = resp.headers["Location"].rsplit("/", 1)[-1]
-            _wait(lambda: _job(stack, aggregate["id"], job_id)["hosts_reported"] == 2,
-                  "the two live computes to answer")
+            wait_for(lambda: _job(stack, aggregate["id"], job_id)["hosts_reported"] == 2,
+                     "the two live computes to answer", 60)
 
             signed_out = page.goto(status_url)  # Keystone: the sign-in form first
             assert signed_out is not None and signed_out.status == 401
