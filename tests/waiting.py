@@ -15,7 +15,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(condition: Callable[[], T], what: str, timeout: float = 10, *,
+def wait_for(condition: Callable[[], T | None], what: str, timeout: float = 10, *,
              guard: Callable[[], None] | None = None, interval: float = 0.1) -> T:
     """Call ``condition`` every ``interval`` seconds until it returns a true value.
 
