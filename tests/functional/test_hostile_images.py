@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from oslo_config import cfg
 
-from fleetcache.common import config, exception
+from fleetcache.common import exception
 from fleetcache.image import format_safety, format_stream, qemu
 from tests import hostile_images as corpus
 
@@ -97,14 +97,6 @@ CASES: list[tuple[str, Builder, str, str, bool]] = [
         False,
     ),
 ]
-
-
-@pytest.fixture
-def conf() -> cfg.ConfigOpts:
-    c = cfg.ConfigOpts()
-    config.register_all(c)
-    c([])
-    return c
 
 
 class Witness:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pathlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from oslo_config import cfg
@@ -27,6 +27,7 @@ from fleetcache.common.db.session import Database
 from fleetcache.common.service import Service
 from fleetcache.compute.rpcapi import ComputeAPI
 from fleetcache.conductor.manager import ConductorState
+from tests.waiting import seconds_until, wait_for
 
 REPORT_INTERVAL = 1
 SERVICE_DOWN_TIME = 3
@@ -52,16 +53,6 @@ def make_conf(tmp_path: pathlib.Path, host: str, **overrides: object) -> cfg.Con
         conf.set_override(name, value)
     conf.set_override("connection", f"sqlite:///{tmp_path}/services.sqlite", group="database")
     return conf
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll until ``predicate`` holds; :returns: the seconds it took."""
-    began = time.monotonic()
-    while not predicate():
-        if time.monotonic() - began > timeout:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.1)
-    return time.monotonic() - began
 
 
 class Cloud:
@@ -121,34 +112,34 @@ def cloud(tmp_path: pathlib.Path) -> Iterator[Cloud]:
 def test_compute_registers_through_the_conductor_and_heartbeats(cloud: Cloud) -> None:
     cloud.start_conductor()
     cloud.start_compute("compute-1")
-    wait_for(lambda: cloud.is_up("compute-1"), 10, "compute-1 registered and up")
+    wait_for(lambda: cloud.is_up("compute-1"), "compute-1 registered and up", 10)
     svc = cloud.service("compute-1")
     assert svc is not None
     assert svc["cell"] is None  # the default transport is no cell's
     assert svc["topic"] == "compute"
     assert svc["capabilities"]["has_imagecache"] is True  # the fake driver's
     count = svc["report_count"]
-    wait_for(lambda: (cloud.service("compute-1") or svc)["report_count"] >= count + 2, 5,
-             "two more heartbeats")
+    wait_for(lambda: (cloud.service("compute-1") or svc)["report_count"] >= count + 2,
+             "two more heartbeats", 5)
 
 
 def test_conductor_registers_itself_and_heartbeats_to_the_database(cloud: Cloud) -> None:
     cloud.start_conductor()
-    wait_for(lambda: cloud.is_up("conductor-1", "fleetcache-conductor"), 5, "conductor up")
+    wait_for(lambda: cloud.is_up("conductor-1", "fleetcache-conductor"), "conductor up", 5)
     svc = cloud.service("conductor-1", "fleetcache-conductor")
     assert svc is not None and svc["topic"] == "conductor"
     count = svc["report_count"]
     wait_for(lambda: (cloud.service("conductor-1", "fleetcache-conductor") or svc)[
-        "report_count"] > count, 5, "a conductor heartbeat")
+        "report_count"] > count, "a conductor heartbeat", 5)
 
 
 def test_compute_that_stops_heartbeating_is_down_after_service_down_time(cloud: Cloud) -> None:
     cloud.start_conductor()
     compute = cloud.start_compute("compute-1")
-    wait_for(lambda: cloud.is_up("compute-1"), 10, "compute-1 up")
+    wait_for(lambda: cloud.is_up("compute-1"), "compute-1 up", 10)
     compute.stop()
-    took = wait_for(lambda: not cloud.is_up("compute-1"), SERVICE_DOWN_TIME + 3,
-                    "compute-1 down")
+    took = seconds_until(lambda: not cloud.is_up("compute-1"), "compute-1 down",
+                    SERVICE_DOWN_TIME + 3)
     assert took >= SERVICE_DOWN_TIME - REPORT_INTERVAL - 0.5  # not before its time
 
 
@@ -157,18 +148,18 @@ def test_compute_started_before_the_conductor_registers_once_it_answers(cloud: C
     time.sleep(1)
     assert cloud.service("compute-1") is None
     cloud.start_conductor()
-    wait_for(lambda: cloud.is_up("compute-1"), 15, "compute-1 registered after retrying")
+    wait_for(lambda: cloud.is_up("compute-1"), "compute-1 registered after retrying", 15)
 
 
 def test_compute_registers_again_when_its_record_is_deleted(cloud: Cloud) -> None:
     cloud.start_conductor()
     cloud.start_compute("compute-1")
-    wait_for(lambda: cloud.service("compute-1") is not None, 10, "compute-1 registered")
+    wait_for(lambda: cloud.service("compute-1") is not None, "compute-1 registered", 10)
     svc = cloud.service("compute-1")
     assert svc is not None
     with cloud.db.transaction() as session:  # no fleetcache command deletes a service; SQL can
         session.execute(delete(models.Service).where(models.Service.id == svc["id"]))
-    wait_for(lambda: cloud.service("compute-1") is not None, 5, "compute-1 registered again")
+    wait_for(lambda: cloud.service("compute-1") is not None, "compute-1 registered again", 5)
     again = cloud.service("compute-1")
     assert again is not None and again["uuid"] != svc["uuid"]
 
@@ -177,7 +168,7 @@ def test_compute_serves_rpc_on_its_host_name(cloud: Cloud) -> None:
     cloud.start_conductor()
     cloud.start_compute("compute-1")
     cloud.start_compute("compute-2")
-    wait_for(lambda: cloud.is_up("compute-1") and cloud.is_up("compute-2"), 10, "computes up")
+    wait_for(lambda: cloud.is_up("compute-1") and cloud.is_up("compute-2"), "computes up", 10)
     api = ComputeAPI(cloud.conf, cloud.transports.get())
     ctxt = get_admin_context()
     first = api.cache_images(ctxt, "compute-1", ["img-a"])

@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -81,20 +81,6 @@ def private_vhost(vhost: str) -> Iterator[str]:
         _rabbitmqctl("add_vhost", vhost)
         _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
         yield vhost
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str,
-             check: Callable[[], None] | None = None) -> float:
-    """Poll ``predicate`` (and ``check``, which raises on trouble); :returns: seconds taken."""
-    began = time.monotonic()
-    while True:
-        if check is not None:
-            check()
-        if predicate():
-            return time.monotonic() - began
-        if time.monotonic() - began > timeout:
-            raise AssertionError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(0.2)
 
 
 class Daemon:

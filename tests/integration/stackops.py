@@ -1,16 +1,24 @@
-"""Small operations on the running stack that several integration tests share: freezing a
-daemon, and a pre-cache request followed to its end."""
+"""Small operations on the running stack that several integration tests share: where a
+compute caches an image (and forgetting it), what Glance says of an image and how often it
+served its data, a pre-cache job read and followed to its end, and freezing a daemon."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from fleetcache.compute.imagecache import PART_MARK, cache_name
+from tests.integration.glance_log import GlanceRequest
+from tests.waiting import wait_for
+
 MV = "2.81"
+_FINAL_JOB_STATES = ("done", "failed")
 
 
 @contextlib.contextmanager
@@ -25,6 +33,81 @@ def frozen(stack: Any, name: str) -> Iterator[None]:
         os.killpg(pid, signal.SIGCONT)
 
 
+def cached_file(stack: Any, host: str, image_id: str) -> Path:
+    """Where compute ``host`` keeps its complete copy of ``image_id`` (the test reads the
+    directory the compute writes, not what the compute reports)."""
+    return Path(stack.computes[host]) / "_base" / cache_name(image_id)
+
+
+def partial_files(stack: Any, host: str, image_id: str) -> list[Path]:
+    """The partial downloads of ``image_id`` on compute ``host``, sorted by name."""
+    base = Path(stack.computes[host]) / "_base"
+    return sorted(base.glob(f".{cache_name(image_id)}{PART_MARK}*"))
+
+
+def forget(stack: Any, image_id: str) -> None:
+    """Remove ``image_id`` (and any partial download of it) from every compute's cache, so
+    that the stack, shared by the whole session, holds no trace of a test's image."""
+    for host in stack.computes:
+        cached_file(stack, host, image_id).unlink(missing_ok=True)
+        for partial in partial_files(stack, host, image_id):
+            partial.unlink(missing_ok=True)
+
+
+def file_sha512(path: Path) -> str:
+    """The SHA-512 of a file, read in 1 MiB chunks (cached images run to hundreds of MiB);
+    Glance's ``os_hash_value`` is this digest."""
+    digest = hashlib.sha512()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def glance_image(stack: Any, image_id: str) -> dict[str, Any]:
+    """Glance's record of ``image_id`` (``GET /v2/images/<id>``), as the admin sees it."""
+    resp = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+    resp.raise_for_status()
+    body: dict[str, Any] = resp.json()
+    return body
+
+
+def file_gets(stack: Any, image_id: str, at_least: int = 0,
+              timeout: float = 10) -> list[GlanceRequest]:
+    """Glance's ``GET /v2/images/<id>/file`` requests of ``image_id`` in its access log.
+
+    :param at_least: wait up to ``timeout`` seconds for that many (Glance writes a line
+        when its response ends, just after the compute read the last byte), then return
+        what is there: the caller judges the count.
+    """
+    path = f"/v2/images/{image_id}/file"
+    deadline = time.monotonic() + timeout
+    while True:
+        gets = [r for r in stack.glance_requests() if r.method == "GET" and r.path == path]
+        if len(gets) >= at_least or time.monotonic() > deadline:
+            return gets
+        time.sleep(0.2)
+
+
+def get_job(stack: Any, agg_id: int, job_id: str) -> dict[str, Any]:
+    """Pre-cache job ``job_id`` of aggregate ``agg_id`` as the API shows it."""
+    resp = stack.api_request("GET", f"os-aggregates/{agg_id}/images/jobs/{job_id}",
+                             microversion=MV)
+    resp.raise_for_status()
+    job: dict[str, Any] = resp.json()["job"]
+    return job
+
+
+def wait_job_done(stack: Any, agg_id: int, job_id: str,
+                  timeout: float = 120) -> dict[str, Any]:
+    """:returns: job ``job_id`` of aggregate ``agg_id`` once it is ``done`` or ``failed``."""
+    def finished() -> dict[str, Any] | None:
+        job = get_job(stack, agg_id, job_id)
+        return job if job["state"] in _FINAL_JOB_STATES else None
+
+    return wait_for(finished, f"job {job_id} to end", timeout, interval=0.3)
+
+
 def precache_and_wait(stack: Any, agg_id: int, image_id: str, pin: int | None,
                       timeout: float = 120) -> dict[str, Any]:
     """Ask for ``image_id`` on aggregate ``agg_id`` (pinned for ``pin`` seconds when given)
@@ -35,11 +118,5 @@ def precache_and_wait(stack: Any, agg_id: int, image_id: str, pin: int | None,
     resp = stack.api_request("POST", f"os-aggregates/{agg_id}/images", microversion=MV,
                              json=body)
     assert resp.status_code == 202, resp.text
-    path = resp.headers["Location"].split("/v2.1/", 1)[1]
-    deadline = time.monotonic() + timeout
-    while True:
-        job: dict[str, Any] = stack.api_request("GET", path, microversion=MV).json()["job"]
-        if job["state"] in ("done", "failed"):
-            return job
-        assert time.monotonic() < deadline, job
-        time.sleep(0.3)
+    job_id = resp.headers["Location"].rsplit("/", 1)[-1]
+    return wait_job_done(stack, agg_id, job_id, timeout)

@@ -23,7 +23,8 @@ from fleetcache.common import config, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db.models import utcnow
 from fleetcache.compute.rpcapi import ComputeAPI
-from tests.integration.daemons import ROOT, Deployment, machine_lock, wait_for
+from tests.integration.daemons import ROOT, Deployment, machine_lock
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -100,7 +101,7 @@ def test_daemons_recover_after_the_broker_restarts(
     dep = deployment
     conductor = dep.start_conductor()
     compute = dep.start_compute(HOST)
-    wait_for(lambda: dep.is_up(HOST), 60, "compute up before the restart", dep.check_running)
+    wait_for(lambda: dep.is_up(HOST), "compute up before the restart", 60, guard=dep.check_running)
     api = compute_api
     assert _call_until_answered(api, "before", 30)[0] == "cached"
 
@@ -116,8 +117,8 @@ def test_daemons_recover_after_the_broker_restarts(
         return (svc is not None and svc["last_seen_up"] is not None
                 and svc["last_seen_up"] > restarted_at and dep.is_up(HOST))
 
-    wait_for(heartbeat_after_restart, 90, "a compute heartbeat after the broker restart",
-             dep.check_running)
+    wait_for(heartbeat_after_restart, "a compute heartbeat after the broker restart", 90,
+             guard=dep.check_running)
     state, attempts = _call_until_answered(api, "after", 60)
     assert state == "cached", attempts
 

@@ -17,15 +17,10 @@ from typing import Any
 
 import pytest
 
+from tests.integration.stackops import glance_image
+
 pytestmark = pytest.mark.integration
 CHUNK = 1 << 20
-
-
-def _glance_image(stack: Any, image_id: str) -> dict[str, Any]:
-    resp = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
-    resp.raise_for_status()
-    body: dict[str, Any] = resp.json()
-    return body
 
 
 def _glance_download_sha256(stack: Any, image_id: str) -> str:
@@ -56,7 +51,7 @@ def test_rbd_sample_direct_url_names_this_cluster(stack: Any) -> None:
     import rados  # Debian's binding, linked into the venv (tools/ceph-bindings.sh)
 
     image_id = stack.rbd_sample_image
-    image = _glance_image(stack, image_id)
+    image = glance_image(stack, image_id)
     # The cluster's own fsid, asked of the mon as the compute's user, not read from a file.
     cluster = rados.Rados(conffile=str(stack.ceph.conf), rados_id="compute",
                           conf={"keyring": str(stack.ceph.keyrings["compute"])})
@@ -73,7 +68,7 @@ def test_rbd_sample_direct_url_names_this_cluster(stack: Any) -> None:
 
 def test_file_store_stays_the_default(stack: Any) -> None:
     for image_id in stack.sample_images:
-        image = _glance_image(stack, image_id)
+        image = glance_image(stack, image_id)
         assert image["stores"] == "file"
         assert image["direct_url"].startswith("file://")
 
@@ -83,7 +78,7 @@ def test_compute_export_is_glances_bytes(stack: Any, tmp_path: pathlib.Path) -> 
     out = tmp_path / "export.raw"
     stack.ceph.rbd("compute", "export", "--no-progress", f"images/{image_id}@snap", str(out))
     sha256, sha512 = _file_digests(out)
-    image = _glance_image(stack, image_id)
+    image = glance_image(stack, image_id)
     assert out.stat().st_size == image["size"]
     assert sha256 == _glance_download_sha256(stack, image_id)
     # the multihash Glance computed while the upload streamed into Ceph

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fleetcache.common.db import download_leases
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -36,14 +35,6 @@ CLI = Path(os.environ.get("FLEETCACHE_VENV", Path(__file__).parents[2] / ".venv"
 def _cli(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(CLI / "fleetcache"), *args], env=stack.process_env(),
                           capture_output=True, text=True, timeout=120, check=False)
-
-
-def _wait(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
-    return value
 
 
 def _job(stack: Any, agg_id: int) -> dict[str, Any] | None:
@@ -76,9 +67,10 @@ def test_cli_shows_hosts_waiting_for_a_slot_and_pending_catch_up(stack: Any,
                  "--poll-interval", "0.2", "--timeout", "120"],
                 env=stack.process_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 text=True)
-            job = _wait("compute1 waiting and compute3 pending", lambda: (
+            job = wait_for(lambda: (
                 (j := _job(stack, agg["id"])) is not None
-                and _states(j) == {"compute1": "waiting", "compute3": "pending"} and j), 60)
+                and _states(j) == {"compute1": "waiting", "compute3": "pending"} and j),
+                "compute1 waiting and compute3 pending", 60)
 
             shown = _cli(stack, "jobs", "show", job["id"], "--aggregate", str(agg["id"]))
             first = shown.stdout.splitlines()[0]
@@ -113,7 +105,7 @@ def test_cli_shows_hosts_waiting_for_a_slot_and_pending_catch_up(stack: Any,
                 download_leases.lease_release(stack.db, slot.lease_id)
             stack.start_service("compute3")
         stack.wait_service_state("compute3", up=True)
-        _wait("compute3 caught up", lambda: (j := _job(stack, agg["id"])) is not None
-              and j["state"] == "done", 90)
+        wait_for(lambda: (j := _job(stack, agg["id"])) is not None
+              and j["state"] == "done", "compute3 caught up", 90)
         listing = _cli(stack, "cache", "list", "compute3")
         assert listing.returncode == 0 and "Pending catch-up" not in listing.stdout, listing

@@ -27,7 +27,8 @@ from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, exception, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.compute.rpcapi import ComputeAPI
-from tests.integration.daemons import Deployment, private_vhost, wait_for
+from tests.integration.daemons import Deployment, private_vhost
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +65,8 @@ def compute_api(vhost: str, tmp_path: Path) -> Iterator[ComputeAPI]:
         compute = dep.start_compute(HOST)
         api = ComputeAPI(conf, transports.get(URL))
         # Its RPC server answers: a short call (the fake driver makes no instance disks).
-        wait_for(lambda: _answers(api), 60, "the compute to serve RPC", compute.assert_running)
+        wait_for(lambda: _answers(api), "the compute to serve RPC", 60,
+                 guard=compute.assert_running)
         yield api
         compute.assert_running()
     finally:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.daemons import wait_for
 from tests.integration.stackops import frozen
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,7 @@ def test_conductor_stops_promptly_with_a_host_call_in_flight(stack: Any,
                                  json={"cache": [{"id": stack.sample_images[1]}]})
         assert resp.status_code == 202, resp.text
         path = resp.headers["Location"].split("/v2.1/", 1)[1]
-        wait_for(lambda: _job(stack, path)["state"] == "running", 30, "the job to run")
+        wait_for(lambda: _job(stack, path)["state"] == "running", "the job to run", 30)
         time.sleep(1.0)  # the call to the frozen compute is in flight
         assert _job(stack, path)["hosts"] == []
 
@@ -64,10 +64,10 @@ def test_conductor_stops_promptly_with_a_host_call_in_flight(stack: Any,
     print(f"conductor stopped {took:.2f} s after SIGTERM with a host call in flight")
 
     mark = re.compile(rf"^\S+ \S+ {_pid(stack)} .*fleetcache-conductor on \S+: registered")
-    wait_for(lambda: any(mark.match(line) for line in log.read_text().splitlines()), 60,
-             "the new conductor to register")
+    wait_for(lambda: any(mark.match(line) for line in log.read_text().splitlines()),
+             "the new conductor to register", 60)
     job = _job(stack, path)
-    wait_for(lambda: _job(stack, path)["state"] == "done", 120,
-             f"the job taken over to end: {job}")
+    wait_for(lambda: _job(stack, path)["state"] == "done", f"the job taken over to end: {job}",
+             120)
     job = _job(stack, path)
     assert [h["images"][0]["state"] for h in job["hosts"]] in (["cached"], ["existing"]), job

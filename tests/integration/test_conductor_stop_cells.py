@@ -30,7 +30,8 @@ from fleetcache.common.context import get_admin_context
 from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import jobs
 from fleetcache.image import local
-from tests.integration.daemons import Deployment, conductor_client, private_vhost, wait_for
+from tests.integration.daemons import Deployment, conductor_client, private_vhost
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -70,8 +71,8 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, list[str], str]]:
             hosts.append(f"fctest-stop-cell{n}")
             dep.start_compute(hosts[-1], transport_url=BROKER + vhost)
         dep.start_conductor()
-        wait_for(lambda: all(dep.is_up(h) for h in hosts), 90, "every compute to register",
-                 dep.check_running)
+        wait_for(lambda: all(dep.is_up(h) for h in hosts), "every compute to register", 90,
+                 guard=dep.check_running)
         for host in hosts:
             aggregate = db_aggregates.aggregate_create(dep.db, host)
             db_aggregates.aggregate_add_host(dep.db, aggregate["id"], host)
@@ -84,7 +85,7 @@ def _cache_images(client: Any, dep: Deployment, host: str, image_id: str) -> Non
     job = client.prepare().call(get_admin_context(), "cache_images",
                                 aggregate_id=aggregate["id"], image_ids=[image_id])
     wait_for(lambda: jobs.job_get(dep.db, job["uuid"])["state"] in (jobs.DONE, jobs.FAILED),
-             60, f"the job on {host} to end", dep.check_running)
+             f"the job on {host} to end", 60, guard=dep.check_running)
     assert jobs.job_get(dep.db, job["uuid"])["state"] == jobs.DONE
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.daemons import CONDUCTOR, VENV_BIN, Deployment, private_vhost, wait_for
+from tests.integration.daemons import CONDUCTOR, VENV_BIN, Deployment, private_vhost
+from tests.waiting import seconds_until, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -48,8 +49,8 @@ def test_killed_compute_is_down_within_service_down_time_and_up_after_restart(
     dep.manage("cell", "create", "--name", "cell1", "--transport-url", URL)
     conductor = dep.start_conductor()
     compute = dep.start_compute("fctest-compute-1")
-    wait_for(lambda: dep.is_up("fctest-compute-1"), 60, "compute registered and up",
-             dep.check_running)
+    wait_for(lambda: dep.is_up("fctest-compute-1"), "compute registered and up", 60,
+             guard=dep.check_running)
     svc = dep.service("fctest-compute-1")
     assert svc is not None and svc["cell"] is not None and svc["cell"]["name"] == "cell1"
     assert dep.is_up("fctest-conductor", CONDUCTOR)
@@ -57,13 +58,13 @@ def test_killed_compute_is_down_within_service_down_time_and_up_after_restart(
     compute.signal(signal.SIGKILL)
     assert compute.wait(10) == -signal.SIGKILL
     killed_at = time.monotonic()
-    took = wait_for(lambda: not dep.is_up("fctest-compute-1"), SERVICE_DOWN_TIME + MARGIN,
-                    "killed compute reported down", dep.check_running)
+    took = seconds_until(lambda: not dep.is_up("fctest-compute-1"), "killed compute reported down",
+                    SERVICE_DOWN_TIME + MARGIN, guard=dep.check_running)
     assert time.monotonic() - killed_at >= SERVICE_DOWN_TIME - REPORT_INTERVAL - 1, took
 
     restarted = dep.start_compute("fctest-compute-1")
-    wait_for(lambda: dep.is_up("fctest-compute-1"), 60, "restarted compute up again",
-             dep.check_running)
+    wait_for(lambda: dep.is_up("fctest-compute-1"), "restarted compute up again", 60,
+             guard=dep.check_running)
     assert "Registered with the conductor" in restarted.log(500)
 
     assert restarted.terminate(30) == 0, restarted.log()
@@ -77,12 +78,12 @@ def test_compute_waits_for_a_conductor_and_registers_when_one_starts(
     compute = dep.start_compute("fctest-compute-2")
     # Calls queue up in RabbitMQ until a conductor consumes them or they expire
     # (rpc_response_timeout): wait for one attempt to have failed before starting it.
-    wait_for(lambda: "registration attempt 1 failed" in compute.log(500), 30,
-             "a failed registration attempt", compute.assert_running)
+    wait_for(lambda: "registration attempt 1 failed" in compute.log(500),
+             "a failed registration attempt", 30, guard=compute.assert_running)
     assert dep.service("fctest-compute-2") is None
     conductor = dep.start_conductor()
-    wait_for(lambda: dep.is_up("fctest-compute-2"), 60, "compute registered after retrying",
-             dep.check_running)
+    wait_for(lambda: dep.is_up("fctest-compute-2"), "compute registered after retrying", 60,
+             guard=dep.check_running)
     svc = dep.service("fctest-compute-2")
     assert svc is not None and svc["cell"] is None  # the default transport is no cell's here
     assert compute.terminate(30) == 0, compute.log()

@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -31,7 +30,9 @@ from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import ImageCache, cache_name
 from fleetcache.image.glance import GlanceImageSource
 from fleetcache.image.source import ImageMeta
+from tests.integration.stackops import file_gets, glance_image
 from tests.unit.image.fixtures import make_conf
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 CTXT = RequestContext(request_id="req-integration")
@@ -41,13 +42,6 @@ def _image_ids(stack: Any) -> list[str]:
     ids = [i if isinstance(i, str) else i["id"] for i in stack.sample_images]
     assert len(ids) >= 2, "the stack should hold a qcow2 and a raw sample image"
     return ids
-
-
-def _glance_body(stack: Any, image_id: str) -> dict[str, Any]:
-    resp = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
-    resp.raise_for_status()
-    body: dict[str, Any] = resp.json()
-    return body
 
 
 def _cache(stack: Any, instances: pathlib.Path, force_raw_images: bool = False) -> ImageCache:
@@ -62,7 +56,7 @@ def test_sample_images_download_byte_identical(stack: Any, tmp_path: pathlib.Pat
     cache = _cache(stack, tmp_path / "instances")
     formats = set()
     for image_id in _image_ids(stack):
-        body = _glance_body(stack, image_id)
+        body = glance_image(stack, image_id)
         formats.add(body["disk_format"])
         outcome = cache.fetch(CTXT, image_id)
         assert outcome.downloaded and outcome.bytes_downloaded == body["size"]
@@ -81,7 +75,7 @@ def test_qcow2_sample_is_cached_as_raw_with_force_raw_images(stack: Any,
     """Nova's default: the qcow2 is inspected, then converted; the base is raw, same disk."""
     cache = _cache(stack, tmp_path / "instances", force_raw_images=True)
     image_id = _qcow2_sample(stack)
-    assert _glance_body(stack, image_id)["disk_format"] == "qcow2"
+    assert glance_image(stack, image_id)["disk_format"] == "qcow2"
     assert cache.fetch(CTXT, image_id).downloaded
     base = cache.path_for(image_id)
     direct = tmp_path / "direct.qcow2"
@@ -118,7 +112,7 @@ def test_show_reports_glance_metadata(stack: Any) -> None:
     source = GlanceImageSource(make_conf(glance__api_servers=[stack.glance_url],
                                          **stack.glance_auth_options()))
     meta = source.show(CTXT, image_id)
-    assert meta == ImageMeta.from_dict(_glance_body(stack, image_id))
+    assert meta == ImageMeta.from_dict(glance_image(stack, image_id))
     assert meta.status == "active" and meta.size
 
 
@@ -189,8 +183,7 @@ def test_two_processes_fetch_an_image_from_glance_once(stack: Any,
                                                        tmp_path: pathlib.Path) -> None:
     """The second process asks while the first is mid-download: it waits, then finds it."""
     image_id = _image_ids(stack)[-1]
-    log = getattr(stack, "glance_access_log", None)
-    before = _file_gets(log, image_id)
+    before = len(file_gets(stack, image_id))
     base = tmp_path / "inst" / "_base"
 
     def start(delay: float) -> subprocess.Popen[str]:
@@ -200,27 +193,19 @@ def test_two_processes_fetch_an_image_from_glance_once(stack: Any,
                                 env={**os.environ, "FLEETCACHE_IT_GLANCE_AUTH":
                                      json.dumps(stack.glance_auth_options())})
 
+    def first_runs() -> None:
+        assert first.poll() is None, "the first process ended before it downloaded"
+
     first = start(2.0)
-    deadline = time.monotonic() + 60
-    while not (base.is_dir() and any(p.name.startswith(".") for p in base.iterdir())):
-        assert time.monotonic() < deadline and first.poll() is None, "first never downloaded"
-        time.sleep(0.01)
+    wait_for(lambda: base.is_dir() and any(p.name.startswith(".") for p in base.iterdir()),
+             "the first process to start its download", 60, guard=first_runs, interval=0.01)
     second = start(0.0)
     outputs = [p.communicate(timeout=120)[0].strip() for p in (first, second)]
     assert [p.returncode for p in (first, second)] == [0, 0]
     assert outputs == ["True 1", "False 0"]
-    if log is not None:
-        assert _file_gets(log, image_id) - before == 1
+    assert len(file_gets(stack, image_id, at_least=before + 1)) - before == 1
     data = (base / cache_name(image_id)).read_bytes()
-    assert hashlib.sha512(data).hexdigest() == _glance_body(stack, image_id)["os_hash_value"]
-
-
-def _file_gets(log: str | None, image_id: str) -> int:
-    if log is None or not os.path.exists(log):
-        return 0
-    needle = f"GET /v2/images/{image_id}/file"
-    with open(log, encoding="utf-8", errors="replace") as f:
-        return sum(needle in line for line in f)
+    assert hashlib.sha512(data).hexdigest() == glance_image(stack, image_id)["os_hash_value"]
 
 
 class Proxy:
@@ -302,7 +287,7 @@ def test_connections_cut_mid_body_resume_byte_identical(stack: Any, proxy: Proxy
     source = GlanceImageSource(conf)
     source.retry_delay = 0.01
     outcome = ImageCache(conf, source).fetch(CTXT, image_id)
-    body = _glance_body(stack, image_id)
+    body = glance_image(stack, image_id)
     assert outcome.downloaded and outcome.bytes_downloaded == body["size"]
     data = pathlib.Path(ImageCache(conf, source).path_for(image_id)).read_bytes()
     assert hashlib.sha512(data).hexdigest() == body["os_hash_value"]

@@ -21,8 +21,9 @@ from fleetcache.compute import rpcapi
 from fleetcache.compute.imagecache import cache_name
 from fleetcache.demo import make_conf
 from fleetcache.image import local
-from tests.integration.daemons import Deployment, private_vhost, wait_for
+from tests.integration.daemons import Deployment, private_vhost
 from tests.stored_reports import stored_report
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +61,7 @@ def test_disk_from_the_cache_and_ageing_over_rabbitmq(deployment: Deployment,
                                                        tmp_path: Path) -> None:
     conductor = deployment.start_conductor()
     compute = deployment.start_compute(HOST)
-    wait_for(lambda: deployment.is_up(HOST), 30, "compute up", deployment.check_running)
+    wait_for(lambda: deployment.is_up(HOST), "compute up", 30, guard=deployment.check_running)
     images = str(tmp_path / "images")
     kept, unused = (local.add_image(images, io.BytesIO(os.urandom(1 << 20)), disk_format="raw").id
                     for _ in range(2))
@@ -77,23 +78,24 @@ def test_disk_from_the_cache_and_ageing_over_rabbitmq(deployment: Deployment,
             check=True, capture_output=True, text=True).stdout)
         assert info["full-backing-filename"] == result["base"]
         assert api.cache_images(ctxt, HOST, [unused])[unused]["state"] == "cached"
-        wait_for(lambda: _reported(deployment) == {kept, unused}, 20, "the cache report",
-                 deployment.check_running)
+        wait_for(lambda: _reported(deployment) == {kept, unused}, "the cache report", 20,
+                 guard=deployment.check_running)
 
         base_dir = tmp_path / "instances" / "_base"
         for image in (kept, unused):
             when = time.time() - MAX_AGE - 5
             os.utime(base_dir / cache_name(image), (when, when))
-        wait_for(lambda: not (base_dir / cache_name(unused)).exists(), 20,
-                 "the periodic pass to remove the unused image", deployment.check_running)
+        wait_for(lambda: not (base_dir / cache_name(unused)).exists(),
+                 "the periodic pass to remove the unused image", 20,
+                 guard=deployment.check_running)
         assert (base_dir / cache_name(kept)).exists()  # it backs the instance's disk
-        wait_for(lambda: _reported(deployment) == {kept}, 20, "the report after the pass",
-                 deployment.check_running)
+        wait_for(lambda: _reported(deployment) == {kept}, "the report after the pass", 20,
+                 guard=deployment.check_running)
         assert "freeing" in compute.log(200)
 
         assert api.delete_instance_disk(ctxt, HOST, instance) is True
-        wait_for(lambda: not (base_dir / cache_name(kept)).exists(), 20,
-                 "the base of the deleted disk to age out", deployment.check_running)
+        wait_for(lambda: not (base_dir / cache_name(kept)).exists(),
+                 "the base of the deleted disk to age out", 20, guard=deployment.check_running)
     finally:
         transports.cleanup()
     assert compute.terminate() == 0

@@ -20,7 +20,6 @@ Downloads are slowed by size and by ``precache_concurrency = 1``: fresh random i
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
@@ -35,13 +34,13 @@ import pytest
 from fleetcache.common import servicegroup
 from fleetcache.common.db import job_leases, jobs
 from fleetcache.common.db import services as db_services
-from fleetcache.compute.imagecache import PART_MARK, cache_name
 from tests.integration.conftest import VENV_BIN
 from tests.integration.daemons import second_conductor_conf
+from tests.integration.stackops import MV, cached_file, file_sha512, forget, get_job
+from tests.waiting import seconds_until, wait_for
 
 pytestmark = pytest.mark.integration
 
-MV = "2.81"
 HOSTS = ("compute1", "compute2", "compute3")
 IMAGE_MIB = 192
 LEASE = 6
@@ -55,18 +54,6 @@ OPTIONS = (f"[conductor]\njob_lease_time = {LEASE}\n"
            "catch_up_interval = 2\n")
 SECOND = "it-conductor2"
 FINAL = ("cached", "existing")
-
-
-def _cached(stack: Any, host: str, image_id: str) -> Path:
-    return Path(stack.computes[host]) / "_base" / cache_name(image_id)
-
-
-def _forget(stack: Any, image_id: str) -> None:
-    for host in stack.computes:
-        base = Path(stack.computes[host]) / "_base"
-        _cached(stack, host, image_id).unlink(missing_ok=True)
-        for partial in base.glob(f".{cache_name(image_id)}{PART_MARK}*"):
-            partial.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -93,7 +80,7 @@ def make_image(stack: Any) -> Iterator[Callable[[int], dict[str, Any]]]:
     yield make
     for image_id in made:
         stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
-        _forget(stack, image_id)
+        forget(stack, image_id)
 
 
 @pytest.fixture
@@ -159,35 +146,11 @@ def _post(stack: Any, agg_id: int, image_ids: list[str]) -> str:
     return str(resp.headers["Location"].rsplit("/", 1)[-1])
 
 
-def _job(stack: Any, agg_id: int, job_id: str) -> dict[str, Any]:
-    resp = stack.api_request("GET", f"os-aggregates/{agg_id}/images/jobs/{job_id}",
-                             microversion=MV)
-    resp.raise_for_status()
-    job: dict[str, Any] = resp.json()["job"]
-    return job
-
-
-def _wait(what: str, predicate: Callable[[], bool], timeout: float) -> float:
-    began = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - began < timeout, f"{what}: not within {timeout:.0f} s"
-        time.sleep(0.1)
-    return time.monotonic() - began
-
-
 def _mid_job(stack: Any, job_id: str) -> bool:
     """Some hosts have stored results, some not yet: the moment to kill the owner."""
     job = jobs.job_get(stack.db, job_id)
     reported = {r["host"] for r in job["results"]}
     return job["state"] == jobs.RUNNING and 0 < len(reported) < len(HOSTS)
-
-
-def _sha512(path: Path) -> str:
-    digest = hashlib.sha512()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _assert_agree(stack: Any, job: dict[str, Any], images: list[dict[str, Any]],
@@ -200,9 +163,9 @@ def _assert_agree(stack: Any, job: dict[str, Any], images: list[dict[str, Any]],
     for host in hosts:
         for image in images:
             assert states[host][image["id"]] in FINAL, (host, job)
-            path = _cached(stack, host, image["id"])
+            path = cached_file(stack, host, image["id"])
             assert path.stat().st_size == image["size"], path
-            assert _sha512(path) == image["os_hash_value"], path
+            assert file_sha512(path) == image["os_hash_value"], path
     assert job_leases.count_results(stack.db, job["id"]) == len(hosts) * len(images)
     assert sum(job["counts"].values()) == len(hosts) * len(images), job["counts"]
     for image in images:
@@ -231,7 +194,7 @@ def test_killed_owner_job_is_taken_over_by_the_other_conductor(
     agg = make_aggregate(hosts=HOSTS)
     job_id = _post(stack, agg["id"], [i["id"] for i in images])
     first_owner = jobs.job_get(stack.db, job_id)["owner"]
-    _wait("a job with some hosts done and some not", lambda: _mid_job(stack, job_id), 300)
+    wait_for(lambda: _mid_job(stack, job_id), "a job with some hosts done and some not", 300)
 
     if _owner_host(stack, job_id) == SECOND:
         second_conductor.kill()
@@ -240,13 +203,13 @@ def test_killed_owner_job_is_taken_over_by_the_other_conductor(
     killed = time.monotonic()
     reported = {r["host"] for r in jobs.job_get(stack.db, job_id)["results"]}
 
-    took = _wait("the other conductor to take the job over",
-                 lambda: jobs.job_get(stack.db, job_id)["owner"] != first_owner,
-                 LEASE + TAKEOVER_INTERVAL + MARGIN)
+    took = seconds_until(lambda: jobs.job_get(stack.db, job_id)["owner"] != first_owner,
+                         "the other conductor to take the job over",
+                         LEASE + TAKEOVER_INTERVAL + MARGIN)
     assert took >= LEASE - 2, f"taken over after {took:.1f} s, before the lease expired"
-    _wait("the job to end", lambda: _job(stack, agg["id"], job_id)["state"] in ("done",
-                                                                               "failed"), 300)
-    job = _job(stack, agg["id"], job_id)
+    wait_for(lambda: get_job(stack, agg["id"], job_id)["state"] in ("done", "failed"),
+             "the job to end", 300)
+    job = get_job(stack, agg["id"], job_id)
     _assert_agree(stack, job, images)
     # Hosts with a stored result before the kill were not asked again: their results are
     # from before the kill.
@@ -264,18 +227,18 @@ def test_lone_conductor_killed_and_restarted_takes_its_job_over(
     agg = make_aggregate(hosts=HOSTS)
     job_id = _post(stack, agg["id"], [i["id"] for i in images])
     first_owner = jobs.job_get(stack.db, job_id)["owner"]
-    _wait("a job with some hosts done and some not", lambda: _mid_job(stack, job_id), 300)
+    wait_for(lambda: _mid_job(stack, job_id), "a job with some hosts done and some not", 300)
     stack.stop_service("conductor", kill=True)
     reported = {r["host"] for r in jobs.job_get(stack.db, job_id)["results"]}
     time.sleep(1)
     assert jobs.job_get(stack.db, job_id)["state"] == jobs.RUNNING  # nobody else runs it
 
     stack.start_service("conductor")
-    took = _wait("the restarted conductor to take its job over",
-                 lambda: jobs.job_get(stack.db, job_id)["owner"] != first_owner, 60)
-    _wait("the job to end", lambda: _job(stack, agg["id"], job_id)["state"] in ("done",
-                                                                               "failed"), 300)
-    job = _job(stack, agg["id"], job_id)
+    took = seconds_until(lambda: jobs.job_get(stack.db, job_id)["owner"] != first_owner,
+                         "the restarted conductor to take its job over", 60)
+    wait_for(lambda: get_job(stack, agg["id"], job_id)["state"] in ("done", "failed"),
+             "the job to end", 300)
+    job = get_job(stack, agg["id"], job_id)
     assert job["error"] is None, job
     _assert_agree(stack, job, images)
     for result in jobs.job_get(stack.db, job_id)["results"]:
@@ -292,29 +255,30 @@ def test_stopped_compute_is_pending_then_caught_up_and_added_host_too(
     try:
         stack.wait_service_state("compute2", up=False)
         job_id = _post(stack, agg["id"], [image["id"]])
-        _wait("the first pass to end", lambda: _job(stack, agg["id"], job_id)["state"]
-              == "catching_up", 120)
-        job = _job(stack, agg["id"], job_id)
+        wait_for(lambda: get_job(stack, agg["id"], job_id)["state"] == "catching_up",
+                 "the first pass to end", 120)
+        job = get_job(stack, agg["id"], job_id)
         by_host = {h["host"]: h["images"][0] for h in job["hosts"]}
         assert by_host["compute2"]["state"] == "pending", job
         assert by_host["compute2"]["reason"] == "down", job
         assert by_host["compute1"]["state"] == "cached", job
         assert job["catch_up_until"] is not None and job["finished_at"] is None, job
-        assert not _cached(stack, "compute2", image["id"]).exists()
+        assert not cached_file(stack, "compute2", image["id"]).exists()
 
         # A host added to the aggregate now is pending too, and caught up at once (it is up).
         resp = stack.api_request("POST", f"os-aggregates/{agg['id']}/action",
                                  json={"add_host": {"host": "compute3"}})
         resp.raise_for_status()
-        _wait("compute3 caught up", lambda: any(
+        wait_for(lambda: any(
             h["host"] == "compute3" and h["images"][0]["state"] in FINAL
-            for h in _job(stack, agg["id"], job_id)["hosts"]), 60)
-        job = _job(stack, agg["id"], job_id)
+            for h in get_job(stack, agg["id"], job_id)["hosts"]), "compute3 caught up", 60)
+        job = get_job(stack, agg["id"], job_id)
         assert job["state"] == "catching_up" and job["total_hosts"] == 3, job
     finally:
         stack.start_service("compute2")
     stack.wait_service_state("compute2", up=True)
-    took = _wait("the job to end", lambda: _job(stack, agg["id"], job_id)["state"] == "done", 60)
-    job = _job(stack, agg["id"], job_id)
+    took = seconds_until(lambda: get_job(stack, agg["id"], job_id)["state"] == "done",
+                         "the job to end", 60)
+    job = get_job(stack, agg["id"], job_id)
     _assert_agree(stack, job, [image], hosts=HOSTS)
     print(f"compute2 caught up {took:.1f} s after it was up again")

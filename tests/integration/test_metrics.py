@@ -10,7 +10,6 @@ job did, as the job resource and the computes' disks show it.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,15 +20,14 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleetcache.common.db import jobs
-from fleetcache.compute.imagecache import cache_name
 from tests import hostile_images
+from tests.integration.stackops import MV, cached_file, wait_job_done
 from tests.integration.test_rbd_download import _upload_rbd_image
 from tests.integration.test_status_page import upload_image
 
 pytestmark = pytest.mark.integration
 
 HOSTS = ("compute1", "compute2", "compute3")
-MV = "2.81"
 MIB = 1 << 20
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -61,20 +59,7 @@ def new_images(stack: Any, tmp_path: Path) -> Iterator[dict[str, str]]:
     for image_id in images.values():
         stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
         for host in HOSTS:
-            (Path(stack.computes[host]) / "_base" / cache_name(image_id)).unlink(missing_ok=True)
-
-
-def _wait_done(stack: Any, agg_id: int, job_id: str, timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        resp = stack.api_request("GET", f"os-aggregates/{agg_id}/images/jobs/{job_id}",
-                                 microversion=MV)
-        resp.raise_for_status()
-        job: dict[str, Any] = resp.json()["job"]
-        if job["state"] in ("done", "failed"):
-            return job
-        assert time.monotonic() < deadline, f"job {job_id} still {job['state']}"
-        time.sleep(0.3)
+            cached_file(stack, host, image_id).unlink(missing_ok=True)
 
 
 def test_exporters_count_what_a_pre_cache_job_did(
@@ -90,7 +75,7 @@ def test_exporters_count_what_a_pre_cache_job_did(
     resp = stack.api_request("POST", f"os-aggregates/{aggregate['id']}/images", microversion=MV,
                              json={"cache": [{"id": i} for i in new_images.values()]})
     assert resp.status_code == 202, resp.text
-    job = _wait_done(stack, aggregate["id"], resp.headers["Location"].rsplit("/", 1)[-1])
+    job = wait_job_done(stack, aggregate["id"], resp.headers["Location"].rsplit("/", 1)[-1])
     assert job["state"] == "done"
     assert job["counts"]["cached"] == 6 and job["counts"]["error"] == 3, job["counts"]
     paths = {(r["host"], r["image_id"]): r["download_path"]

@@ -7,7 +7,6 @@ in the catalog, and resolves image ids on the catalog's image service, the stack
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import time
@@ -17,12 +16,11 @@ from typing import Any
 
 import pytest
 
-from fleetcache.compute.imagecache import cache_name
+from tests.integration.stackops import MV, cached_file, file_sha512, glance_image
 
 pytestmark = pytest.mark.integration
 
 HOSTS = ("compute1", "compute3")  # one in each cell
-MV = "2.81"
 NOVA = Path(os.environ.get("FLEETCACHE_VENV", Path(__file__).parents[2] / ".venv")) / "bin" / "nova"
 
 
@@ -58,21 +56,6 @@ def nova_aggregate(stack: Any, aggregate_name: str) -> Iterator[str]:
         stack.purge_aggregate(agg["id"])
 
 
-def _cached(stack: Any, host: str, image_id: str) -> Path:
-    return Path(stack.computes[host]) / "_base" / cache_name(image_id)
-
-
-def _glance_image(stack: Any, image_id: str) -> dict[str, Any]:
-    resp = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
-    resp.raise_for_status()
-    body: dict[str, Any] = resp.json()
-    return body
-
-
-def _sha512(path: Path) -> str:
-    return hashlib.sha512(path.read_bytes()).hexdigest()
-
-
 def _wait_only_job(stack: Any, agg_id: int, timeout: float = 120) -> dict[str, Any]:
     """The aggregate's one job, once it is done or failed."""
     deadline = time.monotonic() + timeout
@@ -97,7 +80,7 @@ def test_nova_aggregate_cache_images_fills_the_hosts(stack, nova_aggregate):
         stack.wait_service_state(host, up=True)
     for host in stack.computes:  # start from empty caches so the request must download
         for image_id in images:
-            _cached(stack, host, image_id).unlink(missing_ok=True)
+            cached_file(stack, host, image_id).unlink(missing_ok=True)
     api_log = stack.log_file("api")
     api_log_start = api_log.stat().st_size
     glance_start = len(stack.glance_requests())
@@ -123,15 +106,15 @@ def test_nova_aggregate_cache_images_fills_the_hosts(stack, nova_aggregate):
     assert job["state"] == "done", job
     states = {h["host"]: {i["image_id"]: i["state"] for i in h["images"]} for h in job["hosts"]}
     assert states == {host: {i: "cached" for i in images} for host in HOSTS}
-    glance = {i: _glance_image(stack, i) for i in images}
+    glance = {i: glance_image(stack, i) for i in images}
     for entry in job["hosts"]:
         assert entry["bytes_downloaded"] == sum(g["size"] for g in glance.values()), entry
     for image_id in images:
-        copies = {_sha512(_cached(stack, host, image_id)) for host in HOSTS}
+        copies = {file_sha512(cached_file(stack, host, image_id)) for host in HOSTS}
         assert len(copies) == 1, f"the hosts hold different copies of {image_id}"
         if glance[image_id]["disk_format"] == "raw":
             assert copies == {glance[image_id]["os_hash_value"]}
-    assert not any(_cached(stack, "compute2", i).exists() for i in images)  # not a member
+    assert not any(cached_file(stack, "compute2", i).exists() for i in images)  # not a member
 
     for host in HOSTS:
         out = nova(stack, "aggregate-remove-host", nova_aggregate, host)

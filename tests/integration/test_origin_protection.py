@@ -35,8 +35,9 @@ from sqlalchemy import delete
 from fleetcache.common import config, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import download_leases, jobs, models
-from fleetcache.compute.imagecache import PART_MARK, cache_name
-from tests.integration.daemons import VENV_BIN, second_conductor_conf, wait_for
+from tests.integration.daemons import VENV_BIN, second_conductor_conf
+from tests.integration.stackops import MV, forget
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +45,6 @@ HOSTS = ("compute1", "compute2", "compute3")
 CONDUCTOR2 = "it-conductor2"
 IMAGE_MIB = 96
 PER_IMAGE, TOTAL = 2, 3
-MV = "2.81"
 #: Both conductors call every host of both jobs at once: only the leases limit downloads.
 WIDE = "[image_cache]\nprecache_concurrency = 6\n"
 CAPPED = (WIDE + f"max_concurrent_downloads_per_image = {PER_IMAGE}\n"
@@ -61,14 +61,6 @@ class Run:
     peak_per_image: dict[str, int]
     seconds: float
     seen_waiting: bool
-
-
-def _forget(stack: Any, image_id: str) -> None:
-    for host in stack.computes:
-        base = Path(stack.computes[host]) / "_base"
-        (base / cache_name(image_id)).unlink(missing_ok=True)
-        for partial in base.glob(f".{cache_name(image_id)}{PART_MARK}*"):
-            partial.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -91,7 +83,7 @@ def two_images(stack: Any) -> Iterator[list[str]]:
     finally:
         for image_id in ids:
             stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
-            _forget(stack, image_id)
+            forget(stack, image_id)
 
 
 @contextlib.contextmanager
@@ -113,7 +105,7 @@ def _second_conductor(stack: Any, workdir: Path) -> Iterator[None]:
                                  + (workdir / "conductor2.log").read_text()[-4000:])
 
     try:
-        wait_for(lambda: _registered(stack), 60, "the second conductor to register", running)
+        wait_for(lambda: _registered(stack), "the second conductor to register", 60, guard=running)
         yield
         running()
     finally:
@@ -179,7 +171,7 @@ def _run(stack: Any, client: Any, owners: list[str], aggregates: list[dict[str, 
          images: list[str]) -> Run:
     """Both jobs, one per conductor, at once; poll them until done."""
     for image_id in images:
-        _forget(stack, image_id)
+        forget(stack, image_id)
     since = time.time()
     ctxt = RequestContext(is_admin=True, roles=["admin"], overwrite=False,
                           global_request_id=f"req-{uuid.uuid4()}")

@@ -10,32 +10,24 @@ until its pin ends, and is removed by the next passes after that.
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from fleetcache.compute.imagecache import cache_name
-from tests.integration.daemons import wait_for
-from tests.integration.stackops import precache_and_wait
+from tests.integration.stackops import cached_file, precache_and_wait
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 HOST = "compute1"
 PIN = 20
-MV = "2.81"
 AGEING = "[image_cache]\nmanager_interval = 1\nremove_unused_original_minimum_age_seconds = 1\n"
-
-
-def _base(stack: Any, image_id: str) -> Path:
-    return Path(stack.computes[HOST]) / "_base" / cache_name(image_id)
 
 
 def test_pinned_base_outlives_ageing_until_its_ttl_then_goes(stack, make_aggregate):
     pinned, unpinned = stack.sample_images[:2]
     with stack.compute_options(HOST, "pin-ageing", AGEING):
         for image_id in (pinned, unpinned):
-            _base(stack, image_id).unlink(missing_ok=True)
+            cached_file(stack, HOST, image_id).unlink(missing_ok=True)
         agg = make_aggregate(hosts=(HOST,))
         pinned_at = time.monotonic()  # the pin runs from the job's creation, a bit later
         job = precache_and_wait(stack, agg["id"], pinned, PIN)
@@ -44,14 +36,15 @@ def test_pinned_base_outlives_ageing_until_its_ttl_then_goes(stack, make_aggrega
         assert precache_and_wait(stack, agg["id"], unpinned, None)["state"] == "done"
 
         # The unpinned base ages out within seconds; the pinned one stays meanwhile.
-        wait_for(lambda: not _base(stack, unpinned).exists(), 15,
-                 "the ageing pass to remove the unpinned base")
-        assert _base(stack, pinned).exists()
+        wait_for(lambda: not cached_file(stack, HOST, unpinned).exists(),
+                 "the ageing pass to remove the unpinned base", 15)
+        assert cached_file(stack, HOST, pinned).exists()
         # Several more passes before the pin ends: it is still there.
         time.sleep(max(0.0, PIN - 3 - (time.monotonic() - pinned_at)))
-        assert _base(stack, pinned).exists(), "the pinned base went before its pin ended"
+        assert cached_file(stack, HOST, pinned).exists(), \
+            "the pinned base went before its pin ended"
 
         # After the pin: removed as usual by the next passes.
-        wait_for(lambda: not _base(stack, pinned).exists(), 30,
-                 "the ageing pass to remove the base once its pin ended")
+        wait_for(lambda: not cached_file(stack, HOST, pinned).exists(),
+                 "the ageing pass to remove the base once its pin ended", 30)
         assert time.monotonic() - pinned_at >= PIN

@@ -9,7 +9,6 @@ RabbitMQ.
 from __future__ import annotations
 
 import configparser
-import hashlib
 import os
 import subprocess
 import threading
@@ -24,14 +23,14 @@ from oslo_config import cfg
 
 from fleetcache.common import rpc
 from fleetcache.common.db import jobs
-from fleetcache.compute.imagecache import PART_MARK, cache_name
+from fleetcache.compute.imagecache import PART_MARK
+from tests.integration.stackops import MV, cached_file, file_sha512, glance_image, partial_files
 
 pytestmark = pytest.mark.integration
 
 HOSTS = ("compute1", "compute2", "compute3")
 LIVE = ("compute1", "compute3")  # one in each cell: both cell transports carry a download
 STOPPED = "compute2"
-MV = "2.81"
 
 
 class Notifications:
@@ -78,24 +77,19 @@ def notifications(stack: Any) -> Any:
     listener.transports.cleanup()
 
 
-def _glance_image(stack: Any, image_id: str) -> dict[str, Any]:
-    resp = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
-    resp.raise_for_status()
-    body: dict[str, Any] = resp.json()
-    assert body["os_hash_algo"] == "sha512"
-    return body
-
-
 def _glance_sha512(stack: Any, image_id: str) -> str:
-    return str(_glance_image(stack, image_id)["os_hash_value"])
+    """Glance's hash of the image's bytes, checked to be a SHA-512 (what the tests compute)."""
+    body = glance_image(stack, image_id)
+    assert body["os_hash_algo"] == "sha512"
+    return str(body["os_hash_value"])
 
 
 def _same_disk_as_glance(stack: Any, image_id: str, cached: Path, tmp: Path) -> bool:
     """Byte-identical to Glance's bytes, or, when the compute converted the image to raw
     (``force_raw_images``), the same disk contents according to ``qemu-img compare``."""
-    body = _glance_image(stack, image_id)
-    if _sha512(cached) == body["os_hash_value"]:
+    if file_sha512(cached) == _glance_sha512(stack, image_id):
         return True
+    body = glance_image(stack, image_id)
     with cached.open("rb") as f:
         assert f.read(4) != b"QFI\xfb", "a cached qcow2 must be Glance's bytes"
     original = tmp / f"{image_id}.{body['disk_format']}"
@@ -107,18 +101,6 @@ def _same_disk_as_glance(stack: Any, image_id: str, cached: Path, tmp: Path) -> 
     proc = subprocess.run(["qemu-img", "compare", "-q", "-f", body["disk_format"], "-F", "raw",
                            str(original), str(cached)], capture_output=True, check=False)
     return proc.returncode == 0
-
-
-def _cached(stack: Any, host: str, image_id: str) -> Path:
-    return Path(stack.computes[host]) / "_base" / cache_name(image_id)
-
-
-def _sha512(path: Path) -> str:
-    digest = hashlib.sha512()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _jobs(stack: Any, agg_id: int) -> list[dict[str, Any]]:
@@ -154,7 +136,7 @@ def _check_disks_agree(stack: Any, job: dict[str, Any]) -> None:
         if base.is_dir():
             assert [n for n in os.listdir(base) if PART_MARK in n] == [], host
         for image_id, (state, _reason) in images.items():
-            present = _cached(stack, host, image_id).is_file()
+            present = cached_file(stack, host, image_id).is_file()
             assert present == (state in ("cached", "existing")), (host, image_id, state)
 
 
@@ -166,7 +148,7 @@ def test_openstack_cache_image_fills_live_computes_skips_stopped_and_renews(
     agg = make_aggregate(hosts=HOSTS)
     for host in HOSTS:  # start from empty caches so the first request must download
         for image_id in images:
-            _cached(stack, host, image_id).unlink(missing_ok=True)
+            cached_file(stack, host, image_id).unlink(missing_ok=True)
 
     with stack.compute_stopped(STOPPED):
         stack.wait_service_state(STOPPED, up=False)
@@ -181,12 +163,12 @@ def test_openstack_cache_image_fills_live_computes_skips_stopped_and_renews(
         assert states[STOPPED] == {i: ("skipped", "down") for i in images}
         by_host = {h["host"]: h for h in job["hosts"]}
         for image_id in images:
-            copies = {_sha512(_cached(stack, host, image_id)) for host in LIVE}
+            copies = {file_sha512(cached_file(stack, host, image_id)) for host in LIVE}
             assert len(copies) == 1, f"the live computes hold different copies of {image_id}"
-            assert _same_disk_as_glance(stack, image_id, _cached(stack, LIVE[0], image_id),
+            assert _same_disk_as_glance(stack, image_id, cached_file(stack, LIVE[0], image_id),
                                         tmp_path)
-            assert not _cached(stack, STOPPED, image_id).exists()
-        glance_bytes = sum(int(_glance_image(stack, i)["size"]) for i in images)
+            assert not cached_file(stack, STOPPED, image_id).exists()
+        glance_bytes = sum(int(glance_image(stack, i)["size"]) for i in images)
         for host in LIVE:
             assert by_host[host]["bytes_downloaded"] == glance_bytes
         _check_disks_agree(stack, job)
@@ -204,7 +186,7 @@ def test_openstack_cache_image_fills_live_computes_skips_stopped_and_renews(
         old = time.time() - 3600
         for host in LIVE:
             for image_id in images:
-                os.utime(_cached(stack, host, image_id), (old, old))
+                os.utime(cached_file(stack, host, image_id), (old, old))
         stack.run_openstack("aggregate", "cache", "image", agg["name"], *images)
         again = _wait_new_job(stack, agg["id"], {job["id"]})
 
@@ -212,7 +194,7 @@ def test_openstack_cache_image_fills_live_computes_skips_stopped_and_renews(
     for host in LIVE:
         assert states[host] == {i: ("existing", None) for i in images}
         for image_id in images:
-            assert _cached(stack, host, image_id).stat().st_mtime > old + 3000  # lease renewed
+            assert cached_file(stack, host, image_id).stat().st_mtime > old + 3000  # lease renewed
     assert states[STOPPED] == {i: ("skipped", "down") for i in images}
     assert again["counts"]["existing"] == 2 * len(images)
     assert again["bytes_downloaded"] == 0
@@ -273,17 +255,12 @@ def _call_monitor_timeout(stack: Any) -> int:
     return int(parser["DEFAULT"].get("rpc_response_timeout", "60"))
 
 
-def _partials(stack: Any, host: str, image_id: str) -> list[Path]:
-    base = Path(stack.computes[host]) / "_base"
-    return sorted(base.glob(f".{cache_name(image_id)}{PART_MARK}*"))
-
-
 def test_compute_killed_mid_download_is_error_in_time_and_next_request_caches(
         stack, make_aggregate, big_image):
     victim, other = "compute1", "compute2"
     agg = make_aggregate(hosts=(victim, other))
     for host in (victim, other):
-        _cached(stack, host, big_image).unlink(missing_ok=True)
+        cached_file(stack, host, big_image).unlink(missing_ok=True)
     body = {"cache": [{"id": big_image}]}
     resp = stack.api_request("POST", f"os-aggregates/{agg['id']}/images", microversion=MV,
                              json=body)
@@ -292,7 +269,7 @@ def test_compute_killed_mid_download_is_error_in_time_and_next_request_caches(
     job_path = f"os-aggregates/{agg['id']}/images/jobs/{job_id}"
 
     deadline = time.monotonic() + 60
-    while not any(p.stat().st_size > 0 for p in _partials(stack, victim, big_image)):
+    while not any(p.stat().st_size > 0 for p in partial_files(stack, victim, big_image)):
         assert time.monotonic() < deadline, "the download never started on the victim"
         time.sleep(0.02)
     with stack.compute_stopped(victim):  # SIGKILL in the middle of the download
@@ -307,7 +284,7 @@ def test_compute_killed_mid_download_is_error_in_time_and_next_request_caches(
             time.sleep(0.5)
         assert states[victim][big_image][0] == "error"
         assert states[victim][big_image][1].startswith("MessagingTimeout")
-        assert not _cached(stack, victim, big_image).exists()  # nothing under the final name
+        assert not cached_file(stack, victim, big_image).exists()  # nothing under the final name
         job = _wait_new_job(stack, agg["id"], set(), timeout=300)
         assert job["id"] == job_id and job["state"] == "done"
         assert _states(job)[other][big_image] == ("cached", None)
@@ -317,7 +294,7 @@ def test_compute_killed_mid_download_is_error_in_time_and_next_request_caches(
     assert resp.status_code == 202, resp.text
     again = _wait_new_job(stack, agg["id"], {job_id})
     assert _states(again)[victim][big_image] == ("cached", None)
-    assert _sha512(_cached(stack, victim, big_image)) == _glance_sha512(stack, big_image)
-    assert _partials(stack, victim, big_image) == []
+    assert file_sha512(cached_file(stack, victim, big_image)) == _glance_sha512(stack, big_image)
+    assert partial_files(stack, victim, big_image) == []
     for host in (victim, other):
-        _cached(stack, host, big_image).unlink(missing_ok=True)
+        cached_file(stack, host, big_image).unlink(missing_ok=True)

@@ -19,20 +19,26 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import datetime
-import hashlib
 import os
 import re
 import threading
-import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
-from fleetcache.compute.imagecache import PART_MARK, cache_name
+from fleetcache.compute.imagecache import cache_name
+from tests.integration.stackops import (
+    MV,
+    cached_file,
+    file_gets,
+    file_sha512,
+    forget,
+    glance_image,
+    wait_job_done,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -40,21 +46,7 @@ HOSTS = ("compute1", "compute3")  # one in each cell
 JOBS = 2
 CONCURRENCY = JOBS * len(HOSTS)  # every call of both jobs in flight at once
 IMAGE_MIB = 256  # a download of a second or more: a wide window for the second job to arrive
-MV = "2.81"
 STATES = ("cached", "existing")
-
-
-def _cached(stack: Any, host: str, image_id: str) -> Path:
-    return Path(stack.computes[host]) / "_base" / cache_name(image_id)
-
-
-def _forget(stack: Any, image_id: str) -> None:
-    """Remove the image (and any partial download of it) from every compute's cache."""
-    for host in stack.computes:
-        base = Path(stack.computes[host]) / "_base"
-        _cached(stack, host, image_id).unlink(missing_ok=True)
-        for partial in base.glob(f".{cache_name(image_id)}{PART_MARK}*"):
-            partial.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -70,12 +62,12 @@ def fresh_image(stack: Any) -> Iterator[dict[str, Any]]:
         stack.glance.put(f"{stack.glance_url}/v2/images/{image_id}/file",
                      data=(os.urandom(1 << 20) for _ in range(IMAGE_MIB)), timeout=600,
                      headers={"Content-Type": "application/octet-stream"}).raise_for_status()
-        body = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30).json()
+        body = glance_image(stack, image_id)
         assert body["status"] == "active" and body["size"] == IMAGE_MIB << 20, body
         yield body
     finally:
         stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
-        _forget(stack, image_id)
+        forget(stack, image_id)
 
 
 @pytest.fixture
@@ -102,31 +94,6 @@ def _post_at_once(stack: Any, agg_id: int, image_id: str,
         return list(pool.map(post, request_ids))
 
 
-def _wait_done(stack: Any, agg_id: int, job_id: str, timeout: float = 300) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        resp = stack.api_request("GET", f"os-aggregates/{agg_id}/images/jobs/{job_id}",
-                                 microversion=MV)
-        resp.raise_for_status()
-        job: dict[str, Any] = resp.json()["job"]
-        if job["state"] in ("done", "failed"):
-            return job
-        assert time.monotonic() < deadline, f"job {job_id} still {job['state']} after {timeout}s"
-        time.sleep(0.5)
-
-
-def _file_gets(stack: Any, image_id: str, want: int, timeout: float = 10) -> list[Any]:
-    """Glance's ``GET .../file`` requests of the image (waits briefly: a line is written when
-    its response ends, just after the compute read its last byte)."""
-    path = f"/v2/images/{image_id}/file"
-    deadline = time.monotonic() + timeout
-    while True:
-        gets = [r for r in stack.glance_requests() if r.method == "GET" and r.path == path]
-        if len(gets) >= want or time.monotonic() > deadline:
-            return gets
-        time.sleep(0.2)
-
-
 _LOCK_LINE = re.compile(
     r"^(?P<stamp>\S+ \S+) \d+ DEBUG oslo_concurrency\.lockutils \[(?P<global_id>\S+) "
     r'.*\] (?P<event>Acquiring|Releasing) lock "(?P<name>[0-9a-f]+)"')
@@ -145,30 +112,22 @@ def _lock_events(stack: Any, host: str, image_id: str) -> dict[tuple[str, str], 
     return first
 
 
-def _sha512(path: Path) -> str:
-    digest = hashlib.sha512()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def test_two_jobs_at_once_fetch_the_image_from_glance_once_per_host(
         stack, wide_conductor, make_aggregate, fresh_image):
     image_id = fresh_image["id"]
     for host in HOSTS:
         stack.wait_service_state(host, up=True)
     agg = make_aggregate(hosts=HOSTS)
-    assert not any(_cached(stack, h, image_id).exists() for h in stack.computes)
+    assert not any(cached_file(stack, h, image_id).exists() for h in stack.computes)
     request_ids = [f"req-{uuid.uuid4()}" for _ in range(JOBS)]
 
     responses = _post_at_once(stack, agg["id"], image_id, request_ids)
     assert [r.status_code for r in responses] == [202] * JOBS, [r.text for r in responses]
     # Both jobs were accepted before any host had finished its download.
-    assert not any(_cached(stack, h, image_id).exists() for h in HOSTS)
+    assert not any(cached_file(stack, h, image_id).exists() for h in HOSTS)
     job_ids = [r.headers["Location"].rsplit("/", 1)[-1] for r in responses]
     assert len(set(job_ids)) == JOBS
-    done = [_wait_done(stack, agg["id"], job_id) for job_id in job_ids]
+    done = [wait_job_done(stack, agg["id"], job_id, timeout=300) for job_id in job_ids]
 
     # The jobs: every host has the image; per host exactly one job downloaded it.
     cached_by: dict[str, list[str]] = {host: [] for host in HOSTS}
@@ -184,7 +143,7 @@ def test_two_jobs_at_once_fetch_the_image_from_glance_once_per_host(
     assert {host: len(ids) for host, ids in cached_by.items()} == {h: 1 for h in HOSTS}
 
     # Glance: one GET of the image data per host, by the job that reported it cached.
-    gets = _file_gets(stack, image_id, want=len(HOSTS))
+    gets = file_gets(stack, image_id, at_least=len(HOSTS))
     assert len(gets) == len(HOSTS), gets
     assert {(g.status, g.size) for g in gets} == {(200, fresh_image["size"])}, gets
     assert collections.Counter(g.request_id for g in gets) == collections.Counter(
@@ -201,5 +160,5 @@ def test_two_jobs_at_once_fetch_the_image_from_glance_once_per_host(
         assert events[(waiter, "Acquiring")] < events[(downloader, "Releasing")], (host, events)
 
     for host in HOSTS:
-        assert _sha512(_cached(stack, host, image_id)) == fresh_image["os_hash_value"]
-    assert not _cached(stack, "compute2", image_id).exists()  # not in the aggregate
+        assert file_sha512(cached_file(stack, host, image_id)) == fresh_image["os_hash_value"]
+    assert not cached_file(stack, "compute2", image_id).exists()  # not in the aggregate

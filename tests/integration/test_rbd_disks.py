@@ -18,6 +18,7 @@ from fleetcache.common import config, exception, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.compute import rpcapi
 from fleetcache.compute.disk_record import DiskRecord, write_record
+from tests.integration.stackops import file_gets, glance_image
 
 pytestmark = pytest.mark.integration
 
@@ -47,14 +48,9 @@ def _info(stack: Any, name: str) -> dict[str, Any] | None:
     return json.loads(proc.stdout) if proc.returncode == 0 else None
 
 
-def _file_gets(stack: Any, image_id: str) -> int:
-    return sum(1 for r in stack.glance_requests()
-               if r.method == "GET" and r.path == f"/v2/images/{image_id}/file")
-
-
 def test_raw_rbd_image_becomes_a_clone_and_delete_removes_it(stack, rbd_host):
     image_id, instance = stack.rbd_sample_image, str(uuid.uuid4())
-    gets = _file_gets(stack, image_id)
+    gets = len(file_gets(stack, image_id))
     result = rbd_host.create_instance_disk(get_admin_context(), HOST, instance, image_id)
     assert result["backend"] == "rbd" and result["image_fetched"] is False
     assert result["path"] == f"rbd:instances/{instance}_disk"
@@ -63,7 +59,7 @@ def test_raw_rbd_image_becomes_a_clone_and_delete_removes_it(stack, rbd_host):
     assert info is not None, "no clone in pool instances"
     assert info["parent"]["pool"] == "images" and info["parent"]["image"] == image_id
     assert info["parent"]["snapshot"] == "snap"
-    assert _file_gets(stack, image_id) == gets, "the clone downloaded the image"
+    assert len(file_gets(stack, image_id)) == gets, "the clone downloaded the image"
 
     assert rbd_host.delete_instance_disk(get_admin_context(), HOST, instance) is True
     assert _info(stack, f"{instance}_disk") is None
@@ -78,7 +74,7 @@ def test_qcow2_image_is_converted_and_imported(stack, rbd_host):
         assert (result["backend"], result["format"]) == ("rbd", "raw")
         info = _info(stack, f"{instance}_disk")
         assert info is not None and "parent" not in info
-        glance = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30).json()
+        glance = glance_image(stack, image_id)
         assert info["size"] == int(glance["virtual_size"])
     finally:
         assert rbd_host.delete_instance_disk(get_admin_context(), HOST, instance) is True

@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from fleetcache.common.db import jobs
-from fleetcache.compute.imagecache import PART_MARK, cache_name
+from fleetcache.compute.imagecache import PART_MARK
+from tests.integration.stackops import cached_file, file_gets, glance_image
 
 pytestmark = pytest.mark.integration
 
@@ -45,14 +46,10 @@ def _upload_rbd_image(stack: Any, data: bytes) -> str:
                         headers={"Content-Type": "application/octet-stream",
                                  "X-Image-Meta-Store": stack.env["FLEETCACHE_GLANCE_RBD_STORE"]})
     resp.raise_for_status()
-    body = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}", timeout=30).json()
+    body = glance_image(stack, image_id)
     assert body["status"] == "active", body
     assert body["direct_url"] == f"rbd://{stack.ceph.fsid}/images/{image_id}/snap", body
     return image_id
-
-
-def _cached(stack: Any, host: str, image_id: str) -> Path:
-    return Path(stack.computes[host]) / "_base" / cache_name(image_id)
 
 
 def _leftovers(stack: Any, host: str) -> list[str]:
@@ -66,13 +63,8 @@ def rbd_image(stack: Any) -> Iterator[tuple[str, bytes]]:
     image_id = _upload_rbd_image(stack, data)
     yield image_id, data
     for host in HOSTS:
-        _cached(stack, host, image_id).unlink(missing_ok=True)
+        cached_file(stack, host, image_id).unlink(missing_ok=True)
     stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=60)
-
-
-def _file_gets(stack: Any, image_id: str) -> int:
-    return sum(1 for r in stack.glance_requests()
-               if r.method == "GET" and r.path == f"/v2/images/{image_id}/file")
 
 
 def _cache_and_wait(stack: Any, agg: dict[str, Any], image_id: str,
@@ -105,7 +97,7 @@ def test_cache_image_exports_from_ceph_on_every_compute(stack, make_aggregate, r
         assert (result["state"], result["download_path"], result["fallback_reason"]) == (
             "cached", "rbd", None), result
         assert result["bytes_downloaded"] == len(data)
-        assert _sha256(_cached(stack, host, image_id)) == hashlib.sha256(data).hexdigest()
+        assert _sha256(cached_file(stack, host, image_id)) == hashlib.sha256(data).hexdigest()
         assert _leftovers(stack, host) == []
     # The jobs resource shows the path per host and image, as the job recorded it.
     path = f"os-aggregates/{agg['id']}/images/jobs"
@@ -114,7 +106,7 @@ def test_cache_image_exports_from_ceph_on_every_compute(stack, make_aggregate, r
     assert {(h["host"], i["download_path"], i["fallback_reason"])
             for h in shown["job"]["hosts"] for i in h["images"]} == {
         (host, "rbd", None) for host in HOSTS}
-    assert _file_gets(stack, image_id) == 0, "Glance served the image's data"
+    assert len(file_gets(stack, image_id)) == 0, "Glance served the image's data"
 
 
 def test_wrong_fsid_downloads_over_http_with_the_reason(stack, make_aggregate, rbd_image,
@@ -132,8 +124,8 @@ def test_wrong_fsid_downloads_over_http_with_the_reason(stack, make_aggregate, r
     assert (result["state"], result["download_path"]) == ("cached", "http"), result
     assert "fsid mismatch" in (result["fallback_reason"] or "")
     assert stack.ceph.fsid in result["fallback_reason"] and other_fsid in result["fallback_reason"]
-    assert _cached(stack, "compute1", image_id).read_bytes() == data
-    assert _file_gets(stack, image_id) == 1
+    assert cached_file(stack, "compute1", image_id).read_bytes() == data
+    assert len(file_gets(stack, image_id)) == 1
     assert "direct download from Ceph not used" in stack.log_file("compute1").read_text()
 
 
@@ -166,9 +158,9 @@ def test_keyring_without_read_caps_falls_back_with_permission_denied(
     result = results[("compute2", image_id)]
     assert (result["state"], result["download_path"]) == ("cached", "http"), result
     assert "permission denied" in (result["fallback_reason"] or ""), result
-    assert _cached(stack, "compute2", image_id).read_bytes() == data
+    assert cached_file(stack, "compute2", image_id).read_bytes() == data
     assert _leftovers(stack, "compute2") == []
-    assert _file_gets(stack, image_id) == 1
+    assert len(file_gets(stack, image_id)) == 1
 
 
 def test_flipped_byte_in_ceph_is_a_hash_mismatch_and_nothing_is_cached(
@@ -192,7 +184,7 @@ def test_flipped_byte_in_ceph_is_a_hash_mismatch_and_nothing_is_cached(
     result = results[("compute3", image_id)]
     assert result["state"] == "error", result
     assert "mismatch" in (result["reason"] or ""), result
-    assert not _cached(stack, "compute3", image_id).exists()
+    assert not cached_file(stack, "compute3", image_id).exists()
     assert _leftovers(stack, "compute3") == []
     log = stack.log_file("compute3").read_text()
     assert re.search(rf"Image {image_id}: direct download from Ceph not used.*mismatch", log)
@@ -243,12 +235,12 @@ def test_osd_killed_mid_export_falls_back_to_http(stack, make_aggregate):
         result = results[("compute1", image_id)]
         assert (result["state"], result["download_path"]) == ("cached", "http"), result
         assert result["fallback_reason"] and "rbd export" in result["fallback_reason"]
-        assert hashlib.sha256(_cached(stack, "compute1", image_id).read_bytes()).digest() == \
+        assert hashlib.sha256(cached_file(stack, "compute1", image_id).read_bytes()).digest() == \
             hashlib.sha256(data).digest()
         assert _leftovers(stack, "compute1") == []
-        assert _file_gets(stack, image_id) == 1
+        assert len(file_gets(stack, image_id)) == 1
     finally:
-        _cached(stack, "compute1", image_id).unlink(missing_ok=True)
+        cached_file(stack, "compute1", image_id).unlink(missing_ok=True)
         if not _osd_alive(stack):
             _restart_osd(stack)
         _wait_osd_up(stack)

@@ -15,7 +15,6 @@ log directory, kept until the next ``tools/stack.sh up``), and the same files in
 from __future__ import annotations
 
 import shutil
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,13 +25,13 @@ import requests
 
 from tests import hostile_images
 from tests.browser import chromium_page
-from tests.integration.stackops import frozen
+from tests.integration.stackops import MV, frozen, get_job
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 HOSTS = ("compute1", "compute2", "compute3")
 FROZEN = "compute3"
-MV = "2.81"
 
 
 def upload_image(stack: Any, path: Path, disk_format: str) -> str:
@@ -56,22 +55,6 @@ def mislabelled_image(stack: Any, tmp_path: Path) -> Iterator[str]:
     stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
 
 
-def _job(stack: Any, agg_id: int, job_id: str) -> dict[str, Any]:
-    resp = stack.api_request("GET", f"os-aggregates/{agg_id}/images/jobs/{job_id}",
-                             microversion=MV)
-    resp.raise_for_status()
-    job: dict[str, Any] = resp.json()["job"]
-    return job
-
-
-def _wait(predicate: Any, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def _screenshot(page: Any, stack: Any, tmp_path: Path, name: str) -> None:
     path = tmp_path / name
     page.screenshot(path=str(path), full_page=True)
@@ -90,8 +73,8 @@ def test_page_follows_a_running_job_to_its_end_and_shows_an_error_reason(
                                      json={"cache": [{"id": good}, {"id": mislabelled_image}]})
             assert resp.status_code == 202, resp.text
             job_id = resp.headers["Location"].rsplit("/", 1)[-1]
-            _wait(lambda: _job(stack, aggregate["id"], job_id)["hosts_reported"] == 2,
-                  "the two live computes to answer")
+            wait_for(lambda: get_job(stack, aggregate["id"], job_id)["hosts_reported"] == 2,
+                     "the two live computes to answer", 60)
 
             signed_out = page.goto(status_url)  # Keystone: the sign-in form first
             assert signed_out is not None and signed_out.status == 401
@@ -125,7 +108,7 @@ def test_page_follows_a_running_job_to_its_end_and_shows_an_error_reason(
         _screenshot(page, stack, tmp_path, "status-page-done.png")
         assert page.console_errors == []
 
-    job = _job(stack, aggregate["id"], job_id)
+    job = get_job(stack, aggregate["id"], job_id)
     assert job["state"] == "done" and job["counts"]["error"] == 3
 
 

@@ -34,8 +34,8 @@ from tests.integration.daemons import (
     conductor_client,
     machine_lock,
     private_vhost,
-    wait_for,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -89,11 +89,11 @@ def deployment(database: str, tmp_path: Path) -> Iterator[tuple[Deployment, list
             conductors = [dep.start_conductor(host) for host in CONDUCTORS]
             for host in HOSTS:
                 dep.start_compute(host)
-            wait_for(lambda: all(dep.is_up(h) for h in HOSTS), 90,
-                     "every compute to register", dep.check_running)
+            wait_for(lambda: all(dep.is_up(h) for h in HOSTS), "every compute to register",
+                     90, guard=dep.check_running)
             for conductor in conductors:
-                wait_for(lambda c=conductor: _serving(c.log(400)), 60,  # type: ignore[misc]
-                         f"{conductor.name} to serve RPC", dep.check_running)
+                wait_for(lambda c=conductor: _serving(c.log(400)),  # type: ignore[misc]
+                         f"{conductor.name} to serve RPC", 60, guard=dep.check_running)
             yield dep, image_ids
             dep.check_running()
         finally:
@@ -137,7 +137,7 @@ def test_two_conductors_run_a_job_each_side_by_side(
         return all(jobs.job_get(dep.db, j["uuid"])["state"] in (jobs.DONE, jobs.FAILED)
                    for j in queued)
 
-    wait_for(finished, 60, "both jobs to finish", dep.check_running)
+    wait_for(finished, "both jobs to finish", 60, guard=dep.check_running)
     done = [jobs.job_get(dep.db, j["uuid"]) for j in queued]
     assert [j["conductor_host"] for j in done] == list(CONDUCTORS)
     for job, image_id in zip(done, image_ids, strict=True):

@@ -11,17 +11,16 @@ import pytest
 from oslo_config import cfg
 
 from fleetcache.cmd.common import register_messaging_opts
-from fleetcache.common import config, rpc
+from fleetcache.common import rpc
 from fleetcache.common.db import migration
 from fleetcache.common.db.session import Database
 
 
 @pytest.fixture
-def conf() -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    config.register_all(conf)
+def conf(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
+    """The shared configuration (tests/conftest.py) with oslo.messaging's options, on the
+    in-process ``fake://`` transport."""
     register_messaging_opts(conf)
-    conf([], project="fleetcache", default_config_files=[])
     conf.set_override("transport_url", "fake:///")
     return conf
 

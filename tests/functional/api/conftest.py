@@ -10,7 +10,6 @@ import webtest
 from oslo_config import cfg
 
 from fleetcache.api import wsgi
-from fleetcache.common import config
 from fleetcache.common.db import migration
 from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
@@ -18,10 +17,9 @@ from tests.functional.api.helpers import StubConductorAPI
 
 
 @pytest.fixture
-def conf(tmp_path: pathlib.Path) -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    config.register_all(conf)
-    conf([], project="fleetcache", default_config_files=[])
+def conf(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> cfg.ConfigOpts:
+    """The shared configuration (tests/conftest.py) with a SQLite database of the test's own
+    and no authentication (the API trusts the identity headers the test sends)."""
     conf.set_override("connection", f"sqlite:///{tmp_path}/api.sqlite", group="database")
     conf.set_override("auth_strategy", "noauth", group="api")
     return conf

@@ -6,10 +6,8 @@ import io
 import os
 import pathlib
 import subprocess
-import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from fleetcache.cmd import compute as compute_cmd
 from fleetcache.cmd import conductor as conductor_cmd
@@ -24,19 +22,9 @@ from fleetcache.compute.manager import ComputeManager
 from fleetcache.demo import make_conf
 from fleetcache.image import local
 from tests.stored_reports import StoredReport, stored_report
+from tests.waiting import wait_for
 
 CTXT = RequestContext(request_id="req-functional")
-T = TypeVar("T")
-
-
-def wait_for(check: Callable[[], T | None], what: str, timeout: float = 10) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Stack:

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from fleetcache.compute.imagecache import PART_MARK, cache_name
-from tests.functional.compute.stack import CTXT, Stack, wait_for
+from tests.functional.compute.stack import CTXT, Stack
+from tests.waiting import wait_for
 
 MAX_AGE = 2
 

@@ -21,16 +21,6 @@ from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.virt.driver import load_compute_driver
 from fleetcache.image.local import add_image
 from tests import hostile_images as corpus
-from tests.unit.image.fixtures import make_conf
-
-
-@pytest.fixture
-def conf(tmp_path: pathlib.Path) -> cfg.ConfigOpts:
-    conf = make_conf(host=f"compute-{uuid.uuid4().hex[:8]}",
-                     instances_path=str(tmp_path / "instances"), compute_driver="disk",
-                     image_source__backend="local",
-                     image_source__local_directory=str(tmp_path / "images"))
-    return conf
 
 
 @pytest.fixture

@@ -28,7 +28,6 @@ from fleetcache.compute.virt.driver import load_compute_driver
 from fleetcache.image import qemu
 from fleetcache.image.local import add_image
 from tests import hostile_images as corpus
-from tests.unit.image.fixtures import make_conf
 
 Builder = Callable[[pathlib.Path], pathlib.Path]
 
@@ -63,15 +62,6 @@ CASES: list[tuple[str, Builder, str, str, bool]] = [
      "content matches several formats at once (iso, qcow2): a polyglot image is refused", False),
 ]
 IDS = [case[0] for case in CASES]
-
-
-@pytest.fixture
-def conf(tmp_path: pathlib.Path) -> cfg.ConfigOpts:
-    conf = make_conf(host=f"compute-{uuid.uuid4().hex[:8]}",
-                     instances_path=str(tmp_path / "instances"), compute_driver="disk",
-                     image_source__backend="local",
-                     image_source__local_directory=str(tmp_path / "images"))
-    return conf
 
 
 @pytest.fixture

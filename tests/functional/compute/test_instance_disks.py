@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from fleetcache.common import exception
-from tests.functional.compute.stack import CTXT, Stack, wait_for
+from tests.functional.compute.stack import CTXT, Stack
+from tests.waiting import wait_for
 
 
 @pytest.fixture

@@ -21,12 +21,10 @@ from tests.unit.image import fixtures
 
 
 @pytest.fixture
-def conf(tmp_path: pathlib.Path) -> cfg.ConfigOpts:
-    c = cfg.ConfigOpts()
-    config.register_all(c)
-    c([])
-    c.set_override("instances_path", str(tmp_path / "instances"))
-    return c
+def conf(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> cfg.ConfigOpts:
+    """The shared configuration, with the instances under the test's directory."""
+    conf.set_override("instances_path", str(tmp_path / "instances"))
+    return conf
 
 
 # --- seed 001: images_type_mapping ------------------------------------------------------------

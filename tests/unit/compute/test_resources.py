@@ -7,16 +7,13 @@ import pathlib
 import pytest
 from oslo_config import cfg
 
-from fleetcache.common import config
 from fleetcache.compute import resources
 from fleetcache.compute.resources import HostSize
 
 
 @pytest.fixture
-def conf(tmp_path: pathlib.Path) -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    config.register_all(conf)
-    conf([], project="fleetcache", default_config_files=[])
+def conf(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> cfg.ConfigOpts:
+    """The shared configuration, its ``instances_path`` the test's directory (measured)."""
     conf.set_override("instances_path", str(tmp_path))
     return conf
 

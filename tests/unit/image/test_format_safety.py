@@ -10,17 +10,9 @@ import pytest
 from oslo_config import cfg
 from oslo_utils import units
 
-from fleetcache.common import config, exception
+from fleetcache.common import exception
 from fleetcache.image import format_safety, qemu
 from tests import hostile_images as corpus
-
-
-@pytest.fixture
-def conf() -> cfg.ConfigOpts:
-    c = cfg.ConfigOpts()
-    config.register_all(c)
-    c([])
-    return c
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from tests.unit.compute.diskfixtures import Host
 from tests.unit.compute.imagecache.test_odirect import refuse_o_direct
 from tests.unit.image.fakeglance import FakeGlance
 from tests.unit.image.fixtures import make_conf
+from tests.waiting import wait_for
 
 CTXT = RequestContext()
 DATA = os.urandom(2 * 1024 * 1024 + 5)
@@ -220,10 +221,10 @@ print(ImageCache(conf, GlanceImageSource(conf)).fetch(RequestContext(), sys.argv
 
 
 def _wait_for_partial(cache_dir: pathlib.Path) -> None:
-    deadline = time.monotonic() + 30
-    while not (cache_dir.is_dir() and any(is_partial(p.name) for p in cache_dir.iterdir())):
-        assert time.monotonic() < deadline, "no download started"
-        time.sleep(0.005)
+    """Until a download into ``cache_dir`` started (its partial file exists); polled often
+    because the download it races lasts about a second."""
+    wait_for(lambda: cache_dir.is_dir() and any(is_partial(p.name) for p in cache_dir.iterdir()),
+             "a download to start", 30, interval=0.005)
 
 
 def test_concurrent_processes_download_once(tmp_path: pathlib.Path) -> None:
