@@ -35,7 +35,6 @@ import time
 from oslo_config import cfg
 from oslo_messaging.rpc import server as rpc_server
 
-from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import CacheOutcome
@@ -47,7 +46,7 @@ from fleetcache.compute.virt.fake import FakeDriver
 def _conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    register_messaging_opts(conf)  # executor_thread_pool_size, as fleetcache-compute does
+    rpc.register_opts(conf)  # executor_thread_pool_size, as fleetcache-compute does
     conf([], project="fleetcache", default_config_files=[])
     conf.set_override("compute_driver", "fake")
     conf.set_override("executor_thread_pool_size", args.executor_pool)

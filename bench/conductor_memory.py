@@ -57,8 +57,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchlib import loadavg, log, parse_with_smoke  # noqa: E402
 from _fleet import Cell, setup_database  # noqa: E402
 
-from fleetcache.cmd.common import register_messaging_opts  # noqa: E402
-from fleetcache.common import config  # noqa: E402
+from fleetcache.common import (
+    config,  # noqa: E402
+    rpc,
+)
 from fleetcache.common.context import get_admin_context  # noqa: E402
 from fleetcache.common.db import aggregates as db_aggregates  # noqa: E402
 from fleetcache.common.db import job_leases, jobs, models  # noqa: E402
@@ -303,7 +305,7 @@ def one(args: argparse.Namespace, hosts: int) -> dict[str, Any]:
     db_url, aggregate_id = args.database, args.aggregate
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    register_messaging_opts(conf)
+    rpc.register_opts(conf)
     conf([], project="fleetcache", default_config_files=[])
     conf.set_override("service_down_time", 86400)
     db = Database(db_url, max_pool_size=40)

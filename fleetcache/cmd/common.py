@@ -25,7 +25,6 @@ import oslo_messaging as messaging
 import sqlalchemy
 from oslo_config import cfg
 from oslo_log import log
-from oslo_messaging import opts as messaging_opts
 
 import fleetcache
 from fleetcache.common import config, rpc
@@ -52,15 +51,6 @@ def config_error(prog: str, message: str) -> NoReturn:
     sys.exit(EXIT_CONFIG)
 
 
-def register_messaging_opts(conf: cfg.ConfigOpts) -> None:
-    """Register oslo.messaging's ``[DEFAULT]`` options (``transport_url``,
-    ``rpc_response_timeout``, ``executor_thread_pool_size`` ...) before parsing, so that a
-    daemon can give them its own defaults and bad values are caught at start-up."""
-    for group, opts in messaging_opts.list_opts():
-        if group in (None, "DEFAULT"):
-            conf.register_opts(opts)
-
-
 def parse_config(
     argv: Sequence[str] | None,
     prog: str,
@@ -77,7 +67,7 @@ def parse_config(
     """
     conf = cfg.CONF if conf is None else conf
     config.register_all(conf)
-    register_messaging_opts(conf)
+    rpc.register_opts(conf)
     log.register_options(conf)
     # stevedore.named warns about a driver name it cannot find; the command says it itself.
     log.set_defaults(default_log_levels=log.get_default_log_levels()

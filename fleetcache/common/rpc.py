@@ -26,6 +26,7 @@ from typing import Any, TypeVar, cast
 import oslo_messaging as messaging
 from oslo_config import cfg
 from oslo_messaging import conffixture
+from oslo_messaging import opts as messaging_opts
 
 from fleetcache.common import context as fc_context
 from fleetcache.common import exception
@@ -48,6 +49,17 @@ ALLOWED_EXMODS = ["fleetcache.common.exception"]
 #: ``MessageUndeliverable`` (a mandatory message no queue took) is not a ``MessagingException``.
 DELIVERY_ERRORS: tuple[type[Exception], ...] = (messaging.MessagingException,
                                                 messaging.MessageUndeliverable)
+
+
+def register_opts(conf: cfg.ConfigOpts,
+                  groups: tuple[str | None, ...] = (None,)) -> None:
+    """Register oslo.messaging's options of ``groups`` (``None``: ``[DEFAULT]``:
+    ``transport_url``, ``rpc_response_timeout``, ``executor_thread_pool_size``...) before
+    parsing, so that a daemon can give them its own defaults and bad values are caught at
+    start-up."""
+    for group, opts in messaging_opts.list_opts():
+        if (None if group == "DEFAULT" else group) in groups:
+            conf.register_opts(opts, group=group if group != "DEFAULT" else None)
 
 
 def init(conf: cfg.ConfigOpts) -> None:

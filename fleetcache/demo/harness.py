@@ -47,7 +47,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from oslo_config import cfg
-from oslo_messaging import opts as messaging_opts
 
 from fleetcache.api import wsgi
 from fleetcache.client import render
@@ -71,7 +70,7 @@ TRANSPORT_URL = "fake://"
 CONTROLLER = "demo-controller"
 #: oslo.messaging's option groups a demo service reads: ``[DEFAULT]`` (``transport_url``,
 #: timeouts) as every daemon registers them, and the notifier's.
-MESSAGING_GROUPS = (None, "DEFAULT", "oslo_messaging_notifications")
+MESSAGING_GROUPS = (None, "oslo_messaging_notifications")
 
 
 class Builders(NamedTuple):
@@ -88,9 +87,7 @@ def make_conf(workdir: str, host: str, **overrides: Any) -> cfg.ConfigOpts:
     """A private configuration reading no file: the demo's settings only."""
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    for group, opts in messaging_opts.list_opts():
-        if group in MESSAGING_GROUPS:
-            conf.register_opts(opts, group=None if group == "DEFAULT" else group)
+    rpc.register_opts(conf, MESSAGING_GROUPS)
     conf([], project="fleetcache", default_config_files=[], default_config_dirs=[])
     settings: dict[tuple[str | None, str], Any] = {
         (None, "host"): host,

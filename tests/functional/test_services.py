@@ -17,7 +17,6 @@ from sqlalchemy import delete
 
 from fleetcache.cmd import compute as compute_cmd
 from fleetcache.cmd import conductor as conductor_cmd
-from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, rpc, servicegroup
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db import migration, models
@@ -37,7 +36,7 @@ COMPUTE = "fleetcache-compute"
 def make_conf(tmp_path: pathlib.Path, host: str, **overrides: object) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    register_messaging_opts(conf)
+    rpc.register_opts(conf)
     conf([], project="fleetcache", default_config_files=[])
     values = {
         "host": host,

@@ -22,7 +22,6 @@ from typing import IO, Any
 
 from oslo_config import cfg
 
-from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, rpc, servicegroup
 from fleetcache.common.db import services as db_services
 from fleetcache.common.db.services import ServiceDict
@@ -233,7 +232,7 @@ def conductor_client(url: str) -> tuple[rpc.Transports, Any]:
     up after."""
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    register_messaging_opts(conf)
+    rpc.register_opts(conf)
     conf([], project="fleetcache", default_config_files=[])
     conf.set_override("rpc_response_timeout", 60)
     transports = rpc.Transports(conf)

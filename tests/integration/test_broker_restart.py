@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from oslo_config import cfg
 
-from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db.models import utcnow
@@ -71,7 +70,7 @@ def compute_api() -> Iterator[ComputeAPI]:
     """The test's own client of the compute, on a transport of its own."""
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    register_messaging_opts(conf)
+    rpc.register_opts(conf)
     conf([], project="fleetcache", default_config_files=[])
     conf.set_override("rpc_response_timeout", 5)
     conf.set_override("long_rpc_timeout", 10)

@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 from oslo_config import cfg
 
-from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, exception, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.compute.rpcapi import ComputeAPI
@@ -56,7 +55,7 @@ def compute_api(vhost: str, tmp_path: Path) -> Iterator[ComputeAPI]:
     dep = Deployment(tmp_path, URL, extra=extra)
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    register_messaging_opts(conf)
+    rpc.register_opts(conf)
     conf([], project="fleetcache", default_config_files=[])
     conf.set_override("rpc_response_timeout", CALL_MONITOR)
     conf.set_override("long_rpc_timeout", 120)

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import pytest
 from oslo_config import cfg
 
-from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import rpc
 from fleetcache.common.db import migration
 from fleetcache.common.db.session import Database
@@ -20,7 +19,7 @@ from fleetcache.common.db.session import Database
 def conf(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     """The shared configuration (tests/conftest.py) with oslo.messaging's options, on the
     in-process ``fake://`` transport."""
-    register_messaging_opts(conf)
+    rpc.register_opts(conf)
     conf.set_override("transport_url", "fake:///")
     return conf
 

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import pytest
 from oslo_config import cfg
 
-from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import binaries, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db import aggregates as db_aggregates
@@ -37,7 +36,7 @@ def db(tmp_path: pathlib.Path) -> Iterator[Database]:
 
 @pytest.fixture
 def manager(placement_conf: cfg.ConfigOpts, db: Database) -> Iterator[ConductorManager]:
-    register_messaging_opts(placement_conf)
+    rpc.register_opts(placement_conf)
     placement_conf.set_override("transport_url", "fake:///")
     transports = rpc.Transports(placement_conf)
     state = ConductorState(placement_conf, db, transports)

@@ -11,7 +11,7 @@ import pytest
 from oslo_config import cfg
 
 from fleetcache.cmd import compute as compute_cmd
-from fleetcache.cmd.common import EXIT_CONFIG, register_messaging_opts
+from fleetcache.cmd.common import EXIT_CONFIG
 from fleetcache.common import config, exception, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.virt.fake import FakeDriver
@@ -28,7 +28,7 @@ def _load(path: pathlib.Path) -> cfg.ConfigOpts:
     root logger from pytest's caplog)."""
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    register_messaging_opts(conf)
+    rpc.register_opts(conf)
     conf(["--config-file", str(path)], project="fleetcache", default_config_files=[])
     return conf
 

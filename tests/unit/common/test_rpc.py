@@ -11,14 +11,13 @@ import oslo_messaging as messaging
 import pytest
 from oslo_config import cfg
 
-from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import config, rpc
 
 
 def _conf(transport_url: str) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     config.register_all(conf)
-    register_messaging_opts(conf)
+    rpc.register_opts(conf)
     conf([], project="fleetcache", default_config_files=[])
     conf.set_override("transport_url", transport_url)
     return conf

@@ -9,8 +9,7 @@ import uuid
 import oslo_messaging as messaging
 import pytest
 
-from fleetcache.cmd.common import register_messaging_opts
-from fleetcache.common import exception
+from fleetcache.common import exception, rpc
 from fleetcache.compute import long_calls
 from fleetcache.compute.long_calls import LongCallSlots
 from fleetcache.compute.manager import ComputeManager
@@ -72,7 +71,7 @@ def test_create_instance_disk_over_the_limit_raises_compute_busy(tmp_path: pathl
 
 def test_the_limit_leaves_one_worker_free_and_says_when_it_lowers_it() -> None:
     conf = make_conf()
-    register_messaging_opts(conf)
+    rpc.register_opts(conf)
     conf.set_override("executor_thread_pool_size", 32)
     assert (long_calls.effective_limit(conf), long_calls.limit_problem(conf)) == (24, None)
     conf.set_override("executor_thread_pool_size", 8)

@@ -7,7 +7,6 @@ import pathlib
 import oslo_messaging as messaging
 import pytest
 
-from fleetcache.cmd.common import register_messaging_opts
 from fleetcache.common import exception, rpc
 from fleetcache.common.context import get_admin_context
 from fleetcache.common.db import migration
@@ -21,7 +20,7 @@ def test_report_replaces_the_hosts_images(tmp_path: pathlib.Path) -> None:
     db = Database(f"sqlite:///{tmp_path}/c.sqlite")
     migration.db_sync(db)
     conf = make_conf()
-    register_messaging_opts(conf)
+    rpc.register_opts(conf)
     conf.set_override("transport_url", "fake:///")
     transports = rpc.Transports(conf)
     state = ConductorState(conf, db, transports)
