@@ -39,6 +39,22 @@ def read_groups(path: str) -> list[tuple[re.Pattern[str], str]]:
     return groups
 
 
+EXCEPTION_LINE = re.compile(r"^[\w.]+(?:Error|Exception|Failure|Mismatch\w*|Unauthorized|Forbidden"
+                            r"|NotFound|BadRequest|Conflict|ServerFault)\b.*")
+
+
+def exception_line(traceback: str) -> str:
+    """The last ``SomeError: message`` line of a traceback, with the response body Tempest's
+    exceptions print on their ``Details:`` line after it when there is one."""
+    lines = [ln.strip() for ln in traceback.splitlines() if ln.strip()]
+    found = [i for i, ln in enumerate(lines) if EXCEPTION_LINE.match(ln)]
+    if not found:
+        return lines[-1] if lines else ""
+    head = lines[found[-1]]
+    details = [ln for ln in lines[found[-1] + 1:] if ln.startswith("Details:")]
+    return f"{head} {details[0]}" if details else head
+
+
 def read_results() -> dict[str, tuple[str, str]]:
     """test id (attributes stripped) -> (status, last line of its traceback or skip reason)."""
     results: dict[str, tuple[str, str]] = {}
@@ -47,11 +63,10 @@ def read_results() -> dict[str, tuple[str, str]]:
         details = test["details"]
         assert isinstance(details, dict)
         reason = ""
-        for key in ("traceback", "reason"):
-            if key in details:
-                lines = [ln for ln in details[key].as_text().splitlines() if ln.strip()]
-                reason = lines[-1].strip() if lines else ""
-                break
+        if "reason" in details:
+            reason = details["reason"].as_text().strip()
+        elif "traceback" in details:
+            reason = exception_line(details["traceback"].as_text())
         status = str(test["status"])
         results[strip_attrs(str(test["id"]))] = (status, reason[:300])
 
@@ -66,7 +81,7 @@ def read_results() -> dict[str, tuple[str, str]]:
 
 
 def main() -> None:
-    """Print the table and the failures."""
+    """Print the table, then each failure with its reason, each pass, each skip reason."""
     groups = read_groups(sys.argv[1])
     with open(sys.argv[2]) as f:
         selected = [strip_attrs(ln.strip()) for ln in f if ln.strip().startswith("tempest.")]
@@ -79,6 +94,8 @@ def main() -> None:
     order = list(dict.fromkeys(name for _, name in groups))
     counts = {name: Counter[str]() for name in order}
     failures: list[tuple[str, str, str]] = []
+    skips: Counter[tuple[str, str]] = Counter()
+    passes: list[tuple[str, str]] = []
     for test_id in selected:
         group = next((name for rx, name in groups if rx.search(test_id)), "other")
         counts.setdefault(group, Counter())
@@ -90,6 +107,10 @@ def main() -> None:
         counts[group][key] += 1
         if key == "failed":
             failures.append((group, test_id, reason))
+        elif key == "skipped":
+            skips[group, reason] += 1
+        else:
+            passes.append((group, test_id))
     print("| group | run | passed | failed | skipped |")
     print("|---|---|---|---|---|")
     total: Counter[str] = Counter()
@@ -99,8 +120,12 @@ def main() -> None:
         print(f"| {group} | {run} | {c['passed']} | {c['failed']} | {c['skipped']} |")
     print(f"| all | {total['passed'] + total['failed']} | {total['passed']} | "
           f"{total['failed']} | {total['skipped']} |")
-    for group, test_id, reason in failures:
+    for group, test_id, reason in sorted(failures):
         print(f"FAIL [{group}] {test_id}: {reason}")
+    for group, test_id in sorted(passes):
+        print(f"PASS [{group}] {test_id}")
+    for (group, reason), n in sorted(skips.items()):
+        print(f"SKIP [{group}] {n} x {reason}")
 
 
 if __name__ == "__main__":
