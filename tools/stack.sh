@@ -778,11 +778,13 @@ check_prerequisites() {
     done
 }
 
-reset_state() {  # everything of a previous stack except the cached Glance and Placement venvs
+reset_state() {  # everything of a previous stack except the cached service and Tempest venvs
     local entry
     for entry in "$STACK"/* "$STACK"/.[!.]*; do
         case $entry in
-        "$GLANCE_VENV" | "$PLACEMENT_VENV" | "$KEYSTONE_VENV" | "$STACK/.lock") continue ;;
+        # tempest-venv: tools/tempest.sh's, built once like the services' venvs
+        "$GLANCE_VENV" | "$PLACEMENT_VENV" | "$KEYSTONE_VENV" | "$STACK/tempest-venv" \
+            | "$STACK/.lock") continue ;;
         esac
         [[ -e $entry ]] && rm -rf "$entry"
     done
