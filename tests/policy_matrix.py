@@ -89,6 +89,7 @@ SPEC_RULE = "os_compute_api:os-flavor-extra-specs:%s"
 SPEC = "matrix:spec"
 PROBES: list[Probe] = [
     Probe("GET", "/", PUBLIC),
+    Probe("GET", "/v2", PUBLIC),
     Probe("GET", "/v2.1", PUBLIC),
     Probe("GET", "/openapi.json", PUBLIC),
     Probe("GET", AGG, "os_compute_api:os-aggregates:index"),

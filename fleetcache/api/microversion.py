@@ -32,6 +32,7 @@ ENVIRON_KEY = "fleetcache.microversion"
 VERSIONS = [
     "2.1",  # The base: os-aggregates CRUD and actions, os-services list.
     "2.11",  # os-services: each service shows "forced_down".
+    "2.19",  # servers: each server shows its "description".
     "2.37",  # POST /servers: "networks" is required ("none" or "auto").
     "2.41",  # os-aggregates: each aggregate shows its "uuid".
     "2.47",  # servers: the flavor is shown embedded (name, resources, extra specs).

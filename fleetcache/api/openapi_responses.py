@@ -16,6 +16,7 @@ from fleetcache.api.paths import (
     FLAVOR,
     FLAVORS,
     HOST_IMAGE_CACHE,
+    LEGACY_PREFIX,
     OPENAPI,
     PREFIX,
     SERVER,
@@ -55,13 +56,17 @@ _HTML_PAGE = {"description": "The status page (HTML)",
 _AGGREGATE_BODY = json_body(wrapped("aggregate", ref("Aggregate")), "The aggregate")
 SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", "/"): ("200", json_body(ref("Versions"), "The API versions")),
+    ("GET", LEGACY_PREFIX): (
+        "200", json_body(wrapped("version", ref("Version")), "The legacy v2.0 entry")),
     ("GET", PREFIX): ("200", json_body(wrapped("version", ref("Version")), "v2.1")),
     ("GET", OPENAPI): ("200", {"description": "This document"}),
     ("GET", PREFIX + "/os-aggregates"): (
         "200",
         json_body(wrapped("aggregates", {"type": "array", "items": ref("Aggregate")}), "All"),
     ),
-    ("POST", PREFIX + "/os-aggregates"): ("200", _AGGREGATE_BODY),
+    ("POST", PREFIX + "/os-aggregates"): (
+        "200", json_body(wrapped("aggregate", ref("AggregateCreated")), "The new aggregate"),
+    ),
     ("GET", AGG): ("200", _AGGREGATE_BODY),
     ("PUT", AGG): ("200", _AGGREGATE_BODY),
     ("DELETE", AGG): ("200", {"description": "Deleted; empty body"}),
@@ -166,6 +171,20 @@ _SERVER_DETAIL = ["status", "tenant_id", "user_id", "metadata", "hostId", "image
                   "created", "updated", "addresses", "OS-EXT-STS:vm_state",
                   "OS-EXT-STS:task_state", "OS-EXT-STS:power_state",
                   "OS-EXT-AZ:availability_zone", "OS-SRV-USG:launched_at"]
+_AGGREGATE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": _INT, "uuid": {**_STR, "description": "From microversion 2.41"},
+        "name": _STR, "availability_zone": _NSTR,
+        "hosts": {"type": "array", "items": _STR},
+        "metadata": {"type": "object", "additionalProperties": _STR},
+        "created_at": _STR, "updated_at": _NSTR, "deleted_at": {"type": "null"},
+        "deleted": {"type": "boolean"},
+    },
+    "required": ["id", "name", "availability_zone", "hosts", "metadata", "created_at",
+                 "updated_at", "deleted_at", "deleted"],
+    "additionalProperties": False,
+}
 COMPONENTS: dict[str, dict[str, Any]] = {
     "FlavorSummary": {
         "type": "object",
@@ -209,6 +228,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "OS-EXT-SRV-ATTR:host": {**_NSTR, "description": "Admins only"},
             "OS-EXT-SRV-ATTR:hypervisor_hostname": {**_NSTR, "description": "Admins only"},
             "progress": _INT,
+            "description": {**_NSTR, "description": "From microversion 2.19"},
             "fault": {
                 "type": "object",
                 "description": "In ERROR: why; details for admins (the filter summary of a "
@@ -238,18 +258,13 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "required": ["id", "status", "version", "min_version", "updated", "links"],
     },
     "Versions": wrapped("versions", {"type": "array", "items": ref("Version")}),
-    "Aggregate": {
+    "Aggregate": _AGGREGATE,
+    # Nova's create answers without hosts and metadata.
+    "AggregateCreated": {
         "type": "object",
-        "properties": {
-            "id": _INT, "uuid": {**_STR, "description": "From microversion 2.41"},
-            "name": _STR, "availability_zone": _NSTR,
-            "hosts": {"type": "array", "items": _STR},
-            "metadata": {"type": "object", "additionalProperties": _STR},
-            "created_at": _STR, "updated_at": _NSTR, "deleted_at": {"type": "null"},
-            "deleted": {"type": "boolean"},
-        },
-        "required": ["id", "name", "availability_zone", "hosts", "metadata", "created_at",
-                     "updated_at", "deleted_at", "deleted"],
+        "properties": {key: value for key, value in _AGGREGATE["properties"].items()
+                       if key not in ("hosts", "metadata")},
+        "required": [key for key in _AGGREGATE["required"] if key not in ("hosts", "metadata")],
         "additionalProperties": False,
     },
     "Service": {

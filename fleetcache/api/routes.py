@@ -27,6 +27,7 @@ from fleetcache.api.paths import (
     FLAVOR,
     FLAVORS,
     HOST_IMAGE_CACHE,
+    LEGACY_PREFIX,
     OPENAPI,
     PREFIX,
     SERVER,
@@ -40,6 +41,7 @@ ROUTE_DECLARATIONS: dict[str, dict[str, Handler]] = {}
 ROUTE_DECLARATIONS.update(
     {
         "/": {"GET": versions.list_versions},
+        LEGACY_PREFIX: {"GET": versions.get_legacy_version},
         PREFIX: {"GET": versions.get_version},
         # The document describes the whole table, its own route included.
         OPENAPI: {"GET": openapi.document_handler(ROUTE_DECLARATIONS)},

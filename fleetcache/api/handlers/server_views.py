@@ -22,6 +22,7 @@ from fleetcache.api.policies import servers as policies
 from fleetcache.common import exception, instance_states
 from fleetcache.common.db.instances import InstanceDict
 
+DESCRIPTION_VERSION = microversion.Version(2, 19)
 FLAVOR_EMBEDDED_VERSION = microversion.Version(2, 47)
 #: Nova's power states: NOSTATE and RUNNING.
 _NOSTATE, _RUNNING = 0, 1
@@ -109,6 +110,9 @@ def format_server(req: webob.Request, instance: InstanceDict) -> dict[str, Any]:
                                    else _NOSTATE),
         "os-extended-volumes:volumes_attached": [],
     }
+    if microversion.request_version(req).matches(DESCRIPTION_VERSION):
+        # Nova's null for a server created without one; fleetcache stores none.
+        body["description"] = None
     if status in ("BUILD", "ACTIVE", "REBUILD"):
         body["progress"] = 100 if status == "ACTIVE" else 0
     admin = _allowed(req, policies.EXTENDED_ATTRIBUTES)

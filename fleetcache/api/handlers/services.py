@@ -9,6 +9,10 @@ A compute the conductor has not yet written to Placement (just registered, or Pl
 unreachable) is not schedulable: while it is enabled, its ``disabled_reason`` says so
 (:data:`NOT_IN_PLACEMENT`), the one free-text field of Nova's service shape, so the unmodified
 clients show it (``openstack compute service list --long``).
+
+Services are shown under the binary they registered with (``fleetcache-compute``), but the
+``binary`` filter also takes Nova's name of the same service (:data:`NOVA_BINARIES`), so that
+tools that look for compute hosts as ``nova-compute`` find them.
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ FORCED_DOWN_VERSION = microversion.Version(2, 11)
 UUID_ID_VERSION = microversion.Version(2, 53)
 
 NOT_IN_PLACEMENT = "not schedulable: not yet reported to Placement"
+#: Nova's binary names -> the fleetcache service that plays the same part.
+NOVA_BINARIES = {
+    "nova-compute": binaries.COMPUTE,
+    "nova-conductor": binaries.CONDUCTOR,
+}
 
 
 def _host_zones(req: webob.Request) -> dict[str, str]:
@@ -70,10 +79,13 @@ def _format_service(
 
 
 def list_services(req: webob.Request) -> webob.Response:
-    """List services, optionally only those on ``host`` or of ``binary``."""
+    """List services, optionally only those on ``host`` or of ``binary`` (Nova's binary
+    names included)."""
     policy.authorize(util.get_state(req).enforcer, util.get_context(req), policies.LIST)
     host = req.GET.get("host")
     binary = req.GET.get("binary")
+    if binary is not None:
+        binary = NOVA_BINARIES.get(binary, binary)
     services = db_services.service_list(
         util.get_state(req).db, binary=binary, hosts=[host] if host else None
     )

@@ -87,6 +87,19 @@ def test_flavor_by_id_and_links_below_2_47(app: webtest.TestApp, images: dict[st
     assert old["flavor"]["id"] == "m1" and old["flavor"]["links"]
 
 
+@pytest.mark.parametrize(("version", "has_description"),
+                         [("2.18", False), ("2.19", True), ("2.47", True)])
+def test_description_from_2_19(app: webtest.TestApp, images: dict[str, str], flavor: str,
+                               version: str, has_description: bool) -> None:
+    server = _create(app, images).json["server"]
+    headers = {**PROJECT_USER, "OpenStack-API-Version": f"compute {version}"}
+    shown = app.get(f"{SERVERS}/{server['id']}", headers=headers).json["server"]
+    assert ("description" in shown) is has_description
+    assert shown.get("description") is None
+    (listed,) = app.get(f"{SERVERS}/detail", headers=headers).json["servers"]
+    assert ("description" in listed) is has_description
+
+
 def test_admin_sees_host_and_fault_details(app: webtest.TestApp, images: dict[str, str],
                                            flavor: str, db: Database) -> None:
     uuid = _create(app, images).json["server"]["id"]
