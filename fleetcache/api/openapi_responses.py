@@ -212,7 +212,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     },
     "ServerSummaryLinks": {
         "type": "object",
-        "properties": {"id": _STR, "links": _ARRAY, "OS-DCF:diskConfig": _STR},
+        "properties": {"id": _STR, "links": _ARRAY, "OS-DCF:diskConfig": _STR,
+                       "adminPass": {**_STR, "description": "Given, or generated; not used"}},
         "required": ["id", "links"],
     },
     "Server": {

@@ -5,9 +5,13 @@ Anyone lists and shows flavors; admins create, describe (2.55) and delete them. 
 sees public flavors only (fleetcache has no flavor access lists: a private flavor is the
 admins'). Deleting a flavor leaves the servers built with it as they are: each keeps a snapshot.
 
-Differences from Nova: ``rxtx_factor`` is accepted only as 1.0 (there is no network), the
-list's paging parameters (``limit``, ``marker``, ``sort_*``, ``minRam``, ``minDisk``) are not
-implemented (every flavor comes back, in creation order).
+Requests take what Nova's take: numbers as integers or digit strings, ``is_public`` as any of
+Nova's boolean strings, the id as a string or a number (stored as its text).
+
+Differences from Nova: ``rxtx_factor`` is accepted as Nova accepts it but not stored (there is
+no network: every flavor shows 1.0), the list's paging parameters (``limit``, ``marker``,
+``sort_*``, ``minRam``, ``minDisk``) are not implemented (every flavor comes back, in creation
+order).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from oslo_utils import strutils
 from fleetcache.api import microversion, policy, util, validation
 from fleetcache.api.policies import flavors as policies
 from fleetcache.api.schemas import flavors as schemas
+from fleetcache.api.schemas import parameter_types
 from fleetcache.common import exception
 from fleetcache.common.db import flavors as db_flavors
 from fleetcache.common.db.flavors import FlavorDict
@@ -130,19 +135,38 @@ def create_flavor(req: webob.Request) -> webob.Response:
     version = microversion.request_version(req)
     schema = schemas.CREATE_V2_55 if version.matches(DESCRIPTION_VERSION) else schemas.CREATE
     body = validation.extract_body(req, schema)["flavor"]
+    _check_rxtx_factor(body.get("rxtx_factor"))
+    flavorid = body.get("id")
     flavor = db_flavors.flavor_create(
         util.get_state(req).db,
         name=body["name"],
-        flavorid=body.get("id"),
-        vcpus=body["vcpus"],
-        memory_mb=body["ram"],
-        root_gb=body["disk"],
-        ephemeral_gb=body.get("OS-FLV-EXT-DATA:ephemeral", 0),
-        swap=body.get("swap", 0),
-        is_public=body.get("os-flavor-access:is_public", True),
+        # Nova stores a number id as its text (nova/compute/flavors.py create()).
+        flavorid=None if flavorid is None else str(flavorid),
+        vcpus=_int(body, "vcpus", 1),
+        memory_mb=_int(body, "ram", 1),
+        root_gb=_int(body, "disk", 0),
+        ephemeral_gb=_int(body, "OS-FLV-EXT-DATA:ephemeral", 0),
+        swap=_int(body, "swap", 0),
+        is_public=validation.to_bool(body.get("os-flavor-access:is_public", True)),
         description=body.get("description"),
     )
     return util.json_response({"flavor": format_flavor(req, flavor)})
+
+
+def _int(body: dict[str, Any], name: str, minimum: int) -> int:
+    """A validated integer field (0 when absent), range-checked as Nova does."""
+    return validation.to_int(body.get(name, 0), name, minimum, parameter_types.MAX_INT)
+
+
+def _check_rxtx_factor(value: float | str | None) -> None:
+    """:raises InvalidInput: unless ``value`` is absent or in ``(0, RXTX_MAX]``, as Nova."""
+    if value is None:
+        return
+    number = float(value)
+    if not 0 < number <= schemas.RXTX_MAX:
+        raise exception.InvalidInput(
+            f"Invalid input for field/attribute rxtx_factor. Value: {value}. "
+            f"rxtx_factor must be > 0 and <= {schemas.RXTX_MAX}")
 
 
 @microversion.version_handler("2.55")

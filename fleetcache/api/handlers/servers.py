@@ -10,11 +10,19 @@ client follows the status (``openstack server create --wait``). Delete casts
 
 A cast that cannot be sent (no message bus) does not lose the request: the servers go to
 ``ERROR`` with a fault saying so, and the caller still gets its 202.
+
+Create accepts what Nova's clients send with a boot and fleetcache has no use for, validated
+as Nova validates it: ``metadata`` (at most ``metadata_items`` keys, 403 above as Nova's
+quota), ``accessIPv4``/``accessIPv6``, ``adminPass`` and ``OS-DCF:diskConfig``. None of them
+is stored (there is no guest to give a password or addresses to); the 202 echoes what Nova's
+echoes: the disk config asked for, and ``adminPass`` (the one given, else a generated one,
+as Nova with its default ``enable_instance_password``).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +46,8 @@ LOG = logging.getLogger(__name__)
 
 NETWORKS_REQUIRED_VERSION = microversion.Version(2, 37)
 GiB = 1024**3
+#: Bytes of randomness of a generated ``adminPass`` (16 URL-safe characters).
+PASSWORD_BYTES = 12
 #: Errors of sending a cast: the request is recorded as a fault, never lost.
 CAST_ERRORS: tuple[type[Exception], ...] = (exception.RPCVersionCapped,
                                              *rpc.DELIVERY_ERRORS)
@@ -201,6 +211,7 @@ def create_server(req: webob.Request) -> webob.Response:
     if min_count > max_count:
         raise exception.InvalidInput(reason="min_count must be <= max_count")
     _check_block_devices(body)
+    _check_metadata(body.get("metadata", {}))
     zone, forced_host = parse_zone(req, body.get("availability_zone"))
     flavor = _flavor(req, body["flavorRef"])
     image = lookup_image(req, body["imageRef"])
@@ -223,8 +234,18 @@ def create_server(req: webob.Request) -> webob.Response:
     first = instances[0]
     return util.json_response({"server": {
         "id": first["uuid"], "links": links(req, "servers", first["uuid"]),
-        "OS-DCF:diskConfig": "MANUAL",
+        "OS-DCF:diskConfig": body.get("OS-DCF:diskConfig", "MANUAL"),
+        "adminPass": (body["adminPass"] if "adminPass" in body
+                      else secrets.token_urlsafe(PASSWORD_BYTES)),
     }}, status=202)
+
+
+def _check_metadata(metadata: dict[str, str]) -> None:
+    """:raises webob.exc.HTTPForbidden: over Nova's ``metadata_items`` quota (403, as Nova)."""
+    if len(metadata) > schemas.MAX_METADATA_ITEMS:
+        raise webob.exc.HTTPForbidden(
+            explanation="Quota exceeded for metadata_items: a server holds at most "
+            f"{schemas.MAX_METADATA_ITEMS} metadata items.")
 
 
 def cast_or_fail(req: webob.Request, uuids: list[str], action: str,

@@ -67,7 +67,8 @@ def test_create_records_build_and_casts(app: webtest.TestApp, images: dict[str, 
                                         flavor: str, conductor: StubConductorAPI,
                                         db: Database) -> None:
     server = _create(app, images).json["server"]
-    assert set(server) == {"id", "links", "OS-DCF:diskConfig"}
+    assert set(server) == {"id", "links", "OS-DCF:diskConfig", "adminPass"}
+    assert server["OS-DCF:diskConfig"] == "MANUAL" and len(server["adminPass"]) >= 12
     assert conductor.boot_calls == [("build_instances", ([server["id"]], 1))]
     shown = app.get(f"{SERVERS}/{server['id']}", headers=USER).json["server"]
     assert shown["status"] == "BUILD" and shown["OS-EXT-STS:task_state"] == "scheduling"
@@ -85,6 +86,35 @@ def test_flavor_by_id_and_links_below_2_47(app: webtest.TestApp, images: dict[st
     server = _create(app, images).json["server"]
     old = app.get(f"{SERVERS}/{server['id']}", headers=PROJECT_USER).json["server"]
     assert old["flavor"]["id"] == "m1" and old["flavor"]["links"]
+
+
+def test_create_accepts_novas_boot_fields_and_echoes_as_nova(
+    app: webtest.TestApp, images: dict[str, str], flavor: str
+) -> None:
+    extra = {"metadata": {"role": "web", "a b:c.d-e_f": ""}, "accessIPv4": "192.0.2.7",
+             "accessIPv6": "2001:db8::7", "adminPass": "s3cret",
+             "OS-DCF:diskConfig": "AUTO"}
+    server = _create(app, images, **extra).json["server"]
+    assert server["adminPass"] == "s3cret" and server["OS-DCF:diskConfig"] == "AUTO"
+    assert _create(app, images, adminPass="").json["server"]["adminPass"] == ""
+
+
+@pytest.mark.parametrize("bad", [
+    {"metadata": {"bad/key": "v"}}, {"metadata": {"k": 1}}, {"metadata": {"k": "v" * 256}},
+    {"metadata": []}, {"accessIPv4": "2001:db8::7"}, {"accessIPv4": "300.1.1.1"},
+    {"accessIPv6": "192.0.2.7"}, {"adminPass": 1}, {"OS-DCF:diskConfig": "auto"},
+])
+def test_bad_boot_fields_are_400(app: webtest.TestApp, images: dict[str, str], flavor: str,
+                                 bad: dict[str, Any]) -> None:
+    fault(_create(app, images, status=400, **bad), "badRequest", 400)
+
+
+def test_metadata_over_the_quota_is_403(app: webtest.TestApp, images: dict[str, str],
+                                        flavor: str, conductor: StubConductorAPI) -> None:
+    metadata = {f"k{n}": "v" for n in range(129)}
+    fault(_create(app, images, status=403, metadata=metadata), "forbidden", 403)
+    assert conductor.boot_calls == []
+    assert _create(app, images, metadata=dict(list(metadata.items())[:128])).status_int == 202
 
 
 @pytest.mark.parametrize(("version", "has_description"),
