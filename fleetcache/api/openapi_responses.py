@@ -42,6 +42,15 @@ def wrapped(key: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": {key: schema}, "required": [key]}
 
 
+def paged(key: str, item: dict[str, Any], description: str) -> dict[str, Any]:
+    """A list of ``item`` under ``key``, with Nova's ``<key>_links`` on a full page."""
+    schema = wrapped(key, {"type": "array", "items": item})
+    schema["properties"][f"{key}_links"] = {"type": "array", "items": {
+        "type": "object", "properties": {"rel": {"enum": ["next"]}, "href": {"type": "string"}},
+        "required": ["rel", "href"]}}
+    return json_body(schema, description)
+
+
 _STR = {"type": "string"}
 _NINT = {"type": ["integer", "null"]}
 _BOOL = {"type": "boolean"}
@@ -97,12 +106,10 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
         "200", json_body(wrapped("services", {"type": "array", "items": ref("Service")}), "All"),
     ),
     ("GET", FLAVORS): (
-        "200", json_body(wrapped("flavors", {"type": "array", "items": ref("FlavorSummary")}),
-                     "The flavors the caller may see"),
+        "200", paged("flavors", ref("FlavorSummary"), "The flavors the caller may see"),
     ),
     ("GET", FLAVORS + "/detail"): (
-        "200", json_body(wrapped("flavors", {"type": "array", "items": ref("Flavor")}),
-                     "The flavors the caller may see"),
+        "200", paged("flavors", ref("Flavor"), "The flavors the caller may see"),
     ),
     ("POST", FLAVORS): ("200", json_body(wrapped("flavor", ref("Flavor")), "The flavor")),
     ("GET", FLAVOR): ("200", json_body(wrapped("flavor", ref("Flavor")), "The flavor")),
@@ -124,12 +131,10 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
         "200", {"description": "Deleted; empty body"},
     ),
     ("GET", SERVERS): (
-        "200", json_body(wrapped("servers", {"type": "array", "items": ref("ServerSummary")}),
-                     "The project's servers, newest first"),
+        "200", paged("servers", ref("ServerSummary"), "The project's servers, newest first"),
     ),
     ("GET", SERVERS + "/detail"): (
-        "200", json_body(wrapped("servers", {"type": "array", "items": ref("Server")}),
-                     "The project's servers, newest first"),
+        "200", paged("servers", ref("Server"), "The project's servers, newest first"),
     ),
     ("POST", SERVERS): (
         "202", json_body({"anyOf": [wrapped("server", ref("ServerSummaryLinks")),

@@ -51,7 +51,9 @@ def _rebuild(req: webob.Request, instance: InstanceDict, args: dict[str, Any]) -
         ACTIVE or ERROR.
     """
     image = servers.lookup_image(req, args["imageRef"])
-    servers.check_fits(int(instance["flavor"].get("root_gb") or 0), image)
+    flavor = instance["flavor"]
+    servers.check_fits(int(flavor.get("root_gb") or 0), image,
+                       int(flavor.get("memory_mb") or 0))
     uuid = instance["uuid"]
     updated = db_instances.instance_update(
         util.get_state(req).db, uuid,

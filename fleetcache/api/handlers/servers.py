@@ -30,9 +30,10 @@ import webob
 import webob.exc
 from oslo_utils import uuidutils
 
-from fleetcache.api import microversion, policy, util, validation
-from fleetcache.api.handlers import server_views
+from fleetcache.api import microversion, pagination, policy, util, validation
+from fleetcache.api.handlers import server_filters, server_views
 from fleetcache.api.handlers.flavors import get_visible, links
+from fleetcache.api.handlers.server_filters import ref_id
 from fleetcache.api.policies import servers as policies
 from fleetcache.api.schemas import servers as schemas
 from fleetcache.common import exception, instance_states, rpc
@@ -83,7 +84,7 @@ def get_instance(req: webob.Request, action: str) -> InstanceDict:
 # -- list and show ---------------------------------------------------------------------------
 
 
-def _list(req: webob.Request, action: str) -> list[InstanceDict]:
+def _visible(req: webob.Request, action: str) -> list[InstanceDict]:
     """The caller's project's servers; every project's with ``?all_tenants`` (admins)."""
     authorize(req, action)
     raw = req.GET.get("all_tenants")
@@ -95,18 +96,34 @@ def _list(req: webob.Request, action: str) -> list[InstanceDict]:
     return [i for i in instances if i["project_id"] == project_id]
 
 
+def _uuid(instance: InstanceDict) -> str:
+    return instance["uuid"]
+
+
+def _list(req: webob.Request, action: str) -> tuple[list[InstanceDict], dict[str, Any]]:
+    """A page of the visible servers that pass Nova's ``name`` (a regular expression),
+    ``image`` and ``flavor`` filters, and its ``servers_links``."""
+    visible = _visible(req, action)  # authorizes: a refusal comes before any query error
+    limit, marker = pagination.limit_and_marker(req)
+    wanted = server_filters.from_query(req.GET)
+    instances = [i for i in pagination.after_marker(visible, _uuid, marker)
+                 if wanted(i)][:limit]
+    return instances, pagination.links(req, "servers", instances, limit, _uuid)
+
+
 def list_servers(req: webob.Request) -> webob.Response:
-    """List the project's servers: id, name, links (``?all_tenants=1`` for admins)."""
-    instances = _list(req, "index")
+    """List the project's servers: id, name, links (``?all_tenants=1`` for admins; ``name``,
+    ``image``, ``flavor``, ``limit``, ``marker`` as Nova)."""
+    instances, links_ = _list(req, "index")
     return util.json_response(
-        {"servers": [server_views.format_summary(req, i) for i in instances]})
+        {"servers": [server_views.format_summary(req, i) for i in instances], **links_})
 
 
 def list_servers_detail(req: webob.Request) -> webob.Response:
-    """List the project's servers in full (``?all_tenants=1`` for admins)."""
-    instances = _list(req, "detail")
+    """List the project's servers in full (the same filters as the list)."""
+    instances, links_ = _list(req, "detail")
     return util.json_response(
-        {"servers": [server_views.format_server(req, i) for i in instances]})
+        {"servers": [server_views.format_server(req, i) for i in instances], **links_})
 
 
 def get_server(req: webob.Request) -> webob.Response:
@@ -116,11 +133,6 @@ def get_server(req: webob.Request) -> webob.Response:
 
 
 # -- create ----------------------------------------------------------------------------------
-
-
-def ref_id(ref: str | int) -> str:
-    """An image or flavor reference as an id: a URL's last segment, or the value itself."""
-    return str(ref).rstrip("/").rsplit("/", 1)[-1]
 
 
 def parse_zone(req: webob.Request, value: str | None) -> tuple[str | None, str | None]:
@@ -177,12 +189,22 @@ def _flavor(req: webob.Request, flavor_ref: str | int) -> db_flavors.FlavorDict:
         raise exception.InvalidInput(reason=f"Flavor {flavorid} could not be found.") from exc
 
 
-def check_fits(root_gb: int, image: ImageMeta) -> None:
-    """Nova's ``FlavorDiskSmallerThanImage``: a root disk of ``root_gb`` must hold the image
-    (0 means the image's own size).
+def check_fits(root_gb: int, image: ImageMeta, memory_mb: int | None = None) -> None:
+    """Nova's flavor checks against the image (``_validate_flavor_image_nostatus``): the
+    flavor has at least the image's ``min_ram`` (``FlavorMemoryTooSmall``), and a root disk of
+    ``root_gb`` (0: the image's own size, no check) holds the image and its ``min_disk``
+    (``FlavorDiskSmallerThanMinDisk``, ``FlavorDiskSmallerThanImage``).
 
-    :raises InvalidInput:
+    :raises InvalidInput: (400, Nova's messages)
     """
+    if memory_mb is not None and memory_mb < image.min_ram:
+        raise exception.InvalidInput(
+            reason="Flavor's memory is too small for requested image.")
+    if root_gb and image.min_disk > root_gb:
+        raise exception.InvalidInput(
+            reason="Flavor's disk is smaller than the minimum size specified in image "
+            f"metadata. Flavor disk is {root_gb * GiB} bytes, minimum size is "
+            f"{image.min_disk * GiB} bytes.")
     needed = max(image.size or 0, image.virtual_size or 0)
     if root_gb and needed > root_gb * GiB:
         raise exception.InvalidInput(
@@ -215,7 +237,7 @@ def create_server(req: webob.Request) -> webob.Response:
     zone, forced_host = parse_zone(req, body.get("availability_zone"))
     flavor = _flavor(req, body["flavorRef"])
     image = lookup_image(req, body["imageRef"])
-    check_fits(flavor["root_gb"], image)
+    check_fits(flavor["root_gb"], image, flavor["memory_mb"])
     reservation_id = "r-" + uuidutils.generate_uuid()[:8]
     records = [
         InstanceCreate(
