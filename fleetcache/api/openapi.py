@@ -76,6 +76,7 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
     "flavor_extra_spec_key": {"type": "string"},
     "server_id": {"type": "string", "description": "The server's uuid"},
     "network_id": {"type": "string", "description": "Only 'none' exists"},
+    "alias": {"type": "string", "description": "An extension alias (none exists)"},
 }
 _INT_QUERY = {"type": "string", "pattern": "^[0-9]{1,18}" + parameter_types.END}
 #: Nova's paging (api/pagination.py).
@@ -113,6 +114,18 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
             *_PAGING,
         ]
         for path in (FLAVORS, FLAVORS + "/detail")
+    },
+    **{
+        ("GET", path): [
+            {"name": "hypervisor_hostname_pattern", "in": "query", "required": False,
+             "schema": {"type": "string"},
+             "description": "From 2.53: only hosts whose name holds this text (404: none)"},
+            {"name": "with_servers", "in": "query", "required": False,
+             "schema": {"type": "string"},
+             "description": "From 2.53: true lists each host's servers"},
+            *_PAGING,
+        ]
+        for path in (PREFIX + "/os-hypervisors", PREFIX + "/os-hypervisors/detail")
     },
     ("GET", PREFIX + "/networks"): [
         {"name": name, "in": "query", "required": False, "schema": {"type": "string"},

@@ -105,6 +105,25 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", PREFIX + "/os-services"): (
         "200", json_body(wrapped("services", {"type": "array", "items": ref("Service")}), "All"),
     ),
+    ("GET", PREFIX + "/os-hypervisors"): (
+        "200", paged("hypervisors", ref("HypervisorSummary"), "The compute hosts"),
+    ),
+    ("GET", PREFIX + "/os-hypervisors/detail"): (
+        "200", paged("hypervisors", ref("Hypervisor"), "The compute hosts, with resources"),
+    ),
+    ("GET", PREFIX + "/os-availability-zone"): (
+        "200", json_body(wrapped("availabilityZoneInfo", {"type": "array",
+                                                          "items": ref("AvailabilityZoneInfo")}),
+                         "The zones (not the internal one)"),
+    ),
+    ("GET", PREFIX + "/os-availability-zone/detail"): (
+        "200", json_body(wrapped("availabilityZoneInfo", {"type": "array",
+                                                          "items": ref("AvailabilityZoneInfo")}),
+                         "Every zone, with its hosts' enabled services"),
+    ),
+    ("GET", PREFIX + "/extensions"): (
+        "200", json_body(wrapped("extensions", {"type": "array", "maxItems": 0}), "None"),
+    ),
     ("GET", FLAVORS): (
         "200", paged("flavors", ref("FlavorSummary"), "The flavors the caller may see"),
     ),
@@ -176,6 +195,9 @@ _SERVER_DETAIL = ["status", "tenant_id", "user_id", "metadata", "hostId", "image
                   "created", "updated", "addresses", "OS-EXT-STS:vm_state",
                   "OS-EXT-STS:task_state", "OS-EXT-STS:power_state",
                   "OS-EXT-AZ:availability_zone", "OS-SRV-USG:launched_at"]
+_HYPERVISOR_NUMBERS = ["vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used",
+                       "local_gb_used", "free_ram_mb", "free_disk_gb", "disk_available_least",
+                       "current_workload", "running_vms"]
 _AGGREGATE: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -271,6 +293,43 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "properties": {key: value for key, value in _AGGREGATE["properties"].items()
                        if key not in ("hosts", "metadata")},
         "required": [key for key in _AGGREGATE["required"] if key not in ("hosts", "metadata")],
+        "additionalProperties": False,
+    },
+    "HypervisorSummary": {
+        "type": "object",
+        "properties": {
+            "id": {"type": ["integer", "string"], "description": "The uuid from 2.53"},
+            "hypervisor_hostname": _STR, "state": {"enum": ["up", "down"]},
+            "status": {"enum": ["enabled", "disabled"]},
+            "servers": {"type": "array", "description": "With ?with_servers=true (2.53)"},
+        },
+        "required": ["id", "hypervisor_hostname", "state", "status"],
+    },
+    "Hypervisor": {
+        "allOf": [ref("HypervisorSummary")],
+        "type": "object",
+        "properties": {
+            "service": {"type": "object", "properties": {
+                "id": {"type": ["integer", "string"]}, "host": _STR,
+                "disabled_reason": _NSTR}, "required": ["id", "host", "disabled_reason"]},
+            "hypervisor_type": _STR, "hypervisor_version": _INT, "host_ip": _STR,
+            **{key: _INT for key in _HYPERVISOR_NUMBERS},
+            "cpu_info": {"type": ["object", "string"], "description": "A string below 2.28"},
+        },
+        "required": ["service", "hypervisor_type", "hypervisor_version", "host_ip",
+                     *_HYPERVISOR_NUMBERS, "cpu_info"],
+    },
+    "AvailabilityZoneInfo": {
+        "type": "object",
+        "properties": {
+            "zoneName": _STR,
+            "zoneState": {"type": "object", "properties": {"available": _BOOL},
+                          "required": ["available"]},
+            "hosts": {"type": ["object", "null"], "description": "host -> binary -> "
+                      "{available, active, updated_at}; null but in the detail's available "
+                      "zones"},
+        },
+        "required": ["zoneName", "zoneState", "hosts"],
         "additionalProperties": False,
     },
     "Service": {

@@ -10,9 +10,12 @@ from __future__ import annotations
 from fleetcache.api.handlers import (
     aggregate_images,
     aggregates,
+    availability_zones,
+    extensions,
     flavor_extra_specs,
     flavors,
     host_image_cache,
+    hypervisors,
     images,
     networks,
     openapi,
@@ -59,6 +62,14 @@ ROUTE_DECLARATIONS.update(
         AGGREGATE + "/images/jobs": {"GET": aggregate_images.list_aggregate_image_jobs},
         AGGREGATE + "/images/jobs/{job_id}": {"GET": aggregate_images.get_aggregate_image_job},
         PREFIX + "/os-services": {"GET": services.list_services},
+        PREFIX + "/os-hypervisors": {"GET": hypervisors.list_hypervisors},
+        PREFIX + "/os-hypervisors/detail": {"GET": hypervisors.list_hypervisors_detail},
+        PREFIX + "/os-availability-zone": {
+            "GET": availability_zones.list_availability_zones},
+        PREFIX + "/os-availability-zone/detail": {
+            "GET": availability_zones.list_availability_zones_detail},
+        PREFIX + "/extensions": {"GET": extensions.list_extensions},
+        PREFIX + "/extensions/{alias}": {"GET": extensions.get_extension},
         FLAVORS: {"GET": flavors.list_flavors, "POST": flavors.create_flavor},
         # Before FLAVOR: "detail" is not a flavor id (nor, below, a server id).
         FLAVORS + "/detail": {"GET": flavors.list_flavors_detail},

@@ -39,7 +39,8 @@ NOVA_BINARIES = {
 }
 
 
-def _host_zones(req: webob.Request) -> dict[str, str]:
+def host_zones(req: webob.Request) -> dict[str, str]:
+    """Each host's availability zone from its aggregates (joined with ``,`` when several)."""
     zones: dict[str, set[str]] = {}
     for aggregate in db_aggregates.aggregate_list(util.get_state(req).db):
         zone = aggregate["availability_zone"]
@@ -49,15 +50,22 @@ def _host_zones(req: webob.Request) -> dict[str, str]:
     return {host: ",".join(sorted(names)) for host, names in zones.items()}
 
 
+def service_zone(req: webob.Request, service: ServiceDict, zones: dict[str, str]) -> str:
+    """A service's zone, as Nova's ``set_availability_zones``: a compute's from
+    :func:`host_zones`, else ``default_availability_zone``; any other service's is
+    ``internal_service_availability_zone``."""
+    conf = util.get_state(req).conf
+    if service["binary"] == binaries.COMPUTE:
+        return zones.get(service["host"], str(conf.default_availability_zone))
+    return str(conf.internal_service_availability_zone)
+
+
 def _format_service(
     req: webob.Request, service: ServiceDict, zones: dict[str, str]
 ) -> dict[str, Any]:
     conf = util.get_state(req).conf
     version = microversion.request_version(req)
-    if service["binary"] == binaries.COMPUTE:
-        zone = zones.get(service["host"], conf.default_availability_zone)
-    else:
-        zone = conf.internal_service_availability_zone
+    zone = service_zone(req, service, zones)
     is_up = servicegroup.service_is_up(service, conf.service_down_time)
     reason = service["disabled_reason"]
     if (service["binary"] == binaries.COMPUTE and not service["disabled"]
@@ -89,5 +97,5 @@ def list_services(req: webob.Request) -> webob.Response:
     services = db_services.service_list(
         util.get_state(req).db, binary=binary, hosts=[host] if host else None
     )
-    zones = _host_zones(req)
+    zones = host_zones(req)
     return util.json_response({"services": [_format_service(req, s, zones) for s in services]})
