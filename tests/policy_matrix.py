@@ -153,6 +153,13 @@ PROBES: list[Probe] = [
           allowed=PROJECT_READERS, hidden=("other",)),
     Probe("POST", SERVERS + "/{server}/action", "os_compute_api:servers:rebuild",
           {"rebuild": {}}, "2.81", allowed=PROJECT_MEMBERS, hidden=("other",)),
+    Probe("PUT", SERVERS + "/{server}", "os_compute_api:servers:update",
+          {"server": {"name": "matrix-{role}"}}, "2.81", allowed=PROJECT_MEMBERS,
+          hidden=("other",)),
+    Probe("POST", SERVERS + "/{server}/action", "os_compute_api:servers:stop",
+          {"os-stop": None}, "2.81", allowed=PROJECT_MEMBERS, hidden=("other",)),
+    Probe("POST", SERVERS + "/{server}/action", "os_compute_api:servers:start",
+          {"os-start": None}, "2.81", allowed=PROJECT_MEMBERS, hidden=("other",)),
     Probe("DELETE", SERVERS + "/{server_victim}", "os_compute_api:servers:delete",
           allowed=PROJECT_MEMBERS, hidden=("other",)),
 ]

@@ -55,6 +55,7 @@ REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"):
         flavor_schemas.EXTRA_SPEC_UPDATE,
     ("POST", SERVERS): server_schemas.CREATE,
+    ("PUT", SERVER): server_schemas.UPDATE,
     ("POST", SERVER + "/action"): {"oneOf": list(server_schemas.ACTIONS.values())},
 }
 

@@ -162,6 +162,7 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
                      "Accepted: the server (the first one), or the reservation id"),
     ),
     ("GET", SERVER): ("200", json_body(wrapped("server", ref("Server")), "The server")),
+    ("PUT", SERVER): ("200", json_body(wrapped("server", ref("Server")), "The server")),
     ("GET", PREFIX + "/networks"): (
         "200", json_body(wrapped("networks", {"type": "array", "items": _OBJECT}), "Found"),
     ),
@@ -170,7 +171,10 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ),
     ("DELETE", SERVER): ("204", {"description": "Deletion under way"}),
     ("POST", SERVER + "/action"): (
-        "202", json_body(wrapped("server", ref("Server")), "Rebuild under way"),
+        # No content schema: os-stop and os-start answer an empty body, which no JSON
+        # schema describes.
+        "202", {"description": "rebuild: {\"server\": Server}, under way; os-stop, "
+                "os-start: empty body"},
     ),
     ("GET", HOST_IMAGE_CACHE): (
         "200", json_body(wrapped("image_cache", ref("HostImageCache")), "As last reported"),
@@ -247,7 +251,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "allOf": [ref("ServerSummary")],
         "type": "object",
         "properties": {
-            "status": {"enum": ["BUILD", "ACTIVE", "ERROR", "REBUILD", "DELETED", "UNKNOWN"]},
+            "status": {"enum": ["BUILD", "ACTIVE", "ERROR", "REBUILD", "DELETED", "SHUTOFF",
+                                "UNKNOWN"]},
             "tenant_id": _STR, "user_id": _STR, "metadata": _OBJECT, "hostId": _STR,
             "image": _OBJECT, "flavor": _OBJECT, "created": _STR, "updated": _STR,
             "addresses": _OBJECT, "OS-EXT-STS:vm_state": _STR, "OS-EXT-STS:task_state": _NSTR,

@@ -89,7 +89,8 @@ ROUTE_DECLARATIONS.update(
         },
         SERVERS: {"GET": servers.list_servers, "POST": servers.create_server},
         SERVERS + "/detail": {"GET": servers.list_servers_detail},
-        SERVER: {"GET": servers.get_server, "DELETE": servers.delete_server},
+        SERVER: {"GET": servers.get_server, "PUT": servers.update_server,
+                 "DELETE": servers.delete_server},
         SERVER + "/action": {"POST": server_actions.post_server_action},
         # The pseudo-network "none" that `openstack server create --network none` looks up
         # (not Nova's; see handlers/networks.py).

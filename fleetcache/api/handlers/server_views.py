@@ -24,8 +24,9 @@ from fleetcache.common.db.instances import InstanceDict
 
 DESCRIPTION_VERSION = microversion.Version(2, 19)
 FLAVOR_EMBEDDED_VERSION = microversion.Version(2, 47)
-#: Nova's power states: NOSTATE and RUNNING.
-_NOSTATE, _RUNNING = 0, 1
+#: Nova's power states: NOSTATE, RUNNING and SHUTDOWN.
+_NOSTATE, _RUNNING, _SHUTDOWN = 0, 1, 4
+_POWER_STATES = {instance_states.ACTIVE: _RUNNING, instance_states.STOPPED: _SHUTDOWN}
 
 
 def _allowed(req: webob.Request, rule: str) -> bool:
@@ -106,8 +107,7 @@ def format_server(req: webob.Request, instance: InstanceDict) -> dict[str, Any]:
         "OS-SRV-USG:terminated_at": util.format_time(instance["terminated_at"]),
         "OS-EXT-STS:vm_state": instance["vm_state"],
         "OS-EXT-STS:task_state": instance["task_state"],
-        "OS-EXT-STS:power_state": (_RUNNING if instance["vm_state"] == instance_states.ACTIVE
-                                   else _NOSTATE),
+        "OS-EXT-STS:power_state": _POWER_STATES.get(instance["vm_state"], _NOSTATE),
         "os-extended-volumes:volumes_attached": [],
     }
     if microversion.request_version(req).matches(DESCRIPTION_VERSION):

@@ -1,4 +1,4 @@
-"""``/servers``: create, list, show and delete servers, shaped as Nova's
+"""``/servers``: create, list, show, rename and delete servers, shaped as Nova's
 (nova/api/openstack/compute/servers.py).
 
 A server is a scheduled instance whose root disk a compute builds (no hypervisor, no
@@ -129,6 +129,16 @@ def list_servers_detail(req: webob.Request) -> webob.Response:
 def get_server(req: webob.Request) -> webob.Response:
     """Show a server: status, host (admins), fault (in ERROR)."""
     instance = get_instance(req, "show")
+    return util.json_response({"server": server_views.format_server(req, instance)})
+
+
+def update_server(req: webob.Request) -> webob.Response:
+    """Rename a server (200 with the server, as Nova's ``PUT /servers/{id}``)."""
+    instance = get_instance(req, "update")
+    body = validation.extract_body(req, schemas.UPDATE)["server"]
+    if "name" in body:
+        instance = db_instances.instance_update(
+            util.get_state(req).db, instance["uuid"], {"display_name": body["name"]})
     return util.json_response({"server": server_views.format_server(req, instance)})
 
 

@@ -123,5 +123,24 @@ REBUILD: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+#: ``os-stop`` and ``os-start``: Nova reads nothing but the key (clients send ``null``).
+STOP: dict[str, Any] = {"type": "object", "required": ["os-stop"]}
+START: dict[str, Any] = {"type": "object", "required": ["os-start"]}
+
 #: ``POST /servers/{id}/action``: the one key of the body names the action.
-ACTIONS = {"rebuild": REBUILD}
+ACTIONS = {"rebuild": REBUILD, "os-stop": STOP, "os-start": START}
+
+#: ``PUT /servers/{id}`` (Nova's ``update``): a new name; the access IPs and disk config are
+#: accepted as at create and not kept. Nova's ``description`` (2.19) is refused: fleetcache
+#: stores none (a description set and then shown as null would mislead).
+UPDATE: dict[str, Any] = {
+    "type": "object",
+    "properties": {"server": {
+        "type": "object",
+        "properties": {"name": NAME, "accessIPv4": ACCESS_IPV4, "accessIPv6": ACCESS_IPV6,
+                       "OS-DCF:diskConfig": DISK_CONFIG},
+        "additionalProperties": False,
+    }},
+    "required": ["server"],
+    "additionalProperties": False,
+}

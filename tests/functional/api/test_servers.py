@@ -403,3 +403,57 @@ def test_flavor_at_the_images_minimums_boots(
         conf: cfg.ConfigOpts) -> None:
     _set_minimums(conf, images["raw"], min_ram=512, min_disk=1)
     assert _create(app, images).status_int == 202
+
+
+def test_stop_and_start_change_the_state_as_nova(
+        app: webtest.TestApp, images: dict[str, str], flavor: str, conductor: StubConductorAPI,
+        db: Database) -> None:
+    uuid = _create(app, images).json["server"]["id"]
+    action = f"{SERVERS}/{uuid}/action"
+    # Still building: 409, as Nova.
+    fault(app.post_json(action, {"os-stop": None}, headers=USER, expect_errors=True),
+          "conflictingRequest", 409)
+    db_instances.instance_update(db, uuid, {"vm_state": "active", "task_state": None,
+                                            "host": "c1"})
+    fault(app.post_json(action, {"os-start": None}, headers=USER, expect_errors=True),
+          "conflictingRequest", 409)
+    stopped = app.post_json(action, {"os-stop": None}, headers=USER, status=202)
+    assert stopped.body == b""
+    shown = app.get(f"{SERVERS}/{uuid}", headers=USER).json["server"]
+    assert shown["status"] == "SHUTOFF" and shown["OS-EXT-STS:power_state"] == 4
+    assert shown["OS-EXT-STS:vm_state"] == "stopped"
+    fault(app.post_json(action, {"os-stop": None}, headers=USER, expect_errors=True),
+          "conflictingRequest", 409)
+    # A stopped server is no rebuild source here (Nova's is: see docs/api.md).
+    fault(app.post_json(action, {"rebuild": {"imageRef": images["raw"]}}, headers=USER,
+                        expect_errors=True), "conflictingRequest", 409)
+    app.post_json(action, {"os-start": None}, headers=USER, status=202)
+    shown = app.get(f"{SERVERS}/{uuid}", headers=USER).json["server"]
+    assert shown["status"] == "ACTIVE" and shown["OS-EXT-STS:power_state"] == 1
+    assert conductor.boot_calls == [("build_instances", ([uuid], 1))]  # nothing cast
+    fault(app.post_json(action, {"os-stop": None}, headers=OTHER, expect_errors=True),
+          "itemNotFound", 404)
+    reader = {**USER, "X-Roles": "reader"}
+    fault(app.post_json(action, {"os-stop": None}, headers=reader, expect_errors=True),
+          "forbidden", 403)
+
+
+def test_put_renames_as_nova(app: webtest.TestApp, images: dict[str, str], flavor: str) -> None:
+    uuid = _create(app, images).json["server"]["id"]
+    path = f"{SERVERS}/{uuid}"
+    renamed = app.put_json(path, {"server": {"name": "new-name", "accessIPv4": "192.0.2.1",
+                                             "OS-DCF:diskConfig": "AUTO"}},
+                           headers=USER).json["server"]
+    assert renamed["name"] == "new-name" and renamed["id"] == uuid
+    assert app.get(path, headers=USER).json["server"]["name"] == "new-name"
+    unchanged = app.put_json(path, {"server": {}}, headers=USER).json["server"]
+    assert unchanged["name"] == "new-name"
+    for bad in ({"name": ""}, {"name": " x"}, {"description": "d"}, {"hostname": "h"},
+                {"accessIPv6": "1.2.3.4"}):
+        fault(app.put_json(path, {"server": bad}, headers=USER, expect_errors=True),
+              "badRequest", 400)
+    fault(app.put_json(path, {"server": {"name": "x"}}, headers=OTHER, expect_errors=True),
+          "itemNotFound", 404)
+    reader = {**USER, "X-Roles": "reader"}
+    fault(app.put_json(path, {"server": {"name": "x"}}, headers=reader, expect_errors=True),
+          "forbidden", 403)

@@ -31,7 +31,8 @@ NOVA_NAMES = {
     "os_compute_api:os-extended-server-attributes",
     "os_compute_api:os-hypervisors:list", "os_compute_api:os-hypervisors:list-detail",
     "os_compute_api:os-availability-zone:list", "os_compute_api:os-availability-zone:detail",
-    "os_compute_api:extensions",
+    "os_compute_api:extensions", "os_compute_api:servers:update", "os_compute_api:servers:stop",
+    "os_compute_api:servers:start",
 }
 #: Open to anyone, as in Nova (``RULE_ANY``), or fleetcache's reads open to all.
 ANYONE = {"fleetcache:flavors:list", "fleetcache:networks:show",
@@ -41,7 +42,8 @@ PROJECT_READ = {"os_compute_api:os-flavor-extra-specs:index",
                 "os_compute_api:os-flavor-extra-specs:show", "os_compute_api:servers:index",
                 "os_compute_api:servers:detail", "os_compute_api:servers:show"}
 PROJECT_WRITE = {"os_compute_api:servers:create", "os_compute_api:servers:delete",
-                 "os_compute_api:servers:rebuild"}
+                 "os_compute_api:servers:rebuild", "os_compute_api:servers:update",
+                 "os_compute_api:servers:stop", "os_compute_api:servers:start"}
 
 
 def test_rule_names() -> None:
