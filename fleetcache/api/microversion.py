@@ -32,10 +32,13 @@ ENVIRON_KEY = "fleetcache.microversion"
 VERSIONS = [
     "2.1",  # The base: os-aggregates CRUD and actions, os-services list.
     "2.11",  # os-services: each service shows "forced_down".
+    "2.19",  # servers: each server shows its "description".
+    "2.28",  # os-hypervisors/detail: "cpu_info" is an object, not its JSON text.
+    "2.33",  # os-hypervisors: "limit" and "marker" page the list.
     "2.37",  # POST /servers: "networks" is required ("none" or "auto").
     "2.41",  # os-aggregates: each aggregate shows its "uuid".
     "2.47",  # servers: the flavor is shown embedded (name, resources, extra specs).
-    "2.53",  # os-services: a service's "id" is its uuid.
+    "2.53",  # os-services, os-hypervisors: uuid ids; hypervisor pattern and with_servers.
     "2.55",  # flavors: a description (create, show, PUT /flavors/{id}).
     "2.61",  # flavors: each flavor shows its "extra_specs".
     "2.75",  # flavors: "swap" is 0 rather than "" when there is none.

@@ -55,6 +55,7 @@ REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"):
         flavor_schemas.EXTRA_SPEC_UPDATE,
     ("POST", SERVERS): server_schemas.CREATE,
+    ("PUT", SERVER): server_schemas.UPDATE,
     ("POST", SERVER + "/action"): {"oneOf": list(server_schemas.ACTIONS.values())},
 }
 
@@ -76,7 +77,16 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
     "flavor_extra_spec_key": {"type": "string"},
     "server_id": {"type": "string", "description": "The server's uuid"},
     "network_id": {"type": "string", "description": "Only 'none' exists"},
+    "alias": {"type": "string", "description": "An extension alias (none exists)"},
 }
+_INT_QUERY = {"type": "string", "pattern": "^[0-9]{1,18}" + parameter_types.END}
+#: Nova's paging (api/pagination.py).
+_PAGING = [
+    {"name": "limit", "in": "query", "required": False, "schema": _INT_QUERY,
+     "description": "At most this many (and at most 1000)"},
+    {"name": "marker", "in": "query", "required": False, "schema": {"type": "string"},
+     "description": "The id of the last item of the previous page"},
+]
 QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("GET", PREFIX + "/os-services"): [
         {"name": "host", "in": "query", "required": False, "schema": {"type": "string"},
@@ -98,8 +108,25 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
              "schema": {"type": "string"},
              "description": "true (default), false or none (both); admins only, others "
              "always get the public flavors"},
+            {"name": "minRam", "in": "query", "required": False, "schema": _INT_QUERY,
+             "description": "Only flavors with at least this RAM (MiB)"},
+            {"name": "minDisk", "in": "query", "required": False, "schema": _INT_QUERY,
+             "description": "Only flavors with at least this root disk (GiB)"},
+            *_PAGING,
         ]
         for path in (FLAVORS, FLAVORS + "/detail")
+    },
+    **{
+        ("GET", path): [
+            {"name": "hypervisor_hostname_pattern", "in": "query", "required": False,
+             "schema": {"type": "string"},
+             "description": "From 2.53: only hosts whose name holds this text (404: none)"},
+            {"name": "with_servers", "in": "query", "required": False,
+             "schema": {"type": "string"},
+             "description": "From 2.53: true lists each host's servers"},
+            *_PAGING,
+        ]
+        for path in (PREFIX + "/os-hypervisors", PREFIX + "/os-hypervisors/detail")
     },
     ("GET", PREFIX + "/networks"): [
         {"name": name, "in": "query", "required": False, "schema": {"type": "string"},
@@ -110,6 +137,15 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
             {"name": "all_tenants", "in": "query", "required": False,
              "schema": {"type": "string"},
              "description": "Every project's servers (admins); 0 or false: the caller's"},
+            {"name": "name", "in": "query", "required": False,
+             "schema": {"type": "string", "maxLength": 255},
+             "description": "A regular expression searched in the names (no repeated "
+             "group, no back-reference, at most two *, + or {m,n})"},
+            {"name": "image", "in": "query", "required": False, "schema": {"type": "string"},
+             "description": "Only servers of this image id"},
+            {"name": "flavor", "in": "query", "required": False, "schema": {"type": "string"},
+             "description": "Only servers of this flavor id"},
+            *_PAGING,
         ]
         for path in (SERVERS, SERVERS + "/detail")
     },

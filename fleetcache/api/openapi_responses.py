@@ -16,6 +16,7 @@ from fleetcache.api.paths import (
     FLAVOR,
     FLAVORS,
     HOST_IMAGE_CACHE,
+    LEGACY_PREFIX,
     OPENAPI,
     PREFIX,
     SERVER,
@@ -41,6 +42,15 @@ def wrapped(key: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": {key: schema}, "required": [key]}
 
 
+def paged(key: str, item: dict[str, Any], description: str) -> dict[str, Any]:
+    """A list of ``item`` under ``key``, with Nova's ``<key>_links`` on a full page."""
+    schema = wrapped(key, {"type": "array", "items": item})
+    schema["properties"][f"{key}_links"] = {"type": "array", "items": {
+        "type": "object", "properties": {"rel": {"enum": ["next"]}, "href": {"type": "string"}},
+        "required": ["rel", "href"]}}
+    return json_body(schema, description)
+
+
 _STR = {"type": "string"}
 _NINT = {"type": ["integer", "null"]}
 _BOOL = {"type": "boolean"}
@@ -55,13 +65,17 @@ _HTML_PAGE = {"description": "The status page (HTML)",
 _AGGREGATE_BODY = json_body(wrapped("aggregate", ref("Aggregate")), "The aggregate")
 SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", "/"): ("200", json_body(ref("Versions"), "The API versions")),
+    ("GET", LEGACY_PREFIX): (
+        "200", json_body(wrapped("version", ref("Version")), "The legacy v2.0 entry")),
     ("GET", PREFIX): ("200", json_body(wrapped("version", ref("Version")), "v2.1")),
     ("GET", OPENAPI): ("200", {"description": "This document"}),
     ("GET", PREFIX + "/os-aggregates"): (
         "200",
         json_body(wrapped("aggregates", {"type": "array", "items": ref("Aggregate")}), "All"),
     ),
-    ("POST", PREFIX + "/os-aggregates"): ("200", _AGGREGATE_BODY),
+    ("POST", PREFIX + "/os-aggregates"): (
+        "200", json_body(wrapped("aggregate", ref("AggregateCreated")), "The new aggregate"),
+    ),
     ("GET", AGG): ("200", _AGGREGATE_BODY),
     ("PUT", AGG): ("200", _AGGREGATE_BODY),
     ("DELETE", AGG): ("200", {"description": "Deleted; empty body"}),
@@ -91,13 +105,30 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", PREFIX + "/os-services"): (
         "200", json_body(wrapped("services", {"type": "array", "items": ref("Service")}), "All"),
     ),
+    ("GET", PREFIX + "/os-hypervisors"): (
+        "200", paged("hypervisors", ref("HypervisorSummary"), "The compute hosts"),
+    ),
+    ("GET", PREFIX + "/os-hypervisors/detail"): (
+        "200", paged("hypervisors", ref("Hypervisor"), "The compute hosts, with resources"),
+    ),
+    ("GET", PREFIX + "/os-availability-zone"): (
+        "200", json_body(wrapped("availabilityZoneInfo", {"type": "array",
+                                                          "items": ref("AvailabilityZoneInfo")}),
+                         "The zones (not the internal one)"),
+    ),
+    ("GET", PREFIX + "/os-availability-zone/detail"): (
+        "200", json_body(wrapped("availabilityZoneInfo", {"type": "array",
+                                                          "items": ref("AvailabilityZoneInfo")}),
+                         "Every zone, with its hosts' enabled services"),
+    ),
+    ("GET", PREFIX + "/extensions"): (
+        "200", json_body(wrapped("extensions", {"type": "array", "maxItems": 0}), "None"),
+    ),
     ("GET", FLAVORS): (
-        "200", json_body(wrapped("flavors", {"type": "array", "items": ref("FlavorSummary")}),
-                     "The flavors the caller may see"),
+        "200", paged("flavors", ref("FlavorSummary"), "The flavors the caller may see"),
     ),
     ("GET", FLAVORS + "/detail"): (
-        "200", json_body(wrapped("flavors", {"type": "array", "items": ref("Flavor")}),
-                     "The flavors the caller may see"),
+        "200", paged("flavors", ref("Flavor"), "The flavors the caller may see"),
     ),
     ("POST", FLAVORS): ("200", json_body(wrapped("flavor", ref("Flavor")), "The flavor")),
     ("GET", FLAVOR): ("200", json_body(wrapped("flavor", ref("Flavor")), "The flavor")),
@@ -119,12 +150,10 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
         "200", {"description": "Deleted; empty body"},
     ),
     ("GET", SERVERS): (
-        "200", json_body(wrapped("servers", {"type": "array", "items": ref("ServerSummary")}),
-                     "The project's servers, newest first"),
+        "200", paged("servers", ref("ServerSummary"), "The project's servers, newest first"),
     ),
     ("GET", SERVERS + "/detail"): (
-        "200", json_body(wrapped("servers", {"type": "array", "items": ref("Server")}),
-                     "The project's servers, newest first"),
+        "200", paged("servers", ref("Server"), "The project's servers, newest first"),
     ),
     ("POST", SERVERS): (
         "202", json_body({"anyOf": [wrapped("server", ref("ServerSummaryLinks")),
@@ -133,6 +162,7 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
                      "Accepted: the server (the first one), or the reservation id"),
     ),
     ("GET", SERVER): ("200", json_body(wrapped("server", ref("Server")), "The server")),
+    ("PUT", SERVER): ("200", json_body(wrapped("server", ref("Server")), "The server")),
     ("GET", PREFIX + "/networks"): (
         "200", json_body(wrapped("networks", {"type": "array", "items": _OBJECT}), "Found"),
     ),
@@ -141,7 +171,10 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ),
     ("DELETE", SERVER): ("204", {"description": "Deletion under way"}),
     ("POST", SERVER + "/action"): (
-        "202", json_body(wrapped("server", ref("Server")), "Rebuild under way"),
+        # No content schema: os-stop and os-start answer an empty body, which no JSON
+        # schema describes.
+        "202", {"description": "rebuild: {\"server\": Server}, under way; os-stop, "
+                "os-start: empty body"},
     ),
     ("GET", HOST_IMAGE_CACHE): (
         "200", json_body(wrapped("image_cache", ref("HostImageCache")), "As last reported"),
@@ -166,6 +199,23 @@ _SERVER_DETAIL = ["status", "tenant_id", "user_id", "metadata", "hostId", "image
                   "created", "updated", "addresses", "OS-EXT-STS:vm_state",
                   "OS-EXT-STS:task_state", "OS-EXT-STS:power_state",
                   "OS-EXT-AZ:availability_zone", "OS-SRV-USG:launched_at"]
+_HYPERVISOR_NUMBERS = ["vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used",
+                       "local_gb_used", "free_ram_mb", "free_disk_gb", "disk_available_least",
+                       "current_workload", "running_vms"]
+_AGGREGATE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": _INT, "uuid": {**_STR, "description": "From microversion 2.41"},
+        "name": _STR, "availability_zone": _NSTR,
+        "hosts": {"type": "array", "items": _STR},
+        "metadata": {"type": "object", "additionalProperties": _STR},
+        "created_at": _STR, "updated_at": _NSTR, "deleted_at": {"type": "null"},
+        "deleted": {"type": "boolean"},
+    },
+    "required": ["id", "name", "availability_zone", "hosts", "metadata", "created_at",
+                 "updated_at", "deleted_at", "deleted"],
+    "additionalProperties": False,
+}
 COMPONENTS: dict[str, dict[str, Any]] = {
     "FlavorSummary": {
         "type": "object",
@@ -193,14 +243,16 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     },
     "ServerSummaryLinks": {
         "type": "object",
-        "properties": {"id": _STR, "links": _ARRAY, "OS-DCF:diskConfig": _STR},
+        "properties": {"id": _STR, "links": _ARRAY, "OS-DCF:diskConfig": _STR,
+                       "adminPass": {**_STR, "description": "Given, or generated; not used"}},
         "required": ["id", "links"],
     },
     "Server": {
         "allOf": [ref("ServerSummary")],
         "type": "object",
         "properties": {
-            "status": {"enum": ["BUILD", "ACTIVE", "ERROR", "REBUILD", "DELETED", "UNKNOWN"]},
+            "status": {"enum": ["BUILD", "ACTIVE", "ERROR", "REBUILD", "DELETED", "SHUTOFF",
+                                "UNKNOWN"]},
             "tenant_id": _STR, "user_id": _STR, "metadata": _OBJECT, "hostId": _STR,
             "image": _OBJECT, "flavor": _OBJECT, "created": _STR, "updated": _STR,
             "addresses": _OBJECT, "OS-EXT-STS:vm_state": _STR, "OS-EXT-STS:task_state": _NSTR,
@@ -209,6 +261,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "OS-EXT-SRV-ATTR:host": {**_NSTR, "description": "Admins only"},
             "OS-EXT-SRV-ATTR:hypervisor_hostname": {**_NSTR, "description": "Admins only"},
             "progress": _INT,
+            "description": {**_NSTR, "description": "From microversion 2.19"},
             "fault": {
                 "type": "object",
                 "description": "In ERROR: why; details for admins (the filter summary of a "
@@ -238,18 +291,50 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "required": ["id", "status", "version", "min_version", "updated", "links"],
     },
     "Versions": wrapped("versions", {"type": "array", "items": ref("Version")}),
-    "Aggregate": {
+    "Aggregate": _AGGREGATE,
+    # Nova's create answers without hosts and metadata.
+    "AggregateCreated": {
+        "type": "object",
+        "properties": {key: value for key, value in _AGGREGATE["properties"].items()
+                       if key not in ("hosts", "metadata")},
+        "required": [key for key in _AGGREGATE["required"] if key not in ("hosts", "metadata")],
+        "additionalProperties": False,
+    },
+    "HypervisorSummary": {
         "type": "object",
         "properties": {
-            "id": _INT, "uuid": {**_STR, "description": "From microversion 2.41"},
-            "name": _STR, "availability_zone": _NSTR,
-            "hosts": {"type": "array", "items": _STR},
-            "metadata": {"type": "object", "additionalProperties": _STR},
-            "created_at": _STR, "updated_at": _NSTR, "deleted_at": {"type": "null"},
-            "deleted": {"type": "boolean"},
+            "id": {"type": ["integer", "string"], "description": "The uuid from 2.53"},
+            "hypervisor_hostname": _STR, "state": {"enum": ["up", "down"]},
+            "status": {"enum": ["enabled", "disabled"]},
+            "servers": {"type": "array", "description": "With ?with_servers=true (2.53)"},
         },
-        "required": ["id", "name", "availability_zone", "hosts", "metadata", "created_at",
-                     "updated_at", "deleted_at", "deleted"],
+        "required": ["id", "hypervisor_hostname", "state", "status"],
+    },
+    "Hypervisor": {
+        "allOf": [ref("HypervisorSummary")],
+        "type": "object",
+        "properties": {
+            "service": {"type": "object", "properties": {
+                "id": {"type": ["integer", "string"]}, "host": _STR,
+                "disabled_reason": _NSTR}, "required": ["id", "host", "disabled_reason"]},
+            "hypervisor_type": _STR, "hypervisor_version": _INT, "host_ip": _STR,
+            **{key: _INT for key in _HYPERVISOR_NUMBERS},
+            "cpu_info": {"type": ["object", "string"], "description": "A string below 2.28"},
+        },
+        "required": ["service", "hypervisor_type", "hypervisor_version", "host_ip",
+                     *_HYPERVISOR_NUMBERS, "cpu_info"],
+    },
+    "AvailabilityZoneInfo": {
+        "type": "object",
+        "properties": {
+            "zoneName": _STR,
+            "zoneState": {"type": "object", "properties": {"available": _BOOL},
+                          "required": ["available"]},
+            "hosts": {"type": ["object", "null"], "description": "host -> binary -> "
+                      "{available, active, updated_at}; null but in the detail's available "
+                      "zones"},
+        },
+        "required": ["zoneName", "zoneState", "hosts"],
         "additionalProperties": False,
     },
     "Service": {

@@ -7,6 +7,8 @@ take them from here, so neither needs the other.
 from __future__ import annotations
 
 PREFIX = "/v2.1"
+#: The legacy v2.0 version document (only that: see handlers/versions.py).
+LEGACY_PREFIX = "/v2"
 AGGREGATE = PREFIX + "/os-aggregates/{aggregate_id}"
 FLAVORS = PREFIX + "/flavors"
 FLAVOR = FLAVORS + "/{flavor_id}"
@@ -21,4 +23,4 @@ STATUS_PATHS = frozenset({STATUS, STATUS_PROGRESS})
 HOST_IMAGE_CACHE = PREFIX + "/os-hosts/{host}/image-cache"
 
 #: Served without authentication: version discovery and the OpenAPI document.
-PUBLIC_PATHS = frozenset({"/", PREFIX, OPENAPI})
+PUBLIC_PATHS = frozenset({"/", LEGACY_PREFIX, PREFIX, OPENAPI})

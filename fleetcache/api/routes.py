@@ -10,9 +10,12 @@ from __future__ import annotations
 from fleetcache.api.handlers import (
     aggregate_images,
     aggregates,
+    availability_zones,
+    extensions,
     flavor_extra_specs,
     flavors,
     host_image_cache,
+    hypervisors,
     images,
     networks,
     openapi,
@@ -27,6 +30,7 @@ from fleetcache.api.paths import (
     FLAVOR,
     FLAVORS,
     HOST_IMAGE_CACHE,
+    LEGACY_PREFIX,
     OPENAPI,
     PREFIX,
     SERVER,
@@ -40,6 +44,7 @@ ROUTE_DECLARATIONS: dict[str, dict[str, Handler]] = {}
 ROUTE_DECLARATIONS.update(
     {
         "/": {"GET": versions.list_versions},
+        LEGACY_PREFIX: {"GET": versions.get_legacy_version},
         PREFIX: {"GET": versions.get_version},
         # The document describes the whole table, its own route included.
         OPENAPI: {"GET": openapi.document_handler(ROUTE_DECLARATIONS)},
@@ -57,6 +62,14 @@ ROUTE_DECLARATIONS.update(
         AGGREGATE + "/images/jobs": {"GET": aggregate_images.list_aggregate_image_jobs},
         AGGREGATE + "/images/jobs/{job_id}": {"GET": aggregate_images.get_aggregate_image_job},
         PREFIX + "/os-services": {"GET": services.list_services},
+        PREFIX + "/os-hypervisors": {"GET": hypervisors.list_hypervisors},
+        PREFIX + "/os-hypervisors/detail": {"GET": hypervisors.list_hypervisors_detail},
+        PREFIX + "/os-availability-zone": {
+            "GET": availability_zones.list_availability_zones},
+        PREFIX + "/os-availability-zone/detail": {
+            "GET": availability_zones.list_availability_zones_detail},
+        PREFIX + "/extensions": {"GET": extensions.list_extensions},
+        PREFIX + "/extensions/{alias}": {"GET": extensions.get_extension},
         FLAVORS: {"GET": flavors.list_flavors, "POST": flavors.create_flavor},
         # Before FLAVOR: "detail" is not a flavor id (nor, below, a server id).
         FLAVORS + "/detail": {"GET": flavors.list_flavors_detail},
@@ -76,7 +89,8 @@ ROUTE_DECLARATIONS.update(
         },
         SERVERS: {"GET": servers.list_servers, "POST": servers.create_server},
         SERVERS + "/detail": {"GET": servers.list_servers_detail},
-        SERVER: {"GET": servers.get_server, "DELETE": servers.delete_server},
+        SERVER: {"GET": servers.get_server, "PUT": servers.update_server,
+                 "DELETE": servers.delete_server},
         SERVER + "/action": {"POST": server_actions.post_server_action},
         # The pseudo-network "none" that `openstack server create --network none` looks up
         # (not Nova's; see handlers/networks.py).

@@ -6,7 +6,7 @@ from typing import Any
 
 import jsonschema
 import webob
-from oslo_utils import uuidutils
+from oslo_utils import strutils, uuidutils
 
 from fleetcache.api import util
 from fleetcache.common import exception
@@ -50,3 +50,25 @@ def extract_body(req: webob.Request, schema: dict[str, Any]) -> Any:
     body = util.read_json(req)
     validate(body, schema)
     return body
+
+
+def to_int(value: int | str, name: str, minimum: int, maximum: int) -> int:
+    """A validated integer parameter (:func:`parameter_types.integer`) as an int.
+
+    :raises InvalidInput: (400, Nova's message) when it is outside ``[minimum, maximum]``.
+    """
+    number = int(value)
+    if number < minimum:
+        raise exception.InvalidInput(
+            f"Invalid input for field/attribute {name}. Value: {_short(str(value))}. "
+            f"{name} must be >= {minimum}")
+    if number > maximum:
+        raise exception.InvalidInput(
+            f"Invalid input for field/attribute {name}. Value: {_short(str(value))}. "
+            f"{name} must be <= {maximum}")
+    return number
+
+
+def to_bool(value: bool | str) -> bool:
+    """A validated boolean parameter (:data:`parameter_types.BOOLEAN`) as a bool."""
+    return strutils.bool_from_string(value, strict=True)

@@ -13,6 +13,8 @@ BUILDING = "building"
 ACTIVE = "active"
 ERROR = "error"
 DELETED = "deleted"
+#: Stopped by ``os-stop`` (there is no guest to power off: only the state changes).
+STOPPED = "stopped"
 
 # task_state
 SCHEDULING = "scheduling"
@@ -27,6 +29,7 @@ STATUS: dict[str, dict[str, str]] = {
     ACTIVE: {"default": "ACTIVE", REBUILDING: "REBUILD", REBUILD_SPAWNING: "REBUILD"},
     ERROR: {"default": "ERROR", REBUILDING: "REBUILD", REBUILD_SPAWNING: "REBUILD"},
     DELETED: {"default": "DELETED"},
+    STOPPED: {"default": "SHUTOFF"},
 }
 
 

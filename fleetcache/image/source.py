@@ -65,6 +65,9 @@ class ImageMeta:
     checksum: str | None = None
     os_hash_algo: str | None = None
     os_hash_value: str | None = None
+    #: The least RAM (MiB) and root disk (GiB) a server of this image needs (Glance's; 0: none).
+    min_ram: int = 0
+    min_disk: int = 0
     properties: dict[str, Any] = dataclasses.field(default_factory=dict)
     direct_url: str | None = None
     locations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -83,6 +86,8 @@ class ImageMeta:
             checksum=body.get("checksum"),
             os_hash_algo=body.get("os_hash_algo"),
             os_hash_value=body.get("os_hash_value"),
+            min_ram=int(body.get("min_ram") or 0),
+            min_disk=int(body.get("min_disk") or 0),
             properties={k: v for k, v in body.items() if k not in CORE_FIELDS},
             direct_url=body.get("direct_url"),
             locations=list(body.get("locations") or []),

@@ -5,21 +5,29 @@ Anyone lists and shows flavors; admins create, describe (2.55) and delete them. 
 sees public flavors only (fleetcache has no flavor access lists: a private flavor is the
 admins'). Deleting a flavor leaves the servers built with it as they are: each keeps a snapshot.
 
-Differences from Nova: ``rxtx_factor`` is accepted only as 1.0 (there is no network), the
-list's paging parameters (``limit``, ``marker``, ``sort_*``, ``minRam``, ``minDisk``) are not
-implemented (every flavor comes back, in creation order).
+Requests take what Nova's take: numbers as integers or digit strings, ``is_public`` as any of
+Nova's boolean strings, the id as a string or a number (stored as its text).
+
+The list takes Nova's ``minRam`` and ``minDisk`` filters and pages with ``limit`` and
+``marker`` (a flavor id) as Nova does (:mod:`fleetcache.api.pagination`).
+
+Differences from Nova: ``rxtx_factor`` is accepted as Nova accepts it but not stored (there is
+no network: every flavor shows 1.0); the list comes in creation order, not sorted by flavor id,
+and ``sort_key``/``sort_dir`` are ignored.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import webob
 from oslo_utils import strutils
 
-from fleetcache.api import microversion, policy, util, validation
+from fleetcache.api import microversion, pagination, policy, util, validation
 from fleetcache.api.policies import flavors as policies
 from fleetcache.api.schemas import flavors as schemas
+from fleetcache.api.schemas import parameter_types
 from fleetcache.common import exception
 from fleetcache.common.db import flavors as db_flavors
 from fleetcache.common.db.flavors import FlavorDict
@@ -27,6 +35,9 @@ from fleetcache.common.db.flavors import FlavorDict
 DESCRIPTION_VERSION = microversion.Version(2, 55)
 EXTRA_SPECS_VERSION = microversion.Version(2, 61)
 SWAP_ZERO_VERSION = microversion.Version(2, 75)
+#: What ``minRam`` / ``minDisk`` may be: an integer as Nova's ``int()`` reads it, short
+#: enough to stay a number a database column can compare.
+_MIN_FILTER = re.compile(r"[-+]?[0-9]{1,18}")
 
 
 def authorize(req: webob.Request, rule: str) -> None:
@@ -101,14 +112,38 @@ def _is_public_filter(req: webob.Request) -> bool | None:
         raise exception.InvalidInput(reason=f"Invalid is_public filter [{raw}]") from exc
 
 
+def _min_filter(req: webob.Request, name: str) -> int | None:
+    """Nova's ``minRam`` / ``minDisk``: an integer. :raises InvalidInput: for another value."""
+    raw = req.GET.get(name)
+    if raw is None:
+        return None
+    text = raw.strip()
+    if _MIN_FILTER.fullmatch(text) is None:
+        raise exception.InvalidInput(reason=f"Invalid {name} filter [{raw[:64]}]")
+    return int(text)
+
+
+def _flavorid(flavor: FlavorDict) -> str:
+    return flavor["flavorid"]
+
+
 def _list(req: webob.Request, detail: bool) -> webob.Response:
     authorize(req, policies.LIST)
+    limit, marker = pagination.limit_and_marker(req)
+    min_ram, min_disk = _min_filter(req, "minRam"), _min_filter(req, "minDisk")
     flavors = db_flavors.flavor_list(util.get_state(req).db, is_public=_is_public_filter(req))
-    return util.json_response({"flavors": [format_flavor(req, f, detail) for f in flavors]})
+    shown = [f for f in pagination.after_marker(flavors, _flavorid, marker)
+             if (min_ram is None or f["memory_mb"] >= min_ram)
+             and (min_disk is None or f["root_gb"] >= min_disk)][:limit]
+    return util.json_response({
+        "flavors": [format_flavor(req, f, detail) for f in shown],
+        **pagination.links(req, "flavors", shown, limit, _flavorid),
+    })
 
 
 def list_flavors(req: webob.Request) -> webob.Response:
-    """List flavors: id, name and links (``?is_public=none`` shows admins every flavor)."""
+    """List flavors: id, name and links (``?is_public=none`` shows admins every flavor;
+    ``minRam``, ``minDisk``, ``limit``, ``marker`` as Nova)."""
     return _list(req, detail=False)
 
 
@@ -130,19 +165,38 @@ def create_flavor(req: webob.Request) -> webob.Response:
     version = microversion.request_version(req)
     schema = schemas.CREATE_V2_55 if version.matches(DESCRIPTION_VERSION) else schemas.CREATE
     body = validation.extract_body(req, schema)["flavor"]
+    _check_rxtx_factor(body.get("rxtx_factor"))
+    flavorid = body.get("id")
     flavor = db_flavors.flavor_create(
         util.get_state(req).db,
         name=body["name"],
-        flavorid=body.get("id"),
-        vcpus=body["vcpus"],
-        memory_mb=body["ram"],
-        root_gb=body["disk"],
-        ephemeral_gb=body.get("OS-FLV-EXT-DATA:ephemeral", 0),
-        swap=body.get("swap", 0),
-        is_public=body.get("os-flavor-access:is_public", True),
+        # Nova stores a number id as its text (nova/compute/flavors.py create()).
+        flavorid=None if flavorid is None else str(flavorid),
+        vcpus=_int(body, "vcpus", 1),
+        memory_mb=_int(body, "ram", 1),
+        root_gb=_int(body, "disk", 0),
+        ephemeral_gb=_int(body, "OS-FLV-EXT-DATA:ephemeral", 0),
+        swap=_int(body, "swap", 0),
+        is_public=validation.to_bool(body.get("os-flavor-access:is_public", True)),
         description=body.get("description"),
     )
     return util.json_response({"flavor": format_flavor(req, flavor)})
+
+
+def _int(body: dict[str, Any], name: str, minimum: int) -> int:
+    """A validated integer field (0 when absent), range-checked as Nova does."""
+    return validation.to_int(body.get(name, 0), name, minimum, parameter_types.MAX_INT)
+
+
+def _check_rxtx_factor(value: float | str | None) -> None:
+    """:raises InvalidInput: unless ``value`` is absent or in ``(0, RXTX_MAX]``, as Nova."""
+    if value is None:
+        return
+    number = float(value)
+    if not 0 < number <= schemas.RXTX_MAX:
+        raise exception.InvalidInput(
+            f"Invalid input for field/attribute rxtx_factor. Value: {value}. "
+            f"rxtx_factor must be > 0 and <= {schemas.RXTX_MAX}")
 
 
 @microversion.version_handler("2.55")

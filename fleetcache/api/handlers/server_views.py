@@ -22,9 +22,11 @@ from fleetcache.api.policies import servers as policies
 from fleetcache.common import exception, instance_states
 from fleetcache.common.db.instances import InstanceDict
 
+DESCRIPTION_VERSION = microversion.Version(2, 19)
 FLAVOR_EMBEDDED_VERSION = microversion.Version(2, 47)
-#: Nova's power states: NOSTATE and RUNNING.
-_NOSTATE, _RUNNING = 0, 1
+#: Nova's power states: NOSTATE, RUNNING and SHUTDOWN.
+_NOSTATE, _RUNNING, _SHUTDOWN = 0, 1, 4
+_POWER_STATES = {instance_states.ACTIVE: _RUNNING, instance_states.STOPPED: _SHUTDOWN}
 
 
 def _allowed(req: webob.Request, rule: str) -> bool:
@@ -105,10 +107,12 @@ def format_server(req: webob.Request, instance: InstanceDict) -> dict[str, Any]:
         "OS-SRV-USG:terminated_at": util.format_time(instance["terminated_at"]),
         "OS-EXT-STS:vm_state": instance["vm_state"],
         "OS-EXT-STS:task_state": instance["task_state"],
-        "OS-EXT-STS:power_state": (_RUNNING if instance["vm_state"] == instance_states.ACTIVE
-                                   else _NOSTATE),
+        "OS-EXT-STS:power_state": _POWER_STATES.get(instance["vm_state"], _NOSTATE),
         "os-extended-volumes:volumes_attached": [],
     }
+    if microversion.request_version(req).matches(DESCRIPTION_VERSION):
+        # Nova's null for a server created without one; fleetcache stores none.
+        body["description"] = None
     if status in ("BUILD", "ACTIVE", "REBUILD"):
         body["progress"] = 100 if status == "ACTIVE" else 0
     admin = _allowed(req, policies.EXTENDED_ATTRIBUTES)

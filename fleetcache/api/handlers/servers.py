@@ -1,4 +1,4 @@
-"""``/servers``: create, list, show and delete servers, shaped as Nova's
+"""``/servers``: create, list, show, rename and delete servers, shaped as Nova's
 (nova/api/openstack/compute/servers.py).
 
 A server is a scheduled instance whose root disk a compute builds (no hypervisor, no
@@ -10,11 +10,19 @@ client follows the status (``openstack server create --wait``). Delete casts
 
 A cast that cannot be sent (no message bus) does not lose the request: the servers go to
 ``ERROR`` with a fault saying so, and the caller still gets its 202.
+
+Create accepts what Nova's clients send with a boot and fleetcache has no use for, validated
+as Nova validates it: ``metadata`` (at most ``metadata_items`` keys, 403 above as Nova's
+quota), ``accessIPv4``/``accessIPv6``, ``adminPass`` and ``OS-DCF:diskConfig``. None of them
+is stored (there is no guest to give a password or addresses to); the 202 echoes what Nova's
+echoes: the disk config asked for, and ``adminPass`` (the one given, else a generated one,
+as Nova with its default ``enable_instance_password``).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -22,9 +30,10 @@ import webob
 import webob.exc
 from oslo_utils import uuidutils
 
-from fleetcache.api import microversion, policy, util, validation
-from fleetcache.api.handlers import server_views
+from fleetcache.api import microversion, pagination, policy, util, validation
+from fleetcache.api.handlers import server_filters, server_views
 from fleetcache.api.handlers.flavors import get_visible, links
+from fleetcache.api.handlers.server_filters import ref_id
 from fleetcache.api.policies import servers as policies
 from fleetcache.api.schemas import servers as schemas
 from fleetcache.common import exception, instance_states, rpc
@@ -38,6 +47,8 @@ LOG = logging.getLogger(__name__)
 
 NETWORKS_REQUIRED_VERSION = microversion.Version(2, 37)
 GiB = 1024**3
+#: Bytes of randomness of a generated ``adminPass`` (16 URL-safe characters).
+PASSWORD_BYTES = 12
 #: Errors of sending a cast: the request is recorded as a fault, never lost.
 CAST_ERRORS: tuple[type[Exception], ...] = (exception.RPCVersionCapped,
                                              *rpc.DELIVERY_ERRORS)
@@ -73,7 +84,7 @@ def get_instance(req: webob.Request, action: str) -> InstanceDict:
 # -- list and show ---------------------------------------------------------------------------
 
 
-def _list(req: webob.Request, action: str) -> list[InstanceDict]:
+def _visible(req: webob.Request, action: str) -> list[InstanceDict]:
     """The caller's project's servers; every project's with ``?all_tenants`` (admins)."""
     authorize(req, action)
     raw = req.GET.get("all_tenants")
@@ -85,18 +96,34 @@ def _list(req: webob.Request, action: str) -> list[InstanceDict]:
     return [i for i in instances if i["project_id"] == project_id]
 
 
+def _uuid(instance: InstanceDict) -> str:
+    return instance["uuid"]
+
+
+def _list(req: webob.Request, action: str) -> tuple[list[InstanceDict], dict[str, Any]]:
+    """A page of the visible servers that pass Nova's ``name`` (a regular expression),
+    ``image`` and ``flavor`` filters, and its ``servers_links``."""
+    visible = _visible(req, action)  # authorizes: a refusal comes before any query error
+    limit, marker = pagination.limit_and_marker(req)
+    wanted = server_filters.from_query(req.GET)
+    instances = [i for i in pagination.after_marker(visible, _uuid, marker)
+                 if wanted(i)][:limit]
+    return instances, pagination.links(req, "servers", instances, limit, _uuid)
+
+
 def list_servers(req: webob.Request) -> webob.Response:
-    """List the project's servers: id, name, links (``?all_tenants=1`` for admins)."""
-    instances = _list(req, "index")
+    """List the project's servers: id, name, links (``?all_tenants=1`` for admins; ``name``,
+    ``image``, ``flavor``, ``limit``, ``marker`` as Nova)."""
+    instances, links_ = _list(req, "index")
     return util.json_response(
-        {"servers": [server_views.format_summary(req, i) for i in instances]})
+        {"servers": [server_views.format_summary(req, i) for i in instances], **links_})
 
 
 def list_servers_detail(req: webob.Request) -> webob.Response:
-    """List the project's servers in full (``?all_tenants=1`` for admins)."""
-    instances = _list(req, "detail")
+    """List the project's servers in full (the same filters as the list)."""
+    instances, links_ = _list(req, "detail")
     return util.json_response(
-        {"servers": [server_views.format_server(req, i) for i in instances]})
+        {"servers": [server_views.format_server(req, i) for i in instances], **links_})
 
 
 def get_server(req: webob.Request) -> webob.Response:
@@ -105,12 +132,17 @@ def get_server(req: webob.Request) -> webob.Response:
     return util.json_response({"server": server_views.format_server(req, instance)})
 
 
+def update_server(req: webob.Request) -> webob.Response:
+    """Rename a server (200 with the server, as Nova's ``PUT /servers/{id}``)."""
+    instance = get_instance(req, "update")
+    body = validation.extract_body(req, schemas.UPDATE)["server"]
+    if "name" in body:
+        instance = db_instances.instance_update(
+            util.get_state(req).db, instance["uuid"], {"display_name": body["name"]})
+    return util.json_response({"server": server_views.format_server(req, instance)})
+
+
 # -- create ----------------------------------------------------------------------------------
-
-
-def ref_id(ref: str | int) -> str:
-    """An image or flavor reference as an id: a URL's last segment, or the value itself."""
-    return str(ref).rstrip("/").rsplit("/", 1)[-1]
 
 
 def parse_zone(req: webob.Request, value: str | None) -> tuple[str | None, str | None]:
@@ -167,12 +199,22 @@ def _flavor(req: webob.Request, flavor_ref: str | int) -> db_flavors.FlavorDict:
         raise exception.InvalidInput(reason=f"Flavor {flavorid} could not be found.") from exc
 
 
-def check_fits(root_gb: int, image: ImageMeta) -> None:
-    """Nova's ``FlavorDiskSmallerThanImage``: a root disk of ``root_gb`` must hold the image
-    (0 means the image's own size).
+def check_fits(root_gb: int, image: ImageMeta, memory_mb: int | None = None) -> None:
+    """Nova's flavor checks against the image (``_validate_flavor_image_nostatus``): the
+    flavor has at least the image's ``min_ram`` (``FlavorMemoryTooSmall``), and a root disk of
+    ``root_gb`` (0: the image's own size, no check) holds the image and its ``min_disk``
+    (``FlavorDiskSmallerThanMinDisk``, ``FlavorDiskSmallerThanImage``).
 
-    :raises InvalidInput:
+    :raises InvalidInput: (400, Nova's messages)
     """
+    if memory_mb is not None and memory_mb < image.min_ram:
+        raise exception.InvalidInput(
+            reason="Flavor's memory is too small for requested image.")
+    if root_gb and image.min_disk > root_gb:
+        raise exception.InvalidInput(
+            reason="Flavor's disk is smaller than the minimum size specified in image "
+            f"metadata. Flavor disk is {root_gb * GiB} bytes, minimum size is "
+            f"{image.min_disk * GiB} bytes.")
     needed = max(image.size or 0, image.virtual_size or 0)
     if root_gb and needed > root_gb * GiB:
         raise exception.InvalidInput(
@@ -201,10 +243,11 @@ def create_server(req: webob.Request) -> webob.Response:
     if min_count > max_count:
         raise exception.InvalidInput(reason="min_count must be <= max_count")
     _check_block_devices(body)
+    _check_metadata(body.get("metadata", {}))
     zone, forced_host = parse_zone(req, body.get("availability_zone"))
     flavor = _flavor(req, body["flavorRef"])
     image = lookup_image(req, body["imageRef"])
-    check_fits(flavor["root_gb"], image)
+    check_fits(flavor["root_gb"], image, flavor["memory_mb"])
     reservation_id = "r-" + uuidutils.generate_uuid()[:8]
     records = [
         InstanceCreate(
@@ -223,8 +266,18 @@ def create_server(req: webob.Request) -> webob.Response:
     first = instances[0]
     return util.json_response({"server": {
         "id": first["uuid"], "links": links(req, "servers", first["uuid"]),
-        "OS-DCF:diskConfig": "MANUAL",
+        "OS-DCF:diskConfig": body.get("OS-DCF:diskConfig", "MANUAL"),
+        "adminPass": (body["adminPass"] if "adminPass" in body
+                      else secrets.token_urlsafe(PASSWORD_BYTES)),
     }}, status=202)
+
+
+def _check_metadata(metadata: dict[str, str]) -> None:
+    """:raises webob.exc.HTTPForbidden: over Nova's ``metadata_items`` quota (403, as Nova)."""
+    if len(metadata) > schemas.MAX_METADATA_ITEMS:
+        raise webob.exc.HTTPForbidden(
+            explanation="Quota exceeded for metadata_items: a server holds at most "
+            f"{schemas.MAX_METADATA_ITEMS} metadata items.")
 
 
 def cast_or_fail(req: webob.Request, uuids: list[str], action: str,

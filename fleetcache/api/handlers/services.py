@@ -9,6 +9,10 @@ A compute the conductor has not yet written to Placement (just registered, or Pl
 unreachable) is not schedulable: while it is enabled, its ``disabled_reason`` says so
 (:data:`NOT_IN_PLACEMENT`), the one free-text field of Nova's service shape, so the unmodified
 clients show it (``openstack compute service list --long``).
+
+Services are shown under the binary they registered with (``fleetcache-compute``), but the
+``binary`` filter also takes Nova's name of the same service (:data:`NOVA_BINARIES`), so that
+tools that look for compute hosts as ``nova-compute`` find them.
 """
 
 from __future__ import annotations
@@ -28,9 +32,15 @@ FORCED_DOWN_VERSION = microversion.Version(2, 11)
 UUID_ID_VERSION = microversion.Version(2, 53)
 
 NOT_IN_PLACEMENT = "not schedulable: not yet reported to Placement"
+#: Nova's binary names -> the fleetcache service that plays the same part.
+NOVA_BINARIES = {
+    "nova-compute": binaries.COMPUTE,
+    "nova-conductor": binaries.CONDUCTOR,
+}
 
 
-def _host_zones(req: webob.Request) -> dict[str, str]:
+def host_zones(req: webob.Request) -> dict[str, str]:
+    """Each host's availability zone from its aggregates (joined with ``,`` when several)."""
     zones: dict[str, set[str]] = {}
     for aggregate in db_aggregates.aggregate_list(util.get_state(req).db):
         zone = aggregate["availability_zone"]
@@ -40,15 +50,22 @@ def _host_zones(req: webob.Request) -> dict[str, str]:
     return {host: ",".join(sorted(names)) for host, names in zones.items()}
 
 
+def service_zone(req: webob.Request, service: ServiceDict, zones: dict[str, str]) -> str:
+    """A service's zone, as Nova's ``set_availability_zones``: a compute's from
+    :func:`host_zones`, else ``default_availability_zone``; any other service's is
+    ``internal_service_availability_zone``."""
+    conf = util.get_state(req).conf
+    if service["binary"] == binaries.COMPUTE:
+        return zones.get(service["host"], str(conf.default_availability_zone))
+    return str(conf.internal_service_availability_zone)
+
+
 def _format_service(
     req: webob.Request, service: ServiceDict, zones: dict[str, str]
 ) -> dict[str, Any]:
     conf = util.get_state(req).conf
     version = microversion.request_version(req)
-    if service["binary"] == binaries.COMPUTE:
-        zone = zones.get(service["host"], conf.default_availability_zone)
-    else:
-        zone = conf.internal_service_availability_zone
+    zone = service_zone(req, service, zones)
     is_up = servicegroup.service_is_up(service, conf.service_down_time)
     reason = service["disabled_reason"]
     if (service["binary"] == binaries.COMPUTE and not service["disabled"]
@@ -70,12 +87,15 @@ def _format_service(
 
 
 def list_services(req: webob.Request) -> webob.Response:
-    """List services, optionally only those on ``host`` or of ``binary``."""
+    """List services, optionally only those on ``host`` or of ``binary`` (Nova's binary
+    names included)."""
     policy.authorize(util.get_state(req).enforcer, util.get_context(req), policies.LIST)
     host = req.GET.get("host")
     binary = req.GET.get("binary")
+    if binary is not None:
+        binary = NOVA_BINARIES.get(binary, binary)
     services = db_services.service_list(
         util.get_state(req).db, binary=binary, hosts=[host] if host else None
     )
-    zones = _host_zones(req)
+    zones = host_zones(req)
     return util.json_response({"services": [_format_service(req, s, zones) for s in services]})

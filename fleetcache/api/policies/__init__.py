@@ -14,9 +14,12 @@ from oslo_policy import policy
 from fleetcache.api.policies import (
     aggregate_images,
     aggregates,
+    availability_zones,
     base,
+    extensions,
     flavors,
     host_image_cache,
+    hypervisors,
     images,
     networks,
     servers,
@@ -38,5 +41,8 @@ def list_rules() -> list[policy.RuleDefault]:
             flavors.list_rules(),
             servers.list_rules(),
             networks.list_rules(),
+            hypervisors.list_rules(),
+            availability_zones.list_rules(),
+            extensions.list_rules(),
         )
     )

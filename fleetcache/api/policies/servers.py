@@ -1,5 +1,6 @@
 """Policies of ``/servers`` (Nova's rule names and defaults: a project's members create,
-rebuild and delete its servers, its readers see them; admins see the host and may force one).
+rename, rebuild, stop, start and delete its servers, its readers see them; admins see the host
+and may force one).
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ rules: list[policy.RuleDefault] = [
           [("DELETE", SERVER)]),
     _rule(ROOT % "rebuild", base.PROJECT_MEMBER_OR_ADMIN, "Rebuild a server from an image",
           [("POST", SERVER + "/action (rebuild)")]),
+    _rule(ROOT % "update", base.PROJECT_MEMBER_OR_ADMIN, "Rename a server",
+          [("PUT", SERVER)]),
+    _rule(ROOT % "stop", base.PROJECT_MEMBER_OR_ADMIN, "Stop a server",
+          [("POST", SERVER + "/action (os-stop)")]),
+    _rule(ROOT % "start", base.PROJECT_MEMBER_OR_ADMIN, "Start a stopped server",
+          [("POST", SERVER + "/action (os-start)")]),
     _rule(EXTENDED_ATTRIBUTES, base.ADMIN,
           "Show a server's host and hypervisor host name, and its fault details",
           [("GET", SERVER), ("GET", SERVERS + "/detail")]),

@@ -1,20 +1,21 @@
 """Request bodies of ``/flavors`` and ``/flavors/{id}/os-extra_specs``
 (nova/api/openstack/compute/schemas/flavor_manage.py and flavors_extraspecs.py).
 
-Numbers are JSON integers (Nova also takes digit strings; the clients send integers).
+As Nova's: a number may be a JSON integer or a string of digits, ``is_public`` a boolean or
+one of its strings (:data:`~fleetcache.api.schemas.parameter_types.BOOLEAN`), the id a string
+or a number. The handler converts them after validation.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fleetcache.api.schemas.parameter_types import END, NAME
+from fleetcache.api.schemas.parameter_types import BOOLEAN, END, NAME, integer
 
-#: The largest value of an integer column (Nova's ``db.MAX_INT``).
-MAX_INT = 0x7FFFFFFF
-#: Nova's flavor id: letters, digits, ``.``, ``_``, ``-`` and inner spaces.
+#: Nova's flavor id: letters, digits, ``.``, ``_``, ``-`` and inner spaces, or a number
+#: (the pattern and lengths apply to strings only; a number is stored as its text).
 FLAVOR_ID: dict[str, Any] = {
-    "type": ["string", "null"],
+    "type": ["string", "number", "null"],
     "minLength": 1,
     "maxLength": 255,
     "pattern": r"^(?! )[a-zA-Z0-9. _-]+(?<! )" + END,
@@ -22,8 +23,19 @@ FLAVOR_ID: dict[str, Any] = {
 }
 #: The text of a flavor description (Nova's ``description`` parameter type, 65535 chars).
 DESCRIPTION: dict[str, Any] = {"type": ["string", "null"], "maxLength": 65535}
-_POSITIVE = {"type": "integer", "minimum": 1, "maximum": MAX_INT}
-_NON_NEGATIVE = {"type": "integer", "minimum": 0, "maximum": MAX_INT}
+_POSITIVE = integer(1)
+_NON_NEGATIVE = integer(0)
+#: Nova's SQL_SP_FLOAT_MAX: the largest ``rxtx_factor``.
+RXTX_MAX = 3.40282e38
+#: Nova's rxtx_factor: a positive number, or its decimal text; > 0 is checked by the handler
+#: (draft 4's boolean ``exclusiveMinimum`` is not OpenAPI 3.1's).
+RXTX_FACTOR: dict[str, Any] = {
+    "type": ["number", "string"],
+    "pattern": r"^[0-9]{1,40}(\.[0-9]{1,40})?" + END,
+    "minimum": 0,
+    "maximum": RXTX_MAX,
+    "description": "Accepted as Nova does; shown as 1.0 (fleetcache has no network)",
+}
 #: An extra spec key (Nova's ``flavors_extraspecs.py``).
 SPEC_KEY = r"^[a-zA-Z0-9-_:. ]{1,255}" + END
 SPEC_VALUE: dict[str, Any] = {"type": "string", "maxLength": 255}
@@ -36,9 +48,8 @@ _FLAVOR_PROPERTIES: dict[str, Any] = {
     "disk": _NON_NEGATIVE,
     "OS-FLV-EXT-DATA:ephemeral": _NON_NEGATIVE,
     "swap": _NON_NEGATIVE,
-    "rxtx_factor": {"type": "number", "minimum": 1.0, "maximum": 1.0,
-                    "description": "Accepted for compatibility; only 1.0 (no networking)"},
-    "os-flavor-access:is_public": {"type": "boolean"},
+    "rxtx_factor": RXTX_FACTOR,
+    "os-flavor-access:is_public": BOOLEAN,
 }
 
 

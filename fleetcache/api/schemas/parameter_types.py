@@ -71,3 +71,27 @@ AVAILABILITY_ZONE: dict[str, object] = {
     "pattern": name_pattern(exclude=":"),
     "description": "printable characters but ':', not starting or ending with whitespace",
 }
+
+#: Nova's ``boolean`` parameter type: JSON booleans and the strings oslo's
+#: ``bool_from_string`` reads ("True", "on", "0"...); ``to_bool`` turns a valid one into bool.
+BOOLEAN: dict[str, object] = {
+    "type": ["boolean", "string"],
+    "enum": [True, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes", "yes",
+             False, "False", "FALSE", "false", "0", "OFF", "Off", "off", "NO", "No", "no"],
+}
+#: The largest value of an integer column (Nova's ``db.MAX_INT``).
+MAX_INT = 0x7FFFFFFF
+
+
+def integer(minimum: int, maximum: int = MAX_INT) -> dict[str, object]:
+    """Nova's integer parameter: a JSON integer or a string of digits. The bounds apply to
+    integers only (JSON Schema's ``minimum`` ignores strings): the handler converts a string
+    with :func:`fleetcache.api.validation.to_int`, which checks them again."""
+    return {
+        "type": ["integer", "string"],
+        "pattern": "^[0-9]+" + END,
+        "minLength": 1,
+        "maxLength": 255,
+        "minimum": minimum,
+        "maximum": maximum,
+    }

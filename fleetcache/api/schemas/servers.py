@@ -1,6 +1,8 @@
 """Request bodies of ``/servers`` and its actions (nova/api/openstack/compute/schemas/servers.py),
 for the subset fleetcache builds: an image, a flavor, a zone (or the admin's ``zone:host``),
-a count, and no network.
+a count, and no network. What Nova's clients also send with a boot (``metadata``,
+``accessIPv4``/``accessIPv6``, ``adminPass``, ``OS-DCF:diskConfig``) is validated as Nova
+does; see the handler for what becomes of it.
 """
 
 from __future__ import annotations
@@ -53,6 +55,23 @@ BLOCK_DEVICE_MAPPING: dict[str, Any] = {
     "description": "Only the image as the local root disk (what openstack sends for --image)",
 }
 
+#: Nova's ``metadata``: at most 255-character keys of ``[a-zA-Z0-9-_:. ]`` and string values.
+METADATA: dict[str, Any] = {
+    "type": "object",
+    "patternProperties": {
+        r"^[a-zA-Z0-9-_:. ]{1,255}" + END: {"type": "string", "maxLength": 255},
+    },
+    "additionalProperties": False,
+}
+#: Nova's ``metadata_items`` quota default: more keys are a 403.
+MAX_METADATA_ITEMS = 128
+#: Nova's ``accessIPv4`` and ``accessIPv6``.
+ACCESS_IPV4: dict[str, Any] = {"type": "string", "format": "ipv4"}
+ACCESS_IPV6: dict[str, Any] = {"type": "string", "format": "ipv6"}
+#: Nova's ``admin_password``: any string (never stored).
+ADMIN_PASSWORD: dict[str, Any] = {"type": "string"}
+DISK_CONFIG: dict[str, Any] = {"enum": ["AUTO", "MANUAL"]}
+
 _SERVER: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -65,6 +84,11 @@ _SERVER: dict[str, Any] = {
         "return_reservation_id": {"type": "boolean"},
         "networks": {**NETWORKS, "description": "Optional below 2.37, required from 2.37"},
         "block_device_mapping_v2": BLOCK_DEVICE_MAPPING,
+        "metadata": METADATA,
+        "accessIPv4": ACCESS_IPV4,
+        "accessIPv6": ACCESS_IPV6,
+        "adminPass": ADMIN_PASSWORD,
+        "OS-DCF:diskConfig": DISK_CONFIG,
     },
     "required": ["name", "imageRef", "flavorRef"],
     "additionalProperties": False,
@@ -99,5 +123,24 @@ REBUILD: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+#: ``os-stop`` and ``os-start``: Nova reads nothing but the key (clients send ``null``).
+STOP: dict[str, Any] = {"type": "object", "required": ["os-stop"]}
+START: dict[str, Any] = {"type": "object", "required": ["os-start"]}
+
 #: ``POST /servers/{id}/action``: the one key of the body names the action.
-ACTIONS = {"rebuild": REBUILD}
+ACTIONS = {"rebuild": REBUILD, "os-stop": STOP, "os-start": START}
+
+#: ``PUT /servers/{id}`` (Nova's ``update``): a new name; the access IPs and disk config are
+#: accepted as at create and not kept. Nova's ``description`` (2.19) is refused: fleetcache
+#: stores none (a description set and then shown as null would mislead).
+UPDATE: dict[str, Any] = {
+    "type": "object",
+    "properties": {"server": {
+        "type": "object",
+        "properties": {"name": NAME, "accessIPv4": ACCESS_IPV4, "accessIPv6": ACCESS_IPV6,
+                       "OS-DCF:diskConfig": DISK_CONFIG},
+        "additionalProperties": False,
+    }},
+    "required": ["server"],
+    "additionalProperties": False,
+}

@@ -22,7 +22,7 @@ from fleetcache.common.db.session import Database
 UPDATABLE = frozenset({
     "host", "node", "cell_id", "vm_state", "task_state", "conductor_host", "image_ref",
     "fault_message", "fault_code", "fault_details", "fault_created_at", "disk",
-    "launched_at", "terminated_at",
+    "launched_at", "terminated_at", "display_name",
 })
 #: ``expected_*`` value meaning "any": the default.
 ANY = object()

@@ -65,12 +65,41 @@ def test_duplicates_are_409(app: webtest.TestApp) -> None:
 
 
 @pytest.mark.parametrize("bad", [
-    {"ram": 0}, {"vcpus": -1}, {"disk": "1"}, {"id": " lead"}, {"name": ""},
-    {"rxtx_factor": 2.0}, {"swap": 2**31}, {"extra": 1},
+    {"ram": 0}, {"ram": "0"}, {"vcpus": -1}, {"vcpus": "-1"}, {"disk": "1.5"},
+    {"disk": ""}, {"disk": "9" * 255}, {"swap": str(2**31)}, {"id": " lead"}, {"name": ""},
+    {"rxtx_factor": 0}, {"rxtx_factor": "0"}, {"rxtx_factor": "-1"}, {"rxtx_factor": "x"},
+    {"swap": 2**31}, {"extra": 1}, {"os-flavor-access:is_public": "maybe"},
+    {"os-flavor-access:is_public": 1}, {"id": True},
 ])
 def test_bad_bodies_are_400(app: webtest.TestApp, bad: dict[str, Any]) -> None:
     body = {"flavor": {"name": "x", "ram": 1, "vcpus": 1, "disk": 0, **bad}}
     fault(app.post_json(FLAVORS, body, headers=LATEST, expect_errors=True), "badRequest", 400)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("True", True), ("false", False), ("on", True), ("0", False), ("NO", False), (True, True),
+])
+def test_is_public_takes_novas_boolean_strings(app: webtest.TestApp, value: object,
+                                               expected: bool) -> None:
+    flavor = _create(app, **{"os-flavor-access:is_public": value})
+    assert flavor["os-flavor-access:is_public"] is expected
+
+
+@pytest.mark.parametrize(("given", "stored"), [(42, "42"), ("43", "43"), ("f.1", "f.1")])
+def test_id_may_be_a_number_or_its_text(app: webtest.TestApp, given: object,
+                                        stored: str) -> None:
+    assert _create(app, id=given)["id"] == stored
+    assert app.get(f"{FLAVORS}/{stored}").json["flavor"]["id"] == stored
+
+
+def test_numbers_may_be_digit_strings_and_rxtx_factor_is_accepted(
+    app: webtest.TestApp,
+) -> None:
+    flavor = _create(app, ram="1024", vcpus="2", disk="10", swap="0", rxtx_factor=2,
+                     **{"OS-FLV-EXT-DATA:ephemeral": "1"})
+    assert (flavor["ram"], flavor["vcpus"], flavor["disk"]) == (1024, 2, 10)
+    assert flavor["OS-FLV-EXT-DATA:ephemeral"] == 1 and flavor["swap"] == 0
+    assert _create(app, "m2", rxtx_factor="1.5")["rxtx_factor"] == 1.0
 
 
 def test_update_description_from_2_55(app: webtest.TestApp) -> None:
@@ -118,3 +147,41 @@ def test_extra_specs_crud(app: webtest.TestApp) -> None:
     fault(app.post_json(specs, body, headers=PROJECT_USER, expect_errors=True), "forbidden",
           403)
     fault(app.get(f"{FLAVORS}/nope/os-extra_specs", expect_errors=True), "itemNotFound", 404)
+
+
+def _ids(app: webtest.TestApp, path: str = FLAVORS, **query: Any) -> list[str]:
+    return [f["id"] for f in app.get(path, query).json["flavors"]]
+
+
+def test_min_ram_and_min_disk_filter_as_nova(app: webtest.TestApp) -> None:
+    for name, ram, disk in (("a", 512, 1), ("b", 1024, 10), ("c", 2048, 5)):
+        _create(app, name, id=name, ram=ram, disk=disk)
+    assert _ids(app, minRam="1024") == ["b", "c"]
+    assert _ids(app, FLAVORS + "/detail", minDisk="5") == ["b", "c"]
+    assert _ids(app, minRam="1024", minDisk="6") == ["b"]
+    assert _ids(app, minRam="0") == ["a", "b", "c"]
+    for name in ("minRam", "minDisk"):
+        message = fault(app.get(FLAVORS, {name: "lots"}, expect_errors=True), "badRequest", 400)
+        assert f"Invalid {name} filter [lots]" in message
+        for bad in ("--5", "-", "1.5", "9" * 19, "\u0663"):
+            fault(app.get(FLAVORS, {name: bad}, expect_errors=True), "badRequest", 400)
+
+
+def test_limit_and_marker_page_as_nova(app: webtest.TestApp) -> None:
+    for name in ("a", "b", "c"):
+        _create(app, name, id=name)
+    first = app.get(FLAVORS, {"limit": "2"}).json
+    assert [f["id"] for f in first["flavors"]] == ["a", "b"]
+    (link,) = first["flavors_links"]
+    assert link["rel"] == "next" and link["href"].startswith("http://localhost/v2.1/flavors?")
+    assert "marker=b" in link["href"] and "limit=2" in link["href"]
+    second = app.get(link["href"].removeprefix("http://localhost")).json
+    assert [f["id"] for f in second["flavors"]] == ["c"] and "flavors_links" not in second
+    assert _ids(app, FLAVORS + "/detail", marker="a") == ["b", "c"]
+    assert _ids(app, limit="0") == []
+    # The marker is looked up before the filters, as Nova.
+    assert _ids(app, marker="a", minRam="100000") == []
+    for query, text in (({"marker": "nope"}, "marker [nope] not found"),
+                        ({"limit": "-1"}, "limit param must be positive"),
+                        ({"limit": "x"}, "limit param must be an integer")):
+        assert text in fault(app.get(FLAVORS, query, expect_errors=True), "badRequest", 400)

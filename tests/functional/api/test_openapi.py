@@ -63,3 +63,11 @@ def test_published_patterns_are_the_validators(app: webtest.TestApp) -> None:
     assert inner["properties"]["name"] == {"$ref": "#/components/schemas/Name"}
     assert aggregates.CREATE["properties"]["aggregate"]["properties"]["name"] is (
         parameter_types.NAME)
+
+
+def test_response_components_do_not_shadow_the_shared_request_schemas() -> None:
+    # The document merges both under components/schemas: a response schema named like a
+    # shared request schema (AvailabilityZone) was silently replaced by it.
+    from fleetcache.api import openapi, openapi_responses
+
+    assert set(openapi_responses.COMPONENTS).isdisjoint(openapi.SHARED_SCHEMAS)

@@ -4,6 +4,7 @@ conductor (the real build flow is tested in tests/unit/conductor/test_build.py).
 from __future__ import annotations
 
 import io
+import json
 import pathlib
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 import webtest
 from oslo_config import cfg
 
+from fleetcache.api.handlers import server_filters
 from fleetcache.common import instance_states
 from fleetcache.common.db import instances as db_instances
 from fleetcache.common.db.session import Database
@@ -67,7 +69,8 @@ def test_create_records_build_and_casts(app: webtest.TestApp, images: dict[str, 
                                         flavor: str, conductor: StubConductorAPI,
                                         db: Database) -> None:
     server = _create(app, images).json["server"]
-    assert set(server) == {"id", "links", "OS-DCF:diskConfig"}
+    assert set(server) == {"id", "links", "OS-DCF:diskConfig", "adminPass"}
+    assert server["OS-DCF:diskConfig"] == "MANUAL" and len(server["adminPass"]) >= 12
     assert conductor.boot_calls == [("build_instances", ([server["id"]], 1))]
     shown = app.get(f"{SERVERS}/{server['id']}", headers=USER).json["server"]
     assert shown["status"] == "BUILD" and shown["OS-EXT-STS:task_state"] == "scheduling"
@@ -85,6 +88,48 @@ def test_flavor_by_id_and_links_below_2_47(app: webtest.TestApp, images: dict[st
     server = _create(app, images).json["server"]
     old = app.get(f"{SERVERS}/{server['id']}", headers=PROJECT_USER).json["server"]
     assert old["flavor"]["id"] == "m1" and old["flavor"]["links"]
+
+
+def test_create_accepts_novas_boot_fields_and_echoes_as_nova(
+    app: webtest.TestApp, images: dict[str, str], flavor: str
+) -> None:
+    extra = {"metadata": {"role": "web", "a b:c.d-e_f": ""}, "accessIPv4": "192.0.2.7",
+             "accessIPv6": "2001:db8::7", "adminPass": "s3cret",
+             "OS-DCF:diskConfig": "AUTO"}
+    server = _create(app, images, **extra).json["server"]
+    assert server["adminPass"] == "s3cret" and server["OS-DCF:diskConfig"] == "AUTO"
+    assert _create(app, images, adminPass="").json["server"]["adminPass"] == ""
+
+
+@pytest.mark.parametrize("bad", [
+    {"metadata": {"bad/key": "v"}}, {"metadata": {"k": 1}}, {"metadata": {"k": "v" * 256}},
+    {"metadata": []}, {"accessIPv4": "2001:db8::7"}, {"accessIPv4": "300.1.1.1"},
+    {"accessIPv6": "192.0.2.7"}, {"adminPass": 1}, {"OS-DCF:diskConfig": "auto"},
+])
+def test_bad_boot_fields_are_400(app: webtest.TestApp, images: dict[str, str], flavor: str,
+                                 bad: dict[str, Any]) -> None:
+    fault(_create(app, images, status=400, **bad), "badRequest", 400)
+
+
+def test_metadata_over_the_quota_is_403(app: webtest.TestApp, images: dict[str, str],
+                                        flavor: str, conductor: StubConductorAPI) -> None:
+    metadata = {f"k{n}": "v" for n in range(129)}
+    fault(_create(app, images, status=403, metadata=metadata), "forbidden", 403)
+    assert conductor.boot_calls == []
+    assert _create(app, images, metadata=dict(list(metadata.items())[:128])).status_int == 202
+
+
+@pytest.mark.parametrize(("version", "has_description"),
+                         [("2.18", False), ("2.19", True), ("2.47", True)])
+def test_description_from_2_19(app: webtest.TestApp, images: dict[str, str], flavor: str,
+                               version: str, has_description: bool) -> None:
+    server = _create(app, images).json["server"]
+    headers = {**PROJECT_USER, "OpenStack-API-Version": f"compute {version}"}
+    shown = app.get(f"{SERVERS}/{server['id']}", headers=headers).json["server"]
+    assert ("description" in shown) is has_description
+    assert shown.get("description") is None
+    (listed,) = app.get(f"{SERVERS}/detail", headers=headers).json["servers"]
+    assert ("description" in listed) is has_description
 
 
 def test_admin_sees_host_and_fault_details(app: webtest.TestApp, images: dict[str, str],
@@ -253,3 +298,162 @@ def test_the_pseudo_network_none(app: webtest.TestApp) -> None:
     assert [n["id"] for n in app.get("/v2.1/networks", {"name": "none"}).json["networks"]] == [
         "none"]
     assert app.get("/v2.1/networks", {"name": "other"}).json["networks"] == []
+
+
+def _listed(app: webtest.TestApp, path: str = SERVERS, **query: Any) -> list[str]:
+    return [s["name"] for s in app.get(path, query, headers=USER).json["servers"]]
+
+
+@pytest.fixture
+def named(app: webtest.TestApp, images: dict[str, str], flavor: str) -> list[str]:
+    """Three servers of the raw image (oldest first): two of flavor ``m1``, one of ``m2``."""
+    app.post_json("/v2.1/flavors", {"flavor": {"name": "m2", "id": "m2", "ram": 512,
+                                               "vcpus": 1, "disk": 1}})
+    names = ["web-instance-1", "web-instance-22", "db"]
+    for name in names[:2]:
+        _create(app, images, name=name)
+    _create(app, images, name=names[2], flavorRef="http://localhost/v2.1/flavors/m2")
+    return names
+
+
+def test_name_is_a_regular_expression_as_nova(app: webtest.TestApp,
+                                              named: list[str]) -> None:
+    assert _listed(app, name=r"^.*\-instance\-[0-9]+$") == ["web-instance-22",
+                                                              "web-instance-1"]
+    assert _listed(app, SERVERS + "/detail", name="instance-2") == ["web-instance-22"]
+    assert _listed(app, name="b-in") == ["web-instance-22", "web-instance-1"]
+    assert _listed(app, name="^db$") == ["db"]
+    assert _listed(app, name="nothing") == []
+
+
+@pytest.mark.parametrize("pattern", ["(", "(a|aa)*c", "(a+)+$", r"(a)\1", "(?P<x>a)(?P=x)",
+                                     ".*a.*b.*c", "a" * 256])
+def test_a_name_filter_that_could_stall_or_does_not_parse_is_400(
+        app: webtest.TestApp, named: list[str], pattern: str) -> None:
+    message = fault(app.get(SERVERS, {"name": pattern}, headers=USER, expect_errors=True),
+                    "badRequest", 400)
+    assert "Invalid name filter" in message
+
+
+def test_policy_is_checked_before_the_query(app: webtest.TestApp) -> None:
+    nobody = {**USER, "X-Roles": "nobody"}
+    for query in ({"limit": "x"}, {"name": "("}, {"marker": "nope"}):
+        fault(app.get(SERVERS, query, headers=nobody, expect_errors=True), "forbidden", 403)
+
+
+def test_matching_past_its_time_budget_is_400(app: webtest.TestApp, named: list[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server_filters, "MATCH_BUDGET_SECONDS", -1.0)
+    message = fault(app.get(SERVERS, {"name": "web"}, headers=USER, expect_errors=True),
+                    "badRequest", 400)
+    assert "took too long" in message
+
+
+def test_image_and_flavor_filters(app: webtest.TestApp, images: dict[str, str],
+                                  named: list[str]) -> None:
+    assert _listed(app, flavor="m2") == ["db"]
+    assert _listed(app, flavor="http://localhost/flavors/m1") == ["web-instance-22",
+                                                                  "web-instance-1"]
+    assert _listed(app, flavor="nope") == []
+    assert len(_listed(app, image=images["raw"])) == 3
+    assert _listed(app, image=images["big"]) == []
+    assert _listed(app, image=images["raw"], flavor="m2", name="d") == ["db"]
+
+
+def test_limit_and_marker_page_as_nova(app: webtest.TestApp, named: list[str]) -> None:
+    first = app.get(SERVERS, {"limit": "2"}, headers=USER).json
+    assert [s["name"] for s in first["servers"]] == ["db", "web-instance-22"]
+    (link,) = first["servers_links"]
+    assert f"marker={first['servers'][1]['id']}" in link["href"]
+    rest = app.get(link["href"].removeprefix("http://localhost"), headers=USER).json
+    assert [s["name"] for s in rest["servers"]] == ["web-instance-1"]
+    assert "servers_links" not in rest
+    assert _listed(app, SERVERS + "/detail", limit="1") == ["db"]
+    message = fault(app.get(SERVERS, {"marker": "nope"}, headers=USER, expect_errors=True),
+                    "badRequest", 400)
+    assert "marker [nope] not found" in message
+    # Another project's server is no marker for this one.
+    theirs = app.get(SERVERS, headers=USER).json["servers"][0]["id"]
+    fault(app.get(SERVERS, {"marker": theirs}, headers=OTHER, expect_errors=True),
+          "badRequest", 400)
+
+
+def _set_minimums(conf: cfg.ConfigOpts, image_id: str, **minimums: int) -> None:
+    meta = pathlib.Path(conf.image_source.local_directory) / f"{image_id}.json"
+    body = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**body, **minimums}))
+
+
+@pytest.mark.parametrize(("minimums", "message"), [
+    ({"min_ram": 1024}, "Flavor's memory is too small for requested image."),
+    ({"min_disk": 2}, "Flavor's disk is smaller than the minimum size specified in image "
+                      "metadata. Flavor disk is 1073741824 bytes, minimum size is "
+                      "2147483648 bytes."),
+])
+def test_flavor_below_the_images_minimums_is_400(
+        app: webtest.TestApp, images: dict[str, str], flavor: str, conf: cfg.ConfigOpts,
+        conductor: StubConductorAPI, minimums: dict[str, int], message: str) -> None:
+    _set_minimums(conf, images["raw"], **minimums)
+    assert message in fault(_create(app, images, status=400), "badRequest", 400)
+    assert conductor.boot_calls == []
+
+
+def test_flavor_at_the_images_minimums_boots(
+        app: webtest.TestApp, images: dict[str, str], flavor: str,
+        conf: cfg.ConfigOpts) -> None:
+    _set_minimums(conf, images["raw"], min_ram=512, min_disk=1)
+    assert _create(app, images).status_int == 202
+
+
+def test_stop_and_start_change_the_state_as_nova(
+        app: webtest.TestApp, images: dict[str, str], flavor: str, conductor: StubConductorAPI,
+        db: Database) -> None:
+    uuid = _create(app, images).json["server"]["id"]
+    action = f"{SERVERS}/{uuid}/action"
+    # Still building: 409, as Nova.
+    fault(app.post_json(action, {"os-stop": None}, headers=USER, expect_errors=True),
+          "conflictingRequest", 409)
+    db_instances.instance_update(db, uuid, {"vm_state": "active", "task_state": None,
+                                            "host": "c1"})
+    fault(app.post_json(action, {"os-start": None}, headers=USER, expect_errors=True),
+          "conflictingRequest", 409)
+    stopped = app.post_json(action, {"os-stop": None}, headers=USER, status=202)
+    assert stopped.body == b""
+    shown = app.get(f"{SERVERS}/{uuid}", headers=USER).json["server"]
+    assert shown["status"] == "SHUTOFF" and shown["OS-EXT-STS:power_state"] == 4
+    assert shown["OS-EXT-STS:vm_state"] == "stopped"
+    fault(app.post_json(action, {"os-stop": None}, headers=USER, expect_errors=True),
+          "conflictingRequest", 409)
+    # A stopped server is no rebuild source here (Nova's is: see docs/api.md).
+    fault(app.post_json(action, {"rebuild": {"imageRef": images["raw"]}}, headers=USER,
+                        expect_errors=True), "conflictingRequest", 409)
+    app.post_json(action, {"os-start": None}, headers=USER, status=202)
+    shown = app.get(f"{SERVERS}/{uuid}", headers=USER).json["server"]
+    assert shown["status"] == "ACTIVE" and shown["OS-EXT-STS:power_state"] == 1
+    assert conductor.boot_calls == [("build_instances", ([uuid], 1))]  # nothing cast
+    fault(app.post_json(action, {"os-stop": None}, headers=OTHER, expect_errors=True),
+          "itemNotFound", 404)
+    reader = {**USER, "X-Roles": "reader"}
+    fault(app.post_json(action, {"os-stop": None}, headers=reader, expect_errors=True),
+          "forbidden", 403)
+
+
+def test_put_renames_as_nova(app: webtest.TestApp, images: dict[str, str], flavor: str) -> None:
+    uuid = _create(app, images).json["server"]["id"]
+    path = f"{SERVERS}/{uuid}"
+    renamed = app.put_json(path, {"server": {"name": "new-name", "accessIPv4": "192.0.2.1",
+                                             "OS-DCF:diskConfig": "AUTO"}},
+                           headers=USER).json["server"]
+    assert renamed["name"] == "new-name" and renamed["id"] == uuid
+    assert app.get(path, headers=USER).json["server"]["name"] == "new-name"
+    unchanged = app.put_json(path, {"server": {}}, headers=USER).json["server"]
+    assert unchanged["name"] == "new-name"
+    for bad in ({"name": ""}, {"name": " x"}, {"description": "d"}, {"hostname": "h"},
+                {"accessIPv6": "1.2.3.4"}):
+        fault(app.put_json(path, {"server": bad}, headers=USER, expect_errors=True),
+              "badRequest", 400)
+    fault(app.put_json(path, {"server": {"name": "x"}}, headers=OTHER, expect_errors=True),
+          "itemNotFound", 404)
+    reader = {**USER, "X-Roles": "reader"}
+    fault(app.put_json(path, {"server": {"name": "x"}}, headers=reader, expect_errors=True),
+          "forbidden", 403)

@@ -61,6 +61,18 @@ def test_filters(app: webtest.TestApp, db: Database, computes: list[str]) -> Non
     assert [s["host"] for s in both] == ["c2"]
 
 
+def test_binary_filter_takes_novas_names(
+    app: webtest.TestApp, db: Database, computes: list[str]
+) -> None:
+    db_services.service_register(db, "ctl", "fleetcache-conductor", "conductor", None)
+    found = app.get(SERVICES, {"binary": "nova-compute"}).json["services"]
+    assert sorted(s["host"] for s in found) == computes
+    assert {s["binary"] for s in found} == {"fleetcache-compute"}
+    conductors = app.get(SERVICES, {"binary": "nova-conductor", "host": "ctl"}).json["services"]
+    assert [s["binary"] for s in conductors] == ["fleetcache-conductor"]
+    assert app.get(SERVICES, {"binary": "nova-scheduler"}).json["services"] == []
+
+
 def test_forced_down_and_uuid_ids_at_newer_microversions(
     app: webtest.TestApp, db: Database, computes: list[str]
 ) -> None:

@@ -26,10 +26,9 @@ def test_version_document(app: webtest.TestApp, path: str) -> None:
 
 
 def test_root_lists_v21_with_self_link(app: webtest.TestApp) -> None:
-    versions = app.get("/").json["versions"]
-    assert [v["id"] for v in versions] == ["v2.1"]
-    assert versions[0]["status"] == "CURRENT"
-    assert versions[0]["links"][0]["href"] == "http://localhost/v2.1/"
+    versions = {v["id"]: v for v in app.get("/").json["versions"]}
+    assert versions["v2.1"]["status"] == "CURRENT"
+    assert versions["v2.1"]["links"][0]["href"] == "http://localhost/v2.1/"
 
 
 def test_discovery_needs_no_roles(app: webtest.TestApp) -> None:
@@ -96,3 +95,23 @@ def test_uuid_shown_from_241(app: webtest.TestApp) -> None:
     new = app.get("/v2.1/os-aggregates/1", headers={"OpenStack-API-Version": "compute 2.41"})
     assert "uuid" not in old.json["aggregate"]
     assert len(new.json["aggregate"]["uuid"]) == 36
+
+
+def test_root_lists_the_legacy_v20_entry_as_nova(app: webtest.TestApp) -> None:
+    versions = app.get("/").json["versions"]
+    assert [v["id"] for v in versions] == ["v2.0", "v2.1"]
+    legacy = versions[0]
+    assert legacy["status"] == "DEPRECATED"
+    assert legacy["version"] == "" and legacy["min_version"] == ""
+    assert legacy["links"] == [{"rel": "self", "href": "http://localhost/v2/"}]
+
+
+@pytest.mark.parametrize("path", ["/v2", "/v2/"])
+def test_every_listed_self_link_answers_with_its_entry(app: webtest.TestApp, path: str) -> None:
+    # Tempest's test_get_version_details follows each self link of GET /.
+    for listed in app.get("/", headers={"X-Roles": "nobody"}).json["versions"]:
+        href = listed["links"][0]["href"].removeprefix("http://localhost")
+        shown = app.get(href, headers={"X-Roles": "nobody"}).json["version"]
+        assert shown["id"] == listed["id"]
+        assert shown["links"] == listed["links"]
+    assert app.get(path).json["version"]["media-types"][0]["type"].endswith("version=2")

@@ -29,13 +29,21 @@ NOVA_NAMES = {
     "os_compute_api:servers:create", "os_compute_api:servers:create:forced_host",
     "os_compute_api:servers:delete", "os_compute_api:servers:rebuild",
     "os_compute_api:os-extended-server-attributes",
+    "os_compute_api:os-hypervisors:list", "os_compute_api:os-hypervisors:list-detail",
+    "os_compute_api:os-availability-zone:list", "os_compute_api:os-availability-zone:detail",
+    "os_compute_api:extensions", "os_compute_api:servers:update", "os_compute_api:servers:stop",
+    "os_compute_api:servers:start",
 }
+#: Open to anyone, as in Nova (``RULE_ANY``), or fleetcache's reads open to all.
+ANYONE = {"fleetcache:flavors:list", "fleetcache:networks:show",
+          "os_compute_api:os-availability-zone:list", "os_compute_api:extensions"}
 #: Not admin-only, as in Nova.
 PROJECT_READ = {"os_compute_api:os-flavor-extra-specs:index",
                 "os_compute_api:os-flavor-extra-specs:show", "os_compute_api:servers:index",
                 "os_compute_api:servers:detail", "os_compute_api:servers:show"}
 PROJECT_WRITE = {"os_compute_api:servers:create", "os_compute_api:servers:delete",
-                 "os_compute_api:servers:rebuild"}
+                 "os_compute_api:servers:rebuild", "os_compute_api:servers:update",
+                 "os_compute_api:servers:stop", "os_compute_api:servers:start"}
 
 
 def test_rule_names() -> None:
@@ -63,9 +71,7 @@ def test_every_operation_rule_is_documented_with_novas_default() -> None:
         assert isinstance(rule, oslo_policy.DocumentedRuleDefault)
         expected = (base.PROJECT_READER_OR_ADMIN if rule.name in PROJECT_READ else
                     base.PROJECT_MEMBER_OR_ADMIN if rule.name in PROJECT_WRITE else
-                    base.ANY if rule.name in ("fleetcache:flavors:list",
-                                              "fleetcache:networks:show")
-                    else base.ADMIN)
+                    base.ANY if rule.name in ANYONE else base.ADMIN)
         assert rule.check_str == expected, rule.name
         assert rule.scope_types == ["project"]
         assert rule.operations and rule.description
