@@ -100,12 +100,6 @@ class CellTransports:
     def _build(self, url: str | None) -> ComputeAPI:
         return ComputeAPI(self.conf, self.transport(url))
 
-    def close(self) -> None:
-        """Forget the compute clients (the conductor is stopping); the transports are the
-        owner's to clean up."""
-        with self._lock:
-            self._computes.clear()
-
 
 class CellListeners:
     """One conductor RPC server per transport of :class:`CellTransports`, kept in ``service``.

@@ -162,7 +162,6 @@ class ConductorState:
         self.gate.stop()
         self.host_calls.shutdown(wait=False, cancel_futures=True)
         self.job_coordinators.shutdown(wait=wait)
-        self.cells.close()
 
 
 class ConductorManager:

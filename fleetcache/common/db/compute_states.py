@@ -6,7 +6,7 @@ service_is_up` reads) or disabled, and it calls it through its cell's transport.
 columns of the service and its cell; the job reads them for every host of the aggregate,
 :data:`~fleetcache.conductor.precache.job.LOOKUP_PAGE` hosts at a time.
 
-NOTE: the job used ``api.service_list`` (ORM ``Service`` rows with their cell joined, each
+NOTE: the job used ``services.service_list`` (ORM ``Service`` rows with their cell joined, each
 turned into a whole ``ServiceDict``: timestamps, capabilities decoded from JSON) for this,
 at several times the CPU per host, growing with the fleet (``bench/fanout.py --profile``,
 ``bench/conductor_memory.py --trace``; docs/performance.md, "The pre-cache job's own CPU per

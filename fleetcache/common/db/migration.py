@@ -42,7 +42,7 @@ def head_revision() -> str | None:
 
 
 def purge_all(db: Database) -> None:
-    """Delete every row (tests and the demo only)."""
+    """Delete the rows of the fleet's tables (``bench/_fleet.py``, before it writes a fleet)."""
     with db.transaction() as session:
         for model in (
             models.CacheJobResult,

@@ -3,8 +3,8 @@ request, so an operator's change counts from the next request, without a restart
 status of the candidate hosts' compute services.
 
 They select plain columns rather than ORM rows: for 1,000 candidate hosts of 10,000 on SQLite,
-``api.service_list`` (ORM rows with their cell joined, turned into ``ServiceDict``) took several
-times as long as :func:`compute_status`, measured side by side (docs/performance.md,
+``services.service_list`` (ORM rows with their cell joined, turned into ``ServiceDict``) took
+several times as long as :func:`compute_status`, measured side by side (docs/performance.md,
 "Scheduling at 10,000 hosts").
 """
 

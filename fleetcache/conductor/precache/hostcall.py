@@ -80,7 +80,7 @@ class HostCaller:
     :param image_ids: the job's images: each host's outcome has a result for every one.
     :param pin_until: epoch seconds the computes keep the images until; ``None``: no pin.
     :param clients: compute RPC clients per cell.
-    :param host_calls: the conductor's pool of host calls: its places, its stopping event.
+    :param host_calls: the conductor's pool of host calls: its stopping event.
     :param db: stores a host ``waiting`` for a download lease.
     :param metrics: counts host calls in flight; ``None`` counts nothing.
     :param gate: the image service's download slots; ``None`` or without limits: no lease.

@@ -30,7 +30,7 @@ host aborts the operation without ``.end``), and progress numbered under a lock.
 The conductor process builds both pools and the notifier at start-up
 (:class:`~fleetcache.conductor.manager.ConductorState`)::
 
-    precacher = Precacher(conf, db, conf.host, clients=cells, notifier=notifier,
+    precacher = Precacher(conf, db, conf.host, clients=cells, notifier=CacheNotifier(n),
                           host_calls=HostCallPool(conf.image_cache.precache_concurrency),
                           job_runner=coordinators.submit)
     job = precacher.start(ctxt, aggregate_id, image_ids)   # returns at once

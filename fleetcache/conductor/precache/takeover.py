@@ -18,7 +18,7 @@ run again for the hosts without any stored result only; hosts with a stored resu
 ``pending``, are not asked again. A ``catching_up`` job needs nothing more: catch-up
 (:mod:`fleetcache.conductor.precache.catchup`) serves the jobs this conductor owns.
 
-What a ``kill -9`` loses: results are stored in batches (``jobresults.ResultWriter``, at most
+What a ``kill -9`` loses: results are stored in batches (``results.ResultWriter``, at most
 ``linger`` = 0.2 s or 200 hosts per transaction), so the hosts whose answers were in the
 unflushed batch, and those whose calls were in flight, have no stored result. The next owner
 asks them again. ``cache_images`` is idempotent: a host that finished its download answers
