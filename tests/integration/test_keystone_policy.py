@@ -22,6 +22,7 @@ from keystoneauth1.identity import v3
 
 from tests import policy_matrix
 from tests.integration.conftest import Stack
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -70,6 +71,10 @@ def _members_server(stack: Stack, flavor: str, name: str) -> str:
     return str(resp.json()["server"]["id"])
 
 
+def _status(stack: Stack, server: str) -> str:
+    return str(stack.api_request("GET", f"servers/{server}").json()["server"]["status"])
+
+
 def _purge(stack: Stack, prefix: str) -> None:
     """Delete what the matrix made (as the admin): aggregates, flavors, servers."""
     for row in stack.api_request("GET", "os-aggregates").json()["aggregates"]:
@@ -98,6 +103,10 @@ def test_route_role_matrix_with_real_tokens(stack: Stack, make_aggregate: Any,
         assert resp.status_code == 200, resp.text
         servers = {role: _members_server(stack, flavor, f"{aggregate_name}-{role}")
                    for role in ("server", *ROLES)}
+        # Stop and start answer by the server's state: wait for the one the matrix acts on
+        # to end its build (ERROR: no valid host), as the in-process matrix's server is.
+        wait_for(lambda: _status(stack, servers["server"]) == "ERROR",
+                 "the matrix's server to end in ERROR", 60)
         ids = {"agg": str(agg["id"]), "victim": str(victim["id"]), "job": job,
                "image": stack.sample_images[1], "host": "compute1", "prefix": aggregate_name,
                "flavor": flavor, "flavor_victim": _flavor(stack, f"{aggregate_name}-victim"),
