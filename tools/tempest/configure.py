@@ -50,7 +50,9 @@ COMPUTE_FEATURES = {
     "rescue": False,
     "snapshot": False,  # no createImage: servers are not snapshotted into Glance
     "change_password": False,  # no guest agent
-    "enable_instance_password": False,
+    # The create answer carries adminPass, as Nova's with its default
+    # [api] enable_instance_password = True: Tempest's response schema must allow it.
+    "enable_instance_password": True,
     "metadata_service": False,  # no metadata service or config drive reaches a guest
     "config_drive": False,
     "personality": False,  # file injection, removed from Nova at 2.57
