@@ -4,6 +4,10 @@
 # Exits non-zero when any piece of the stack fails to start (tools/stack.sh names it) or when
 # a test fails; the stack is always stopped at the end. Extra arguments go to pytest.
 #
+# FLEETCACHE_TEMPEST=1 (`make test`): first, on the fresh stack, OpenStack's Tempest on the
+# compute API fleetcache serves (tools/tempest.sh: tools/tempest/selection.txt minus
+# exclusion.txt, pinned Tempest in its own venv); non-zero when one of its tests fails.
+#
 # FLEETCACHE_BENCH_SMOKE=1 (`make test`): after the tests, every benchmark once at a tiny size
 # while the stack is still up (`bench/run.sh --smoke --stack-up`), so that a benchmark that no
 # longer runs fails the run; non-zero when one fails.
@@ -19,10 +23,18 @@ t0=$SECONDS
 tools/stack.sh up
 # shellcheck disable=SC1091
 source "$STACK/env"
-t1=$SECONDS
+up=$((SECONDS - t0))
 status=0
-"$VENV_BIN/pytest" -q -p no:cacheprovider -m integration tests/integration "$@" || status=$?
-echo "run-integration: stack up $((t1 - t0))s, tests $((SECONDS - t1))s, pytest status $status"
+if [[ ${FLEETCACHE_TEMPEST:-0} == 1 ]]; then
+    t1=$SECONDS
+    tools/tempest.sh || status=$?
+    echo "run-integration: Tempest $((SECONDS - t1))s, status $status"
+fi
+t1=$SECONDS
+pytest_status=0
+"$VENV_BIN/pytest" -q -p no:cacheprovider -m integration tests/integration "$@" || pytest_status=$?
+echo "run-integration: stack up ${up}s, tests $((SECONDS - t1))s, pytest status $pytest_status"
+((status)) || status=$pytest_status
 if [[ ${FLEETCACHE_BENCH_SMOKE:-0} == 1 ]]; then
     t2=$SECONDS
     bench_status=0

@@ -110,6 +110,16 @@ class ResultWriter:
 
     :param max_batch: most hosts written in one transaction.
     :param linger: seconds a batch waits for more results after its first one.
+    :param max_queue: most hosts waiting to be written; :meth:`put` waits while that many
+        are, so that the calls finishing faster than results are stored slow down to the
+        writer's pace instead of piling up in memory.
+
+    NOTE: unbounded, the queue held 7,572-7,837 hosts (results, notification payload and
+    callback each) at its longest in each 10,000-host job of ``bench/fanout.py --hosts
+    10000 --cells 4`` against 135-181 at 1,000 hosts: the writer, which also sends each
+    host's progress notification, stored about 125 hosts a second while the calls finished
+    faster, and the conductor's resident size after the job grew with the job's host count
+    (docs/performance.md, "Fan-out at 10,000 hosts").
 
     NOTE: without ``linger``, ``precache_concurrency = 1`` made one transaction per host, at
     markedly more conductor CPU per host for the same job wall time; a result
@@ -120,13 +130,13 @@ class ResultWriter:
     """
 
     def __init__(self, db: Database, job_uuid: str, max_batch: int = 200,
-                 linger: float = 0.2) -> None:
+                 linger: float = 0.2, max_queue: int = 1000) -> None:
         self.db = db
         self.job_uuid = job_uuid
         self.max_batch = max_batch
         self.linger = linger
         self.error: str | None = None
-        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._queue: queue.Queue[_Item] = queue.Queue(max_queue)
         self._closing = threading.Event()
         self._closed = False
         self._thread = threading.Thread(
@@ -139,7 +149,8 @@ class ResultWriter:
     def put(self, host: str, results: Mapping[str, ImageResult],
             after_write: AfterWrite | None = None) -> None:
         """Queue a host's results; ``after_write`` runs on the writer's thread once they are
-        stored (or failed to be), in the order the results were put.
+        stored (or failed to be), in the order the results were put. Waits while the queue
+        is full.
 
         After :meth:`close` they are not stored, and said so: that happens only to a call
         that answers after its conductor stopped waiting (the host is then asked again by

@@ -454,6 +454,25 @@ def test_result_writer_batches_what_arrives_meanwhile(db, monkeypatch):
     assert len(jobs.job_get(db, job["uuid"])["results"]) == 450
 
 
+def test_result_writer_holds_back_results_beyond_its_queue_until_it_stores_some(db):
+    job = jobs.job_create(db, 1, "agg-uuid", [IMG_A], 3, "conductor1")
+    writer = jobresults.ResultWriter(db, job["uuid"], max_queue=2)
+    result: dict[str, Any] = {IMG_A: {"state": "cached", "reason": None, "bytes_downloaded": 1}}
+    writer.put("h0", result)
+    writer.put("h1", result)
+    third = threading.Thread(target=writer.put, args=("h2", result))
+    third.start()
+    third.join(0.3)
+    assert third.is_alive()  # the queue is full and nothing stores: the third host waits
+
+    writer.start()
+    third.join(5)
+    assert not third.is_alive()
+    assert writer.close() is None
+    assert sorted(r["host"] for r in jobs.job_get(db, job["uuid"])["results"]) == [
+        "h0", "h1", "h2"]
+
+
 def test_result_writer_says_so_of_results_that_come_after_it_closed(db, caplog):
     job = jobs.job_create(db, 1, "agg-uuid", [IMG_A], 1, "conductor1")
     writer = jobresults.ResultWriter(db, job["uuid"])
