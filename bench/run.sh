@@ -28,7 +28,7 @@
 # the figures depend on the machine's load; the smoke run judges none).
 #
 # The stack binds fixed ports: on a machine shared with others, run it under their lock, e.g.
-# `flock /tmp/fc-integration.lock make bench`.
+# `flock -o /tmp/fc-integration.lock make bench` (`-o`: the daemons the stack starts do not inherit the lock).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
