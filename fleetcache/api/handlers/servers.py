@@ -2,8 +2,8 @@
 (nova/api/openstack/compute/servers.py).
 
 A server is a scheduled instance whose root disk a compute builds (no hypervisor, no
-network). Create checks what the API can check (flavor, image, zone, counts, policy), records
-the instances ``BUILD`` and casts ``build_instances`` to the conductor, which schedules them
+network). Create checks what the API can check (flavor, image, zone, counts, policy, the
+project's quota: :mod:`fleetcache.api.quota`), records the instances ``BUILD`` and casts ``build_instances`` to the conductor, which schedules them
 and has the chosen computes create the disks (:mod:`fleetcache.conductor.build`); the
 client follows the status (``openstack server create --wait``). Delete casts
 ``delete_instance``, or deletes at once a server that never got a host.
@@ -12,8 +12,8 @@ A cast that cannot be sent (no message bus) does not lose the request: the serve
 ``ERROR`` with a fault saying so, and the caller still gets its 202.
 
 Create accepts what Nova's clients send with a boot and fleetcache has no use for, validated
-as Nova validates it: ``metadata`` (at most ``metadata_items`` keys, 403 above as Nova's
-quota), ``accessIPv4``/``accessIPv6``, ``adminPass`` and ``OS-DCF:diskConfig``. None of them
+as Nova validates it: ``metadata`` (at most the ``server_metadata_items`` limit of keys, 403
+above as Nova's quota), ``accessIPv4``/``accessIPv6``, ``adminPass`` and ``OS-DCF:diskConfig``. None of them
 is stored (there is no guest to give a password or addresses to); the 202 echoes what Nova's
 echoes: the disk config asked for, and ``adminPass`` (the one given, else a generated one,
 as Nova with its default ``enable_instance_password``).
@@ -31,6 +31,8 @@ import webob.exc
 from oslo_utils import uuidutils
 
 from fleetcache.api import microversion, pagination, policy, util, validation
+from fleetcache.api.quota import BaseQuotaCheck
+from fleetcache.api.quota import usage as quota_usage
 from fleetcache.api.handlers import server_filters, server_views
 from fleetcache.api.handlers.flavors import get_visible, links
 from fleetcache.api.handlers.server_filters import ref_id
@@ -243,11 +245,15 @@ def create_server(req: webob.Request) -> webob.Response:
     if min_count > max_count:
         raise exception.InvalidInput(reason="min_count must be <= max_count")
     _check_block_devices(body)
-    _check_metadata(body.get("metadata", {}))
+    quota = util.get_state(req).quota.check(ctxt.project_id)
+    quota.check_metadata_items(len(body.get("metadata", {})))
     zone, forced_host = parse_zone(req, body.get("availability_zone"))
     flavor = _flavor(req, body["flavorRef"])
     image = lookup_image(req, body["imageRef"])
     check_fits(flavor["root_gb"], image, flavor["memory_mb"])
+    amounts = quota_usage.per_server(flavor)
+    # As Nova: as many as the project's quota allows, down to min_count (403 below it).
+    max_count = quota.allowed_servers(amounts, min_count, max_count)
     reservation_id = "r-" + uuidutils.generate_uuid()[:8]
     records = [
         InstanceCreate(
@@ -260,6 +266,7 @@ def create_server(req: webob.Request) -> webob.Response:
     db = util.get_state(req).db
     instances = db_instances.instances_create(db, records)
     uuids = [i["uuid"] for i in instances]
+    _recheck_quota(req, quota, amounts, uuids)
     cast_or_fail(req, uuids, "build", lambda api: api.build_instances(ctxt, uuids, min_count))
     if body.get("return_reservation_id"):
         return util.json_response({"reservation_id": reservation_id}, status=202)
@@ -272,12 +279,22 @@ def create_server(req: webob.Request) -> webob.Response:
     }}, status=202)
 
 
-def _check_metadata(metadata: dict[str, str]) -> None:
-    """:raises webob.exc.HTTPForbidden: over Nova's ``metadata_items`` quota (403, as Nova)."""
-    if len(metadata) > schemas.MAX_METADATA_ITEMS:
-        raise webob.exc.HTTPForbidden(
-            explanation="Quota exceeded for metadata_items: a server holds at most "
-            f"{schemas.MAX_METADATA_ITEMS} metadata items.")
+def _recheck_quota(req: webob.Request, quota: BaseQuotaCheck, amounts: dict[str, int],
+                   uuids: list[str]) -> None:
+    """Nova's quota recheck: with the new servers recorded, the project must still be within
+    its limits (another request may have passed the first check at the same time); if not,
+    the new servers are deleted before the 403.
+
+    :raises QuotaExceeded:
+    """
+    try:
+        quota.recheck_servers(amounts)
+    except Exception:
+        db = util.get_state(req).db
+        for uuid in uuids:
+            db_instances.instance_update(
+                db, uuid, {"vm_state": instance_states.DELETED, "terminated_at": utcnow()})
+        raise
 
 
 def cast_or_fail(req: webob.Request, uuids: list[str], action: str,
