@@ -2,8 +2,8 @@
 (nova/api/openstack/compute/servers.py).
 
 A server is a scheduled instance whose root disk a compute builds (no hypervisor, no
-network). Create checks what the API can check (flavor, image, zone, counts, policy, the
-project's quota: :mod:`fleetcache.api.quota`), records the instances ``BUILD`` and casts ``build_instances`` to the conductor, which schedules them
+network). Create checks what the API can check (flavor, image, zone, counts, policy), records
+the instances ``BUILD`` and casts ``build_instances`` to the conductor, which schedules them
 and has the chosen computes create the disks (:mod:`fleetcache.conductor.build`); the
 client follows the status (``openstack server create --wait``). Delete casts
 ``delete_instance``, or deletes at once a server that never got a host.
@@ -12,11 +12,14 @@ A cast that cannot be sent (no message bus) does not lose the request: the serve
 ``ERROR`` with a fault saying so, and the caller still gets its 202.
 
 Create accepts what Nova's clients send with a boot and fleetcache has no use for, validated
-as Nova validates it: ``metadata`` (at most the ``server_metadata_items`` limit of keys, 403
-above as Nova's quota), ``accessIPv4``/``accessIPv6``, ``adminPass`` and ``OS-DCF:diskConfig``. None of them
+as Nova validates it: ``metadata`` (at most ``metadata_items`` keys, 403 above as Nova's
+quota), ``accessIPv4``/``accessIPv6``, ``adminPass`` and ``OS-DCF:diskConfig``. None of them
 is stored (there is no guest to give a password or addresses to); the 202 echoes what Nova's
 echoes: the disk config asked for, and ``adminPass`` (the one given, else a generated one,
 as Nova with its default ``enable_instance_password``).
+
+The project's quota (:mod:`fleetcache.api.quota`) is asked before anything is recorded: a
+create over it is Nova's 403, a multiple create is cut down to what fits.
 """
 
 from __future__ import annotations
@@ -31,12 +34,12 @@ import webob.exc
 from oslo_utils import uuidutils
 
 from fleetcache.api import microversion, pagination, policy, util, validation
-from fleetcache.api.quota import BaseQuotaCheck
-from fleetcache.api.quota import usage as quota_usage
 from fleetcache.api.handlers import server_filters, server_views
 from fleetcache.api.handlers.flavors import get_visible, links
 from fleetcache.api.handlers.server_filters import ref_id
 from fleetcache.api.policies import servers as policies
+from fleetcache.api.quota import BaseQuotaCheck
+from fleetcache.api.quota import usage as quota_usage
 from fleetcache.api.schemas import servers as schemas
 from fleetcache.common import exception, instance_states, rpc
 from fleetcache.common.db import flavors as db_flavors
