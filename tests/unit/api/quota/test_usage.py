@@ -18,7 +18,7 @@ def test_resources_extra_specs_override_drop_and_add_classes_as_the_scheduler_cl
                                        "resources:VCPU": "nonsense", "hw:cpu_policy": "x"}}
     assert usage.per_server(flavor) == {"class:VCPU": 1, "class:MEMORY_MB": 512,
                                         "class:VGPU": 2}
-    assert resource_amounts(1, 512, 1, flavor["extra_specs"]) == {  # type: ignore[arg-type]
+    assert resource_amounts(1, 512, 1, flavor["extra_specs"]) == {
         "VCPU": 1, "MEMORY_MB": 512, "VGPU": 2}
 
 
