@@ -61,7 +61,7 @@ lint: venv
 
 genconfig: venv
 	$(BIN)/oslo-config-generator --namespace fleetcache --namespace oslo.messaging \
-	    --namespace oslo.log --namespace keystonemiddleware.auth_token \
+	    --namespace oslo.log --namespace keystonemiddleware.auth_token --namespace oslo.limit \
 	    --output-file etc/fleetcache/fleetcache.conf.sample
 	$(BIN)/oslopolicy-sample-generator --namespace fleetcache \
 	    --output-file etc/fleetcache/policy.yaml.sample

@@ -44,7 +44,8 @@ PROJECT_MEMBERS = ("member", "admin")
 class Probe:
     method: str
     #: Under the API root; ``{agg}``, ``{victim}``, ``{job}``, ``{image}``, ``{host}``,
-    #: ``{flavor}``, ``{flavor_victim}``, ``{server}``, ``{server_victim}``; ``{spec}`` is
+    #: ``{flavor}``, ``{flavor_victim}``, ``{server}``, ``{server_victim}``, ``{project}``
+    #: (the reader's and member's project); ``{spec}`` is
     #: :data:`SPEC` and ``{network}`` the pseudo-network ``none``.
     path: str
     rule: str
@@ -84,6 +85,8 @@ def _filled(value: Any, ids: dict[str, Any]) -> Any:
 AGG = "/v2.1/os-aggregates"
 FLAVORS = "/v2.1/flavors"
 SERVERS = "/v2.1/servers"
+QUOTA_SET = "/v2.1/os-quota-sets/{project}"
+QUOTA_RULE = "os_compute_api:os-quota-sets:%s"
 SPEC_RULE = "os_compute_api:os-flavor-extra-specs:%s"
 #: The extra spec the run sets on ``{flavor}`` before the probes.
 SPEC = "matrix:spec"
@@ -162,6 +165,13 @@ PROBES: list[Probe] = [
           {"os-start": None}, "2.81", allowed=PROJECT_MEMBERS, hidden=("other",)),
     Probe("DELETE", SERVERS + "/{server_victim}", "os_compute_api:servers:delete",
           allowed=PROJECT_MEMBERS, hidden=("other",)),
+    Probe("GET", "/v2.1/limits", "os_compute_api:limits", allowed=EVERYONE),
+    Probe("GET", "/v2.1/limits?tenant_id={project}", "os_compute_api:limits:other_project"),
+    Probe("GET", QUOTA_SET, QUOTA_RULE % "show", allowed=PROJECT_READERS),
+    Probe("GET", QUOTA_SET + "/defaults", QUOTA_RULE % "defaults", allowed=EVERYONE),
+    Probe("GET", QUOTA_SET + "/detail", QUOTA_RULE % "detail", allowed=PROJECT_READERS),
+    Probe("PUT", QUOTA_SET, QUOTA_RULE % "update", {"quota_set": {"instances": 10}}),
+    Probe("DELETE", QUOTA_SET, QUOTA_RULE % "delete"),
 ]
 
 
@@ -189,7 +199,8 @@ def run(send: Send, roles: list[str], ids: dict[str, Any]) -> Matrix:
     """Send every probe as every role (``roles`` in order; put the admin last).
 
     :param ids: ``agg``, ``victim``, ``job``, ``image``, ``host``, ``flavor``,
-        ``flavor_victim``, ``server``, ``server_victim`` (role -> id) and ``prefix``.
+        ``flavor_victim``, ``server``, ``server_victim`` (role -> id), ``project`` and
+        ``prefix``.
     """
     matrix = Matrix(roles)
     for role in roles:

@@ -506,6 +506,13 @@ $(service_auth_options fleetcache "$FLEETCACHE_SERVICE_PASSWORD")
 
 $(keystone_authtoken_section fleetcache "$FLEETCACHE_SERVICE_PASSWORD")
 
+# Quotas: Keystone's unified limits of the compute service (tools/keystone/setup_identity.py
+# registers them), read as the service user fleetcache.
+[quota]
+driver = unified_limits
+
+$(oslo_limit_section)
+
 # The scheduler: the image-type request filter, and both isolation filters beside the
 # extra-specs one (a test that shows AggregateImagePropertiesIsolation's leak alone drops a
 # file into conductor.d).

@@ -35,13 +35,16 @@ VERSIONS = [
     "2.19",  # servers: each server shows its "description".
     "2.28",  # os-hypervisors/detail: "cpu_info" is an object, not its JSON text.
     "2.33",  # os-hypervisors: "limit" and "marker" page the list.
+    "2.36",  # limits, os-quota-sets: nova-network's quotas are gone.
     "2.37",  # POST /servers: "networks" is required ("none" or "auto").
+    "2.39",  # limits: maxImageMeta is gone.
     "2.41",  # os-aggregates: each aggregate shows its "uuid".
     "2.47",  # servers: the flavor is shown embedded (name, resources, extra specs).
     "2.53",  # os-services, os-hypervisors: uuid ids; hypervisor pattern and with_servers.
     "2.55",  # flavors: a description (create, show, PUT /flavors/{id}).
+    "2.57",  # limits, os-quota-sets: the file injection quotas are gone.
     "2.61",  # flavors: each flavor shows its "extra_specs".
-    "2.75",  # flavors: "swap" is 0 rather than "" when there is none.
+    "2.75",  # flavors: "swap" is 0 rather than ""; limits, os-quota-sets: unknown query: 400.
     "2.81",  # POST /os-aggregates/{id}/images pre-caches images; the images/jobs resource.
 ]
 

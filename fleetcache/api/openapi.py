@@ -30,8 +30,10 @@ from fleetcache.api.paths import (
     AGGREGATE,
     FLAVOR,
     FLAVORS,
+    LIMITS,
     PREFIX,
     PUBLIC_PATHS,
+    QUOTA_SET,
     SERVER,
     SERVERS,
 )
@@ -40,6 +42,7 @@ from fleetcache.api.schemas import aggregate_images as image_schemas
 from fleetcache.api.schemas import aggregates as aggregate_schemas
 from fleetcache.api.schemas import flavors as flavor_schemas
 from fleetcache.api.schemas import parameter_types
+from fleetcache.api.schemas import quota_sets as quota_schemas
 from fleetcache.api.schemas import servers as server_schemas
 
 AGG = AGGREGATE
@@ -57,6 +60,8 @@ REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", SERVERS): server_schemas.CREATE,
     ("PUT", SERVER): server_schemas.UPDATE,
     ("POST", SERVER + "/action"): {"oneOf": list(server_schemas.ACTIONS.values())},
+    # The widest: 2.36 and 2.57 remove quotas.
+    ("PUT", QUOTA_SET): quota_schemas.UPDATE,
 }
 
 #: Schemas shared by several bodies, published once under ``components`` (a name pattern is
@@ -78,6 +83,8 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
     "server_id": {"type": "string", "description": "The server's uuid"},
     "network_id": {"type": "string", "description": "Only 'none' exists"},
     "alias": {"type": "string", "description": "An extension alias (none exists)"},
+    "project_id": {"type": "string", "minLength": 1, "maxLength": 255,
+                   "description": "A Keystone project's id"},
 }
 _INT_QUERY = {"type": "string", "pattern": "^[0-9]{1,18}" + parameter_types.END}
 #: Nova's paging (api/pagination.py).
@@ -127,6 +134,19 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
             *_PAGING,
         ]
         for path in (PREFIX + "/os-hypervisors", PREFIX + "/os-hypervisors/detail")
+    },
+    ("GET", LIMITS): [
+        {"name": "tenant_id", "in": "query", "required": False,
+         "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+         "description": "Another project's limits (admins)"},
+    ],
+    **{
+        (method, path): [
+            {"name": "user_id", "in": "query", "required": False, "schema": {"type": "string"},
+             "description": "Accepted; the answer is the project's (no per-user quotas)"},
+        ]
+        for method, path in (("GET", QUOTA_SET), ("GET", QUOTA_SET + "/detail"),
+                             ("PUT", QUOTA_SET), ("DELETE", QUOTA_SET))
     },
     ("GET", PREFIX + "/networks"): [
         {"name": name, "in": "query", "required": False, "schema": {"type": "string"},

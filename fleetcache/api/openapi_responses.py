@@ -17,8 +17,10 @@ from fleetcache.api.paths import (
     FLAVORS,
     HOST_IMAGE_CACHE,
     LEGACY_PREFIX,
+    LIMITS,
     OPENAPI,
     PREFIX,
+    QUOTA_SET,
     SERVER,
     SERVERS,
     STATUS,
@@ -63,6 +65,16 @@ _COUNTS = {"type": "object", "additionalProperties": _INT}
 _HTML_PAGE = {"description": "The status page (HTML)",
               "content": {"text/html": {"schema": {"type": "string"}}}}
 _AGGREGATE_BODY = json_body(wrapped("aggregate", ref("Aggregate")), "The aggregate")
+_QUOTA_SET_BODY = json_body(wrapped("quota_set", ref("QuotaSet")), "The quotas (-1: none)")
+#: A limit: -1 is unlimited.
+_LIMIT = {"type": "integer", "minimum": -1}
+#: Quotas every microversion shows (the others go at 2.36 and 2.57).
+_QUOTAS = ["instances", "cores", "ram", "metadata_items", "key_pairs", "server_groups",
+           "server_group_members"]
+#: Absolute limits every microversion shows.
+_ABSOLUTE = ["maxTotalInstances", "maxTotalCores", "maxTotalRAMSize", "maxServerMeta",
+             "maxTotalKeypairs", "maxServerGroups", "maxServerGroupMembers",
+             "totalInstancesUsed", "totalCoresUsed", "totalRAMUsed", "totalServerGroupsUsed"]
 SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", "/"): ("200", json_body(ref("Versions"), "The API versions")),
     ("GET", LEGACY_PREFIX): (
@@ -179,6 +191,20 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", HOST_IMAGE_CACHE): (
         "200", json_body(wrapped("image_cache", ref("HostImageCache")), "As last reported"),
     ),
+    ("GET", LIMITS): (
+        "200", json_body(wrapped("limits", {
+            "type": "object", "properties": {"rate": {"type": "array", "maxItems": 0},
+                                             "absolute": ref("AbsoluteLimits")},
+            "required": ["rate", "absolute"]}), "The project's limits and usage"),
+    ),
+    ("GET", QUOTA_SET): ("200", _QUOTA_SET_BODY),
+    ("PUT", QUOTA_SET): ("200", json_body(wrapped("quota_set", ref("QuotaSet")),
+                                          "The quotas, unchanged (Keystone holds them)")),
+    ("DELETE", QUOTA_SET): ("202", {"description": "Nothing to revert; empty body"}),
+    ("GET", QUOTA_SET + "/defaults"): ("200", _QUOTA_SET_BODY),
+    ("GET", QUOTA_SET + "/detail"): (
+        "200", json_body(wrapped("quota_set", ref("QuotaSetDetail")), "Limits and usage"),
+    ),
     ("GET", STATUS): ("200", _HTML_PAGE),
     ("GET", STATUS_PROGRESS): (
         "200", json_body(wrapped("jobs", {"type": "array", "items": ref("JobProgress")}),
@@ -217,6 +243,16 @@ _AGGREGATE: dict[str, Any] = {
     "additionalProperties": False,
 }
 COMPONENTS: dict[str, dict[str, Any]] = {
+    "AbsoluteLimits": {"type": "object", "properties": {name: _LIMIT for name in _ABSOLUTE},
+                       "additionalProperties": _LIMIT, "required": _ABSOLUTE},
+    "QuotaSet": {"type": "object", "properties": {"id": _STR}, "additionalProperties": _LIMIT,
+                 "required": _QUOTAS},
+    "QuotaSetDetail": {
+        "type": "object", "properties": {"id": _STR}, "required": ["id", *_QUOTAS],
+        "additionalProperties": {"type": "object", "properties": {
+            "in_use": _INT, "limit": _LIMIT, "reserved": _INT},
+            "required": ["in_use", "limit", "reserved"]},
+    },
     "FlavorSummary": {
         "type": "object",
         "properties": {"id": _STR, "name": _STR, "links": _ARRAY,

@@ -14,6 +14,8 @@ FLAVORS = PREFIX + "/flavors"
 FLAVOR = FLAVORS + "/{flavor_id}"
 SERVERS = PREFIX + "/servers"
 SERVER = SERVERS + "/{server_id}"
+LIMITS = PREFIX + "/limits"
+QUOTA_SET = PREFIX + "/os-quota-sets/{project_id}"
 OPENAPI = "/openapi.json"
 #: The status page (HTML) and the progress feed its script polls: admin-only, outside /v2.1.
 STATUS = "/status"

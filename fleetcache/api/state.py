@@ -8,6 +8,7 @@ from typing import Protocol
 from oslo_config import cfg
 from oslo_policy import policy
 
+from fleetcache.api import quota
 from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db.jobs import JobDict
@@ -53,6 +54,8 @@ class ApiState:
         self.conf = conf
         self.db = db
         self.enforcer = enforcer
+        #: ``[quota] driver``: the limits of ``POST /servers``, ``/limits``, ``/os-quota-sets``.
+        self.quota = quota.get_driver(conf, db)
         self._conductor_api = conductor_api
         self.transports = rpc.Transports(conf)
         self._image_source: ImageSource | None = None

@@ -16,7 +16,7 @@ from typing import Any
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from fleetcache.api import deploy, middleware
+from fleetcache.api import deploy, middleware, quota
 from fleetcache.api.state import CacheImagesAPI
 from fleetcache.common import config
 
@@ -28,6 +28,7 @@ def init_application(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None 
     """The API application for an already parsed ``conf``."""
     config.register_all(conf)
     middleware.register_keystone_opts(conf)
+    quota.register_opts(conf)
     return deploy.deploy(conf, conductor_api)
 
 
@@ -43,6 +44,7 @@ def load_conf(files: list[str]) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     config.register_all(conf)
     middleware.register_keystone_opts(conf)
+    quota.register_opts(conf)
     logging.register_options(conf)
     conf([], project="fleetcache", default_config_files=files)
     logging.setup(conf, "fleetcache")

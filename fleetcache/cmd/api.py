@@ -7,10 +7,10 @@ itself after the fork, so no database connection or RPC transport is shared betw
 SIGTERM (and SIGINT) stop accepting connections and let requests in flight finish for
 ``[api] graceful_timeout`` seconds: gunicorn's arbiter does that.
 
-Before gunicorn starts, the database schema, the transport URL, the policy file and the
-listening address are checked, so that a configuration or environment problem ends the
-command with one line (the workers would otherwise each print a traceback, or gunicorn retry
-the bind for 5 s).
+Before gunicorn starts, the database schema, the transport URL, the policy file, the
+listening address and, with unified limits, ``[oslo_limit]`` are checked, so that a
+configuration or environment problem ends the command with one line (the workers would
+otherwise each print a traceback, or gunicorn retry the bind for 5 s).
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]
 from oslo_config import cfg
 
 from fleetcache.api import policy, wsgi
+from fleetcache.api.quota import limit_conf
 from fleetcache.cmd import api_worker, common
 from fleetcache.common import binaries
+from fleetcache.common.config import quota as quota_config
 
 BINARY = binaries.API
 
@@ -101,12 +103,25 @@ def check_policy(conf: cfg.ConfigOpts) -> None:
             "(etc/fleetcache/policy.yaml.sample shows the format)")
 
 
+def check_quota(conf: cfg.ConfigOpts) -> None:
+    """Exit with one line when ``[quota] driver = unified_limits`` and ``[oslo_limit]`` says
+    neither who reads Keystone's limits nor whose limits (every server create would be a
+    503). Keystone itself is not asked: the API starts while it is down."""
+    if conf.quota.driver != quota_config.UNIFIED_LIMITS:
+        return
+    problem = limit_conf.problem(conf)
+    if problem:
+        common.config_error(BINARY, f"{problem} ([quota] driver = unified_limits; "
+                            "driver = noop for no quota)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     conf = common.parse_config(argv, BINARY, conf=cfg.ConfigOpts())
     common.open_database(conf, BINARY).dispose()  # fail now if the schema is not current
     common.check_transport_url(conf, BINARY)
     check_policy(conf)
     check_bind(conf)
+    check_quota(conf)
     GunicornApplication(conf).run()
     return 0
 

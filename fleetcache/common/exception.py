@@ -13,7 +13,8 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   └── InvalidConfiguration
     ├── Forbidden (403)
     │   ├── PolicyNotAuthorized
-    │   └── AggregateMetadataLimitExceeded
+    │   ├── AggregateMetadataLimitExceeded
+    │   └── QuotaExceeded
     ├── NotFound (404)
     │   ├── AggregateNotFound
     │   ├── AggregateHostNotFound
@@ -34,6 +35,8 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── FlavorIdExists
     │   ├── InstanceInvalidState
     │   └── RPCVersionCapped
+    ├── ServiceUnavailable (503)
+    │   └── LimitsUnavailable (Keystone's limits could not be read)
     ├── ImageFetchError (a download failed; carries the reason)
     │   ├── ImageChecksumMismatch (the bytes differ from the image's size or hash)
     │   └── DiskFloorReached (the cache's file system would fall below its floor)
@@ -129,6 +132,19 @@ class PolicyNotAuthorized(Forbidden):
 class AggregateMetadataLimitExceeded(Forbidden):
     msg_fmt = "Quota exceeded: an aggregate holds at most %(limit)s metadata items."
     error_code = "fleetcache.aggregate.metadata_limit"
+
+
+class QuotaExceeded(Forbidden):
+    """A request would take its project over a limit (Nova's ``TooManyInstances``, 403).
+
+    Each keyword is a comma-separated list with one item per limit exceeded, in the same
+    order: ``overs`` the quota names, ``req`` what the request asked, ``used`` what the project
+    uses, ``allowed`` its limits.
+    """
+
+    msg_fmt = ("Quota exceeded for %(overs)s: Requested %(req)s, but already used %(used)s "
+               "of %(allowed)s %(overs)s")
+    error_code = "fleetcache.quota.exceeded"
 
 
 class NotFound(FleetcacheException):
@@ -239,6 +255,17 @@ class RPCVersionCapped(Conflict):
     msg_fmt = ("The %(topic)s RPC API is capped at version %(cap)s ([upgrade_levels] %(topic)s) "
                "but %(method)s needs %(version)s: upgrade every %(topic)s service first.")
     error_code = "fleetcache.rpc.version_capped"
+
+
+class ServiceUnavailable(FleetcacheException):
+    msg_fmt = "A service this request needs is unavailable: %(reason)s"
+    code = 503
+    error_code = "fleetcache.service_unavailable"
+
+
+class LimitsUnavailable(ServiceUnavailable):
+    msg_fmt = "The quota limits could not be read from Keystone: %(reason)s"
+    error_code = "fleetcache.quota.limits_unavailable"
 
 
 class ImageFetchError(FleetcacheException):

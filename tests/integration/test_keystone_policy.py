@@ -110,7 +110,8 @@ def test_route_role_matrix_with_real_tokens(stack: Stack, make_aggregate: Any,
         ids = {"agg": str(agg["id"]), "victim": str(victim["id"]), "job": job,
                "image": stack.sample_images[1], "host": "compute1", "prefix": aggregate_name,
                "flavor": flavor, "flavor_victim": _flavor(stack, f"{aggregate_name}-victim"),
-               "server": servers.pop("server"), "server_victim": servers}
+               "server": servers.pop("server"), "server_victim": servers,
+               "project": stack.keystone_session("member").get_project_id()}
         matrix = policy_matrix.run(_send(stack), ROLES, ids)
     finally:
         _purge(stack, aggregate_name)

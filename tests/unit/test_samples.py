@@ -22,7 +22,7 @@ def test_config_sample_is_current(tmp_path: pathlib.Path) -> None:
     generated = _generate(
         "oslo-config-generator",
         ["--namespace", "fleetcache", "--namespace", "oslo.messaging", "--namespace", "oslo.log",
-         "--namespace", "keystonemiddleware.auth_token"],
+         "--namespace", "keystonemiddleware.auth_token", "--namespace", "oslo.limit"],
         tmp_path / "fleetcache.conf.sample",
     )
     committed = (ROOT / "etc/fleetcache/fleetcache.conf.sample").read_text()
@@ -39,7 +39,7 @@ def test_policy_sample_is_current(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.parametrize("group", ["DEFAULT", "api", "database", "glance", "image_cache",
-                                   "fleetcache_privsep"])
+                                   "fleetcache_privsep", "quota", "oslo_limit"])
 def test_sample_documents_group(group: str) -> None:
     sample = (ROOT / "etc/fleetcache/fleetcache.conf.sample").read_text()
     assert f"[{group}]" in sample

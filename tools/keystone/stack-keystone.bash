@@ -15,7 +15,11 @@
 #     project service:          users fleetcache (admin, service), glance (service),
 #                               placement (service)
 #   and the catalog (public and internal, region RegionOne): compute (the fleetcache API,
-#   .../v2.1), image (Glance), placement.
+#   .../v2.1), image (Glance), placement; and the compute service's unified limits (quotas):
+#   registered limits with Nova's names and devstack's defaults (COMPUTE_REGISTERED_LIMITS),
+#   and no limit (-1) for the projects the integration tests boot anything in
+#   (fleetcache-demo, fleetcache-other: whole-host and 4 TiB flavors), so that only a project
+#   of its own (the quota tests', Tempest's) meets the defaults.
 # - Every password is random, made at `up`, and lives only in files of mode 0600: the configs
 #   (umask 077 in `up`), .stack/etc/passwords and the env files:
 #     .stack/env          the admin's OS_* (password auth, catalog) and the stack's FLEETCACHE_*
@@ -37,6 +41,13 @@ KEYSTONE_START_PID=
 TOKEN_CACHE_TIME=10
 DEMO_PROJECT=fleetcache-demo
 OTHER_PROJECT=fleetcache-other
+# Every project's quota (the compute service's registered limits, Nova's resource names): the
+# defaults devstack registers for Nova with unified limits.
+COMPUTE_REGISTERED_LIMITS='{"servers": 10, "class:VCPU": 20, "class:MEMORY_MB": 51200,
+  "class:DISK_GB": 20, "server_metadata_items": 128, "server_injected_files": 5,
+  "server_injected_file_content_bytes": 10240, "server_injected_file_path_bytes": 255,
+  "server_key_pairs": 100, "server_groups": 10, "server_group_members": 10}'
+UNLIMITED_SERVERS='{"servers": -1, "class:VCPU": -1, "class:MEMORY_MB": -1, "class:DISK_GB": -1}'
 
 ensure_keystone_venv() {
     ensure_service_venv Keystone "$KEYSTONE_VENV" "$KEYSTONE_REQS" "keystone 30.0.0"
@@ -118,7 +129,22 @@ setup_identity() {  # projects, users, roles and the catalog (tools/keystone/set
            $(identity_user placement "$PLACEMENT_SERVICE_PASSWORD" service service)],
  "services": [{"type": "compute", "name": "fleetcache", "url": "$API_URL/v2.1"},
               {"type": "image", "name": "glance", "url": "$GLANCE_URL"},
-              {"type": "placement", "name": "placement", "url": "$PLACEMENT_URL"}]}
+              {"type": "placement", "name": "placement", "url": "$PLACEMENT_URL"}],
+ "limits": {"service": "compute", "registered": $COMPUTE_REGISTERED_LIMITS,
+            "projects": {"$DEMO_PROJECT": $UNLIMITED_SERVERS,
+                         "$OTHER_PROJECT": $UNLIMITED_SERVERS}}}
+EOF
+}
+
+oslo_limit_section() {  # [oslo_limit] of the API: Keystone's limits of the compute endpoint
+    cat <<EOF
+[oslo_limit]
+$(service_auth_options fleetcache "$FLEETCACHE_SERVICE_PASSWORD")
+endpoint_service_type = compute
+endpoint_region_name = $REGION
+endpoint_interface = public
+# Seconds a Keystone call may take: a hung Keystone costs a server create a 503, not a thread.
+timeout = 30
 EOF
 }
 

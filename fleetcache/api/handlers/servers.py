@@ -17,6 +17,9 @@ quota), ``accessIPv4``/``accessIPv6``, ``adminPass`` and ``OS-DCF:diskConfig``. 
 is stored (there is no guest to give a password or addresses to); the 202 echoes what Nova's
 echoes: the disk config asked for, and ``adminPass`` (the one given, else a generated one,
 as Nova with its default ``enable_instance_password``).
+
+The project's quota (:mod:`fleetcache.api.quota`) is asked before anything is recorded: a
+create over it is Nova's 403, a multiple create is cut down to what fits.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from fleetcache.api.handlers import server_filters, server_views
 from fleetcache.api.handlers.flavors import get_visible, links
 from fleetcache.api.handlers.server_filters import ref_id
 from fleetcache.api.policies import servers as policies
+from fleetcache.api.quota import BaseQuotaCheck
+from fleetcache.api.quota import usage as quota_usage
 from fleetcache.api.schemas import servers as schemas
 from fleetcache.common import exception, instance_states, rpc
 from fleetcache.common.db import flavors as db_flavors
@@ -243,11 +248,15 @@ def create_server(req: webob.Request) -> webob.Response:
     if min_count > max_count:
         raise exception.InvalidInput(reason="min_count must be <= max_count")
     _check_block_devices(body)
-    _check_metadata(body.get("metadata", {}))
+    quota = util.get_state(req).quota.check(ctxt.project_id)
+    quota.check_metadata_items(len(body.get("metadata", {})))
     zone, forced_host = parse_zone(req, body.get("availability_zone"))
     flavor = _flavor(req, body["flavorRef"])
     image = lookup_image(req, body["imageRef"])
     check_fits(flavor["root_gb"], image, flavor["memory_mb"])
+    amounts = quota_usage.per_server(flavor)
+    # As Nova: as many as the project's quota allows, down to min_count (403 below it).
+    max_count = quota.allowed_servers(amounts, min_count, max_count)
     reservation_id = "r-" + uuidutils.generate_uuid()[:8]
     records = [
         InstanceCreate(
@@ -260,6 +269,7 @@ def create_server(req: webob.Request) -> webob.Response:
     db = util.get_state(req).db
     instances = db_instances.instances_create(db, records)
     uuids = [i["uuid"] for i in instances]
+    _recheck_quota(req, quota, amounts, uuids)
     cast_or_fail(req, uuids, "build", lambda api: api.build_instances(ctxt, uuids, min_count))
     if body.get("return_reservation_id"):
         return util.json_response({"reservation_id": reservation_id}, status=202)
@@ -272,12 +282,22 @@ def create_server(req: webob.Request) -> webob.Response:
     }}, status=202)
 
 
-def _check_metadata(metadata: dict[str, str]) -> None:
-    """:raises webob.exc.HTTPForbidden: over Nova's ``metadata_items`` quota (403, as Nova)."""
-    if len(metadata) > schemas.MAX_METADATA_ITEMS:
-        raise webob.exc.HTTPForbidden(
-            explanation="Quota exceeded for metadata_items: a server holds at most "
-            f"{schemas.MAX_METADATA_ITEMS} metadata items.")
+def _recheck_quota(req: webob.Request, quota: BaseQuotaCheck, amounts: dict[str, int],
+                   uuids: list[str]) -> None:
+    """Nova's quota recheck: with the new servers recorded, the project must still be within
+    its limits (another request may have passed the first check at the same time); if not,
+    the new servers are deleted before the 403.
+
+    :raises QuotaExceeded:
+    """
+    try:
+        quota.recheck_servers(amounts)
+    except Exception:
+        db = util.get_state(req).db
+        for uuid in uuids:
+            db_instances.instance_update(
+                db, uuid, {"vm_state": instance_states.DELETED, "terminated_at": utcnow()})
+        raise
 
 
 def cast_or_fail(req: webob.Request, uuids: list[str], action: str,

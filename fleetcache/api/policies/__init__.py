@@ -2,7 +2,8 @@
 
 Entry point ``oslo.policy.policies``: ``fleetcache = fleetcache.api.policies:list_rules``.
 Defaults are Nova's: admin-only (``context_is_admin``, i.e. ``role:admin``) for aggregates,
-pre-caching, services and flavor changes; project member or reader for servers.
+pre-caching, services and flavor changes; project member or reader for servers; anyone reads
+its own project's limits and default quotas, its readers its quotas, admins another's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from fleetcache.api.policies import (
     host_image_cache,
     hypervisors,
     images,
+    limits,
     networks,
+    quota_sets,
     servers,
     services,
     status,
@@ -44,5 +47,7 @@ def list_rules() -> list[policy.RuleDefault]:
             hypervisors.list_rules(),
             availability_zones.list_rules(),
             extensions.list_rules(),
+            limits.list_rules(),
+            quota_sets.list_rules(),
         )
     )

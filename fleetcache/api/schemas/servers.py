@@ -63,8 +63,6 @@ METADATA: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
-#: Nova's ``metadata_items`` quota default: more keys are a 403.
-MAX_METADATA_ITEMS = 128
 #: Nova's ``accessIPv4`` and ``accessIPv6``.
 ACCESS_IPV4: dict[str, Any] = {"type": "string", "format": "ipv4"}
 ACCESS_IPV6: dict[str, Any] = {"type": "string", "format": "ipv6"}

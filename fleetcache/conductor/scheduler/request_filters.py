@@ -16,6 +16,7 @@ from typing import Any
 
 from oslo_config import cfg
 
+from fleetcache.common.flavor_resources import resource_amounts
 from fleetcache.conductor.placement.provider import (
     IMAGE_TYPE_TRAIT,
     KNOWN_IMAGE_TYPE_TRAITS,
@@ -34,7 +35,6 @@ LOG = logging.getLogger(__name__)
 
 RequestFilter = Callable[[RequestSpec, CandidateQuery, AggregateCatalog], bool]
 
-RESOURCES_PREFIX = "resources:"
 #: The host filter whose rules :func:`isolate_strict_image_aggregates` pushes down.
 STRICT_ISOLATION_FILTER = "AggregateImageStrictIsolation"
 
@@ -72,17 +72,11 @@ def request_traits(spec: RequestSpec) -> tuple[set[str], set[str]]:
 
 def flavor_resources(spec: RequestSpec, query: CandidateQuery, _: AggregateCatalog) -> bool:
     """VCPU, MEMORY_MB and DISK_GB of the flavor; ``resources:<RC>=<N>`` extra specs override
-    them (``0`` drops a class), as in Nova."""
+    them (``0`` drops a class), as in Nova (:func:`~fleetcache.common.flavor_resources.
+    resource_amounts`, the rule the API's quota counts with too)."""
     flavor = spec.flavor
-    amounts = {"VCPU": flavor.vcpus, "MEMORY_MB": flavor.memory_mb, "DISK_GB": flavor.root_gb}
-    for key, value in flavor.extra_specs.items():
-        if key.startswith(RESOURCES_PREFIX):
-            try:
-                amounts[key[len(RESOURCES_PREFIX):]] = int(value)
-            except ValueError:
-                LOG.warning("Flavor %s: ignoring %s=%r (not an integer)",
-                            flavor.flavorid, key, value)
-    query.resources.update({rc: n for rc, n in amounts.items() if n > 0})
+    query.resources.update(resource_amounts(flavor.vcpus, flavor.memory_mb, flavor.root_gb,
+                                            flavor.extra_specs))
     return True
 
 

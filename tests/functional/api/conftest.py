@@ -18,10 +18,12 @@ from tests.functional.api.helpers import StubConductorAPI
 
 @pytest.fixture
 def conf(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> cfg.ConfigOpts:
-    """The shared configuration (tests/conftest.py) with a SQLite database of the test's own
-    and no authentication (the API trusts the identity headers the test sends)."""
+    """The shared configuration (tests/conftest.py) with a SQLite database of the test's own,
+    no authentication (the API trusts the identity headers the test sends) and no quota
+    (no Keystone: ``test_quotas.py`` sets Keystone's limits up with oslo.limit's fixture)."""
     conf.set_override("connection", f"sqlite:///{tmp_path}/api.sqlite", group="database")
     conf.set_override("auth_strategy", "noauth", group="api")
+    conf.set_override("driver", "noop", group="quota")
     return conf
 
 

@@ -40,6 +40,7 @@ from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.image import local
 from tests.functional.api.helpers import StubConductorAPI
+from tests.functional.api.keystone_limits import REGISTERED, keystone_limits, use_unified_limits
 
 MAX_EXAMPLES = 150
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
@@ -78,34 +79,37 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     conf.set_override("auth_strategy", "noauth", group="api")
     conf.set_override("backend", "local", group="image_source")
     conf.set_override("local_directory", str(path / "images"), group="image_source")
-    db = Database.from_conf(conf)
-    migration.db_sync(db)
-    conductor = StubConductorAPI(db)
-    conductor.settle = HOSTS[0]
-    application = wsgi.init_application(conf, conductor_api=conductor)
-    state = World(application, db)
-    for host in HOSTS:
-        db_services.service_register(db, host, "fleetcache-compute", "compute", None)
-    client = webtest.TestApp(application)
-    for number in range(3):
-        aggregate = client.post_json(
-            "/v2.1/os-aggregates", {"aggregate": {"name": f"fuzz{number}",
-                                                  "availability_zone": f"az{number}"}}
-        ).json["aggregate"]
-        state.aggregate_ids.append(aggregate["id"])
-        client.post_json(f"/v2.1/os-aggregates/{aggregate['id']}/action",
-                         {"add_host": {"host": HOSTS[number]}})
-        client.post_json(f"/v2.1/os-aggregates/{aggregate['id']}/action",
-                         {"set_metadata": {"metadata": {"ssd": "true"}}})
-        queued = client.post_json(
-            f"/v2.1/os-aggregates/{aggregate['id']}/images",
-            {"cache": [{"id": "0b0b0b0b-0000-4000-8000-000000000001"}]},
-            headers={"OpenStack-API-Version": "compute 2.81"}, status=202,
-        )
-        state.job_ids.append(queued.headers["Location"].rsplit("/", 1)[-1])
-    _add_flavors_and_servers(client, state, path)
-    yield state
-    db.dispose()
+    # Quotas as on the stack: unified limits (Keystone answered by oslo.limit's fixture).
+    use_unified_limits(conf)
+    with keystone_limits(REGISTERED):
+        db = Database.from_conf(conf)
+        migration.db_sync(db)
+        conductor = StubConductorAPI(db)
+        conductor.settle = HOSTS[0]
+        application = wsgi.init_application(conf, conductor_api=conductor)
+        state = World(application, db)
+        for host in HOSTS:
+            db_services.service_register(db, host, "fleetcache-compute", "compute", None)
+        client = webtest.TestApp(application)
+        for number in range(3):
+            aggregate = client.post_json(
+                "/v2.1/os-aggregates", {"aggregate": {"name": f"fuzz{number}",
+                                                      "availability_zone": f"az{number}"}}
+            ).json["aggregate"]
+            state.aggregate_ids.append(aggregate["id"])
+            client.post_json(f"/v2.1/os-aggregates/{aggregate['id']}/action",
+                             {"add_host": {"host": HOSTS[number]}})
+            client.post_json(f"/v2.1/os-aggregates/{aggregate['id']}/action",
+                             {"set_metadata": {"metadata": {"ssd": "true"}}})
+            queued = client.post_json(
+                f"/v2.1/os-aggregates/{aggregate['id']}/images",
+                {"cache": [{"id": "0b0b0b0b-0000-4000-8000-000000000001"}]},
+                headers={"OpenStack-API-Version": "compute 2.81"}, status=202,
+            )
+            state.job_ids.append(queued.headers["Location"].rsplit("/", 1)[-1])
+        _add_flavors_and_servers(client, state, path)
+        yield state
+        db.dispose()
 
 
 def _add_flavors_and_servers(client: webtest.TestApp, state: World, path: pathlib.Path) -> None:

@@ -81,7 +81,7 @@ def _matrix(app: webtest.TestApp, db: Database, image: str,
     ids = {"agg": str(agg["id"]), "victim": str(victim["id"]), "job": location.rsplit("/", 1)[1],
            "image": image, "host": host, "prefix": "matrix", "flavor": flavor,
            "flavor_victim": _flavor(app, "matrix-victim"), "server": servers.pop("server"),
-           "server_victim": servers}
+           "server_victim": servers, "project": PERSONAS["member"]["X-Project-Id"]}
     return policy_matrix.run(send, ROLES, ids)
 
 

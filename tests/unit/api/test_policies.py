@@ -33,14 +33,20 @@ NOVA_NAMES = {
     "os_compute_api:os-availability-zone:list", "os_compute_api:os-availability-zone:detail",
     "os_compute_api:extensions", "os_compute_api:servers:update", "os_compute_api:servers:stop",
     "os_compute_api:servers:start",
+    "os_compute_api:limits", "os_compute_api:limits:other_project",
+    "os_compute_api:os-quota-sets:show", "os_compute_api:os-quota-sets:detail",
+    "os_compute_api:os-quota-sets:defaults", "os_compute_api:os-quota-sets:update",
+    "os_compute_api:os-quota-sets:delete",
 }
 #: Open to anyone, as in Nova (``RULE_ANY``), or fleetcache's reads open to all.
 ANYONE = {"fleetcache:flavors:list", "fleetcache:networks:show",
-          "os_compute_api:os-availability-zone:list", "os_compute_api:extensions"}
+          "os_compute_api:os-availability-zone:list", "os_compute_api:extensions",
+          "os_compute_api:limits", "os_compute_api:os-quota-sets:defaults"}
 #: Not admin-only, as in Nova.
 PROJECT_READ = {"os_compute_api:os-flavor-extra-specs:index",
                 "os_compute_api:os-flavor-extra-specs:show", "os_compute_api:servers:index",
-                "os_compute_api:servers:detail", "os_compute_api:servers:show"}
+                "os_compute_api:servers:detail", "os_compute_api:servers:show",
+                "os_compute_api:os-quota-sets:show", "os_compute_api:os-quota-sets:detail"}
 PROJECT_WRITE = {"os_compute_api:servers:create", "os_compute_api:servers:delete",
                  "os_compute_api:servers:rebuild", "os_compute_api:servers:update",
                  "os_compute_api:servers:stop", "os_compute_api:servers:start"}

@@ -252,6 +252,24 @@ def test_api_policy_file_that_does_not_load(
     assert line.endswith("fix or remove it (etc/fleetcache/policy.yaml.sample shows the format)")
 
 
+@pytest.mark.parametrize(("oslo_limit", "wanted"), [
+    ("", "[oslo_limit] auth_type is not set: give the service user"),
+    ("auth_type = nosuch\n", "[oslo_limit] auth_type 'nosuch' is not a keystoneauth plugin"),
+    ("auth_type = password\n", "[oslo_limit] names no endpoint whose limits apply"),
+])
+def test_api_with_unified_limits_and_no_oslo_limit(
+    tmp_path: pathlib.Path, capfd: pytest.CaptureFixture[str], synced_db: str,
+    oslo_limit: str, wanted: str,
+) -> None:
+    path = write(tmp_path, f"transport_url = {NO_BROKER}\n[database]\nconnection = "
+                 f"{synced_db}\n[api]\nbind_host = 127.0.0.1\nbind_port = 0\n"
+                 f"[oslo_limit]\n{oslo_limit}")
+    code, line = run("fleetcache-api", path, capfd)
+    assert code == common.EXIT_CONFIG
+    assert line.startswith(f"fleetcache-api: {wanted}")
+    assert line.endswith("([quota] driver = unified_limits; driver = noop for no quota)")
+
+
 # --- fleetcache, the API's client -------------------------------------------------------------
 
 
