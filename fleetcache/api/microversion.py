@@ -161,6 +161,7 @@ def version_handler(min_ver: str, max_ver: str | None = None) -> Callable[[Handl
             return func(req)
 
         wrapper.min_version = low  # type: ignore[attr-defined]
+        wrapper.max_version = high  # type: ignore[attr-defined]
         return wrapper
 
     return decorator
