@@ -2,14 +2,15 @@
 (nova/api/openstack/compute/hypervisors.py ``uptime``, served up to 2.87).
 
 As Nova's API, this one calls the compute over its cell's broker (``get_host_uptime``, compute
-RPC 1.3) and answers its text, ``uptime(1)``'s (:mod:`fleetcache.compute.host_uptime`):
+RPC 1.3) and answers its text, ``uptime(1)``'s (:mod:`fleetcache.compute.host_uptime`), which
+the ``openstack`` client's ``hypervisor show`` reads:
 
 * a compute that is down (its last heartbeat older than ``service_down_time``, or forced
   down) is 400 without a call, as Nova's ``ComputeServiceUnavailable``;
 * one that does not answer within ``rpc_response_timeout``, or that cannot be reached, is 400
   too (Nova lets the timeout through as a 500);
 * a compute that cannot tell (older than 1.3, or ``[upgrade_levels] compute`` below 1.3, or a
-  host without ``/proc/uptime``) is 501, as Nova's driver without ``get_host_uptime``.
+  host whose boot time psutil cannot read) is 501, as Nova's driver without ``get_host_uptime``.
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ class StubComputeAPI:
 
     def __init__(self) -> None:
         self.asked: list[str] = []
-        self.uptime = " 09:05:07 up 3 days, 14:59,  load average: 0.10, 0.20, 0.30"
+        self.uptime = " 09:05:07 up 3 days, 14:59,  2 users,  load average: 0.10, 0.20, 0.30"
         self.error: BaseException | None = None
 
     def get_host_uptime(self, ctxt: RequestContext, host: str) -> str:

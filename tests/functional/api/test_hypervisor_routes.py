@@ -147,7 +147,7 @@ def test_uptime_of_a_down_compute_is_400_without_asking(
 @pytest.mark.parametrize(("error", "key", "status"), [
     (messaging.MessagingTimeout("no reply"), "badRequest", 400),
     (messaging.MessageDeliveryFailure("gone"), "badRequest", 400),
-    (NotImplementedError("no /proc/uptime"), "notImplemented", 501),
+    (NotImplementedError("no boot time"), "notImplemented", 501),
     (messaging.UnsupportedVersion("1.3"), "notImplemented", 501),
     (exception.RPCVersionCapped(topic="compute", cap="1.2", method="get_host_uptime",
                                 version="1.3"), "notImplemented", 501),

@@ -82,7 +82,7 @@ class UptimeCompute:
     target = messaging.Target(version="1.3")
 
     def get_host_uptime(self, ctxt: Any) -> str:
-        return " 10:00:00 up 1 min,  load average: 0.00, 0.00, 0.00"
+        return " 10:00:00 up 1 min,  0 users,  load average: 0.00, 0.00, 0.00"
 
 
 def test_get_host_uptime_is_a_1_3_call(conf: cfg.ConfigOpts) -> None:
