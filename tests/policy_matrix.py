@@ -3,8 +3,10 @@ headers, in process) and the integration test (real Keystone tokens, raw HTTP).
 
 A run creates, as the admin, an aggregate the probes work on (``{agg}``), a second one only
 the ``DELETE`` probe removes (``{victim}``), a pre-cache job (``{job}``), a flavor with one
-extra spec (``{flavor}``, :data:`SPEC`) and a flavor only the ``DELETE`` probe removes
-(``{flavor_victim}``); as the project member, a server (``{server}``) and one server per role
+extra spec (``{flavor}``, :data:`SPEC`), a flavor only the ``DELETE`` probe removes
+(``{flavor_victim}``) and a private flavor the flavor access probes share with the member's
+project (``{private_flavor}``, ``{project}``); ``{hypervisor}`` is the uuid of ``{host}``'s
+compute; as the project member, a server (``{server}``) and one server per role
 for the ``DELETE`` probe (``{server_victim}``: a mapping role -> id). Then every role sends
 every probe, the admin last (its writes would change what the others see). Each probe names
 the route as ``docs/api.md`` does and the policy rule that guards it.
@@ -44,9 +46,9 @@ PROJECT_MEMBERS = ("member", "admin")
 class Probe:
     method: str
     #: Under the API root; ``{agg}``, ``{victim}``, ``{job}``, ``{image}``, ``{host}``,
-    #: ``{flavor}``, ``{flavor_victim}``, ``{server}``, ``{server_victim}``, ``{project}``
-    #: (the reader's and member's project); ``{spec}`` is
-    #: :data:`SPEC` and ``{network}`` the pseudo-network ``none``.
+    #: ``{hypervisor}``, ``{flavor}``, ``{flavor_victim}``, ``{private_flavor}``,
+    #: ``{server}``, ``{server_victim}``, ``{project}`` (the reader's and member's project);
+    #: ``{spec}`` is :data:`SPEC` and ``{network}`` the pseudo-network ``none``.
     path: str
     rule: str
     body: dict[str, Any] | None = None
@@ -88,6 +90,9 @@ SERVERS = "/v2.1/servers"
 QUOTA_SET = "/v2.1/os-quota-sets/{project}"
 QUOTA_RULE = "os_compute_api:os-quota-sets:%s"
 SPEC_RULE = "os_compute_api:os-flavor-extra-specs:%s"
+HYPERVISORS = "/v2.1/os-hypervisors"
+HYPERVISOR_RULE = "os_compute_api:os-hypervisors:%s"
+ACCESS_RULE = "os_compute_api:os-flavor-access"
 #: The extra spec the run sets on ``{flavor}`` before the probes.
 SPEC = "matrix:spec"
 PROBES: list[Probe] = [
@@ -114,8 +119,15 @@ PROBES: list[Probe] = [
     Probe("POST", AGG + "/{agg}/action", "os_compute_api:os-aggregates:remove_host",
           {"remove_host": {"host": "{host}"}}),
     Probe("GET", "/v2.1/os-services", "os_compute_api:os-services:list"),
-    Probe("GET", "/v2.1/os-hypervisors", "os_compute_api:os-hypervisors:list"),
-    Probe("GET", "/v2.1/os-hypervisors/detail", "os_compute_api:os-hypervisors:list-detail"),
+    Probe("GET", HYPERVISORS, HYPERVISOR_RULE % "list"),
+    Probe("GET", HYPERVISORS + "/detail", HYPERVISOR_RULE % "list-detail"),
+    Probe("GET", HYPERVISORS + "/statistics", HYPERVISOR_RULE % "statistics"),
+    Probe("GET", HYPERVISORS + "/{hypervisor}", HYPERVISOR_RULE % "show",
+          microversion="2.81"),
+    Probe("GET", HYPERVISORS + "/{hypervisor}/uptime", HYPERVISOR_RULE % "uptime",
+          microversion="2.81"),
+    Probe("GET", HYPERVISORS + "/{host}/search", HYPERVISOR_RULE % "search"),
+    Probe("GET", HYPERVISORS + "/{host}/servers", HYPERVISOR_RULE % "servers"),
     Probe("GET", "/v2.1/os-availability-zone", "os_compute_api:os-availability-zone:list",
           allowed=EVERYONE),
     Probe("GET", "/v2.1/os-availability-zone/detail",
@@ -145,6 +157,11 @@ PROBES: list[Probe] = [
     Probe("PUT", FLAVORS + "/{flavor}/os-extra_specs/{spec}", SPEC_RULE % "update",
           {SPEC: "{role}"}),
     Probe("DELETE", FLAVORS + "/{flavor}/os-extra_specs/{spec}", SPEC_RULE % "delete"),
+    Probe("GET", FLAVORS + "/{private_flavor}/os-flavor-access", ACCESS_RULE),
+    Probe("POST", FLAVORS + "/{private_flavor}/action", ACCESS_RULE + ":add_tenant_access",
+          {"addTenantAccess": {"tenant": "{project}"}}),
+    Probe("POST", FLAVORS + "/{private_flavor}/action", ACCESS_RULE + ":remove_tenant_access",
+          {"removeTenantAccess": {"tenant": "{project}"}}),
     Probe("DELETE", FLAVORS + "/{flavor_victim}", "os_compute_api:os-flavor-manage:delete"),
     Probe("GET", "/v2.1/networks", "fleetcache:networks:show", allowed=EVERYONE),
     Probe("GET", "/v2.1/networks/{network}", "fleetcache:networks:show", allowed=EVERYONE),
@@ -198,9 +215,9 @@ class Matrix:
 def run(send: Send, roles: list[str], ids: dict[str, Any]) -> Matrix:
     """Send every probe as every role (``roles`` in order; put the admin last).
 
-    :param ids: ``agg``, ``victim``, ``job``, ``image``, ``host``, ``flavor``,
-        ``flavor_victim``, ``server``, ``server_victim`` (role -> id), ``project`` and
-        ``prefix``.
+    :param ids: ``agg``, ``victim``, ``job``, ``image``, ``host``, ``hypervisor``,
+        ``flavor``, ``flavor_victim``, ``private_flavor``, ``project``, ``server``,
+        ``server_victim`` (role -> id) and ``prefix``.
     """
     matrix = Matrix(roles)
     for role in roles:

@@ -17,11 +17,12 @@ from fleetcache.api import (
     routes,
     status_auth,
 )
-from fleetcache.api.state import ApiState, CacheImagesAPI
+from fleetcache.api.state import ApiState, CacheImagesAPI, HostUptimeAPI
 from fleetcache.common.db.session import Database
 
 
-def deploy(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None) -> Any:
+def deploy(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None,
+           compute_api: HostUptimeAPI | None = None) -> Any:
     """The WSGI application for ``conf``, outermost middleware first::
 
         request id -> request log -> fault wrapper -> body size limit -> request guard
@@ -34,9 +35,11 @@ def deploy(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None) ->
 
     ``[api] auth_strategy = noauth`` drops ``auth_token`` and gives a request without
     ``X-Roles`` the roles of ``[api] noauth_default_roles`` (labs and tests only).
-    ``conductor_api`` replaces the conductor RPC client (fast tests only).
+    ``conductor_api`` and ``compute_api`` replace the conductor and compute RPC clients (fast
+    tests only).
     """
-    state = ApiState(conf, Database.from_conf(conf), policy.get_enforcer(conf), conductor_api)
+    state = ApiState(conf, Database.from_conf(conf), policy.get_enforcer(conf), conductor_api,
+                     compute_api)
     noauth = conf.api.auth_strategy == "noauth"
 
     application: Any = router.Router(routes.ROUTE_DECLARATIONS)

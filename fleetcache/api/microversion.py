@@ -31,6 +31,7 @@ ENVIRON_KEY = "fleetcache.microversion"
 #: maximum. Add a line (and a section in rest_api_version_history.md) for every change.
 VERSIONS = [
     "2.1",  # The base: os-aggregates CRUD and actions, os-services list.
+    "2.7",  # flavor access: addTenantAccess to a public flavor is a 409.
     "2.11",  # os-services: each service shows "forced_down".
     "2.19",  # servers: each server shows its "description".
     "2.28",  # os-hypervisors/detail: "cpu_info" is an object, not its JSON text.
@@ -40,11 +41,13 @@ VERSIONS = [
     "2.39",  # limits: maxImageMeta is gone.
     "2.41",  # os-aggregates: each aggregate shows its "uuid".
     "2.47",  # servers: the flavor is shown embedded (name, resources, extra specs).
-    "2.53",  # os-services, os-hypervisors: uuid ids; hypervisor pattern and with_servers.
+    "2.53",  # os-services, os-hypervisors: uuid ids; hypervisor pattern and with_servers;
+    #          the hypervisor search and servers routes end.
     "2.55",  # flavors: a description (create, show, PUT /flavors/{id}).
     "2.57",  # limits, os-quota-sets: the file injection quotas are gone.
     "2.61",  # flavors: each flavor shows its "extra_specs".
-    "2.75",  # flavors: "swap" is 0 rather than ""; limits, os-quota-sets: unknown query: 400.
+    "2.75",  # flavors: "swap" is 0 rather than ""; limits, os-quota-sets: unknown query: 400;
+    #          hypervisors asked with_servers show an empty list.
     "2.81",  # POST /os-aggregates/{id}/images pre-caches images; the images/jobs resource.
 ]
 
@@ -164,6 +167,7 @@ def version_handler(min_ver: str, max_ver: str | None = None) -> Callable[[Handl
             return func(req)
 
         wrapper.min_version = low  # type: ignore[attr-defined]
+        wrapper.max_version = high  # type: ignore[attr-defined]
         return wrapper
 
     return decorator

@@ -30,6 +30,8 @@ from fleetcache.api.paths import (
     AGGREGATE,
     FLAVOR,
     FLAVORS,
+    HYPERVISOR,
+    HYPERVISORS,
     LIMITS,
     PREFIX,
     PUBLIC_PATHS,
@@ -40,6 +42,7 @@ from fleetcache.api.paths import (
 from fleetcache.api.router import Handler, RouteTable
 from fleetcache.api.schemas import aggregate_images as image_schemas
 from fleetcache.api.schemas import aggregates as aggregate_schemas
+from fleetcache.api.schemas import flavor_access as flavor_access_schemas
 from fleetcache.api.schemas import flavors as flavor_schemas
 from fleetcache.api.schemas import parameter_types
 from fleetcache.api.schemas import quota_sets as quota_schemas
@@ -54,6 +57,7 @@ REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     # The widest body of each: description from 2.55, networks required from 2.37.
     ("POST", FLAVORS): flavor_schemas.CREATE_V2_55,
     ("PUT", FLAVOR): flavor_schemas.UPDATE_V2_55,
+    ("POST", FLAVOR + "/action"): {"oneOf": list(flavor_access_schemas.ACTIONS.values())},
     ("POST", FLAVOR + "/os-extra_specs"): flavor_schemas.EXTRA_SPECS_CREATE,
     ("PUT", FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"):
         flavor_schemas.EXTRA_SPEC_UPDATE,
@@ -80,6 +84,11 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
              "description": "A compute host's name"},
     "flavor_id": {"type": "string", "description": "The flavor's id (not its name)"},
     "flavor_extra_spec_key": {"type": "string"},
+    "hypervisor_id": {"type": "string", "description": "The compute service's integer id "
+                      "below 2.53 (anything else: 404), its uuid from 2.53 (anything else: "
+                      "400)"},
+    "hypervisor_hostname_pattern": {"type": "string",
+                                    "description": "Text the host names must hold"},
     "server_id": {"type": "string", "description": "The server's uuid"},
     "network_id": {"type": "string", "description": "Only 'none' exists"},
     "alias": {"type": "string", "description": "An extension alias (none exists)"},
@@ -94,12 +103,17 @@ _PAGING = [
     {"name": "marker", "in": "query", "required": False, "schema": {"type": "string"},
      "description": "The id of the last item of the previous page"},
 ]
+_WITH_SERVERS = {"name": "with_servers", "in": "query", "required": False,
+                 "schema": {"type": "string"},
+                 "description": "From 2.53: true lists each host's servers (Nova's booleans; "
+                 "400 for another value, or for any other query parameter)"}
 QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("GET", PREFIX + "/os-services"): [
         {"name": "host", "in": "query", "required": False, "schema": {"type": "string"},
          "description": "Only the services of this host"},
         {"name": "binary", "in": "query", "required": False, "schema": {"type": "string"},
-         "description": "Only the services of this binary, e.g. fleetcache-compute"},
+         "description": "Only the services of this binary: Nova's name (nova-compute, "
+                        "nova-conductor) or fleetcache's (fleetcache-compute)"},
     ],
     **{
         ("GET", path): [
@@ -127,13 +141,12 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
         ("GET", path): [
             {"name": "hypervisor_hostname_pattern", "in": "query", "required": False,
              "schema": {"type": "string"},
-             "description": "From 2.53: only hosts whose name holds this text (404: none)"},
-            {"name": "with_servers", "in": "query", "required": False,
-             "schema": {"type": "string"},
-             "description": "From 2.53: true lists each host's servers"},
+             "description": "From 2.53: only hosts whose name holds this text (404: none; "
+             "400: other characters than letters, digits, '-', '.' and '_')"},
+            _WITH_SERVERS,
             *_PAGING,
         ]
-        for path in (PREFIX + "/os-hypervisors", PREFIX + "/os-hypervisors/detail")
+        for path in (HYPERVISORS, HYPERVISORS + "/detail")
     },
     ("GET", LIMITS): [
         {"name": "tenant_id", "in": "query", "required": False,
@@ -148,6 +161,7 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
         for method, path in (("GET", QUOTA_SET), ("GET", QUOTA_SET + "/detail"),
                              ("PUT", QUOTA_SET), ("DELETE", QUOTA_SET))
     },
+    ("GET", HYPERVISOR): [_WITH_SERVERS],
     ("GET", PREFIX + "/networks"): [
         {"name": name, "in": "query", "required": False, "schema": {"type": "string"},
          "description": "Only the pseudo-network 'none' exists"} for name in ("id", "name")
@@ -172,17 +186,20 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
 }
 
 
-def _version_headers(min_version: microversion.Version | None) -> list[dict[str, Any]]:
+def _version_headers(min_version: microversion.Version | None,
+                     max_version: microversion.Version | None = None) -> list[dict[str, Any]]:
     """The two microversion headers, with the versions the operation is served at.
 
     Without a header a request is served at the minimum version; a route that needs more
-    requires ``OpenStack-API-Version`` (404 otherwise, as Nova).
+    requires ``OpenStack-API-Version`` (404 otherwise, as Nova). A route served up to a
+    version below the maximum is not served at ``latest``.
     """
     low = min_version or microversion.MIN_VERSION
+    high = max_version or microversion.MAX_VERSION
     versions = [
         str(microversion.Version(microversion.MAX_VERSION.major, minor))
-        for minor in range(low.minor, microversion.MAX_VERSION.minor + 1)
-    ] + ["latest"]
+        for minor in range(low.minor, high.minor + 1)
+    ] + (["latest"] if high == microversion.MAX_VERSION else [])
     required = min_version is not None and min_version > microversion.MIN_VERSION
     headers = [
         {"name": microversion.HEADER, "in": "header", "required": required,
@@ -213,10 +230,14 @@ def _operation(method: str, path: str, func: Handler, operation_id: str) -> dict
     status, success = SUCCESS.get((method, path), ("200", {"description": "OK"}))
     fault = json_body(ref("Fault"), "Error, in Nova's fault format")
     min_version = getattr(func, "min_version", None)
+    max_version = getattr(func, "max_version", None)
+    if min_version == microversion.MIN_VERSION:
+        min_version = None  # served without a header
     operation: dict[str, Any] = {
         "operationId": operation_id,
         "summary": doc,
-        "parameters": QUERY_PARAMETERS.get((method, path), []) + _version_headers(min_version),
+        "parameters": (QUERY_PARAMETERS.get((method, path), [])
+                       + _version_headers(min_version, max_version)),
         "responses": {status: success, **EXTRA_RESPONSES.get((method, path), {}),
                       "default": fault},
     }
@@ -226,6 +247,8 @@ def _operation(method: str, path: str, func: Handler, operation_id: str) -> dict
             "schema": _shared(body)}}}
     if min_version is not None:
         operation["x-openstack-min-microversion"] = str(min_version)
+    if max_version is not None:
+        operation["x-openstack-max-microversion"] = str(max_version)
     if path in PUBLIC_PATHS:
         operation["security"] = []
     return operation

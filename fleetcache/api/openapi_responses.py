@@ -16,6 +16,8 @@ from fleetcache.api.paths import (
     FLAVOR,
     FLAVORS,
     HOST_IMAGE_CACHE,
+    HYPERVISOR,
+    HYPERVISORS,
     LEGACY_PREFIX,
     LIMITS,
     OPENAPI,
@@ -117,11 +119,32 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", PREFIX + "/os-services"): (
         "200", json_body(wrapped("services", {"type": "array", "items": ref("Service")}), "All"),
     ),
-    ("GET", PREFIX + "/os-hypervisors"): (
+    ("GET", HYPERVISORS): (
         "200", paged("hypervisors", ref("HypervisorSummary"), "The compute hosts"),
     ),
-    ("GET", PREFIX + "/os-hypervisors/detail"): (
+    ("GET", HYPERVISORS + "/detail"): (
         "200", paged("hypervisors", ref("Hypervisor"), "The compute hosts, with resources"),
+    ),
+    ("GET", HYPERVISORS + "/statistics"): (
+        "200", json_body(wrapped("hypervisor_statistics", ref("HypervisorStatistics")),
+                         "The enabled compute hosts' resources added up"),
+    ),
+    ("GET", HYPERVISOR): (
+        "200", json_body(wrapped("hypervisor", ref("Hypervisor")), "The compute host"),
+    ),
+    ("GET", HYPERVISOR + "/uptime"): (
+        "200", json_body(wrapped("hypervisor", ref("HypervisorUptime")),
+                         "The compute host and its uptime(1) text"),
+    ),
+    ("GET", HYPERVISORS + "/{hypervisor_hostname_pattern}/search"): (
+        "200", json_body(wrapped("hypervisors", {"type": "array",
+                                                 "items": ref("HypervisorSummary")}),
+                         "The compute hosts found (below 2.53)"),
+    ),
+    ("GET", HYPERVISORS + "/{hypervisor_hostname_pattern}/servers"): (
+        "200", json_body(wrapped("hypervisors", {"type": "array",
+                                                 "items": ref("HypervisorSummary")}),
+                         "The compute hosts found, with their servers (below 2.53)"),
     ),
     ("GET", PREFIX + "/os-availability-zone"): (
         "200", json_body(wrapped("availabilityZoneInfo", {"type": "array",
@@ -146,6 +169,12 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("GET", FLAVOR): ("200", json_body(wrapped("flavor", ref("Flavor")), "The flavor")),
     ("PUT", FLAVOR): ("200", json_body(wrapped("flavor", ref("Flavor")), "The flavor")),
     ("DELETE", FLAVOR): ("202", {"description": "Deleted; empty body"}),
+    ("GET", FLAVOR + "/os-flavor-access"): (
+        "200", json_body(ref("FlavorAccess"), "The projects the private flavor is shared with"),
+    ),
+    ("POST", FLAVOR + "/action"): (
+        "200", json_body(ref("FlavorAccess"), "The projects the flavor is now shared with"),
+    ),
     ("GET", FLAVOR + "/os-extra_specs"): (
         "200", json_body(wrapped("extra_specs", ref("ExtraSpecs")), "Every extra spec"),
     ),
@@ -272,6 +301,9 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "required": _FLAVOR_DETAIL,
     },
     "ExtraSpecs": {"type": "object", "additionalProperties": _STR},
+    "FlavorAccess": wrapped("flavor_access", {"type": "array", "items": {
+        "type": "object", "properties": {"flavor_id": _STR, "tenant_id": _STR},
+        "required": ["flavor_id", "tenant_id"], "additionalProperties": False}}),
     "ServerSummary": {
         "type": "object",
         "properties": {"id": _STR, "name": _STR, "links": _ARRAY},
@@ -342,9 +374,24 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "id": {"type": ["integer", "string"], "description": "The uuid from 2.53"},
             "hypervisor_hostname": _STR, "state": {"enum": ["up", "down"]},
             "status": {"enum": ["enabled", "disabled"]},
-            "servers": {"type": "array", "description": "With ?with_servers=true (2.53)"},
+            "servers": {"type": "array", "items": {
+                "type": "object", "properties": {"name": _STR, "uuid": _STR},
+                "required": ["name", "uuid"]},
+                "description": "With ?with_servers=true (2.53), on the servers route"},
         },
         "required": ["id", "hypervisor_hostname", "state", "status"],
+    },
+    "HypervisorUptime": {
+        "allOf": [ref("HypervisorSummary")],
+        "type": "object",
+        "properties": {"uptime": _STR},
+        "required": ["uptime"],
+    },
+    "HypervisorStatistics": {
+        "type": "object",
+        "properties": {"count": _INT, **{key: _INT for key in _HYPERVISOR_NUMBERS}},
+        "required": ["count", *_HYPERVISOR_NUMBERS],
+        "additionalProperties": False,
     },
     "Hypervisor": {
         "allOf": [ref("HypervisorSummary")],
@@ -353,7 +400,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "service": {"type": "object", "properties": {
                 "id": {"type": ["integer", "string"]}, "host": _STR,
                 "disabled_reason": _NSTR}, "required": ["id", "host", "disabled_reason"]},
-            "hypervisor_type": _STR, "hypervisor_version": _INT, "host_ip": _STR,
+            "hypervisor_type": _STR, "hypervisor_version": _INT,
+            "host_ip": {**_NSTR, "description": "The compute's [DEFAULT] my_ip"},
             **{key: _INT for key in _HYPERVISOR_NUMBERS},
             "cpu_info": {"type": ["object", "string"], "description": "A string below 2.28"},
         },

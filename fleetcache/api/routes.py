@@ -12,9 +12,11 @@ from fleetcache.api.handlers import (
     aggregates,
     availability_zones,
     extensions,
+    flavor_access,
     flavor_extra_specs,
     flavors,
     host_image_cache,
+    hypervisor_uptime,
     hypervisors,
     images,
     limits,
@@ -32,6 +34,8 @@ from fleetcache.api.paths import (
     FLAVOR,
     FLAVORS,
     HOST_IMAGE_CACHE,
+    HYPERVISOR,
+    HYPERVISORS,
     LEGACY_PREFIX,
     LIMITS,
     OPENAPI,
@@ -66,8 +70,16 @@ ROUTE_DECLARATIONS.update(
         AGGREGATE + "/images/jobs": {"GET": aggregate_images.list_aggregate_image_jobs},
         AGGREGATE + "/images/jobs/{job_id}": {"GET": aggregate_images.get_aggregate_image_job},
         PREFIX + "/os-services": {"GET": services.list_services},
-        PREFIX + "/os-hypervisors": {"GET": hypervisors.list_hypervisors},
-        PREFIX + "/os-hypervisors/detail": {"GET": hypervisors.list_hypervisors_detail},
+        HYPERVISORS: {"GET": hypervisors.list_hypervisors},
+        # Before HYPERVISOR: "detail" and "statistics" are no hypervisor ids.
+        HYPERVISORS + "/detail": {"GET": hypervisors.list_hypervisors_detail},
+        HYPERVISORS + "/statistics": {"GET": hypervisors.get_hypervisor_statistics},
+        HYPERVISOR: {"GET": hypervisors.get_hypervisor},
+        HYPERVISOR + "/uptime": {"GET": hypervisor_uptime.get_hypervisor_uptime},
+        HYPERVISORS + "/{hypervisor_hostname_pattern}/search": {
+            "GET": hypervisors.search_hypervisors},
+        HYPERVISORS + "/{hypervisor_hostname_pattern}/servers": {
+            "GET": hypervisors.list_hypervisor_servers},
         PREFIX + "/os-availability-zone": {
             "GET": availability_zones.list_availability_zones},
         PREFIX + "/os-availability-zone/detail": {
@@ -82,6 +94,8 @@ ROUTE_DECLARATIONS.update(
             "PUT": flavors.update_flavor,
             "DELETE": flavors.delete_flavor,
         },
+        FLAVOR + "/action": {"POST": flavor_access.post_flavor_action},
+        FLAVOR + "/os-flavor-access": {"GET": flavor_access.list_flavor_access},
         FLAVOR + "/os-extra_specs": {
             "GET": flavor_extra_specs.list_flavor_extra_specs,
             "POST": flavor_extra_specs.create_flavor_extra_specs,

@@ -1,4 +1,4 @@
-"""JSON Schema validation of request bodies, with Nova's error messages."""
+"""JSON Schema validation of request bodies and query strings, with Nova's error messages."""
 
 from __future__ import annotations
 
@@ -39,6 +39,33 @@ def validate(body: Any, schema: dict[str, Any]) -> None:
     else:
         message = f"Invalid input: {reason}"
     raise exception.InvalidInput(message)
+
+
+def validate_query(req: webob.Request, schema: dict[str, Any]) -> None:
+    """Check the request's query string, as a dict of lists, against ``schema`` (Nova's
+    ``query_schema``).
+
+    :raises InvalidInput: (400) naming the first parameter that does not match.
+    """
+    query = req.GET.dict_of_lists()
+    validator = jsonschema.Draft4Validator(schema, format_checker=FORMAT_CHECKER)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(query))
+    if error is None:
+        return
+    if error.validator == "additionalProperties":
+        unknown = sorted(set(query) - set(schema.get("properties", {})))
+        raise exception.InvalidInput(
+            f"Invalid input for query parameters: unknown parameter {_short(unknown[0])}")
+    name = str(error.absolute_path[0]) if error.absolute_path else "?"
+    value = _short(repr(query.get(name)))
+    reason = _short(error.message)
+    if error.validator == "pattern" and isinstance(error.schema, dict):
+        reason = f"{_short(repr(error.instance))} is not " \
+                 f"{error.schema.get('description', 'of the expected form')}"
+    elif error.validator == "maxItems":
+        reason = "given more than once"
+    raise exception.InvalidInput(
+        f"Invalid input for query parameters {_short(name)}. Value: {value}. {reason}")
 
 
 def _short(text: str) -> str:

@@ -17,19 +17,21 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from fleetcache.api import deploy, middleware, quota
-from fleetcache.api.state import CacheImagesAPI
+from fleetcache.api.state import CacheImagesAPI, HostUptimeAPI
 from fleetcache.common import config
 
 CONFIG_FILE_ENV = "FLEETCACHE_CONFIG_FILE"
 DEFAULT_CONFIG_FILE = "/etc/fleetcache/fleetcache.conf"
 
 
-def init_application(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None) -> Any:
-    """The API application for an already parsed ``conf``."""
+def init_application(conf: cfg.ConfigOpts, conductor_api: CacheImagesAPI | None = None,
+                     compute_api: HostUptimeAPI | None = None) -> Any:
+    """The API application for an already parsed ``conf``; the RPC clients can be replaced
+    (fast tests only)."""
     config.register_all(conf)
     middleware.register_keystone_opts(conf)
     quota.register_opts(conf)
-    return deploy.deploy(conf, conductor_api)
+    return deploy.deploy(conf, conductor_api, compute_api)
 
 
 def config_files(environ: dict[str, str] | None = None) -> list[str]:

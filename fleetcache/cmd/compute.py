@@ -88,8 +88,9 @@ def make_reporter(
     conf: cfg.ConfigOpts, conductor: ConductorAPI, driver: virt_driver.ComputeDriver
 ) -> ServiceReporter:
     """Registration (with the driver's capabilities, the host's measured inventory and its
-    operator traits: :func:`fleetcache.compute.resources.report`) and heartbeats through the
-    conductor, which keeps the host's Placement resource provider in step with them.
+    operator traits: :func:`fleetcache.compute.resources.report`; and its address,
+    ``[DEFAULT] my_ip``) and heartbeats through the conductor, which keeps the host's
+    Placement resource provider in step with them.
 
     Each call carries a fresh request id, so that its log lines on both sides match up.
     """
@@ -100,7 +101,8 @@ def make_reporter(
     def register() -> None:
         capabilities = {**driver.get_capabilities(), **resources.report(conf)}
         service = conductor.register_service(
-            _context(), conf.host, BINARY, compute_rpcapi.TOPIC, capabilities
+            _context(), conf.host, BINARY, compute_rpcapi.TOPIC, capabilities,
+            host_ip=conf.my_ip,
         )
         cell = service.get("cell") if isinstance(service, dict) else None
         LOG.info("Registered with the conductor as %s on %s (cell %s)", BINARY, conf.host,

@@ -21,6 +21,7 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── CellNotFound
     │   ├── ComputeHostNotFound
     │   ├── FlavorNotFound
+    │   ├── FlavorAccessNotFound
     │   ├── FlavorExtraSpecNotFound
     │   ├── ImageNotFound
     │   ├── InstanceNotFound
@@ -31,6 +32,7 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   ├── AggregateNotEmpty
     │   ├── CellExists
     │   ├── ComputeBusy
+    │   ├── FlavorAccessExists
     │   ├── FlavorExists
     │   ├── FlavorIdExists
     │   ├── InstanceInvalidState
@@ -183,6 +185,11 @@ class FlavorNotFound(NotFound):
     error_code = "fleetcache.flavor.not_found"
 
 
+class FlavorAccessNotFound(NotFound):
+    msg_fmt = "Flavor access not found for %(flavor_id)s / %(project_id)s combination."
+    error_code = "fleetcache.flavor.access_not_found"
+
+
 class FlavorExtraSpecNotFound(NotFound):
     msg_fmt = "Flavor %(flavor_id)s has no extra specs with key %(key)s."
     error_code = "fleetcache.flavor.extra_spec_not_found"
@@ -233,6 +240,12 @@ class ComputeBusy(Conflict):
     msg_fmt = ("Compute %(host)s is busy: it already serves %(limit)d long calls "
                "([compute] max_concurrent_long_calls); %(method)s was refused, try again later")
     error_code = "fleetcache.compute.busy"
+
+
+class FlavorAccessExists(Conflict):
+    msg_fmt = ("Flavor access already exists for flavor %(flavor_id)s and project "
+               "%(project_id)s combination.")
+    error_code = "fleetcache.flavor.access_exists"
 
 
 class FlavorExists(Conflict):

@@ -114,6 +114,14 @@ class ComputeManager:
                 reason=f"virt driver {type(self.driver).__name__} keeps no image cache")
         return self.instance_disks.delete(instance_uuid)
 
+    @rpc.expected_exceptions(NotImplementedError)
+    def get_host_uptime(self, ctxt: RequestContext) -> str:
+        """The host's uptime as ``uptime(1)`` prints it (1.3; Nova's method of that name).
+
+        :raises NotImplementedError: when the virt driver cannot tell.
+        """
+        return self.driver.get_host_uptime()
+
     # -- periodic ---------------------------------------------------------------------------
 
     def image_cache_manager_interval(self) -> float | None:

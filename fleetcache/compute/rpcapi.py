@@ -8,6 +8,7 @@ API version history:
 * 1.0 - Initial version: cache_images
 * 1.1 - Added create_instance_disk, delete_instance_disk
 * 1.2 - cache_images takes pin_until
+* 1.3 - Added get_host_uptime
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
 
 TOPIC = "compute"
-RPC_API_VERSION = "1.2"
+RPC_API_VERSION = "1.3"
 
 # Keys of the capabilities a compute sends with ``register_service`` (the conductor keeps the
 # host's Placement resource provider from them):
@@ -162,3 +163,15 @@ class ComputeAPI:
                             retry=self.conf.rpc_send_retries)
         return cctxt.call(  # type: ignore[no-any-return]
             ctxt, "delete_instance_disk", instance_uuid=instance_uuid)
+
+    def get_host_uptime(self, ctxt: RequestContext, host: str) -> str:
+        """``host``'s uptime as ``uptime(1)`` prints it (a short call, 1.3).
+
+        :raises RPCVersionCapped: when ``[upgrade_levels] compute`` is below 1.3.
+        :raises MessagingTimeout: when the compute does not answer within
+            ``rpc_response_timeout``.
+        :raises NotImplementedError: (as a ``RemoteError``) when the host cannot tell.
+        """
+        cctxt = rpc.prepare(self.client, "get_host_uptime", "1.3", server=host,
+                            retry=self.conf.rpc_send_retries)
+        return cctxt.call(ctxt, "get_host_uptime")  # type: ignore[no-any-return]

@@ -27,6 +27,7 @@ from typing import Any
 import futurist
 import oslo_messaging as messaging
 from oslo_config import cfg
+from oslo_utils import netutils
 from prometheus_client import CollectorRegistry
 
 from fleetcache.common import binaries, exception, rpc
@@ -193,17 +194,24 @@ class ConductorManager:
         binary: str,
         topic: str,
         capabilities: dict[str, Any],
+        host_ip: str | None = None,
     ) -> db_services.ServiceDict:
         """Create or refresh a service record, mapped to the cell this endpoint serves.
 
+        :param host_ip: the service's address (1.6); a malformed one is not recorded (the API
+            shows only addresses).
         :returns: the service record.
         :raises InvalidInput: when ``host`` or ``binary`` is empty.
         """
         if not host or not binary:
             raise exception.InvalidInput(reason="register_service needs a host and a binary")
+        if host_ip is not None and not netutils.is_valid_ip(host_ip):
+            LOG.warning("%s on %s reported %r as its address, which is none: not recorded",
+                        binary, host, host_ip[:64])
+            host_ip = None
         cell_id = self.cell["id"] if self.cell is not None else None
         service = db_services.service_register(
-            self.db, host, binary, topic, cell_id, capabilities=capabilities
+            self.db, host, binary, topic, cell_id, capabilities=capabilities, host_ip=host_ip
         )
         LOG.info("Registered %s on %s in cell %s", binary, host, self.cell_name)
         self._sync_provider(service)

@@ -12,6 +12,7 @@ API version history:
 * 1.3 - Added build_instances, rebuild_instance, delete_instance
 * 1.4 - cache_images takes pin_seconds
 * 1.5 - report_image_cache images may carry pinned_until
+* 1.6 - register_service takes host_ip
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.services import ServiceDict
 
 TOPIC = "conductor"
-RPC_API_VERSION = "1.5"
+RPC_API_VERSION = "1.6"
 
 
 class ConductorAPI:
@@ -56,17 +57,20 @@ class ConductorAPI:
         binary: str,
         topic: str,
         capabilities: dict[str, Any],
+        host_ip: str | None = None,
     ) -> ServiceDict:
-        """Create or refresh the service record; the conductor maps it to the caller's cell."""
-        cctxt = self._prepare("register_service")
-        return cctxt.call(  # type: ignore[no-any-return]
-            ctxt,
-            "register_service",
-            host=host,
-            binary=binary,
-            topic=topic,
-            capabilities=capabilities,
-        )
+        """Create or refresh the service record; the conductor maps it to the caller's cell.
+
+        :param host_ip: the service's address (a compute's ``[DEFAULT] my_ip``), sent at 1.6;
+            a client capped below 1.6 registers at 1.0 without it (the record then has none).
+        """
+        kwargs: dict[str, Any] = {"host": host, "binary": binary, "topic": topic,
+                                  "capabilities": capabilities}
+        version = "1.0"
+        if host_ip is not None and self.client.can_send_version("1.6"):
+            kwargs["host_ip"], version = host_ip, "1.6"
+        cctxt = self._prepare("register_service", version)
+        return cctxt.call(ctxt, "register_service", **kwargs)  # type: ignore[no-any-return]
 
     def service_heartbeat(
         self,

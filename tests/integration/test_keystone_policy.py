@@ -56,9 +56,9 @@ def _send(stack: Stack) -> policy_matrix.Send:
 HUGE_RAM = 4 << 20
 
 
-def _flavor(stack: Stack, name: str, ram: int = 64) -> str:
+def _flavor(stack: Stack, name: str, ram: int = 64, public: bool = True) -> str:
     resp = stack.api_request("POST", "flavors", json={"flavor": {
-        "name": name, "ram": ram, "vcpus": 1, "disk": 1}})
+        "name": name, "ram": ram, "vcpus": 1, "disk": 1, "os-flavor-access:is_public": public}})
     assert resp.status_code == 200, resp.text
     return str(resp.json()["flavor"]["id"])
 
@@ -80,7 +80,7 @@ def _purge(stack: Stack, prefix: str) -> None:
     for row in stack.api_request("GET", "os-aggregates").json()["aggregates"]:
         if row["name"].startswith(f"{prefix}-new-"):
             stack.purge_aggregate(row["id"])
-    for row in stack.api_request("GET", "flavors").json()["flavors"]:
+    for row in stack.api_request("GET", "flavors?is_public=none").json()["flavors"]:
         if row["name"].startswith(prefix):
             stack.api_request("DELETE", f"flavors/{row['id']}")
     for row in stack.api_request("GET", "servers?all_tenants=1").json()["servers"]:
@@ -111,6 +111,8 @@ def test_route_role_matrix_with_real_tokens(stack: Stack, make_aggregate: Any,
                "image": stack.sample_images[1], "host": "compute1", "prefix": aggregate_name,
                "flavor": flavor, "flavor_victim": _flavor(stack, f"{aggregate_name}-victim"),
                "server": servers.pop("server"), "server_victim": servers,
+               "hypervisor": stack.service("compute1")["uuid"],
+               "private_flavor": _flavor(stack, f"{aggregate_name}-private", public=False),
                "project": stack.keystone_session("member").get_project_id()}
         matrix = policy_matrix.run(_send(stack), ROLES, ids)
     finally:

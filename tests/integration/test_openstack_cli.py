@@ -141,7 +141,10 @@ def test_image_list_reaches_the_stack_glance(stack):
     assert shown["properties"]["direct_url"].startswith("file://")
 
 
-def test_compute_service_list_shows_every_compute_up(stack):
-    services = stack.openstack_json("compute", "service", "list", "--service",
-                                    "fleetcache-compute")
+def test_compute_service_list_shows_every_compute_up_as_nova_compute(stack):
+    services = stack.openstack_json("compute", "service", "list", "--service", "nova-compute")
     assert {s["Host"]: s["State"] for s in services} == {h: "up" for h in stack.computes}
+    assert {s["Binary"] for s in services} == {"nova-compute"}
+    # fleetcache's own name finds the same services.
+    ours = stack.openstack_json("compute", "service", "list", "--service", "fleetcache-compute")
+    assert sorted(s["Host"] for s in ours) == sorted(stack.computes)

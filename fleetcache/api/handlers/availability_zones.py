@@ -9,8 +9,8 @@ zone is available while one of its services is enabled, and listed unavailable w
 services are disabled.
 
 The list (anyone) leaves the internal zone out and shows no hosts; the detail (admins) lists
-every zone, with each enabled service by host: ``available`` (its heartbeat is recent),
-``active`` (enabled) and ``updated_at``.
+every zone, with each enabled service by host under Nova's name (``nova-compute``):
+``available`` (its heartbeat is recent), ``active`` (enabled) and ``updated_at``.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def list_availability_zones_detail(req: webob.Request) -> webob.Response:
     down_time = util.get_state(req).conf.service_down_time
     hosts: dict[str, dict[str, dict[str, Any]]] = {}
     for zone, service in enabled:
-        hosts.setdefault(zone, {}).setdefault(service["host"], {})[service["binary"]] = {
+        binary = service_views.shown_binary(service["binary"])
+        hosts.setdefault(zone, {}).setdefault(service["host"], {})[binary] = {
             "available": servicegroup.service_is_up(service, down_time),
             "active": not service["disabled"],
             "updated_at": util.format_time(service["last_seen_up"] or service["updated_at"]),

@@ -2,8 +2,10 @@
 and views/flavors.py).
 
 Anyone lists and shows flavors; admins create, describe (2.55) and delete them. A non-admin
-sees public flavors only (fleetcache has no flavor access lists: a private flavor is the
-admins'). Deleting a flavor leaves the servers built with it as they are: each keeps a snapshot.
+sees the public flavors and the private ones shared with their project (flavor access,
+:mod:`.flavor_access`); an admin sees every flavor, and lists the public ones and those shared
+with their project unless ``is_public`` says otherwise. Deleting a flavor leaves the servers
+built with it as they are: each keeps a snapshot.
 
 Requests take what Nova's take: numbers as integers or digit strings, ``is_public`` as any of
 Nova's boolean strings, the id as a string or a number (stored as its text).
@@ -86,16 +88,21 @@ def format_flavor(req: webob.Request, flavor: FlavorDict, detail: bool = True) -
 
 
 def get_visible(req: webob.Request, flavorid: str) -> FlavorDict:
-    """The flavor, if the caller may see it. :raises FlavorNotFound:"""
-    flavor = db_flavors.flavor_get(util.get_state(req).db, flavorid)
+    """The flavor, if the caller may see it: a public flavor, one shared with the caller's
+    project, or any flavor for an admin. :raises FlavorNotFound:"""
+    db = util.get_state(req).db
+    flavor = db_flavors.flavor_get(db, flavorid)
     if not flavor["is_public"] and not is_admin(req):
-        raise exception.FlavorNotFound(flavor_id=flavorid)
+        project_id = util.get_context(req).project_id
+        if project_id is None or project_id not in db_flavors.flavor_projects(db, flavorid):
+            raise exception.FlavorNotFound(flavor_id=flavorid)
     return flavor
 
 
 def _is_public_filter(req: webob.Request) -> bool | None:
-    """Nova's ``is_public`` query: ``true`` (default), ``false`` or ``none`` (both), the last
-    two for admins only (others always get the public ones).
+    """Nova's ``is_public`` query: ``true`` (default: the public flavors and those shared with
+    the caller's project), ``false`` or ``none`` (both), the last two for admins only (others
+    always get the first).
 
     :raises InvalidInput: for another value.
     """
@@ -131,7 +138,8 @@ def _list(req: webob.Request, detail: bool) -> webob.Response:
     authorize(req, policies.LIST)
     limit, marker = pagination.limit_and_marker(req)
     min_ram, min_disk = _min_filter(req, "minRam"), _min_filter(req, "minDisk")
-    flavors = db_flavors.flavor_list(util.get_state(req).db, is_public=_is_public_filter(req))
+    flavors = db_flavors.flavor_list(util.get_state(req).db, is_public=_is_public_filter(req),
+                                     project_id=util.get_context(req).project_id)
     shown = [f for f in pagination.after_marker(flavors, _flavorid, marker)
              if (min_ram is None or f["memory_mb"] >= min_ram)
              and (min_disk is None or f["root_gb"] >= min_disk)][:limit]

@@ -1,125 +1,81 @@
 """``/os-hypervisors``: the compute hosts as Nova's hypervisors
 (nova/api/openstack/compute/hypervisors.py, below 2.88: with their resources).
 
-fleetcache has one node per compute host and no hypervisor to ask, so a hypervisor is built
-from what fleetcache knows: the ``fleetcache-compute`` service (state, status, reason) and the
-Placement inventory the compute reported when it registered (``capabilities["inventory"]``,
-which the conductor writes to the host's resource provider as given). ``vcpus``,
-``memory_mb`` and ``local_gb`` are that inventory's totals (0 for a class the host reported
-none of); the ``*_used`` figures add up the flavors of the servers on the host, as Nova's
-resource tracker does; ``hypervisor_hostname`` is the host name, as servers show it in
-``OS-EXT-SRV-ATTR:hypervisor_hostname``.
+What a hypervisor is made of is :mod:`.hypervisor_views`'s; this module serves Nova's routes
+at Nova's microversions, admins only by default:
 
-Differences from Nova: ``id`` is the compute service's (its integer id, or its uuid from 2.53)
-rather than a compute node's; ``hypervisor_type`` is ``fleetcache``, ``hypervisor_version`` 1,
-``host_ip`` empty (the service records no address) and ``cpu_info`` empty.
+* the list and the detail (``limit``/``marker`` from 2.33; from 2.53 uuid ids,
+  ``hypervisor_hostname_pattern`` and ``with_servers``, and no other query parameter);
+* ``/os-hypervisors/{id}`` (an integer id below 2.53, else 404; a uuid from 2.53, else 400;
+  ``with_servers`` from 2.53);
+* ``/os-hypervisors/statistics``: the enabled computes' figures added up, as Nova's;
+* ``/os-hypervisors/{pattern}/search`` and ``/{pattern}/servers`` below 2.53 (404 from 2.53,
+  where the list's query parameters replace them); a pattern no host name holds is 404.
+
+``/os-hypervisors/{id}/uptime`` asks the compute itself (:mod:`.hypervisor_uptime`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import webob
 import webob.exc
-from oslo_utils import strutils
+from oslo_utils import strutils, uuidutils
 
-from fleetcache.api import microversion, pagination, policy, util
+from fleetcache.api import microversion, pagination, policy, util, validation
+from fleetcache.api.handlers import hypervisor_views as views
 from fleetcache.api.policies import hypervisors as policies
-from fleetcache.common import binaries, servicegroup
-from fleetcache.common.db import instances as db_instances
+from fleetcache.api.schemas import hypervisors as schemas
+from fleetcache.common import binaries
 from fleetcache.common.db import services as db_services
-from fleetcache.common.db.instances import InstanceDict
 from fleetcache.common.db.services import ServiceDict
-from fleetcache.compute.rpcapi import INVENTORY_CAPABILITY
 
-CPU_INFO_OBJECT_VERSION = microversion.Version(2, 28)
 PAGING_VERSION = microversion.Version(2, 33)
-UUID_ID_VERSION = microversion.Version(2, 53)
-HYPERVISOR_TYPE = "fleetcache"
-HYPERVISOR_VERSION = 1
+LEGACY_ROUTES_MAX = "2.52"
 
 
-def _total(service: ServiceDict, resource_class: str) -> int:
-    record = (service["capabilities"] or {}).get(INVENTORY_CAPABILITY, {}).get(resource_class)
-    return int(record["total"]) if isinstance(record, dict) and "total" in record else 0
-
-
-def _used(instances: list[InstanceDict], *keys: str) -> int:
-    return sum(int(i["flavor"].get(key) or 0) for i in instances for key in keys)
-
-
-def _resources(req: webob.Request, service: ServiceDict,
-               instances: list[InstanceDict]) -> dict[str, Any]:
-    vcpus, memory_mb = _total(service, "VCPU"), _total(service, "MEMORY_MB")
-    local_gb = _total(service, "DISK_GB")
-    memory_used = _used(instances, "memory_mb")
-    disk_used = _used(instances, "root_gb", "ephemeral_gb")
-    cpu_info: Any = {}
-    if not microversion.request_version(req).matches(CPU_INFO_OBJECT_VERSION):
-        cpu_info = "{}"
-    return {
-        "hypervisor_type": HYPERVISOR_TYPE, "hypervisor_version": HYPERVISOR_VERSION,
-        "host_ip": "",
-        "vcpus": vcpus, "memory_mb": memory_mb, "local_gb": local_gb,
-        "vcpus_used": _used(instances, "vcpus"), "memory_mb_used": memory_used,
-        "local_gb_used": disk_used, "free_ram_mb": memory_mb - memory_used,
-        "free_disk_gb": local_gb - disk_used, "disk_available_least": local_gb - disk_used,
-        "current_workload": sum(1 for i in instances if i["task_state"] is not None),
-        "running_vms": len(instances), "cpu_info": cpu_info,
-    }
-
-
-def _format(req: webob.Request, service: ServiceDict, instances: list[InstanceDict],
-            detail: bool, with_servers: bool) -> dict[str, Any]:
-    conf = util.get_state(req).conf
-    by_uuid = microversion.request_version(req).matches(UUID_ID_VERSION)
-    ident = service["uuid"] if by_uuid else service["id"]
-    body: dict[str, Any] = {
-        "id": ident,
-        "hypervisor_hostname": service["host"],
-        "state": "up" if servicegroup.service_is_up(service, conf.service_down_time)
-        else "down",
-        "status": "disabled" if service["disabled"] else "enabled",
-    }
-    if detail:
-        body["service"] = {"id": ident, "host": service["host"],
-                           "disabled_reason": service["disabled_reason"]}
-        body.update(_resources(req, service, instances))
-    if with_servers:
-        body["servers"] = [{"name": i["display_name"], "uuid": i["uuid"]} for i in instances]
-    return body
+def authorize(req: webob.Request, rule: str) -> None:
+    policy.authorize(util.get_state(req).enforcer, util.get_context(req), rule)
 
 
 def _marker_key(req: webob.Request) -> Callable[[ServiceDict], str]:
     """What a marker names: the id the request's version shows."""
-    if microversion.request_version(req).matches(UUID_ID_VERSION):
+    if views.by_uuid(req):
         return lambda service: service["uuid"]
     return lambda service: str(service["id"])
 
 
-def _query(req: webob.Request) -> tuple[str | None, bool]:
-    """Nova's 2.53 query: ``hypervisor_hostname_pattern`` and ``with_servers``.
+def _with_servers(req: webob.Request) -> bool:
+    """Nova's 2.53 ``with_servers`` (validated by the query schema); False below 2.53."""
+    if not views.by_uuid(req):
+        return False
+    return strutils.bool_from_string(req.GET.get("with_servers", "false"), strict=True)
 
-    :raises webob.exc.HTTPBadRequest: for a ``with_servers`` that is not a boolean.
+
+def _computes(req: webob.Request) -> list[ServiceDict]:
+    return db_services.service_list(util.get_state(req).db, binary=binaries.COMPUTE)
+
+
+def matching(req: webob.Request, pattern: str) -> list[ServiceDict]:
+    """The computes whose host name holds ``pattern`` (Nova's ``LIKE %pattern%``).
+
+    :raises webob.exc.HTTPNotFound: when none does.
     """
-    if not microversion.request_version(req).matches(UUID_ID_VERSION):
-        return None, False
-    raw = req.GET.get("with_servers", "false")
-    try:
-        with_servers = strutils.bool_from_string(raw, strict=True)
-    except ValueError as exc:
-        raise webob.exc.HTTPBadRequest(
-            explanation=f"Invalid with_servers value [{raw[:64]}]") from exc
-    return req.GET.get("hypervisor_hostname_pattern"), with_servers
+    found = [s for s in _computes(req) if pattern in s["host"]]
+    if not found:
+        raise webob.exc.HTTPNotFound(
+            explanation=f"No hypervisor matching '{pattern[:255]}' could be found.")
+    return found
 
 
 def _list(req: webob.Request, detail: bool) -> webob.Response:
-    policy.authorize(util.get_state(req).enforcer, util.get_context(req),
-                     policies.LIST_DETAIL if detail else policies.LIST)
-    pattern, with_servers = _query(req)
-    db = util.get_state(req).db
-    computes = db_services.service_list(db, binary=binaries.COMPUTE)
+    authorize(req, policies.LIST_DETAIL if detail else policies.LIST)
+    pattern = None
+    if views.by_uuid(req):
+        validation.validate_query(req, schemas.INDEX_QUERY_V2_53)
+        pattern = req.GET.get("hypervisor_hostname_pattern")
+    with_servers = _with_servers(req)
     paging = microversion.request_version(req).matches(PAGING_VERSION)
     limit, marker = pagination.limit_and_marker(req) if paging else (pagination.MAX_LIMIT, None)
     if pattern is not None:
@@ -127,17 +83,13 @@ def _list(req: webob.Request, detail: bool) -> webob.Response:
             raise webob.exc.HTTPBadRequest(
                 explanation="Paging over hypervisors with the hypervisor_hostname_pattern "
                 "query parameter is not supported.")
-        computes = [s for s in computes if pattern in s["host"]]
-        if not computes:
-            raise webob.exc.HTTPNotFound(
-                explanation=f"No hypervisor matching '{pattern[:255]}' could be found.")
+        computes = matching(req, pattern)
+    else:
+        computes = _computes(req)
     key = _marker_key(req)
     shown = pagination.after_marker(computes, key, marker)[:limit]
-    on_host: dict[str, list[InstanceDict]] = {}
-    for instance in db_instances.instance_list(db):
-        if instance["host"]:
-            on_host.setdefault(instance["host"], []).append(instance)
-    hypervisors = [_format(req, s, on_host.get(s["host"], []), detail, with_servers)
+    on_host = views.instances_by_host(req)
+    hypervisors = [views.hypervisor(req, s, on_host.get(s["host"], []), detail, with_servers)
                    for s in shown]
     links = pagination.links(req, "hypervisors", shown, limit, key) if pattern is None else {}
     return util.json_response({"hypervisors": hypervisors, **links})
@@ -152,3 +104,71 @@ def list_hypervisors_detail(req: webob.Request) -> webob.Response:
     """List the hypervisors with their service and resources (the Placement inventory the
     compute reported, and what its servers use)."""
     return _list(req, detail=True)
+
+
+def find(req: webob.Request, hypervisor_id: str) -> ServiceDict:
+    """The compute a hypervisor id names, as Nova's ``_validate_id`` and look-up.
+
+    :raises webob.exc.HTTPBadRequest: from 2.53, for an id that is not a uuid.
+    :raises webob.exc.HTTPNotFound: below 2.53 for an id that is not an integer; for an id
+        no compute has.
+    """
+    missing = webob.exc.HTTPNotFound(
+        explanation=f"Hypervisor with ID '{hypervisor_id[:64]}' could not be found.")
+    ident: int | str
+    if views.by_uuid(req):
+        if not uuidutils.is_uuid_like(hypervisor_id):
+            raise webob.exc.HTTPBadRequest(explanation=f"Invalid uuid {hypervisor_id[:64]}")
+        ident = hypervisor_id
+    else:
+        number = util.int_id(hypervisor_id)
+        if number is None:
+            raise missing
+        ident = number
+    service = db_services.service_find(util.get_state(req).db, binaries.COMPUTE, ident)
+    if service is None:
+        raise missing
+    return service
+
+
+def get_hypervisor(req: webob.Request) -> webob.Response:
+    """Show a hypervisor with its service and resources (``with_servers`` from 2.53)."""
+    authorize(req, policies.SHOW)
+    if views.by_uuid(req):
+        validation.validate_query(req, schemas.SHOW_QUERY_V2_53)
+    service = find(req, req.urlvars["hypervisor_id"])
+    instances = views.instances_by_host(req).get(service["host"], [])
+    return util.json_response({"hypervisor": views.hypervisor(
+        req, service, instances, detail=True, with_servers=_with_servers(req))})
+
+
+def get_hypervisor_statistics(req: webob.Request) -> webob.Response:
+    """The resources of the enabled hypervisors added up, and how many there are."""
+    authorize(req, policies.STATISTICS)
+    enabled = [s for s in _computes(req) if not s["disabled"]]
+    on_host = views.instances_by_host(req)
+    totals = dict.fromkeys(views.RESOURCE_FIELDS, 0)
+    for service in enabled:
+        for field, value in views.resources(service, on_host.get(service["host"], [])).items():
+            totals[field] += value
+    return util.json_response({"hypervisor_statistics": {"count": len(enabled), **totals}})
+
+
+@microversion.version_handler("2.1", LEGACY_ROUTES_MAX)
+def search_hypervisors(req: webob.Request) -> webob.Response:
+    """List the hypervisors whose host name holds the given text (below 2.53)."""
+    authorize(req, policies.SEARCH)
+    found = matching(req, req.urlvars["hypervisor_hostname_pattern"])
+    return util.json_response({"hypervisors": [views.hypervisor(req, s, []) for s in found]})
+
+
+@microversion.version_handler("2.1", LEGACY_ROUTES_MAX)
+def list_hypervisor_servers(req: webob.Request) -> webob.Response:
+    """List the hypervisors whose host name holds the given text, with their servers (below
+    2.53)."""
+    authorize(req, policies.SERVERS)
+    found = matching(req, req.urlvars["hypervisor_hostname_pattern"])
+    on_host = views.instances_by_host(req)
+    return util.json_response({"hypervisors": [
+        views.hypervisor(req, s, on_host.get(s["host"], []), with_servers=True)
+        for s in found]})

@@ -10,9 +10,11 @@ unreachable) is not schedulable: while it is enabled, its ``disabled_reason`` sa
 (:data:`NOT_IN_PLACEMENT`), the one free-text field of Nova's service shape, so the unmodified
 clients show it (``openstack compute service list --long``).
 
-Services are shown under the binary they registered with (``fleetcache-compute``), but the
-``binary`` filter also takes Nova's name of the same service (:data:`NOVA_BINARIES`), so that
-tools that look for compute hosts as ``nova-compute`` find them.
+Services are shown under Nova's name of the part they play (``fleetcache-compute`` as
+``nova-compute``, ``fleetcache-conductor`` as ``nova-conductor``:
+:data:`fleetcache.common.binaries.NOVA_NAMES`), as a Nova-compatible API must: clients, Tempest
+and operators' tools look for compute hosts as ``nova-compute``. The ``binary`` filter takes
+either name.
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ UUID_ID_VERSION = microversion.Version(2, 53)
 
 NOT_IN_PLACEMENT = "not schedulable: not yet reported to Placement"
 #: Nova's binary names -> the fleetcache service that plays the same part.
-NOVA_BINARIES = {
-    "nova-compute": binaries.COMPUTE,
-    "nova-conductor": binaries.CONDUCTOR,
-}
+_FLEETCACHE_NAMES = {nova: ours for ours, nova in binaries.NOVA_NAMES.items()}
+
+
+def shown_binary(binary: str) -> str:
+    """The name the compute API shows a service under: Nova's for the part it plays."""
+    return binaries.NOVA_NAMES.get(binary, binary)
 
 
 def host_zones(req: webob.Request) -> dict[str, str]:
@@ -73,7 +77,7 @@ def _format_service(
         reason = NOT_IN_PLACEMENT
     body: dict[str, Any] = {
         "id": service["uuid"] if version.matches(UUID_ID_VERSION) else service["id"],
-        "binary": service["binary"],
+        "binary": shown_binary(service["binary"]),
         "host": service["host"],
         "zone": zone,
         "status": "disabled" if service["disabled"] else "enabled",
@@ -87,13 +91,13 @@ def _format_service(
 
 
 def list_services(req: webob.Request) -> webob.Response:
-    """List services, optionally only those on ``host`` or of ``binary`` (Nova's binary
-    names included)."""
+    """List services, optionally only those on ``host`` or of ``binary`` (Nova's name or
+    fleetcache's)."""
     policy.authorize(util.get_state(req).enforcer, util.get_context(req), policies.LIST)
     host = req.GET.get("host")
     binary = req.GET.get("binary")
     if binary is not None:
-        binary = NOVA_BINARIES.get(binary, binary)
+        binary = _FLEETCACHE_NAMES.get(binary, binary)
     services = db_services.service_list(
         util.get_state(req).db, binary=binary, hosts=[host] if host else None
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 from oslo_config import cfg
+from oslo_utils import netutils
 
 default_opts: list[cfg.Opt] = [
     cfg.HostDomainOpt(
@@ -16,6 +17,23 @@ Name of this node, as the other services know it.
 
 A compute agent listens for RPC on topic ``compute`` with this value as its server name, and
 aggregates name hosts by it. It must be unique in the deployment.
+""",
+    ),
+    cfg.IPOpt(
+        "my_ip",
+        # Nova's default (nova/conf/netconf.py): the address of the interface that routes
+        # to the outside, found without sending a packet; 127.0.0.1 on a host with no route.
+        default=netutils.get_my_ipv4(),
+        sample_default="<host_ipv4>",
+        help="""
+The IP address this host uses on the management network (Nova's option and default).
+
+A compute reports it when it registers; the API shows it as the hypervisor's ``host_ip``
+(``GET /os-hypervisors/detail``, ``openstack hypervisor show``).
+
+Possible values:
+
+* An IPv4 or IPv6 address. Default: the IPv4 address of this host's default route.
 """,
     ),
     cfg.StrOpt(

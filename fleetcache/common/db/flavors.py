@@ -1,7 +1,11 @@
-"""Queries of flavors and their extra specs (tables ``flavors``, ``flavor_extra_specs``).
+"""Queries of flavors, their extra specs and the projects they are shared with (tables
+``flavors``, ``flavor_extra_specs``, ``flavor_projects``).
 
 A flavor is known by its ``flavorid`` (the API's ``id``, a string); the integer ``id`` never
 leaves this module. Every function runs one transaction and returns plain dicts.
+
+As in Nova, a private flavor is seen by the projects it is shared with (flavor access) and by
+admins; a public one by everybody. :func:`flavor_list` applies the project's side of that.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import datetime
 from typing import TypedDict
 
 from oslo_utils import uuidutils
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -98,12 +102,22 @@ def flavor_get(db: Database, flavorid: str) -> FlavorDict:
         return _flavor_dict(_lookup(session, flavorid))
 
 
-def flavor_list(db: Database, is_public: bool | None = None) -> list[FlavorDict]:
-    """Flavors by internal id (creation order); ``is_public`` filters when not ``None``."""
+def flavor_list(db: Database, is_public: bool | None = None,
+                project_id: str | None = None) -> list[FlavorDict]:
+    """Flavors by internal id (creation order).
+
+    :param is_public: only public (True) or private (False) flavors; ``None``: both.
+    :param project_id: with ``is_public=True``, the private flavors shared with this project
+        come too, as Nova's list gives them.
+    """
     with db.transaction() as session:
         query = select(models.Flavor).order_by(models.Flavor.id)
         if is_public is not None:
-            query = query.where(models.Flavor.is_public == is_public)
+            condition = models.Flavor.is_public == is_public
+            if is_public and project_id is not None:
+                condition = or_(condition, models.Flavor.projects.any(
+                    models.FlavorProject.project_id == project_id))
+            query = query.where(condition)
         return [_flavor_dict(f) for f in session.scalars(query)]
 
 
@@ -153,3 +167,52 @@ def extra_spec_delete(db: Database, flavorid: str, key: str) -> None:
                 flavor.updated_at = models.utcnow()
                 return
         raise exception.FlavorExtraSpecNotFound(flavor_id=flavorid, key=key)
+
+
+def _project_ids(flavor: models.Flavor) -> list[str]:
+    return [access.project_id for access in flavor.projects]
+
+
+def flavor_projects(db: Database, flavorid: str) -> list[str]:
+    """The projects the flavor is shared with, in the order they were given access.
+
+    :raises FlavorNotFound:
+    """
+    with db.transaction() as session:
+        return _project_ids(_lookup(session, flavorid))
+
+
+def flavor_access_add(db: Database, flavorid: str, project_id: str) -> list[str]:
+    """Share the flavor with ``project_id``; returns every project it is shared with.
+
+    :raises FlavorNotFound:
+    :raises FlavorAccessExists: when it already is.
+    """
+    try:
+        with db.transaction() as session:
+            flavor = _lookup(session, flavorid)
+            if project_id in _project_ids(flavor):
+                raise exception.FlavorAccessExists(flavor_id=flavorid, project_id=project_id)
+            flavor.projects.append(models.FlavorProject(project_id=project_id))
+            session.flush()
+            return _project_ids(flavor)
+    except IntegrityError as exc:
+        # A concurrent grant of the same project won the race.
+        raise exception.FlavorAccessExists(flavor_id=flavorid, project_id=project_id) from exc
+
+
+def flavor_access_remove(db: Database, flavorid: str, project_id: str) -> list[str]:
+    """Stop sharing the flavor with ``project_id``; returns the projects it is still shared
+    with.
+
+    :raises FlavorNotFound:
+    :raises FlavorAccessNotFound: when it is not shared with that project.
+    """
+    with db.transaction() as session:
+        flavor = _lookup(session, flavorid)
+        for access in flavor.projects:
+            if access.project_id == project_id:
+                flavor.projects.remove(access)
+                session.flush()
+                return _project_ids(flavor)
+        raise exception.FlavorAccessNotFound(flavor_id=flavorid, project_id=project_id)

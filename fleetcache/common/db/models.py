@@ -79,6 +79,9 @@ class Service(TimestampMixin, Base):
     #: these capabilities; NULL until then (the host is not schedulable).
     placement_synced_at: Mapped[datetime.datetime | None] = mapped_column(
         PreciseDateTime, nullable=True)
+    #: The address the service reported at registration (a compute's ``[DEFAULT] my_ip``);
+    #: NULL for a service that reports none (a conductor, a compute older than the column).
+    host_ip: Mapped[str | None] = mapped_column(String(39), nullable=True)
 
     cell: Mapped[Cell | None] = relationship(lazy="joined")
 
@@ -239,6 +242,9 @@ class Flavor(TimestampMixin, Base):
     extra_specs: Mapped[list[FlavorExtraSpec]] = relationship(
         lazy="selectin", cascade="all, delete-orphan", order_by="FlavorExtraSpec.id"
     )
+    projects: Mapped[list[FlavorProject]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan", order_by="FlavorProject.id"
+    )
 
 
 class FlavorExtraSpec(Base):
@@ -251,6 +257,20 @@ class FlavorExtraSpec(Base):
     flavor_id: Mapped[int] = mapped_column(ForeignKey("flavors.id", ondelete="CASCADE"))
     key: Mapped[str] = mapped_column(String(255))
     value: Mapped[str] = mapped_column(String(255))
+
+
+class FlavorProject(Base):
+    """A project a private flavor is shared with (Nova's flavor access)."""
+
+    __tablename__ = "flavor_projects"
+    __table_args__ = (
+        UniqueConstraint("flavor_id", "project_id",
+                         name="uniq_flavor_projects0flavor_id0project_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    flavor_id: Mapped[int] = mapped_column(ForeignKey("flavors.id", ondelete="CASCADE"))
+    project_id: Mapped[str] = mapped_column(String(255), index=True)
 
 
 class Instance(TimestampMixin, Base):

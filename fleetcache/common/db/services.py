@@ -35,6 +35,8 @@ class ServiceDict(TypedDict):
     report_count: int
     capabilities: dict[str, Any]
     placement_synced_at: datetime.datetime | None
+    #: The address the service reported when it registered (a compute's ``my_ip``), or None.
+    host_ip: str | None
     created_at: datetime.datetime
     updated_at: datetime.datetime | None
 
@@ -54,6 +56,7 @@ def _service_dict(svc: models.Service) -> ServiceDict:
         report_count=svc.report_count,
         capabilities=dict(svc.capabilities or {}),
         placement_synced_at=svc.placement_synced_at,
+        host_ip=svc.host_ip,
         created_at=svc.created_at,
         updated_at=svc.updated_at,
     )
@@ -66,11 +69,15 @@ def service_register(
     topic: str,
     cell_id: int | None,
     capabilities: dict[str, Any] | None = None,
+    host_ip: str | None = None,
 ) -> ServiceDict:
     """Create or refresh the record of a starting service and count it as seen now.
 
     Its Placement provider counts as out of step until the conductor has written these
     capabilities (:func:`service_placement_synced`).
+
+    :param host_ip: the address the service reports (a compute's ``[DEFAULT] my_ip``);
+        ``None`` for a service that reports none, which clears an address recorded before.
     """
     with db.transaction() as session:
         svc = session.scalars(
@@ -86,6 +93,7 @@ def service_register(
         svc.topic = topic
         svc.cell_id = cell_id
         svc.capabilities = dict(capabilities or {})
+        svc.host_ip = host_ip
         svc.placement_synced_at = None
         svc.last_seen_up = models.utcnow()
         svc.report_count = (svc.report_count or 0) + 1
@@ -175,3 +183,12 @@ def compute_hosts(db: Database) -> list[str]:
     with db.transaction() as session:
         return list(session.scalars(
             select(models.Service.host).where(models.Service.binary == binaries.COMPUTE)))
+
+
+def service_find(db: Database, binary: str, ident: int | str) -> ServiceDict | None:
+    """The ``binary`` service whose integer id (an int) or uuid (a str) is ``ident``, or None."""
+    column = models.Service.id if isinstance(ident, int) else models.Service.uuid
+    with db.transaction() as session:
+        svc = session.scalars(select(models.Service).where(
+            column == ident, models.Service.binary == binary)).first()
+        return None if svc is None else _service_dict(svc)

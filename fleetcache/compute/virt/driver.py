@@ -10,6 +10,8 @@ into per-image states, so a driver may raise freely:
   or ``None`` when it keeps none (the fake driver's cache is in memory): instance disks, the
   ageing pass and the cache reports exist only where it is set.
 * ``capabilities`` is declared, never guessed: traits derive from it.
+* ``get_host_uptime`` answers the host's ``uptime(1)`` text; every fleetcache driver runs on
+  the host it reports, so the base reads it from the kernel.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from stevedore.exception import NoMatches
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.compute import host_uptime
 from fleetcache.compute.imagecache import CacheOutcome, ImageCache
 
 DRIVER_NAMESPACE = "fleetcache.compute.drivers"
@@ -51,6 +54,13 @@ class ComputeDriver:
     def get_capabilities(self) -> dict[str, Any]:
         """What the compute reports to the conductor at registration and heartbeat."""
         return dict(self.capabilities)
+
+    def get_host_uptime(self) -> str:
+        """The host's uptime as ``uptime(1)`` prints it (Nova's driver method of that name).
+
+        :raises NotImplementedError: when the host cannot tell.
+        """
+        return host_uptime.host_uptime()
 
     def cache_image(self, ctxt: RequestContext, image_id: str) -> CacheOutcome:
         """Make sure ``image_id`` is in this host's image cache.

@@ -13,7 +13,7 @@ from fleetcache.api import wsgi
 from fleetcache.common.db import migration
 from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
-from tests.functional.api.helpers import StubConductorAPI
+from tests.functional.api.helpers import StubComputeAPI, StubConductorAPI
 
 
 @pytest.fixture
@@ -41,8 +41,15 @@ def conductor(db: Database) -> StubConductorAPI:
 
 
 @pytest.fixture
-def app(conf: cfg.ConfigOpts, db: Database, conductor: StubConductorAPI) -> webtest.TestApp:
-    return webtest.TestApp(wsgi.init_application(conf, conductor_api=conductor))
+def compute_api() -> StubComputeAPI:
+    return StubComputeAPI()
+
+
+@pytest.fixture
+def app(conf: cfg.ConfigOpts, db: Database, conductor: StubConductorAPI,
+        compute_api: StubComputeAPI) -> webtest.TestApp:
+    return webtest.TestApp(wsgi.init_application(conf, conductor_api=conductor,
+                                                 compute_api=compute_api))
 
 
 @pytest.fixture

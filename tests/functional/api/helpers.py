@@ -88,6 +88,23 @@ class StubConductorAPI:
                 "vm_state": instance_states.DELETED, "task_state": None})
 
 
+class StubComputeAPI:
+    """Stands in for every cell's compute RPC client: answers ``uptime`` (or raises
+    ``error``) and records the hosts asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.uptime = " 09:05:07 up 3 days, 14:59,  2 users,  load average: 0.10, 0.20, 0.30"
+        self.error: BaseException | None = None
+
+    def get_host_uptime(self, ctxt: RequestContext, host: str) -> str:
+        assert isinstance(ctxt, RequestContext)
+        self.asked.append(host)
+        if self.error is not None:
+            raise self.error
+        return self.uptime
+
+
 def create_aggregate(app: webtest.TestApp, name: str = "agg1", **extra: Any) -> dict[str, Any]:
     body = {"aggregate": {"name": name, **extra}}
     aggregate: dict[str, Any] = app.post_json("/v2.1/os-aggregates", body, headers=LATEST).json[

@@ -42,9 +42,11 @@ def test_detail_lists_every_zone_with_its_services(app: webtest.TestApp, db: Dat
     _setup(app, db)
     info = {z["zoneName"]: z for z in app.get(ZONES + "/detail").json["availabilityZoneInfo"]}
     assert sorted(info) == ["az1", "az3", "internal", "nova"]
-    c1 = info["az1"]["hosts"]["c1"]["fleetcache-compute"]
+    c1 = info["az1"]["hosts"]["c1"]["nova-compute"]  # Nova's name of the part
+
     assert c1["available"] is True and c1["active"] is True and c1["updated_at"]
     assert list(info["internal"]["hosts"]) == ["ctl"]
+    assert list(info["internal"]["hosts"]["ctl"]) == ["nova-conductor"]
     assert info["az3"] == {"zoneName": "az3", "zoneState": {"available": False},
                            "hosts": None}
     fault(app.get(ZONES + "/detail", headers=MEMBER, expect_errors=True), "forbidden", 403)

@@ -39,7 +39,7 @@ from fleetcache.common.db import migration
 from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.image import local
-from tests.functional.api.helpers import StubConductorAPI
+from tests.functional.api.helpers import StubComputeAPI, StubConductorAPI
 from tests.functional.api.keystone_limits import REGISTERED, keystone_limits, use_unified_limits
 
 MAX_EXAMPLES = 150
@@ -86,7 +86,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         migration.db_sync(db)
         conductor = StubConductorAPI(db)
         conductor.settle = HOSTS[0]
-        application = wsgi.init_application(conf, conductor_api=conductor)
+        application = wsgi.init_application(conf, conductor_api=conductor,
+                                            compute_api=StubComputeAPI())
         state = World(application, db)
         for host in HOSTS:
             db_services.service_register(db, host, "fleetcache-compute", "compute", None)

@@ -17,6 +17,8 @@ import pytest
 import webtest
 
 from fleetcache.api import routes
+from fleetcache.common.db import services as db_services
+from fleetcache.common.db.session import Database
 from tests.functional.api.helpers import LATEST, MEMBER, create_aggregate
 
 #: Path segments sent in place of every ``{placeholder}``.
@@ -63,7 +65,7 @@ _PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
 class Walk:
     """The application with one object behind each kind of placeholder, and the failures seen."""
 
-    def __init__(self, app: webtest.TestApp) -> None:
+    def __init__(self, app: webtest.TestApp, db: Database) -> None:
         self.app = app
         self.failures: list[str] = []
         aggregate = create_aggregate(app)
@@ -80,6 +82,9 @@ class Walk:
             "{job_id}": "a0b1c2d3-0000-4000-8000-000000000002",
             "{image_id}": "a0b1c2d3-0000-4000-8000-000000000003",
             "{alias}": "os-hypervisors", "{project_id}": MEMBER["X-Project-Id"],
+            # LATEST: a hypervisor is its compute's uuid
+            "{hypervisor_id}": db_services.service_get(db, "c1", "fleetcache-compute")["uuid"],
+            "{hypervisor_hostname_pattern}": "c",
         }
 
     def real_path(self, template: str) -> str:
@@ -103,8 +108,8 @@ def _methods(targets: dict[str, object]) -> list[str]:
 
 
 @pytest.fixture
-def walk(app: webtest.TestApp, computes: list[str]) -> Iterator[Walk]:
-    walker = Walk(app)
+def walk(app: webtest.TestApp, db: Database, computes: list[str]) -> Iterator[Walk]:
+    walker = Walk(app, db)
     yield walker
     assert not walker.failures, f"{len(walker.failures)} 5xx:\n" + "\n".join(walker.failures)
     # The application still serves ordinary requests after all that.

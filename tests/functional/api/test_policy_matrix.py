@@ -15,6 +15,7 @@ from oslo_config import cfg
 
 from fleetcache.common import instance_states
 from fleetcache.common.db import instances
+from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.image import local
 from tests import policy_matrix
@@ -40,8 +41,9 @@ def image(conf: cfg.ConfigOpts, tmp_path: pathlib.Path) -> str:
     return local.add_image(str(directory), io.BytesIO(b"x" * 10), name="cirros").id
 
 
-def _flavor(app: webtest.TestApp, name: str) -> str:
-    body = {"flavor": {"name": name, "ram": 64, "vcpus": 1, "disk": 1}}
+def _flavor(app: webtest.TestApp, name: str, public: bool = True) -> str:
+    body = {"flavor": {"name": name, "ram": 64, "vcpus": 1, "disk": 1,
+                       "os-flavor-access:is_public": public}}
     return str(app.post_json("/v2.1/flavors", body).json["flavor"]["id"])
 
 
@@ -81,7 +83,10 @@ def _matrix(app: webtest.TestApp, db: Database, image: str,
     ids = {"agg": str(agg["id"]), "victim": str(victim["id"]), "job": location.rsplit("/", 1)[1],
            "image": image, "host": host, "prefix": "matrix", "flavor": flavor,
            "flavor_victim": _flavor(app, "matrix-victim"), "server": servers.pop("server"),
-           "server_victim": servers, "project": PERSONAS["member"]["X-Project-Id"]}
+           "server_victim": servers,
+           "hypervisor": db_services.service_get(db, host, "fleetcache-compute")["uuid"],
+           "private_flavor": _flavor(app, "matrix-private", public=False),
+           "project": PERSONAS["member"]["X-Project-Id"]}
     return policy_matrix.run(send, ROLES, ids)
 
 

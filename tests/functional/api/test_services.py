@@ -37,7 +37,7 @@ def test_list_shows_state_status_and_zone(
 
     services = {s["host"]: s for s in app.get(SERVICES).json["services"]}
     assert services["c1"] == {
-        "id": services["c1"]["id"], "binary": "fleetcache-compute", "host": "c1",
+        "id": services["c1"]["id"], "binary": "nova-compute", "host": "c1",
         "zone": "az1", "status": "enabled", "state": "up",
         "updated_at": services["c1"]["updated_at"], "disabled_reason": None,
     }
@@ -54,23 +54,28 @@ def test_list_shows_state_status_and_zone(
 def test_filters(app: webtest.TestApp, db: Database, computes: list[str]) -> None:
     db_services.service_register(db, "c1", "fleetcache-conductor", "conductor", None)
     hosts = app.get(SERVICES, {"host": "c1"}).json["services"]
-    assert sorted(s["binary"] for s in hosts) == ["fleetcache-compute", "fleetcache-conductor"]
-    binaries = app.get(SERVICES, {"binary": "fleetcache-conductor"}).json["services"]
+    assert sorted(s["binary"] for s in hosts) == ["nova-compute", "nova-conductor"]
+    binaries = app.get(SERVICES, {"binary": "nova-conductor"}).json["services"]
     assert [s["host"] for s in binaries] == ["c1"]
-    both = app.get(SERVICES, {"binary": "fleetcache-compute", "host": "c2"}).json["services"]
+    both = app.get(SERVICES, {"binary": "nova-compute", "host": "c2"}).json["services"]
     assert [s["host"] for s in both] == ["c2"]
+    assert app.get(SERVICES, {"binary": "nova-scheduler"}).json["services"] == []
 
 
-def test_binary_filter_takes_novas_names(
+def test_services_show_novas_binary_names_and_take_fleetcaches_too(
     app: webtest.TestApp, db: Database, computes: list[str]
 ) -> None:
+    """The API presents each service under Nova's name of its part; fleetcache's own name
+    (what fleetcache-manage and the logs show) still finds it."""
     db_services.service_register(db, "ctl", "fleetcache-conductor", "conductor", None)
-    found = app.get(SERVICES, {"binary": "nova-compute"}).json["services"]
-    assert sorted(s["host"] for s in found) == computes
-    assert {s["binary"] for s in found} == {"fleetcache-compute"}
-    conductors = app.get(SERVICES, {"binary": "nova-conductor", "host": "ctl"}).json["services"]
-    assert [s["binary"] for s in conductors] == ["fleetcache-conductor"]
-    assert app.get(SERVICES, {"binary": "nova-scheduler"}).json["services"] == []
+    shown = {s["host"]: s["binary"] for s in app.get(SERVICES).json["services"]}
+    assert shown == {"c1": "nova-compute", "c2": "nova-compute", "c3": "nova-compute",
+                     "ctl": "nova-conductor"}
+    ours = app.get(SERVICES, {"binary": "fleetcache-compute"}).json["services"]
+    assert sorted(s["host"] for s in ours) == computes
+    assert {s["binary"] for s in ours} == {"nova-compute"}
+    conductors = app.get(SERVICES, {"binary": "fleetcache-conductor"}).json["services"]
+    assert [(s["host"], s["binary"]) for s in conductors] == [("ctl", "nova-conductor")]
 
 
 def test_forced_down_and_uuid_ids_at_newer_microversions(

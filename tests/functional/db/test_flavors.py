@@ -44,3 +44,39 @@ def test_extra_specs(db: Database) -> None:
         flavors.extra_spec_delete(db, "f1", "b")
     assert flavors.flavor_update_description(db, "f1", "new")["description"] == "new"
     flavors.flavor_delete(db, "f1")  # its specs go with it
+
+
+def test_access_add_list_remove(db: Database) -> None:
+    flavors.flavor_create(db, "m1", 1, 512, 1, flavorid="f1", is_public=False)
+    assert flavors.flavor_projects(db, "f1") == []
+    assert flavors.flavor_access_add(db, "f1", "p1") == ["p1"]
+    assert flavors.flavor_access_add(db, "f1", "p2") == ["p1", "p2"]
+    with pytest.raises(exception.FlavorAccessExists):
+        flavors.flavor_access_add(db, "f1", "p1")
+    assert flavors.flavor_access_remove(db, "f1", "p1") == ["p2"]
+    with pytest.raises(exception.FlavorAccessNotFound):
+        flavors.flavor_access_remove(db, "f1", "p1")
+    for call in (flavors.flavor_projects, flavors.flavor_access_add,
+                 flavors.flavor_access_remove):
+        with pytest.raises(exception.FlavorNotFound):
+            call(db, "nope", *(["p1"] if call is not flavors.flavor_projects else []))
+    flavors.flavor_delete(db, "f1")  # its access list goes with it
+    flavors.flavor_create(db, "m1", 1, 512, 1, flavorid="f1", is_public=False)
+    assert flavors.flavor_projects(db, "f1") == []
+
+
+def test_list_adds_the_projects_private_flavors_to_the_public_ones(db: Database) -> None:
+    flavors.flavor_create(db, "pub", 1, 512, 1, flavorid="pub")
+    flavors.flavor_create(db, "a", 1, 512, 1, flavorid="a", is_public=False)
+    flavors.flavor_create(db, "b", 1, 512, 1, flavorid="b", is_public=False)
+    flavors.flavor_access_add(db, "a", "p1")
+    flavors.flavor_access_add(db, "b", "p2")
+
+    def names(**kw: object) -> list[str]:
+        return [f["flavorid"] for f in flavors.flavor_list(db, **kw)]  # type: ignore[arg-type]
+
+    assert names(is_public=True) == ["pub"]
+    assert names(is_public=True, project_id="p1") == ["pub", "a"]
+    assert names(is_public=True, project_id="p3") == ["pub"]
+    assert names(is_public=False, project_id="p1") == ["a", "b"]
+    assert names(project_id="p1") == ["pub", "a", "b"]

@@ -80,8 +80,10 @@ class StubConductor:
         self.forget = False
 
     def register_service(self, ctxt: RequestContext, host: str, binary: str, topic: str,
-                         capabilities: dict[str, Any]) -> dict[str, Any]:
-        self.registered.append(dict(host=host, binary=binary, topic=topic, caps=capabilities))
+                         capabilities: dict[str, Any],
+                         host_ip: str | None = None) -> dict[str, Any]:
+        self.registered.append(dict(host=host, binary=binary, topic=topic, caps=capabilities,
+                                    host_ip=host_ip))
         return {"host": host, "cell": {"name": "cell1"}}
 
     def service_heartbeat(self, ctxt: RequestContext, host: str, binary: str,
@@ -94,13 +96,15 @@ class StubConductor:
 
 def test_reporter_registers_capabilities_heartbeats_and_reregisters(tmp_path: pathlib.Path) -> None:
     conf = _load(_conf_file(tmp_path, "report_interval = 7\ninstances_path = $state_path\n"
+                                      "my_ip = 192.0.2.7\n"
                                       "[compute]\ncustom_traits = CUSTOM_B,CUSTOM_A\n"))
     conductor = StubConductor()
     reporter = compute_cmd.make_reporter(conf, conductor, FakeDriver(conf))  # type: ignore[arg-type]
     assert reporter.run_once() == 7
     [registered] = conductor.registered
     caps = registered.pop("caps")
-    assert registered == dict(host="c1", binary="fleetcache-compute", topic="compute")
+    assert registered == dict(host="c1", binary="fleetcache-compute", topic="compute",
+                              host_ip="192.0.2.7")
     inventory = caps.pop("inventory")
     assert caps == {**FakeDriver.capabilities, "custom_traits": ["CUSTOM_A", "CUSTOM_B"]}
     assert inventory["VCPU"]["total"] == os.cpu_count()

@@ -126,3 +126,9 @@ def test_periodic_reports_first_then_ages(tmp_path: pathlib.Path) -> None:
     manager.run_image_cache_manager_pass()
     assert not host.base(image).exists()
     assert reports.sent[-1] == ([], 0)
+
+
+def test_get_host_uptime_is_the_hosts(tmp_path: pathlib.Path) -> None:
+    _, manager = _manager(tmp_path)
+    assert " up " in manager.get_host_uptime(CTXT)
+    assert "load average: " in manager.get_host_uptime(CTXT)

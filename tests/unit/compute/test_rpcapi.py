@@ -60,7 +60,7 @@ def test_capped_client_refuses_1_1_methods_before_sending(
 def test_uncapped_client_sends_1_1_only_for_the_new_methods(
         conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
     client = rpcapi.ComputeAPI(conf, old_compute)
-    assert client.version_cap == rpcapi.RPC_API_VERSION == "1.2"
+    assert client.version_cap == rpcapi.RPC_API_VERSION == "1.3"
     assert client.cache_images(CTXT, conf.host, ["a"])["a"]["state"] == "existing"
     with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
         client.delete_instance_disk(CTXT, conf.host, str(uuid.uuid4()))
@@ -76,3 +76,33 @@ def test_cache_images_asks_for_1_2_only_with_a_pin(
     capped = rpcapi.ComputeAPI(conf, old_compute)
     with pytest.raises(exception.RPCVersionCapped, match=r"cache_images needs 1\.2"):
         capped.cache_images(CTXT, conf.host, ["a"], pin_until=2e9)
+
+
+class UptimeCompute:
+    target = messaging.Target(version="1.3")
+
+    def get_host_uptime(self, ctxt: Any) -> str:
+        return " 10:00:00 up 1 min,  0 users,  load average: 0.00, 0.00, 0.00"
+
+
+def test_get_host_uptime_is_a_1_3_call(conf: cfg.ConfigOpts) -> None:
+    transports = rpc.Transports(conf)
+    transport = transports.get("fake:///")
+    server = rpc.get_server(transport, rpcapi.TOPIC, conf.host, [UptimeCompute()])
+    server.start()
+    try:
+        client = rpcapi.ComputeAPI(conf, transport)
+        assert client.get_host_uptime(CTXT, conf.host).startswith(" 10:00:00 up 1 min")
+        conf.set_override("compute", "1.2", group="upgrade_levels")
+        with pytest.raises(exception.RPCVersionCapped, match=r"get_host_uptime needs 1\.3"):
+            rpcapi.ComputeAPI(conf, transport).get_host_uptime(CTXT, conf.host)
+    finally:
+        server.stop()
+        server.wait()
+        transports.cleanup()
+
+
+def test_get_host_uptime_of_a_compute_before_1_3_is_refused(
+        conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
+    with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
+        rpcapi.ComputeAPI(conf, old_compute).get_host_uptime(CTXT, conf.host)

@@ -63,6 +63,21 @@ def test_register_through_the_default_transport_maps_to_no_cell(
     assert service["last_seen_up"] is not None
 
 
+def test_register_records_the_reported_address_and_refuses_a_malformed_one(
+    state: ConductorState, db: Database
+) -> None:
+    manager = ConductorManager(state)
+    service = manager.register_service(CTXT, "c1", "fleetcache-compute", "compute", {},
+                                       host_ip="2001:db8::7")
+    assert service["host_ip"] == "2001:db8::7"
+    again = manager.register_service(CTXT, "c1", "fleetcache-compute", "compute", {},
+                                     host_ip="not-an-address")
+    assert again["host_ip"] is None
+    # A compute before 1.6 sends none: the record has none.
+    assert manager.register_service(CTXT, "c2", "fleetcache-compute", "compute",
+                                    {})["host_ip"] is None
+
+
 def test_register_through_a_cell_transport_maps_to_that_cell(
     state: ConductorState, db: Database
 ) -> None:

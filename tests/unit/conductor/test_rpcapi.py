@@ -183,3 +183,33 @@ def test_report_with_a_pin_is_1_5_or_sent_without_pins_below(monkeypatch, cap, v
                                     "pinned_until": 9.0} if pins else
                                    {"image_id": "a", "size": 1, "last_used": 5.0})
     assert report["images"][1] == images[1]
+
+
+class RegisteringConductor:
+    target = messaging.Target(version="1.6")
+
+    def __init__(self) -> None:
+        self.registrations: list[dict[str, Any]] = []
+
+    def register_service(self, ctxt: Any, **kwargs: Any) -> dict[str, Any]:
+        self.registrations.append(kwargs)
+        return {"host": kwargs["host"]}
+
+
+@pytest.mark.parametrize(("cap", "sent"), [(None, {"host_ip": "192.0.2.7"}), ("1.5", {})])
+def test_register_sends_the_address_at_1_6_and_without_it_below(cap, sent):
+    conf = make_conf(upgrade_levels__conductor=cap) if cap else make_conf()
+    transports = rpc.Transports(conf)
+    transport = transports.get("fake:///")
+    endpoint = RegisteringConductor()
+    server = rpc.get_server(transport, rpcapi.TOPIC, "conductor-1", [endpoint])
+    server.start()
+    try:
+        rpcapi.ConductorAPI(conf, transport).register_service(
+            CTXT, "c1", "fleetcache-compute", "compute", {}, host_ip="192.0.2.7")
+    finally:
+        server.stop()
+        server.wait()
+        transports.cleanup()
+    assert endpoint.registrations == [{"host": "c1", "binary": "fleetcache-compute",
+                                       "topic": "compute", "capabilities": {}, **sent}]
