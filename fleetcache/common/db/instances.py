@@ -22,15 +22,14 @@ from fleetcache.common.db.session import Database
 UPDATABLE = frozenset({
     "host", "node", "cell_id", "vm_state", "task_state", "conductor_host", "image_ref",
     "fault_message", "fault_code", "fault_details", "fault_created_at", "disk",
-    "launched_at", "terminated_at", "display_name",
+    "launched_at", "terminated_at", "display_name", "display_description", "access_ip_v4",
+    "access_ip_v6", "auto_disk_config",
 })
 #: ``expected_*`` value meaning "any": the default.
 ANY = object()
 
 
-class InstanceCreate(TypedDict):
-    """One instance to create (the API fills it; the rest starts empty)."""
-
+class _InstanceBase(TypedDict):
     uuid: str
     project_id: str | None
     user_id: str | None
@@ -43,7 +42,18 @@ class InstanceCreate(TypedDict):
     requested_host: str | None
 
 
-class InstanceDict(InstanceCreate):
+class InstanceCreate(_InstanceBase, total=False):
+    """One instance to create (the API fills it; the rest starts empty). What the owner
+    says of the server is optional: none of it, no description, no metadata."""
+
+    display_description: str | None
+    access_ip_v4: str | None
+    access_ip_v6: str | None
+    auto_disk_config: bool
+    metadata: dict[str, str]
+
+
+class InstanceDict(_InstanceBase):
     id: int
     host: str | None
     node: str | None
@@ -60,25 +70,39 @@ class InstanceDict(InstanceCreate):
     terminated_at: datetime.datetime | None
     created_at: datetime.datetime
     updated_at: datetime.datetime | None
+    display_description: str | None
+    access_ip_v4: str | None
+    access_ip_v6: str | None
+    auto_disk_config: bool
+    #: The server's metadata, key -> value.
+    metadata: dict[str, str]
 
 
-_FIELDS = tuple(InstanceDict.__annotations__)
+#: The columns of :class:`InstanceDict` (``metadata`` is a table of its own).
+_COLUMNS = tuple(name for name in InstanceDict.__annotations__ if name != "metadata")
 
 
 def _instance_dict(instance: models.Instance) -> InstanceDict:
-    values = {name: getattr(instance, name) for name in _FIELDS}
+    values = {name: getattr(instance, name) for name in _COLUMNS}
     values["flavor"] = dict(values["flavor"] or {})
+    values["metadata"] = {item.key: item.value for item in instance.metadata_items}
     return InstanceDict(**values)  # type: ignore[typeddict-item,no-any-return]
+
+
+def _metadata_rows(metadata: dict[str, str]) -> list[models.InstanceMetadata]:
+    return [models.InstanceMetadata(key=key, value=value) for key, value in metadata.items()]
 
 
 def instances_create(db: Database, records: Sequence[InstanceCreate]) -> list[InstanceDict]:
     """Create instances in ``building``/``scheduling``, all or none."""
     with db.transaction() as session:
-        rows = [
-            models.Instance(**record, vm_state=instance_states.BUILDING,
-                            task_state=instance_states.SCHEDULING)
-            for record in records
-        ]
+        rows = []
+        for record in records:
+            columns = {k: v for k, v in record.items() if k != "metadata"}
+            rows.append(models.Instance(
+                **columns, vm_state=instance_states.BUILDING,
+                task_state=instance_states.SCHEDULING,
+                metadata_items=_metadata_rows(record.get("metadata") or {})))
         session.add_all(rows)
         session.flush()
         for row in rows:

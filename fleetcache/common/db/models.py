@@ -15,6 +15,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Integer,
     String,
@@ -235,6 +236,8 @@ class Flavor(TimestampMixin, Base):
     swap: Mapped[int] = mapped_column(Integer, default=0)
     is_public: Mapped[bool] = mapped_column(Boolean, default=True)
     description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: Nova's network bandwidth factor: kept and shown as given (fleetcache has no network).
+    rxtx_factor: Mapped[float] = mapped_column(Float, default=1.0, server_default="1.0")
 
     extra_specs: Mapped[list[FlavorExtraSpec]] = relationship(
         lazy="selectin", cascade="all, delete-orphan", order_by="FlavorExtraSpec.id"
@@ -295,6 +298,29 @@ class Instance(TimestampMixin, Base):
     launched_at: Mapped[datetime.datetime | None] = mapped_column(PreciseDateTime, nullable=True)
     terminated_at: Mapped[datetime.datetime | None] = mapped_column(
         PreciseDateTime, nullable=True)
+    #: What the owner said of the server, as Nova keeps it: its ``description`` (2.19; below
+    #: that Nova stores the name), the ``accessIPv4``/``accessIPv6`` addresses (canonical
+    #: text), the ``OS-DCF:diskConfig`` asked for (``AUTO``: true) and its ``metadata``.
+    display_description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    access_ip_v4: Mapped[str | None] = mapped_column(String(39), nullable=True)
+    access_ip_v6: Mapped[str | None] = mapped_column(String(39), nullable=True)
+    auto_disk_config: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    metadata_items: Mapped[list[InstanceMetadata]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan", order_by="InstanceMetadata.id")
+
+
+class InstanceMetadata(Base):
+    """One key of a server's ``metadata`` (Nova's ``instance_metadata``)."""
+
+    __tablename__ = "instance_metadata"
+    __table_args__ = (
+        UniqueConstraint("instance_id", "key", name="uniq_instance_metadata0instance_id0key"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(255))
+    value: Mapped[str] = mapped_column(String(255))
 
 
 class DownloadGate(Base):

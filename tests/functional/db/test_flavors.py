@@ -44,3 +44,9 @@ def test_extra_specs(db: Database) -> None:
         flavors.extra_spec_delete(db, "f1", "b")
     assert flavors.flavor_update_description(db, "f1", "new")["description"] == "new"
     flavors.flavor_delete(db, "f1")  # its specs go with it
+
+
+def test_rxtx_factor_is_kept(db: Database) -> None:
+    assert flavors.flavor_create(db, "m1", 1, 512, 1, flavorid="f1")["rxtx_factor"] == 1.0
+    flavors.flavor_create(db, "m2", 1, 512, 1, flavorid="f2", rxtx_factor=2.5)
+    assert flavors.flavor_get(db, "f2")["rxtx_factor"] == 2.5

@@ -1,0 +1,52 @@
+"""What a server's owner says of it, kept as Nova keeps it: description, access addresses,
+disk config and metadata (table ``instance_metadata``); and a flavor's ``rxtx_factor``.
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-11-27
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0010"
+down_revision = "0009"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("instances") as batch:
+        batch.add_column(sa.Column("display_description", sa.Text(), nullable=True))
+        batch.add_column(sa.Column("access_ip_v4", sa.String(39), nullable=True))
+        batch.add_column(sa.Column("access_ip_v6", sa.String(39), nullable=True))
+        # A constant default ("0", false on every backend) lets SQLite add the column in
+        # place; an expression (sa.false()) would make alembic copy the whole table.
+        batch.add_column(sa.Column("auto_disk_config", sa.Boolean(), nullable=False,
+                                   server_default="0"))
+    op.create_table(
+        "instance_metadata",
+        sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+        sa.Column("instance_id", sa.Integer(),
+                  sa.ForeignKey("instances.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("key", sa.String(255), nullable=False),
+        sa.Column("value", sa.String(255), nullable=False),
+        sa.UniqueConstraint("instance_id", "key", name="uniq_instance_metadata0instance_id0key"),
+    )
+    with op.batch_alter_table("flavors") as batch:
+        batch.add_column(sa.Column("rxtx_factor", sa.Float(), nullable=False,
+                                   server_default="1.0"))
+
+
+def downgrade() -> None:
+    # In place (SQLite >= 3.35 drops a column itself): a batch copy of "flavors" would drop
+    # the table, and SQLite's DROP TABLE deletes its rows first, which cascades to every
+    # flavor's extra specs.
+    with op.batch_alter_table("flavors", recreate="never") as batch:
+        batch.drop_column("rxtx_factor")
+    op.drop_table("instance_metadata")
+    with op.batch_alter_table("instances") as batch:
+        batch.drop_column("auto_disk_config")
+        batch.drop_column("access_ip_v6")
+        batch.drop_column("access_ip_v4")
+        batch.drop_column("display_description")
