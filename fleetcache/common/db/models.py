@@ -300,27 +300,15 @@ class Instance(TimestampMixin, Base):
         PreciseDateTime, nullable=True)
     #: What the owner said of the server, as Nova keeps it: its ``description`` (2.19; below
     #: that Nova stores the name), the ``accessIPv4``/``accessIPv6`` addresses (canonical
-    #: text), the ``OS-DCF:diskConfig`` asked for (``AUTO``: true) and its ``metadata``.
+    #: text), the ``OS-DCF:diskConfig`` asked for (``AUTO``: true) and its ``metadata``
+    #: (``{key: value}``; NULL: none). The metadata is a column rather than Nova's table of
+    #: its own: the build path reads an instance several times per server, and a second
+    #: query each time doubled the time of a 1,000-server build's state changes.
     display_description: Mapped[str | None] = mapped_column(Text, nullable=True)
     access_ip_v4: Mapped[str | None] = mapped_column(String(39), nullable=True)
     access_ip_v6: Mapped[str | None] = mapped_column(String(39), nullable=True)
     auto_disk_config: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
-    metadata_items: Mapped[list[InstanceMetadata]] = relationship(
-        lazy="selectin", cascade="all, delete-orphan", order_by="InstanceMetadata.id")
-
-
-class InstanceMetadata(Base):
-    """One key of a server's ``metadata`` (Nova's ``instance_metadata``)."""
-
-    __tablename__ = "instance_metadata"
-    __table_args__ = (
-        UniqueConstraint("instance_id", "key", name="uniq_instance_metadata0instance_id0key"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
-    key: Mapped[str] = mapped_column(String(255))
-    value: Mapped[str] = mapped_column(String(255))
+    user_metadata: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
 
 
 class DownloadGate(Base):

@@ -64,8 +64,8 @@ def test_downgrade_to_0009_drops_only_what_0010_added(db: Database) -> None:
         access_ip_v4="192.0.2.1")])
     command.downgrade(migration._config(db), "0009")
     inspector = sqlalchemy.inspect(db.engine)
-    assert "instance_metadata" not in inspector.get_table_names()
-    assert "access_ip_v4" not in {c["name"] for c in inspector.get_columns("instances")}
+    columns = {c["name"] for c in inspector.get_columns("instances")}
+    assert not columns & {"access_ip_v4", "user_metadata", "display_description"}
     assert "rxtx_factor" not in {c["name"] for c in inspector.get_columns("flavors")}
     rows = sqlalchemy.Table("instances", sqlalchemy.MetaData(), autoload_with=db.engine)
     specs = sqlalchemy.Table("flavor_extra_specs", sqlalchemy.MetaData(),

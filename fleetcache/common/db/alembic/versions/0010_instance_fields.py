@@ -1,5 +1,5 @@
 """What a server's owner says of it, kept as Nova keeps it: description, access addresses,
-disk config and metadata (table ``instance_metadata``); and a flavor's ``rxtx_factor``.
+disk config and metadata; and a flavor's ``rxtx_factor``.
 
 Revision ID: 0010
 Revises: 0009
@@ -24,15 +24,7 @@ def upgrade() -> None:
         # place; an expression (sa.false()) would make alembic copy the whole table.
         batch.add_column(sa.Column("auto_disk_config", sa.Boolean(), nullable=False,
                                    server_default="0"))
-    op.create_table(
-        "instance_metadata",
-        sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("instance_id", sa.Integer(),
-                  sa.ForeignKey("instances.id", ondelete="CASCADE"), nullable=False),
-        sa.Column("key", sa.String(255), nullable=False),
-        sa.Column("value", sa.String(255), nullable=False),
-        sa.UniqueConstraint("instance_id", "key", name="uniq_instance_metadata0instance_id0key"),
-    )
+        batch.add_column(sa.Column("user_metadata", sa.JSON(), nullable=True))
     with op.batch_alter_table("flavors") as batch:
         batch.add_column(sa.Column("rxtx_factor", sa.Float(), nullable=False,
                                    server_default="1.0"))
@@ -44,8 +36,8 @@ def downgrade() -> None:
     # flavor's extra specs.
     with op.batch_alter_table("flavors", recreate="never") as batch:
         batch.drop_column("rxtx_factor")
-    op.drop_table("instance_metadata")
     with op.batch_alter_table("instances") as batch:
+        batch.drop_column("user_metadata")
         batch.drop_column("auto_disk_config")
         batch.drop_column("access_ip_v6")
         batch.drop_column("access_ip_v4")
