@@ -40,6 +40,7 @@ from fleetcache.api.schemas import aggregate_images as image_schemas
 from fleetcache.api.schemas import aggregates as aggregate_schemas
 from fleetcache.api.schemas import flavors as flavor_schemas
 from fleetcache.api.schemas import parameter_types
+from fleetcache.api.schemas import server_metadata as server_metadata_schemas
 from fleetcache.api.schemas import servers as server_schemas
 
 AGG = AGGREGATE
@@ -57,6 +58,9 @@ REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", SERVERS): server_schemas.CREATE_V2_37,
     ("PUT", SERVER): server_schemas.UPDATE_V2_19,
     ("POST", SERVER + "/action"): {"oneOf": list(server_schemas.ACTIONS.values())},
+    ("POST", SERVER + "/metadata"): server_metadata_schemas.METADATA_BODY,
+    ("PUT", SERVER + "/metadata"): server_metadata_schemas.METADATA_BODY,
+    ("PUT", SERVER + "/metadata/{key}"): server_metadata_schemas.META_BODY,
 }
 
 #: Schemas shared by several bodies, published once under ``components`` (a name pattern is
@@ -76,6 +80,7 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
     "flavor_id": {"type": "string", "description": "The flavor's id (not its name)"},
     "flavor_extra_spec_key": {"type": "string"},
     "server_id": {"type": "string", "description": "The server's uuid"},
+    "key": {"type": "string", "description": "A key of the server's metadata"},
     "network_id": {"type": "string", "description": "Only 'none' exists"},
     "alias": {"type": "string", "description": "An extension alias (none exists)"},
 }

@@ -56,6 +56,7 @@ _NINT = {"type": ["integer", "null"]}
 _BOOL = {"type": "boolean"}
 _ARRAY = {"type": "array"}
 _OBJECT = {"type": "object"}
+_METADATA = {"type": "object", "additionalProperties": {"type": "string"}}
 _NSTR = {"type": ["string", "null"]}
 _INT = {"type": "integer"}
 _COUNTS = {"type": "object", "additionalProperties": _INT}
@@ -172,6 +173,12 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
         "200", json_body(wrapped("network", _OBJECT), "The pseudo-network 'none'"),
     ),
     ("DELETE", SERVER): ("204", {"description": "Deletion under way"}),
+    **{(method, SERVER + "/metadata"): ("200", json_body(
+        wrapped("metadata", _METADATA), "The server's metadata (after the change)"))
+       for method in ("GET", "POST", "PUT")},
+    **{(method, SERVER + "/metadata/{key}"): ("200", json_body(
+        wrapped("meta", _METADATA), "The one key")) for method in ("GET", "PUT")},
+    ("DELETE", SERVER + "/metadata/{key}"): ("204", {"description": "Deleted; empty body"}),
     ("POST", SERVER + "/action"): (
         # No content schema: os-stop and os-start answer an empty body, which no JSON
         # schema describes.

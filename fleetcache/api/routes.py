@@ -20,6 +20,7 @@ from fleetcache.api.handlers import (
     networks,
     openapi,
     server_actions,
+    server_metadata,
     servers,
     services,
     status,
@@ -92,6 +93,16 @@ ROUTE_DECLARATIONS.update(
         SERVER: {"GET": servers.get_server, "PUT": servers.update_server,
                  "DELETE": servers.delete_server},
         SERVER + "/action": {"POST": server_actions.post_server_action},
+        SERVER + "/metadata": {
+            "GET": server_metadata.list_server_metadata,
+            "POST": server_metadata.create_server_metadata,
+            "PUT": server_metadata.replace_server_metadata,
+        },
+        SERVER + "/metadata/{key}": {
+            "GET": server_metadata.get_server_metadata_item,
+            "PUT": server_metadata.set_server_metadata_item,
+            "DELETE": server_metadata.delete_server_metadata_item,
+        },
         # The pseudo-network "none" that `openstack server create --network none` looks up
         # (not Nova's; see handlers/networks.py).
         PREFIX + "/networks": {"GET": networks.list_networks},

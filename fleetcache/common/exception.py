@@ -131,6 +131,11 @@ class AggregateMetadataLimitExceeded(Forbidden):
     error_code = "fleetcache.aggregate.metadata_limit"
 
 
+class InstanceMetadataLimitExceeded(Forbidden):
+    msg_fmt = "Quota exceeded for metadata_items: a server holds at most %(limit)s."
+    error_code = "fleetcache.instance.metadata_limit"
+
+
 class NotFound(FleetcacheException):
     msg_fmt = "Resource could not be found."
     code = 404
@@ -175,6 +180,11 @@ class FlavorExtraSpecNotFound(NotFound):
 class InstanceNotFound(NotFound):
     msg_fmt = "Instance %(instance_id)s could not be found."
     error_code = "fleetcache.instance.not_found"
+
+
+class InstanceMetadataNotFound(NotFound):
+    msg_fmt = "Metadata item was not found"
+    error_code = "fleetcache.instance.metadata_not_found"
 
 
 class JobNotFound(NotFound):

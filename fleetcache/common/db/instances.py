@@ -107,10 +107,13 @@ def instances_create(db: Database, records: Sequence[InstanceCreate]) -> list[In
         return [_instance_dict(row) for row in rows]
 
 
-def _lookup(session: Session, uuid: str, read_deleted: bool = False) -> models.Instance:
+def _lookup(session: Session, uuid: str, read_deleted: bool = False,
+            for_update: bool = False) -> models.Instance:
     query = select(models.Instance).where(models.Instance.uuid == uuid)
     if not read_deleted:
         query = query.where(models.Instance.vm_state != instance_states.DELETED)
+    if for_update:
+        query = query.with_for_update()
     instance = session.scalars(query).first()
     if instance is None:
         raise exception.InstanceNotFound(instance_id=uuid)
@@ -169,6 +172,42 @@ def instance_update(
         instance.updated_at = models.utcnow()
         session.flush()
         return _instance_dict(instance)
+
+
+def instance_metadata_update(
+    db: Database,
+    uuid: str,
+    metadata: dict[str, str],
+    replace: bool,
+    max_items: int,
+    expected_vm_state: Collection[str],
+    deleted: Collection[str] = (),
+) -> dict[str, str]:
+    """Change a server's metadata, as Nova's ``update_instance_metadata`` and
+    ``delete_instance_metadata``: ``metadata`` replaces it all (``replace``) or is merged into
+    it, then the keys of ``deleted`` go; only with no task running and ``vm_state`` among
+    ``expected_vm_state``. The row is locked for the change (``SELECT ... FOR UPDATE``), so
+    that two requests changing different keys both keep theirs.
+
+    :returns: the metadata now.
+    :raises InstanceNotFound:
+    :raises InstanceInvalidState: a task runs, or another ``vm_state``.
+    :raises InstanceMetadataLimitExceeded: the result would hold more than ``max_items``.
+    """
+    with db.transaction() as session:
+        instance = _lookup(session, uuid, for_update=True)
+        action = {"vm_state": "update metadata"}
+        _check_state(instance, "vm_state", expected_vm_state, action)
+        _check_state(instance, "task_state", [None], action)
+        current = {} if replace else dict(instance.user_metadata or {})
+        new = {**current, **metadata}
+        for key in deleted:
+            new.pop(key, None)
+        if len(new) > max_items:
+            raise exception.InstanceMetadataLimitExceeded(limit=max_items)
+        instance.user_metadata = new or None
+        instance.updated_at = models.utcnow()
+        return new
 
 
 def _check_state(instance: models.Instance, attr: str, expected: Collection[Any] | object,

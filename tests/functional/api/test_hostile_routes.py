@@ -79,7 +79,7 @@ class Walk:
             "{server_id}": "a0b1c2d3-0000-4000-8000-000000000001",
             "{job_id}": "a0b1c2d3-0000-4000-8000-000000000002",
             "{image_id}": "a0b1c2d3-0000-4000-8000-000000000003",
-            "{alias}": "os-hypervisors",
+            "{alias}": "os-hypervisors", "{key}": "k",
         }
 
     def real_path(self, template: str) -> str:
