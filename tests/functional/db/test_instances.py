@@ -84,3 +84,26 @@ def test_what_the_owner_said_is_stored(db: Database) -> None:
     assert updated["metadata"] == {"role": "web", "k": ""}
     assert (updated["display_description"], updated["access_ip_v6"],
             updated["auto_disk_config"]) == (None, None, False)
+
+
+def test_metadata_update_merges_replaces_and_deletes(db: Database) -> None:
+    (instance,) = instances.instances_create(db, [InstanceCreate(**_record(1),
+                                                                 metadata={"a": "1"})])
+    uuid = instance["uuid"]
+    change = {"max_items": 3, "expected_vm_state": ["active"]}
+    with pytest.raises(exception.InstanceInvalidState):  # still building
+        instances.instance_metadata_update(db, uuid, {"b": "2"}, replace=False, **change)
+    instances.instance_update(db, uuid, {"vm_state": "active", "task_state": None})
+    assert instances.instance_metadata_update(
+        db, uuid, {"b": "2"}, replace=False, **change) == {"a": "1", "b": "2"}
+    assert instances.instance_metadata_update(
+        db, uuid, {}, replace=False, deleted=["a"], **change) == {"b": "2"}
+    assert instances.instance_metadata_update(
+        db, uuid, {"c": "3"}, replace=True, **change) == {"c": "3"}
+    with pytest.raises(exception.InstanceMetadataLimitExceeded):
+        instances.instance_metadata_update(
+            db, uuid, {"x": "", "y": "", "z": ""}, replace=False, **change)
+    assert instances.instance_get(db, uuid)["metadata"] == {"c": "3"}
+    assert instances.instance_metadata_update(
+        db, uuid, {}, replace=True, **change) == {}
+    assert instances.instance_get(db, uuid)["metadata"] == {}
