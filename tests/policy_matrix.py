@@ -48,7 +48,8 @@ class Probe:
     #: Under the API root; ``{agg}``, ``{victim}``, ``{job}``, ``{image}``, ``{host}``,
     #: ``{hypervisor}``, ``{flavor}``, ``{flavor_victim}``, ``{private_flavor}``,
     #: ``{server}``, ``{server_victim}``, ``{project}`` (the reader's and member's project);
-    #: ``{spec}`` is :data:`SPEC` and ``{network}`` the pseudo-network ``none``.
+    #: ``{spec}`` is :data:`SPEC`, ``{meta_key}`` :data:`META_KEY` and ``{network}`` the
+    #: pseudo-network ``none``.
     path: str
     rule: str
     body: dict[str, Any] | None = None
@@ -68,7 +69,7 @@ class Probe:
     def fill(self, ids: dict[str, Any]) -> tuple[str, Any]:
         """The concrete path and body for the run's ids (a mapping value: one id per role)."""
         role = ids["role"]
-        flat = {"spec": SPEC, "network": "none",
+        flat = {"spec": SPEC, "network": "none", "meta_key": META_KEY,
                 **{k: v[role] if isinstance(v, dict) else v for k, v in ids.items()}}
         return self.path.format(**flat), _filled(self.body, flat)
 
@@ -95,6 +96,11 @@ HYPERVISOR_RULE = "os_compute_api:os-hypervisors:%s"
 ACCESS_RULE = "os_compute_api:os-flavor-access"
 #: The extra spec the run sets on ``{flavor}`` before the probes.
 SPEC = "matrix:spec"
+#: The metadata key the servers of the matrix are created with (``{meta_key}``).
+META_KEY = "matrix"
+#: The member's servers' metadata at create (so that showing ``{meta_key}`` finds it).
+SERVER_METADATA = {META_KEY: "created"}
+META_RULE = "os_compute_api:server-metadata:%s"
 PROBES: list[Probe] = [
     Probe("GET", "/", PUBLIC),
     Probe("GET", "/v2", PUBLIC),
@@ -180,6 +186,20 @@ PROBES: list[Probe] = [
           {"os-stop": None}, "2.81", allowed=PROJECT_MEMBERS, hidden=("other",)),
     Probe("POST", SERVERS + "/{server}/action", "os_compute_api:servers:start",
           {"os-start": None}, "2.81", allowed=PROJECT_MEMBERS, hidden=("other",)),
+    # By now os-stop and os-start have taken the server from ERROR (its build found no host)
+    # to ACTIVE, where its metadata may change.
+    Probe("GET", SERVERS + "/{server}/metadata", META_RULE % "index",
+          allowed=PROJECT_READERS, hidden=("other",)),
+    Probe("POST", SERVERS + "/{server}/metadata", META_RULE % "create",
+          {"metadata": {META_KEY: "{role}"}}, allowed=PROJECT_MEMBERS, hidden=("other",)),
+    Probe("PUT", SERVERS + "/{server}/metadata", META_RULE % "update_all",
+          {"metadata": {META_KEY: "{role}"}}, allowed=PROJECT_MEMBERS, hidden=("other",)),
+    Probe("GET", SERVERS + "/{server}/metadata/{meta_key}", META_RULE % "show",
+          allowed=PROJECT_READERS, hidden=("other",)),
+    Probe("PUT", SERVERS + "/{server}/metadata/{meta_key}", META_RULE % "update",
+          {"meta": {META_KEY: "{role}"}}, allowed=PROJECT_MEMBERS, hidden=("other",)),
+    Probe("DELETE", SERVERS + "/{server}/metadata/{meta_key}", META_RULE % "delete",
+          allowed=PROJECT_MEMBERS, hidden=("other",)),
     Probe("DELETE", SERVERS + "/{server_victim}", "os_compute_api:servers:delete",
           allowed=PROJECT_MEMBERS, hidden=("other",)),
     Probe("GET", "/v2.1/limits", "os_compute_api:limits", allowed=EVERYONE),

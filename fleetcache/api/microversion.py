@@ -33,11 +33,12 @@ VERSIONS = [
     "2.1",  # The base: os-aggregates CRUD and actions, os-services list.
     "2.7",  # flavor access: addTenantAccess to a public flavor is a 409.
     "2.11",  # os-services: each service shows "forced_down".
-    "2.19",  # servers: each server shows its "description".
+    "2.19",  # servers: a "description" (create, PUT, shown).
     "2.28",  # os-hypervisors/detail: "cpu_info" is an object, not its JSON text.
     "2.33",  # os-hypervisors: "limit" and "marker" page the list.
     "2.36",  # limits, os-quota-sets: nova-network's quotas are gone.
     "2.37",  # POST /servers: "networks" is required ("none" or "auto").
+    "2.38",  # GET /servers?status=: a status Nova does not know is 400, not an empty list.
     "2.39",  # limits: maxImageMeta is gone.
     "2.41",  # os-aggregates: each aggregate shows its "uuid".
     "2.47",  # servers: the flavor is shown embedded (name, resources, extra specs).
@@ -47,7 +48,8 @@ VERSIONS = [
     "2.57",  # limits, os-quota-sets: the file injection quotas are gone.
     "2.61",  # flavors: each flavor shows its "extra_specs".
     "2.75",  # flavors: "swap" is 0 rather than ""; limits, os-quota-sets: unknown query: 400;
-    #          hypervisors asked with_servers show an empty list.
+    #          hypervisors asked with_servers show an empty list; servers: PUT and rebuild
+    #          answer it all.
     "2.81",  # POST /os-aggregates/{id}/images pre-caches images; the images/jobs resource.
 ]
 

@@ -46,6 +46,7 @@ from fleetcache.api.schemas import flavor_access as flavor_access_schemas
 from fleetcache.api.schemas import flavors as flavor_schemas
 from fleetcache.api.schemas import parameter_types
 from fleetcache.api.schemas import quota_sets as quota_schemas
+from fleetcache.api.schemas import server_metadata as server_metadata_schemas
 from fleetcache.api.schemas import servers as server_schemas
 
 AGG = AGGREGATE
@@ -61,11 +62,14 @@ REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", FLAVOR + "/os-extra_specs"): flavor_schemas.EXTRA_SPECS_CREATE,
     ("PUT", FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"):
         flavor_schemas.EXTRA_SPEC_UPDATE,
-    ("POST", SERVERS): server_schemas.CREATE,
-    ("PUT", SERVER): server_schemas.UPDATE,
+    ("POST", SERVERS): server_schemas.CREATE_V2_37,
+    ("PUT", SERVER): server_schemas.UPDATE_V2_19,
     ("POST", SERVER + "/action"): {"oneOf": list(server_schemas.ACTIONS.values())},
     # The widest: 2.36 and 2.57 remove quotas.
     ("PUT", QUOTA_SET): quota_schemas.UPDATE,
+    ("POST", SERVER + "/metadata"): server_metadata_schemas.METADATA_BODY,
+    ("PUT", SERVER + "/metadata"): server_metadata_schemas.METADATA_BODY,
+    ("PUT", SERVER + "/metadata/{key}"): server_metadata_schemas.META_BODY,
 }
 
 #: Schemas shared by several bodies, published once under ``components`` (a name pattern is
@@ -90,6 +94,7 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
     "hypervisor_hostname_pattern": {"type": "string",
                                     "description": "Text the host names must hold"},
     "server_id": {"type": "string", "description": "The server's uuid"},
+    "key": {"type": "string", "description": "A key of the server's metadata"},
     "network_id": {"type": "string", "description": "Only 'none' exists"},
     "alias": {"type": "string", "description": "An extension alias (none exists)"},
     "project_id": {"type": "string", "minLength": 1, "maxLength": 255,
@@ -175,6 +180,10 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
              "schema": {"type": "string", "maxLength": 255},
              "description": "A regular expression searched in the names (no repeated "
              "group, no back-reference, at most two *, + or {m,n})"},
+            {"name": "status", "in": "query", "required": False,
+             "schema": {"type": "string"},
+             "description": "Only servers in this status (any case; repeat for several); "
+             "a status Nova does not know: an empty list below 2.38, 400 from 2.38"},
             {"name": "image", "in": "query", "required": False, "schema": {"type": "string"},
              "description": "Only servers of this image id"},
             {"name": "flavor", "in": "query", "required": False, "schema": {"type": "string"},

@@ -60,6 +60,7 @@ _NINT = {"type": ["integer", "null"]}
 _BOOL = {"type": "boolean"}
 _ARRAY = {"type": "array"}
 _OBJECT = {"type": "object"}
+_METADATA = {"type": "object", "additionalProperties": {"type": "string"}}
 _NSTR = {"type": ["string", "null"]}
 _INT = {"type": "integer"}
 _COUNTS = {"type": "object", "additionalProperties": _INT}
@@ -203,7 +204,9 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
                      "Accepted: the server (the first one), or the reservation id"),
     ),
     ("GET", SERVER): ("200", json_body(wrapped("server", ref("Server")), "The server")),
-    ("PUT", SERVER): ("200", json_body(wrapped("server", ref("Server")), "The server")),
+    ("PUT", SERVER): ("200", json_body(
+        wrapped("server", {"anyOf": [ref("Server"), ref("ServerChanged")]}),
+        "The server: from 2.75 as GET shows it; below, Nova's shorter view (ServerChanged)")),
     ("GET", PREFIX + "/networks"): (
         "200", json_body(wrapped("networks", {"type": "array", "items": _OBJECT}), "Found"),
     ),
@@ -211,6 +214,12 @@ SUCCESS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
         "200", json_body(wrapped("network", _OBJECT), "The pseudo-network 'none'"),
     ),
     ("DELETE", SERVER): ("204", {"description": "Deletion under way"}),
+    **{(method, SERVER + "/metadata"): ("200", json_body(
+        wrapped("metadata", _METADATA), "The server's metadata (after the change)"))
+       for method in ("GET", "POST", "PUT")},
+    **{(method, SERVER + "/metadata/{key}"): ("200", json_body(
+        wrapped("meta", _METADATA), "The one key")) for method in ("GET", "PUT")},
+    ("DELETE", SERVER + "/metadata/{key}"): ("204", {"description": "Deleted; empty body"}),
     ("POST", SERVER + "/action"): (
         # No content schema: os-stop and os-start answer an empty body, which no JSON
         # schema describes.
@@ -254,6 +263,34 @@ _SERVER_DETAIL = ["status", "tenant_id", "user_id", "metadata", "hostId", "image
                   "created", "updated", "addresses", "OS-EXT-STS:vm_state",
                   "OS-EXT-STS:task_state", "OS-EXT-STS:power_state",
                   "OS-EXT-AZ:availability_zone", "OS-SRV-USG:launched_at"]
+#: What Nova's PUT /servers/{id} and rebuild answer below 2.75 (its view without the zone,
+#: usage times, extended states and attributes, volumes, key and config drive).
+_SERVER_CHANGED = ["status", "tenant_id", "user_id", "metadata", "hostId", "image", "flavor",
+                   "created", "updated", "addresses", "accessIPv4", "accessIPv6",
+                   "OS-DCF:diskConfig"]
+_SERVER_PROPERTIES: dict[str, Any] = {
+    "status": {"enum": ["BUILD", "ACTIVE", "ERROR", "REBUILD", "DELETED", "SHUTOFF",
+                        "UNKNOWN"]},
+    "tenant_id": _STR, "user_id": _STR, "metadata": _OBJECT, "hostId": _STR,
+    "image": _OBJECT, "flavor": _OBJECT, "created": _STR, "updated": _STR,
+    "addresses": _OBJECT, "OS-EXT-STS:vm_state": _STR, "OS-EXT-STS:task_state": _NSTR,
+    "OS-EXT-STS:power_state": _INT, "OS-EXT-AZ:availability_zone": _STR,
+    "OS-SRV-USG:launched_at": _NSTR, "OS-SRV-USG:terminated_at": _NSTR,
+    "OS-EXT-SRV-ATTR:host": {**_NSTR, "description": "Admins only"},
+    "OS-EXT-SRV-ATTR:hypervisor_hostname": {**_NSTR, "description": "Admins only"},
+    "progress": _INT,
+    "description": {**_NSTR, "description": "From microversion 2.19"},
+    "accessIPv4": _STR, "accessIPv6": _STR,
+    "OS-DCF:diskConfig": {"enum": ["AUTO", "MANUAL"]},
+    "fault": {
+        "type": "object",
+        "description": "In ERROR: why; details for admins (the filter summary of a "
+        "failed schedule)",
+        "properties": {"code": _INT, "created": _NSTR, "message": _STR,
+                       "details": _STR},
+        "required": ["code", "created", "message"],
+    },
+}
 _HYPERVISOR_NUMBERS = ["vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used",
                        "local_gb_used", "free_ram_mb", "free_disk_gb", "disk_available_least",
                        "current_workload", "running_vms"]
@@ -312,34 +349,20 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "ServerSummaryLinks": {
         "type": "object",
         "properties": {"id": _STR, "links": _ARRAY, "OS-DCF:diskConfig": _STR,
-                       "adminPass": {**_STR, "description": "Given, or generated; not used"}},
+                       "adminPass": {**_STR, "description": "Given, or generated; not kept"}},
         "required": ["id", "links"],
     },
     "Server": {
         "allOf": [ref("ServerSummary")],
         "type": "object",
-        "properties": {
-            "status": {"enum": ["BUILD", "ACTIVE", "ERROR", "REBUILD", "DELETED", "SHUTOFF",
-                                "UNKNOWN"]},
-            "tenant_id": _STR, "user_id": _STR, "metadata": _OBJECT, "hostId": _STR,
-            "image": _OBJECT, "flavor": _OBJECT, "created": _STR, "updated": _STR,
-            "addresses": _OBJECT, "OS-EXT-STS:vm_state": _STR, "OS-EXT-STS:task_state": _NSTR,
-            "OS-EXT-STS:power_state": _INT, "OS-EXT-AZ:availability_zone": _STR,
-            "OS-SRV-USG:launched_at": _NSTR, "OS-SRV-USG:terminated_at": _NSTR,
-            "OS-EXT-SRV-ATTR:host": {**_NSTR, "description": "Admins only"},
-            "OS-EXT-SRV-ATTR:hypervisor_hostname": {**_NSTR, "description": "Admins only"},
-            "progress": _INT,
-            "description": {**_NSTR, "description": "From microversion 2.19"},
-            "fault": {
-                "type": "object",
-                "description": "In ERROR: why; details for admins (the filter summary of a "
-                "failed schedule)",
-                "properties": {"code": _INT, "created": _NSTR, "message": _STR,
-                               "details": _STR},
-                "required": ["code", "created", "message"],
-            },
-        },
+        "properties": _SERVER_PROPERTIES,
         "required": _SERVER_DETAIL,
+    },
+    "ServerChanged": {
+        "allOf": [ref("ServerSummary")],
+        "type": "object",
+        "properties": _SERVER_PROPERTIES,
+        "required": _SERVER_CHANGED,
     },
     "Fault": {
         "type": "object",

@@ -24,6 +24,7 @@ from fleetcache.api.handlers import (
     openapi,
     quota_sets,
     server_actions,
+    server_metadata,
     servers,
     services,
     status,
@@ -116,6 +117,16 @@ ROUTE_DECLARATIONS.update(
                     "DELETE": quota_sets.delete_quota_set},
         QUOTA_SET + "/defaults": {"GET": quota_sets.get_quota_set_defaults},
         QUOTA_SET + "/detail": {"GET": quota_sets.get_quota_set_detail},
+        SERVER + "/metadata": {
+            "GET": server_metadata.list_server_metadata,
+            "POST": server_metadata.create_server_metadata,
+            "PUT": server_metadata.replace_server_metadata,
+        },
+        SERVER + "/metadata/{key}": {
+            "GET": server_metadata.get_server_metadata_item,
+            "PUT": server_metadata.set_server_metadata_item,
+            "DELETE": server_metadata.delete_server_metadata_item,
+        },
         # The pseudo-network "none" that `openstack server create --network none` looks up
         # (not Nova's; see handlers/networks.py).
         PREFIX + "/networks": {"GET": networks.list_networks},

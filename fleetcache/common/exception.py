@@ -147,6 +147,9 @@ class QuotaExceeded(Forbidden):
     msg_fmt = ("Quota exceeded for %(overs)s: Requested %(req)s, but already used %(used)s "
                "of %(allowed)s %(overs)s")
     error_code = "fleetcache.quota.exceeded"
+class InstanceMetadataLimitExceeded(Forbidden):
+    msg_fmt = "Quota exceeded for metadata_items: a server holds at most %(limit)s."
+    error_code = "fleetcache.instance.metadata_limit"
 
 
 class NotFound(FleetcacheException):
@@ -198,6 +201,11 @@ class FlavorExtraSpecNotFound(NotFound):
 class InstanceNotFound(NotFound):
     msg_fmt = "Instance %(instance_id)s could not be found."
     error_code = "fleetcache.instance.not_found"
+
+
+class InstanceMetadataNotFound(NotFound):
+    msg_fmt = "Metadata item was not found"
+    error_code = "fleetcache.instance.metadata_not_found"
 
 
 class JobNotFound(NotFound):

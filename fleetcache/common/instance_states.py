@@ -33,6 +33,36 @@ STATUS: dict[str, dict[str, str]] = {
 }
 
 
+#: Every status Nova's ``_STATE_MAP`` can give (nova/api/openstack/common.py): a list filtered
+#: by one fleetcache never gives is empty, not an invalid filter.
+NOVA_STATUSES = frozenset({
+    "ACTIVE", "BUILD", "DELETED", "ERROR", "HARD_REBOOT", "MIGRATING", "PASSWORD", "PAUSED",
+    "REBOOT", "REBUILD", "RESCUE", "RESIZE", "REVERT_RESIZE", "SHELVED", "SHELVED_OFFLOADED",
+    "SHUTOFF", "SOFT_DELETED", "SUSPENDED", "VERIFY_RESIZE",
+})
+
+
+def states_of_statuses(statuses: list[str]) -> tuple[set[str], set[str | None] | None]:
+    """The states a status filter selects, as Nova's ``task_and_vm_state_from_status``: the
+    ``vm_state`` values of :data:`STATUS` any of ``statuses`` (any case) maps from, and the
+    ``task_state`` values, or ``None`` when a ``vm_state``'s default status is among them
+    (then any task state will do, as in Nova: ``ACTIVE`` also finds a server rebuilding).
+    """
+    wanted = {status.upper() for status in statuses}
+    vm_states: set[str] = set()
+    task_states: set[str | None] = set()
+    any_task = False
+    for vm_state, by_task in STATUS.items():
+        for task_state, status in by_task.items():
+            if status in wanted:
+                vm_states.add(vm_state)
+                if task_state == "default":
+                    any_task = True
+                else:
+                    task_states.add(task_state)
+    return vm_states, None if any_task else task_states
+
+
 def status_from_state(vm_state: str, task_state: str | None) -> str:
     """The API status of an instance (``UNKNOWN`` for a state this table does not know)."""
     states = STATUS.get(vm_state)

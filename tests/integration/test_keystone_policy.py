@@ -66,7 +66,7 @@ def _flavor(stack: Stack, name: str, ram: int = 64, public: bool = True) -> str:
 def _members_server(stack: Stack, flavor: str, name: str) -> str:
     resp = stack.api_request("POST", "servers", user="member", microversion="2.81", json={
         "server": {"name": name, "imageRef": stack.sample_images[1], "flavorRef": flavor,
-                   "networks": "none"}})
+                   "networks": "none", "metadata": policy_matrix.SERVER_METADATA}})
     assert resp.status_code == 202, resp.text
     return str(resp.json()["server"]["id"])
 

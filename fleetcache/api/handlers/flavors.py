@@ -13,9 +13,9 @@ Nova's boolean strings, the id as a string or a number (stored as its text).
 The list takes Nova's ``minRam`` and ``minDisk`` filters and pages with ``limit`` and
 ``marker`` (a flavor id) as Nova does (:mod:`fleetcache.api.pagination`).
 
-Differences from Nova: ``rxtx_factor`` is accepted as Nova accepts it but not stored (there is
-no network: every flavor shows 1.0); the list comes in creation order, not sorted by flavor id,
-and ``sort_key``/``sort_dir`` are ignored.
+Differences from Nova: the list comes in creation order, not sorted by flavor id, and
+``sort_key``/``sort_dir`` are ignored. ``rxtx_factor`` is kept and shown as Nova does (1.0 when
+not given), though fleetcache has no network for it to scale.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def format_flavor(req: webob.Request, flavor: FlavorDict, detail: bool = True) -
             "OS-FLV-EXT-DATA:ephemeral": flavor["ephemeral_gb"],
             "OS-FLV-DISABLED:disabled": False,
             "swap": flavor["swap"] or no_swap,
-            "rxtx_factor": 1.0,
+            "rxtx_factor": flavor["rxtx_factor"],
             "os-flavor-access:is_public": flavor["is_public"],
         })
     body["links"] = links(req, "flavors", flavor["flavorid"])
@@ -173,7 +173,7 @@ def create_flavor(req: webob.Request) -> webob.Response:
     version = microversion.request_version(req)
     schema = schemas.CREATE_V2_55 if version.matches(DESCRIPTION_VERSION) else schemas.CREATE
     body = validation.extract_body(req, schema)["flavor"]
-    _check_rxtx_factor(body.get("rxtx_factor"))
+    rxtx_factor = _rxtx_factor(body.get("rxtx_factor"))
     flavorid = body.get("id")
     flavor = db_flavors.flavor_create(
         util.get_state(req).db,
@@ -187,6 +187,7 @@ def create_flavor(req: webob.Request) -> webob.Response:
         swap=_int(body, "swap", 0),
         is_public=validation.to_bool(body.get("os-flavor-access:is_public", True)),
         description=body.get("description"),
+        rxtx_factor=rxtx_factor,
     )
     return util.json_response({"flavor": format_flavor(req, flavor)})
 
@@ -196,15 +197,19 @@ def _int(body: dict[str, Any], name: str, minimum: int) -> int:
     return validation.to_int(body.get(name, 0), name, minimum, parameter_types.MAX_INT)
 
 
-def _check_rxtx_factor(value: float | str | None) -> None:
-    """:raises InvalidInput: unless ``value`` is absent or in ``(0, RXTX_MAX]``, as Nova."""
+def _rxtx_factor(value: float | str | None) -> float:
+    """The validated ``rxtx_factor`` as a number (Nova's default 1.0 when absent).
+
+    :raises InvalidInput: unless ``value`` is absent or in ``(0, RXTX_MAX]``, as Nova.
+    """
     if value is None:
-        return
+        return 1.0
     number = float(value)
     if not 0 < number <= schemas.RXTX_MAX:
         raise exception.InvalidInput(
             f"Invalid input for field/attribute rxtx_factor. Value: {value}. "
             f"rxtx_factor must be > 0 and <= {schemas.RXTX_MAX}")
+    return number
 
 
 @microversion.version_handler("2.55")

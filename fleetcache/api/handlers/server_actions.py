@@ -92,4 +92,4 @@ def _rebuild(req: webob.Request, instance: InstanceDict, args: dict[str, Any]) -
         expected_vm_state=REBUILDABLE, expected_task_state=[None])
     ctxt = util.get_context(req)
     servers.cast_or_fail(req, [uuid], "rebuild", lambda api: api.rebuild_instance(ctxt, uuid))
-    return util.json_response({"server": server_views.format_server(req, updated)}, status=202)
+    return util.json_response({"server": server_views.format_changed(req, updated)}, status=202)

@@ -5,7 +5,12 @@ There is no hypervisor and no network: ``addresses`` is empty, ``power_state`` i
 (running) when the disk exists. Admins (``os_compute_api:os-extended-server-attributes``) see
 ``OS-EXT-SRV-ATTR:host`` and ``hypervisor_hostname`` (the compute's host name: one node per
 host) and a fault's ``details``, which for a failed schedule say which filter removed how many
-hosts.
+hosts. What the owner said of the server (``description`` from 2.19, ``metadata``, access
+addresses, disk config) is shown as stored.
+
+``PUT /servers/{id}`` and ``rebuild`` answer with :func:`format_changed`: below 2.75 Nova's
+shorter view (no zone, usage times, extended states or attributes, volumes, key, config
+drive), from 2.75 the whole server as ``GET`` shows it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from fleetcache.common.db.instances import InstanceDict
 
 DESCRIPTION_VERSION = microversion.Version(2, 19)
 FLAVOR_EMBEDDED_VERSION = microversion.Version(2, 47)
+#: From 2.75 ``PUT /servers/{id}`` and ``rebuild`` answer with every attribute (Nova).
+CHANGED_ALL_ATTRIBUTES_VERSION = microversion.Version(2, 75)
 #: Nova's power states: NOSTATE, RUNNING and SHUTDOWN.
 _NOSTATE, _RUNNING, _SHUTDOWN = 0, 1, 4
 _POWER_STATES = {instance_states.ACTIVE: _RUNNING, instance_states.STOPPED: _SHUTDOWN}
@@ -81,15 +88,19 @@ def format_summary(req: webob.Request, instance: InstanceDict) -> dict[str, Any]
             "links": links(req, "servers", instance["uuid"])}
 
 
-def format_server(req: webob.Request, instance: InstanceDict) -> dict[str, Any]:
-    """A server in full, as ``GET /servers/{id}`` shows it to the caller."""
-    status = instance_states.status_from_state(instance["vm_state"], instance["task_state"])
+def disk_config(instance: InstanceDict) -> str:
+    """Nova's ``OS-DCF:diskConfig`` of a server."""
+    return "AUTO" if instance["auto_disk_config"] else "MANUAL"
+
+
+def _common(req: webob.Request, instance: InstanceDict, status: str) -> dict[str, Any]:
+    """What every full view of a server holds (Nova's ``show`` with every ``show_*`` off)."""
     body: dict[str, Any] = {
         **format_summary(req, instance),
         "status": status,
         "tenant_id": instance["project_id"] or "",
         "user_id": instance["user_id"] or "",
-        "metadata": {},
+        "metadata": dict(instance["metadata"]),
         "hostId": _host_id(instance),
         "image": {"id": instance["image_ref"],
                   "links": links(req, "images", instance["image_ref"])[1:]},
@@ -97,9 +108,35 @@ def format_server(req: webob.Request, instance: InstanceDict) -> dict[str, Any]:
         "created": util.format_time(instance["created_at"]),
         "updated": util.format_time(instance["updated_at"] or instance["created_at"]),
         "addresses": {},
-        "accessIPv4": "",
-        "accessIPv6": "",
-        "OS-DCF:diskConfig": "MANUAL",
+        "accessIPv4": instance["access_ip_v4"] or "",
+        "accessIPv6": instance["access_ip_v6"] or "",
+        "OS-DCF:diskConfig": disk_config(instance),
+    }
+    if microversion.request_version(req).matches(DESCRIPTION_VERSION):
+        body["description"] = instance["display_description"]
+    if status in ("BUILD", "ACTIVE", "REBUILD"):
+        body["progress"] = 100 if status == "ACTIVE" else 0
+    return body
+
+
+def format_changed(req: webob.Request, instance: InstanceDict) -> dict[str, Any]:
+    """A server as ``PUT /servers/{id}`` and ``rebuild`` answer it (see the module)."""
+    if microversion.request_version(req).matches(CHANGED_ALL_ATTRIBUTES_VERSION):
+        return format_server(req, instance)
+    status = instance_states.status_from_state(instance["vm_state"], instance["task_state"])
+    body = _common(req, instance, status)
+    if status == "ERROR":
+        fault = _fault(instance, _allowed(req, policies.EXTENDED_ATTRIBUTES))
+        if fault is not None:
+            body["fault"] = fault
+    return body
+
+
+def format_server(req: webob.Request, instance: InstanceDict) -> dict[str, Any]:
+    """A server in full, as ``GET /servers/{id}`` shows it to the caller."""
+    status = instance_states.status_from_state(instance["vm_state"], instance["task_state"])
+    body: dict[str, Any] = {
+        **_common(req, instance, status),
         "OS-EXT-AZ:availability_zone": instance["availability_zone"] or "",
         "config_drive": "",
         "key_name": None,
@@ -110,11 +147,6 @@ def format_server(req: webob.Request, instance: InstanceDict) -> dict[str, Any]:
         "OS-EXT-STS:power_state": _POWER_STATES.get(instance["vm_state"], _NOSTATE),
         "os-extended-volumes:volumes_attached": [],
     }
-    if microversion.request_version(req).matches(DESCRIPTION_VERSION):
-        # Nova's null for a server created without one; fleetcache stores none.
-        body["description"] = None
-    if status in ("BUILD", "ACTIVE", "REBUILD"):
-        body["progress"] = 100 if status == "ACTIVE" else 0
     admin = _allowed(req, policies.EXTENDED_ATTRIBUTES)
     if admin:
         body["OS-EXT-SRV-ATTR:host"] = instance["host"]

@@ -11,12 +11,12 @@ client follows the status (``openstack server create --wait``). Delete casts
 A cast that cannot be sent (no message bus) does not lose the request: the servers go to
 ``ERROR`` with a fault saying so, and the caller still gets its 202.
 
-Create accepts what Nova's clients send with a boot and fleetcache has no use for, validated
-as Nova validates it: ``metadata`` (at most ``metadata_items`` keys, 403 above as Nova's
-quota), ``accessIPv4``/``accessIPv6``, ``adminPass`` and ``OS-DCF:diskConfig``. None of them
-is stored (there is no guest to give a password or addresses to); the 202 echoes what Nova's
-echoes: the disk config asked for, and ``adminPass`` (the one given, else a generated one,
-as Nova with its default ``enable_instance_password``).
+What the owner says of a server is kept and shown as Nova keeps it, validated as Nova does
+(:mod:`fleetcache.api.handlers.server_fields`): ``description`` (2.19; below it Nova stores the
+name), ``metadata`` (at most ``metadata_items`` keys, 403 above as Nova's quota),
+``accessIPv4``/``accessIPv6`` and ``OS-DCF:diskConfig`` (create and ``PUT``). ``adminPass`` is
+not stored (there is no guest to give it to): the 202 carries it as Nova's does (the one
+given, else a generated one, as Nova with its default ``enable_instance_password``).
 
 The project's quota (:mod:`fleetcache.api.quota`) is asked before anything is recorded: a
 create over it is Nova's 403, a multiple create is cut down to what fits.
@@ -34,7 +34,7 @@ import webob.exc
 from oslo_utils import uuidutils
 
 from fleetcache.api import microversion, pagination, policy, util, validation
-from fleetcache.api.handlers import server_filters, server_views
+from fleetcache.api.handlers import server_fields, server_filters, server_views
 from fleetcache.api.handlers.flavors import get_visible, links
 from fleetcache.api.handlers.server_filters import ref_id
 from fleetcache.api.policies import servers as policies
@@ -51,6 +51,7 @@ from fleetcache.image.source import ImageMeta
 LOG = logging.getLogger(__name__)
 
 NETWORKS_REQUIRED_VERSION = microversion.Version(2, 37)
+DESCRIPTION_VERSION = server_views.DESCRIPTION_VERSION
 GiB = 1024**3
 #: Bytes of randomness of a generated ``adminPass`` (16 URL-safe characters).
 PASSWORD_BYTES = 12
@@ -111,14 +112,16 @@ def _list(req: webob.Request, action: str) -> tuple[list[InstanceDict], dict[str
     visible = _visible(req, action)  # authorizes: a refusal comes before any query error
     limit, marker = pagination.limit_and_marker(req)
     wanted = server_filters.from_query(req.GET)
+    in_status = server_filters.status_matcher(req.GET.getall("status"),
+                                              microversion.request_version(req))
     instances = [i for i in pagination.after_marker(visible, _uuid, marker)
-                 if wanted(i)][:limit]
+                 if in_status(i) and wanted(i)][:limit]
     return instances, pagination.links(req, "servers", instances, limit, _uuid)
 
 
 def list_servers(req: webob.Request) -> webob.Response:
     """List the project's servers: id, name, links (``?all_tenants=1`` for admins; ``name``,
-    ``image``, ``flavor``, ``limit``, ``marker`` as Nova)."""
+    ``status``, ``image``, ``flavor``, ``limit``, ``marker`` as Nova)."""
     instances, links_ = _list(req, "index")
     return util.json_response(
         {"servers": [server_views.format_summary(req, i) for i in instances], **links_})
@@ -138,13 +141,17 @@ def get_server(req: webob.Request) -> webob.Response:
 
 
 def update_server(req: webob.Request) -> webob.Response:
-    """Rename a server (200 with the server, as Nova's ``PUT /servers/{id}``)."""
+    """Change a server's name, description (2.19), access addresses or disk config (200 with
+    the server, as Nova's ``PUT /servers/{id}``)."""
     instance = get_instance(req, "update")
-    body = validation.extract_body(req, schemas.UPDATE)["server"]
-    if "name" in body:
+    schema = (schemas.UPDATE_V2_19
+              if microversion.request_version(req).matches(DESCRIPTION_VERSION)
+              else schemas.UPDATE)
+    values = server_fields.update_values(validation.extract_body(req, schema)["server"])
+    if values:
         instance = db_instances.instance_update(
-            util.get_state(req).db, instance["uuid"], {"display_name": body["name"]})
-    return util.json_response({"server": server_views.format_server(req, instance)})
+            util.get_state(req).db, instance["uuid"], values)
+    return util.json_response({"server": server_views.format_changed(req, instance)})
 
 
 # -- create ----------------------------------------------------------------------------------
@@ -241,6 +248,7 @@ def create_server(req: webob.Request) -> webob.Response:
     authorize(req, "create", {"project_id": ctxt.project_id, "user_id": ctxt.user_id})
     version = microversion.request_version(req)
     schema = (schemas.CREATE_V2_37 if version.matches(NETWORKS_REQUIRED_VERSION)
+              else schemas.CREATE_V2_19 if version.matches(DESCRIPTION_VERSION)
               else schemas.CREATE)
     body = validation.extract_body(req, schema)["server"]
     min_count, max_count = body.get("min_count", 1), body.get("max_count")
@@ -257,13 +265,14 @@ def create_server(req: webob.Request) -> webob.Response:
     amounts = quota_usage.per_server(flavor)
     # As Nova: as many as the project's quota allows, down to min_count (403 below it).
     max_count = quota.allowed_servers(amounts, min_count, max_count)
+    said = server_fields.create_values(body, image, version.matches(DESCRIPTION_VERSION))
     reservation_id = "r-" + uuidutils.generate_uuid()[:8]
     records = [
         InstanceCreate(
             uuid=uuidutils.generate_uuid(), project_id=ctxt.project_id, user_id=ctxt.user_id,
             display_name=body["name"] if max_count == 1 else f"{body['name']}-{index + 1}",
             image_ref=image.id, flavor=_snapshot(flavor), reservation_id=reservation_id,
-            launch_index=index, availability_zone=zone, requested_host=forced_host)
+            launch_index=index, availability_zone=zone, requested_host=forced_host, **said)
         for index in range(max_count)
     ]
     db = util.get_state(req).db
@@ -276,7 +285,7 @@ def create_server(req: webob.Request) -> webob.Response:
     first = instances[0]
     return util.json_response({"server": {
         "id": first["uuid"], "links": links(req, "servers", first["uuid"]),
-        "OS-DCF:diskConfig": body.get("OS-DCF:diskConfig", "MANUAL"),
+        "OS-DCF:diskConfig": server_views.disk_config(first),
         "adminPass": (body["adminPass"] if "adminPass" in body
                       else secrets.token_urlsafe(PASSWORD_BYTES)),
     }}, status=202)

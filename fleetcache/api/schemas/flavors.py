@@ -34,7 +34,7 @@ RXTX_FACTOR: dict[str, Any] = {
     "pattern": r"^[0-9]{1,40}(\.[0-9]{1,40})?" + END,
     "minimum": 0,
     "maximum": RXTX_MAX,
-    "description": "Accepted as Nova does; shown as 1.0 (fleetcache has no network)",
+    "description": "Nova's network bandwidth factor, kept and shown (1.0 when not given)",
 }
 #: An extra spec key (Nova's ``flavors_extraspecs.py``).
 SPEC_KEY = r"^[a-zA-Z0-9-_:. ]{1,255}" + END

@@ -55,6 +55,11 @@ def name_pattern(exclude: str = "") -> str:
     return f"^{edge}(?:{inner}*{edge})?{END}"
 
 
+def printable_pattern() -> str:
+    """Printable text, spaces anywhere, empty allowed (Nova's ``valid_description_regex``)."""
+    return f"^{char_class(_printable)}*{END}"
+
+
 #: Nova's ``name``: 1-255 printable characters, no leading or trailing whitespace.
 NAME: dict[str, object] = {
     "type": "string",

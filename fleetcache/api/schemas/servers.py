@@ -1,8 +1,8 @@
 """Request bodies of ``/servers`` and its actions (nova/api/openstack/compute/schemas/servers.py),
 for the subset fleetcache builds: an image, a flavor, a zone (or the admin's ``zone:host``),
-a count, and no network. What Nova's clients also send with a boot (``metadata``,
-``accessIPv4``/``accessIPv6``, ``adminPass``, ``OS-DCF:diskConfig``) is validated as Nova
-does; see the handler for what becomes of it.
+a count, and no network. What Nova's clients also say of a server (``description`` from 2.19,
+``metadata``, ``accessIPv4``/``accessIPv6``, ``OS-DCF:diskConfig``, ``adminPass``) is validated
+as Nova does; see the handler for what becomes of it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fleetcache.api.schemas.parameter_types import END, NAME
+from fleetcache.api.schemas.parameter_types import END, NAME, printable_pattern
 
 #: An image or flavor reference: its id, or a URL whose last segment is the id.
 REF: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 255}
@@ -63,9 +63,16 @@ METADATA: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
-#: Nova's ``accessIPv4`` and ``accessIPv6``.
+#: Nova's ``accessIPv4`` and ``accessIPv6``; an IPv6 address with a zone (``fe80::1%eth0``)
+#: is refused, as Nova's (netaddr) refuses it.
 ACCESS_IPV4: dict[str, Any] = {"type": "string", "format": "ipv4"}
-ACCESS_IPV6: dict[str, Any] = {"type": "string", "format": "ipv6"}
+ACCESS_IPV6: dict[str, Any] = {"type": "string", "format": "ipv6",
+                               "pattern": "^[0-9A-Fa-f:.]+" + END,
+                               "description": "an IPv6 address (without a zone)"}
+#: Nova's server ``description`` (2.19): up to 255 printable characters, or null (none).
+DESCRIPTION: dict[str, Any] = {"type": ["string", "null"], "minLength": 0, "maxLength": 255,
+                               "pattern": printable_pattern(),
+                               "description": "printable characters"}
 #: Nova's ``admin_password``: any string (never stored).
 ADMIN_PASSWORD: dict[str, Any] = {"type": "string"}
 DISK_CONFIG: dict[str, Any] = {"enum": ["AUTO", "MANUAL"]}
@@ -93,10 +100,12 @@ _SERVER: dict[str, Any] = {
 }
 
 
-def _create(networks_required: bool) -> dict[str, Any]:
+def _create(networks_required: bool, description: bool = True) -> dict[str, Any]:
     server = copy.deepcopy(_SERVER)
     if networks_required:
         server["required"] = [*server["required"], "networks"]
+    if description:
+        server["properties"]["description"] = DESCRIPTION
     return {
         "type": "object",
         "properties": {"server": server},
@@ -105,7 +114,9 @@ def _create(networks_required: bool) -> dict[str, Any]:
     }
 
 
-CREATE = _create(networks_required=False)
+CREATE = _create(networks_required=False, description=False)
+#: From microversion 2.19 a server has a ``description`` (Nova).
+CREATE_V2_19 = _create(networks_required=False)
 #: From microversion 2.37 ``networks`` is required (Nova).
 CREATE_V2_37 = _create(networks_required=True)
 
@@ -128,17 +139,22 @@ START: dict[str, Any] = {"type": "object", "required": ["os-start"]}
 #: ``POST /servers/{id}/action``: the one key of the body names the action.
 ACTIONS = {"rebuild": REBUILD, "os-stop": STOP, "os-start": START}
 
-#: ``PUT /servers/{id}`` (Nova's ``update``): a new name; the access IPs and disk config are
-#: accepted as at create and not kept. Nova's ``description`` (2.19) is refused: fleetcache
-#: stores none (a description set and then shown as null would mislead).
-UPDATE: dict[str, Any] = {
-    "type": "object",
-    "properties": {"server": {
+def _update(description: bool) -> dict[str, Any]:
+    properties = {"name": NAME, "accessIPv4": ACCESS_IPV4, "accessIPv6": ACCESS_IPV6,
+                  "OS-DCF:diskConfig": DISK_CONFIG}
+    if description:
+        properties["description"] = DESCRIPTION
+    return {
         "type": "object",
-        "properties": {"name": NAME, "accessIPv4": ACCESS_IPV4, "accessIPv6": ACCESS_IPV6,
-                       "OS-DCF:diskConfig": DISK_CONFIG},
+        "properties": {"server": {
+            "type": "object", "properties": properties, "additionalProperties": False,
+        }},
+        "required": ["server"],
         "additionalProperties": False,
-    }},
-    "required": ["server"],
-    "additionalProperties": False,
-}
+    }
+
+
+#: ``PUT /servers/{id}`` (Nova's ``update``): the name, access addresses and disk config...
+UPDATE = _update(description=False)
+#: ... and from 2.19 the description (null removes it).
+UPDATE_V2_19 = _update(description=True)

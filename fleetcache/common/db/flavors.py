@@ -33,6 +33,7 @@ class FlavorDict(TypedDict):
     swap: int
     is_public: bool
     description: str | None
+    rxtx_factor: float
     extra_specs: dict[str, str]
     created_at: datetime.datetime
     updated_at: datetime.datetime | None
@@ -43,6 +44,7 @@ def _flavor_dict(flavor: models.Flavor) -> FlavorDict:
         flavorid=flavor.flavorid, name=flavor.name, vcpus=flavor.vcpus,
         memory_mb=flavor.memory_mb, root_gb=flavor.root_gb, ephemeral_gb=flavor.ephemeral_gb,
         swap=flavor.swap, is_public=flavor.is_public, description=flavor.description,
+        rxtx_factor=flavor.rxtx_factor,
         extra_specs={spec.key: spec.value for spec in flavor.extra_specs},
         created_at=flavor.created_at, updated_at=flavor.updated_at,
     )
@@ -67,6 +69,7 @@ def flavor_create(
     swap: int = 0,
     is_public: bool = True,
     description: str | None = None,
+    rxtx_factor: float = 1.0,
 ) -> FlavorDict:
     """Create a flavor; without ``flavorid`` it gets a generated uuid, as in Nova.
 
@@ -85,7 +88,7 @@ def flavor_create(
             flavor = models.Flavor(
                 flavorid=flavorid, name=name, vcpus=vcpus, memory_mb=memory_mb,
                 root_gb=root_gb, ephemeral_gb=ephemeral_gb, swap=swap, is_public=is_public,
-                description=description,
+                description=description, rxtx_factor=rxtx_factor,
             )
             session.add(flavor)
             session.flush()

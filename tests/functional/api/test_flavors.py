@@ -92,14 +92,19 @@ def test_id_may_be_a_number_or_its_text(app: webtest.TestApp, given: object,
     assert app.get(f"{FLAVORS}/{stored}").json["flavor"]["id"] == stored
 
 
-def test_numbers_may_be_digit_strings_and_rxtx_factor_is_accepted(
+def test_numbers_may_be_digit_strings_and_rxtx_factor_is_kept(
     app: webtest.TestApp,
 ) -> None:
     flavor = _create(app, ram="1024", vcpus="2", disk="10", swap="0", rxtx_factor=2,
                      **{"OS-FLV-EXT-DATA:ephemeral": "1"})
     assert (flavor["ram"], flavor["vcpus"], flavor["disk"]) == (1024, 2, 10)
     assert flavor["OS-FLV-EXT-DATA:ephemeral"] == 1 and flavor["swap"] == 0
-    assert _create(app, "m2", rxtx_factor="1.5")["rxtx_factor"] == 1.0
+    assert flavor["rxtx_factor"] == 2.0
+    assert app.get(f"{FLAVORS}/{flavor['id']}").json["flavor"]["rxtx_factor"] == 2.0
+    assert _create(app, "m2", rxtx_factor="1.5")["rxtx_factor"] == 1.5
+    listed = {f["name"]: f["rxtx_factor"]
+              for f in app.get(f"{FLAVORS}/detail").json["flavors"]}
+    assert listed["m2"] == 1.5
 
 
 def test_update_description_from_2_55(app: webtest.TestApp) -> None:

@@ -81,7 +81,7 @@ class Walk:
             "{server_id}": "a0b1c2d3-0000-4000-8000-000000000001",
             "{job_id}": "a0b1c2d3-0000-4000-8000-000000000002",
             "{image_id}": "a0b1c2d3-0000-4000-8000-000000000003",
-            "{alias}": "os-hypervisors", "{project_id}": MEMBER["X-Project-Id"],
+            "{alias}": "os-hypervisors", "{project_id}": MEMBER["X-Project-Id"], "{key}": "k",
             # LATEST: a hypervisor is its compute's uuid
             "{hypervisor_id}": db_services.service_get(db, "c1", "fleetcache-compute")["uuid"],
             "{hypervisor_hostname_pattern}": "c",

@@ -49,7 +49,7 @@ def _flavor(app: webtest.TestApp, name: str, public: bool = True) -> str:
 
 def _members_server(app: webtest.TestApp, image: str, flavor: str, name: str) -> str:
     body = {"server": {"name": name, "imageRef": image, "flavorRef": flavor,
-                       "networks": "none"}}
+                       "networks": "none", "metadata": policy_matrix.SERVER_METADATA}}
     headers = {**PERSONAS["member"], **LATEST}
     return str(app.post_json("/v2.1/servers", body, headers=headers).json["server"]["id"])
 

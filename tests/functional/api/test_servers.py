@@ -90,21 +90,67 @@ def test_flavor_by_id_and_links_below_2_47(app: webtest.TestApp, images: dict[st
     assert old["flavor"]["id"] == "m1" and old["flavor"]["links"]
 
 
-def test_create_accepts_novas_boot_fields_and_echoes_as_nova(
-    app: webtest.TestApp, images: dict[str, str], flavor: str
+def test_what_the_owner_says_is_kept_and_shown_as_nova(
+    app: webtest.TestApp, images: dict[str, str], flavor: str, db: Database
 ) -> None:
     extra = {"metadata": {"role": "web", "a b:c.d-e_f": ""}, "accessIPv4": "192.0.2.7",
-             "accessIPv6": "2001:db8::7", "adminPass": "s3cret",
-             "OS-DCF:diskConfig": "AUTO"}
+             "accessIPv6": "0000:0000:0000:0000:0000:babe:220.12.22.2", "adminPass": "s3cret",
+             "OS-DCF:diskConfig": "AUTO", "description": "the web one"}
     server = _create(app, images, **extra).json["server"]
     assert server["adminPass"] == "s3cret" and server["OS-DCF:diskConfig"] == "AUTO"
+    shown = app.get(f"{SERVERS}/{server['id']}", headers=USER).json["server"]
+    # The IPv6 address in canonical form (RFC 5952), as Nova stores it (Tempest compares so).
+    assert (shown["accessIPv4"], shown["accessIPv6"]) == ("192.0.2.7", "::babe:dc0c:1602")
+    assert shown["metadata"] == extra["metadata"] and shown["OS-DCF:diskConfig"] == "AUTO"
+    assert shown["description"] == "the web one"
+    (listed,) = app.get(f"{SERVERS}/detail", headers=USER).json["servers"]
+    assert {k: listed[k] for k in ("accessIPv4", "accessIPv6", "metadata", "description")} == {
+        k: shown[k] for k in ("accessIPv4", "accessIPv6", "metadata", "description")}
+    record = db_instances.instance_get(db, server["id"])
+    assert record["metadata"] == extra["metadata"] and record["auto_disk_config"] is True
     assert _create(app, images, adminPass="").json["server"]["adminPass"] == ""
+
+
+def test_a_server_without_them_shows_novas_defaults(
+    app: webtest.TestApp, images: dict[str, str], flavor: str
+) -> None:
+    server = _create(app, images).json["server"]
+    shown = app.get(f"{SERVERS}/{server['id']}", headers=USER).json["server"]
+    assert (shown["accessIPv4"], shown["accessIPv6"], shown["metadata"]) == ("", "", {})
+    assert shown["OS-DCF:diskConfig"] == "MANUAL" and shown["description"] is None
+
+
+@pytest.mark.parametrize(("prop", "asked", "shown"), [
+    ("True", None, "AUTO"), ("False", None, "MANUAL"), ("disabled", None, "MANUAL"),
+    ("disabled", "MANUAL", "MANUAL"), ("True", "MANUAL", "MANUAL"),
+])
+def test_disk_config_follows_the_image_when_not_asked(
+        app: webtest.TestApp, images: dict[str, str], flavor: str, conf: cfg.ConfigOpts,
+        prop: str, asked: str | None, shown: str) -> None:
+    _set_image_fields(conf, images["raw"], auto_disk_config=prop)
+    extra = {} if asked is None else {"OS-DCF:diskConfig": asked}
+    server = _create(app, images, **extra).json["server"]
+    assert server["OS-DCF:diskConfig"] == shown
+    assert app.get(f"{SERVERS}/{server['id']}", headers=USER).json["server"][
+        "OS-DCF:diskConfig"] == shown
+
+
+def test_auto_disk_config_on_an_image_that_disables_it_is_400(
+        app: webtest.TestApp, images: dict[str, str], flavor: str, conf: cfg.ConfigOpts,
+        conductor: StubConductorAPI) -> None:
+    _set_image_fields(conf, images["raw"], auto_disk_config="Disabled")
+    message = fault(_create(app, images, status=400, **{"OS-DCF:diskConfig": "AUTO"}),
+                    "badRequest", 400)
+    assert "has automatic disk resize disabled" in message
+    assert conductor.boot_calls == []
 
 
 @pytest.mark.parametrize("bad", [
     {"metadata": {"bad/key": "v"}}, {"metadata": {"k": 1}}, {"metadata": {"k": "v" * 256}},
     {"metadata": []}, {"accessIPv4": "2001:db8::7"}, {"accessIPv4": "300.1.1.1"},
-    {"accessIPv6": "192.0.2.7"}, {"adminPass": 1}, {"OS-DCF:diskConfig": "auto"},
+    {"accessIPv6": "192.0.2.7"}, {"accessIPv6": "fe80::1%eth0"}, {"accessIPv4": "1.2.3.4\n"},
+    {"adminPass": 1}, {"OS-DCF:diskConfig": "auto"}, {"description": "d" * 256},
+    {"description": "a\u0000b"}, {"description": 1},
 ])
 def test_bad_boot_fields_are_400(app: webtest.TestApp, images: dict[str, str], flavor: str,
                                  bad: dict[str, Any]) -> None:
@@ -121,15 +167,25 @@ def test_metadata_over_the_quota_is_403(app: webtest.TestApp, images: dict[str, 
 
 @pytest.mark.parametrize(("version", "has_description"),
                          [("2.18", False), ("2.19", True), ("2.47", True)])
-def test_description_from_2_19(app: webtest.TestApp, images: dict[str, str], flavor: str,
-                               version: str, has_description: bool) -> None:
-    server = _create(app, images).json["server"]
+def test_description_shown_from_2_19(app: webtest.TestApp, images: dict[str, str],
+                                     flavor: str, version: str, has_description: bool) -> None:
+    server = _create(app, images, description="d1").json["server"]
     headers = {**PROJECT_USER, "OpenStack-API-Version": f"compute {version}"}
     shown = app.get(f"{SERVERS}/{server['id']}", headers=headers).json["server"]
-    assert ("description" in shown) is has_description
-    assert shown.get("description") is None
+    assert shown.get("description", "absent") == ("d1" if has_description else "absent")
     (listed,) = app.get(f"{SERVERS}/detail", headers=headers).json["servers"]
     assert ("description" in listed) is has_description
+
+
+def test_below_2_19_the_description_is_the_name_as_nova_stores_it(
+        app: webtest.TestApp, images: dict[str, str], flavor: str) -> None:
+    old = {**PROJECT_USER, "OpenStack-API-Version": "compute 2.18"}
+    body = {"server": {"name": "vm-old", "imageRef": images["raw"], "flavorRef": "m1"}}
+    server = app.post_json(SERVERS, body, headers=old, status=202).json["server"]
+    assert app.get(f"{SERVERS}/{server['id']}", headers=USER).json["server"][
+        "description"] == "vm-old"
+    body["server"]["description"] = "d"
+    fault(app.post_json(SERVERS, body, headers=old, expect_errors=True), "badRequest", 400)
 
 
 def test_admin_sees_host_and_fault_details(app: webtest.TestApp, images: dict[str, str],
@@ -378,10 +434,10 @@ def test_limit_and_marker_page_as_nova(app: webtest.TestApp, named: list[str]) -
           "badRequest", 400)
 
 
-def _set_minimums(conf: cfg.ConfigOpts, image_id: str, **minimums: int) -> None:
+def _set_image_fields(conf: cfg.ConfigOpts, image_id: str, **fields: Any) -> None:
     meta = pathlib.Path(conf.image_source.local_directory) / f"{image_id}.json"
     body = json.loads(meta.read_text())
-    meta.write_text(json.dumps({**body, **minimums}))
+    meta.write_text(json.dumps({**body, **fields}))
 
 
 @pytest.mark.parametrize(("minimums", "message"), [
@@ -393,7 +449,7 @@ def _set_minimums(conf: cfg.ConfigOpts, image_id: str, **minimums: int) -> None:
 def test_flavor_below_the_images_minimums_is_400(
         app: webtest.TestApp, images: dict[str, str], flavor: str, conf: cfg.ConfigOpts,
         conductor: StubConductorAPI, minimums: dict[str, int], message: str) -> None:
-    _set_minimums(conf, images["raw"], **minimums)
+    _set_image_fields(conf, images["raw"], **minimums)
     assert message in fault(_create(app, images, status=400), "badRequest", 400)
     assert conductor.boot_calls == []
 
@@ -401,7 +457,7 @@ def test_flavor_below_the_images_minimums_is_400(
 def test_flavor_at_the_images_minimums_boots(
         app: webtest.TestApp, images: dict[str, str], flavor: str,
         conf: cfg.ConfigOpts) -> None:
-    _set_minimums(conf, images["raw"], min_ram=512, min_disk=1)
+    _set_image_fields(conf, images["raw"], min_ram=512, min_disk=1)
     assert _create(app, images).status_int == 202
 
 
@@ -438,22 +494,101 @@ def test_stop_and_start_change_the_state_as_nova(
           "forbidden", 403)
 
 
-def test_put_renames_as_nova(app: webtest.TestApp, images: dict[str, str], flavor: str) -> None:
-    uuid = _create(app, images).json["server"]["id"]
+def test_put_changes_what_the_owner_says_as_nova(app: webtest.TestApp, images: dict[str, str],
+                                                 flavor: str) -> None:
+    uuid = _create(app, images, description="d0").json["server"]["id"]
     path = f"{SERVERS}/{uuid}"
-    renamed = app.put_json(path, {"server": {"name": "new-name", "accessIPv4": "192.0.2.1",
-                                             "OS-DCF:diskConfig": "AUTO"}},
-                           headers=USER).json["server"]
-    assert renamed["name"] == "new-name" and renamed["id"] == uuid
-    assert app.get(path, headers=USER).json["server"]["name"] == "new-name"
+    changed = app.put_json(path, {"server": {
+        "name": "new-name", "accessIPv4": "192.0.2.1", "accessIPv6": "2001:DB8:0::1",
+        "OS-DCF:diskConfig": "AUTO", "description": "d1"}}, headers=USER).json["server"]
+    assert changed["name"] == "new-name" and changed["id"] == uuid
+    shown = app.get(path, headers=USER).json["server"]
+    assert (shown["name"], shown["description"]) == ("new-name", "d1")
+    assert (shown["accessIPv4"], shown["accessIPv6"]) == ("192.0.2.1", "2001:db8::1")
+    assert shown["OS-DCF:diskConfig"] == "AUTO"
     unchanged = app.put_json(path, {"server": {}}, headers=USER).json["server"]
-    assert unchanged["name"] == "new-name"
-    for bad in ({"name": ""}, {"name": " x"}, {"description": "d"}, {"hostname": "h"},
-                {"accessIPv6": "1.2.3.4"}):
+    assert (unchanged["name"], unchanged["description"]) == ("new-name", "d1")
+    assert app.put_json(path, {"server": {"description": None}}, headers=USER).json[
+        "server"]["description"] is None
+    for bad in ({"name": ""}, {"name": " x"}, {"hostname": "h"}, {"accessIPv6": "1.2.3.4"},
+                {"description": "x" * 256}, {"metadata": {}}):
         fault(app.put_json(path, {"server": bad}, headers=USER, expect_errors=True),
               "badRequest", 400)
+    v2_18 = {**PROJECT_USER, "OpenStack-API-Version": "compute 2.18"}
+    fault(app.put_json(path, {"server": {"description": "d"}}, headers=v2_18,
+                       expect_errors=True), "badRequest", 400)
     fault(app.put_json(path, {"server": {"name": "x"}}, headers=OTHER, expect_errors=True),
           "itemNotFound", 404)
     reader = {**USER, "X-Roles": "reader"}
     fault(app.put_json(path, {"server": {"name": "x"}}, headers=reader, expect_errors=True),
           "forbidden", 403)
+
+
+#: What Nova's ``PUT /servers/{id}`` answers below 2.75 (its view with every ``show_*``
+#: off), here for a building server at 2.74: Tempest's ``update_server`` schema allows no more.
+SHORT_VIEW = {"id", "name", "links", "status", "tenant_id", "user_id", "metadata", "hostId",
+              "image", "flavor", "created", "updated", "addresses", "accessIPv4", "accessIPv6",
+              "OS-DCF:diskConfig", "description", "progress"}
+
+
+@pytest.mark.parametrize("headers", [USER, ADMIN])
+def test_put_answers_novas_short_view_below_2_75(app: webtest.TestApp, images: dict[str, str],
+                                                 flavor: str, headers: dict[str, str]) -> None:
+    uuid = _create(app, images).json["server"]["id"]
+    path = f"{SERVERS}/{uuid}"
+    v2_74 = {**headers, "OpenStack-API-Version": "compute 2.74"}
+    short = app.put_json(path, {"server": {"name": "n"}}, headers=v2_74).json["server"]
+    assert set(short) == SHORT_VIEW
+    full = app.put_json(path, {"server": {"name": "n"}}, headers=headers).json["server"]
+    assert full == app.get(path, headers=headers).json["server"]
+
+
+@pytest.fixture
+def stopped(app: webtest.TestApp, images: dict[str, str], flavor: str,
+            db: Database) -> dict[str, str]:
+    """Servers by status: one building, one active, one stopped (``os-stop``), one in error,
+    one active being rebuilt."""
+    made = {}
+    for name, values in (("building", {}),
+                         ("active", {"vm_state": "active", "task_state": None}),
+                         ("shutoff", {"vm_state": "active", "task_state": None}),
+                         ("error", {"vm_state": "error", "task_state": None}),
+                         ("rebuild", {"vm_state": "active", "task_state": "rebuilding"})):
+        uuid = _create(app, images, name=name).json["server"]["id"]
+        if values:
+            db_instances.instance_update(db, uuid, {**values, "host": "c1"})
+        made[name] = uuid
+    app.post_json(f"{SERVERS}/{made['shutoff']}/action", {"os-stop": None}, headers=USER,
+                  status=202)
+    return made
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ({"status": "SHUTOFF"}, {"shutoff"}),
+    ({"status": "shutoff"}, {"shutoff"}),
+    ({"status": "BUILD"}, {"building"}),
+    ({"status": "ERROR"}, {"error"}),
+    ({"status": "REBUILD"}, {"rebuild"}),
+    # Nova: ACTIVE selects vm_state active whatever the task (a rebuild is ACTIVE too).
+    ({"status": "ACTIVE"}, {"active", "rebuild"}),
+    ({"status": ["SHUTOFF", "ERROR"]}, {"shutoff", "error"}),
+    ({"status": "PAUSED"}, set()),
+    ({"status": "SHUTOFF", "name": "^err"}, set()),
+])
+def test_status_filter_as_nova(app: webtest.TestApp, stopped: dict[str, str],
+                               query: dict[str, Any], expected: set[str]) -> None:
+    by_id = {uuid: name for name, uuid in stopped.items()}
+    for path in (SERVERS, f"{SERVERS}/detail"):
+        listed = app.get(path, query, headers=USER).json["servers"]
+        assert {by_id[s["id"]] for s in listed} == expected
+
+
+def test_unknown_status_is_empty_below_2_38_and_400_from_it(app: webtest.TestApp,
+                                                            stopped: dict[str, str]) -> None:
+    v2_37 = {**PROJECT_USER, "OpenStack-API-Version": "compute 2.37"}
+    assert app.get(SERVERS, {"status": "nope"}, headers=v2_37).json["servers"] == []
+    message = fault(app.get(SERVERS, {"status": "nope"}, headers=USER, expect_errors=True),
+                    "badRequest", 400)
+    assert message == "Invalid status value"
+    listed = app.get(SERVERS, {"status": ["nope", "shutoff"]}, headers=USER).json["servers"]
+    assert [s["id"] for s in listed] == [stopped["shutoff"]]

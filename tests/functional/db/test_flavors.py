@@ -80,3 +80,9 @@ def test_list_adds_the_projects_private_flavors_to_the_public_ones(db: Database)
     assert names(is_public=True, project_id="p3") == ["pub"]
     assert names(is_public=False, project_id="p1") == ["a", "b"]
     assert names(project_id="p1") == ["pub", "a", "b"]
+
+
+def test_rxtx_factor_is_kept(db: Database) -> None:
+    assert flavors.flavor_create(db, "m1", 1, 512, 1, flavorid="f1")["rxtx_factor"] == 1.0
+    flavors.flavor_create(db, "m2", 1, 512, 1, flavorid="f2", rxtx_factor=2.5)
+    assert flavors.flavor_get(db, "f2")["rxtx_factor"] == 2.5

@@ -63,3 +63,47 @@ def test_busy_and_fail_busy(db: Database) -> None:
     failed = instances.instance_get(db, first["uuid"])
     assert failed["vm_state"] == "error" and failed["fault_message"] == "gone"
     assert failed["fault_code"] == 500 and failed["task_state"] is None
+
+
+def test_what_the_owner_said_is_stored(db: Database) -> None:
+    said = InstanceCreate(**_record(1), display_description="d", access_ip_v4="192.0.2.1",
+                          access_ip_v6="2001:db8::1", auto_disk_config=True,
+                          metadata={"role": "web", "k": ""})
+    plain, full = instances.instances_create(db, [_record(2), said])
+    assert plain["metadata"] == {} and plain["auto_disk_config"] is False
+    assert plain["display_description"] is None and plain["access_ip_v4"] is None
+    stored = instances.instance_get(db, full["uuid"])
+    assert stored == full
+    assert stored["metadata"] == {"role": "web", "k": ""}
+    assert (stored["display_description"], stored["access_ip_v4"], stored["access_ip_v6"],
+            stored["auto_disk_config"]) == ("d", "192.0.2.1", "2001:db8::1", True)
+    assert [i["metadata"] for i in instances.instance_list(db)] == [{"role": "web", "k": ""},
+                                                                    {}]
+    updated = instances.instance_update(db, full["uuid"], {
+        "display_description": None, "access_ip_v6": None, "auto_disk_config": False})
+    assert updated["metadata"] == {"role": "web", "k": ""}
+    assert (updated["display_description"], updated["access_ip_v6"],
+            updated["auto_disk_config"]) == (None, None, False)
+
+
+def test_metadata_update_merges_replaces_and_deletes(db: Database) -> None:
+    (instance,) = instances.instances_create(db, [InstanceCreate(**_record(1),
+                                                                 metadata={"a": "1"})])
+    uuid = instance["uuid"]
+    change = {"max_items": 3, "expected_vm_state": ["active"]}
+    with pytest.raises(exception.InstanceInvalidState):  # still building
+        instances.instance_metadata_update(db, uuid, {"b": "2"}, replace=False, **change)
+    instances.instance_update(db, uuid, {"vm_state": "active", "task_state": None})
+    assert instances.instance_metadata_update(
+        db, uuid, {"b": "2"}, replace=False, **change) == {"a": "1", "b": "2"}
+    assert instances.instance_metadata_update(
+        db, uuid, {}, replace=False, deleted=["a"], **change) == {"b": "2"}
+    assert instances.instance_metadata_update(
+        db, uuid, {"c": "3"}, replace=True, **change) == {"c": "3"}
+    with pytest.raises(exception.InstanceMetadataLimitExceeded):
+        instances.instance_metadata_update(
+            db, uuid, {"x": "", "y": "", "z": ""}, replace=False, **change)
+    assert instances.instance_get(db, uuid)["metadata"] == {"c": "3"}
+    assert instances.instance_metadata_update(
+        db, uuid, {}, replace=True, **change) == {}
+    assert instances.instance_get(db, uuid)["metadata"] == {}

@@ -42,6 +42,9 @@ NOVA_NAMES = {
     "os_compute_api:os-quota-sets:show", "os_compute_api:os-quota-sets:detail",
     "os_compute_api:os-quota-sets:defaults", "os_compute_api:os-quota-sets:update",
     "os_compute_api:os-quota-sets:delete",
+    "os_compute_api:server-metadata:index", "os_compute_api:server-metadata:show",
+    "os_compute_api:server-metadata:create", "os_compute_api:server-metadata:update_all",
+    "os_compute_api:server-metadata:update", "os_compute_api:server-metadata:delete",
 }
 #: Open to anyone, as in Nova (``RULE_ANY``), or fleetcache's reads open to all.
 ANYONE = {"fleetcache:flavors:list", "fleetcache:networks:show",
@@ -51,10 +54,14 @@ ANYONE = {"fleetcache:flavors:list", "fleetcache:networks:show",
 PROJECT_READ = {"os_compute_api:os-flavor-extra-specs:index",
                 "os_compute_api:os-flavor-extra-specs:show", "os_compute_api:servers:index",
                 "os_compute_api:servers:detail", "os_compute_api:servers:show",
-                "os_compute_api:os-quota-sets:show", "os_compute_api:os-quota-sets:detail"}
+                "os_compute_api:os-quota-sets:show", "os_compute_api:os-quota-sets:detail",
+                "os_compute_api:server-metadata:index", "os_compute_api:server-metadata:show"}
 PROJECT_WRITE = {"os_compute_api:servers:create", "os_compute_api:servers:delete",
                  "os_compute_api:servers:rebuild", "os_compute_api:servers:update",
-                 "os_compute_api:servers:stop", "os_compute_api:servers:start"}
+                 "os_compute_api:servers:stop", "os_compute_api:servers:start",
+                 "os_compute_api:server-metadata:create",
+                 "os_compute_api:server-metadata:update_all",
+                 "os_compute_api:server-metadata:update", "os_compute_api:server-metadata:delete"}
 
 
 def test_rule_names() -> None:
