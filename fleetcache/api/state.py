@@ -8,6 +8,7 @@ from typing import Protocol
 from oslo_config import cfg
 from oslo_policy import policy
 
+from fleetcache.api.image_names import ImageNames
 from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db.jobs import JobDict
@@ -57,6 +58,8 @@ class ApiState:
         self.transports = rpc.Transports(conf)
         self._image_source: ImageSource | None = None
         self._lock = threading.Lock()
+        #: The status page's image names, from :attr:`image_source`, cached.
+        self.image_names = ImageNames(self._image_name)
 
     @property
     def image_source(self) -> ImageSource:
@@ -65,6 +68,9 @@ class ApiState:
             if self._image_source is None:
                 self._image_source = source.load_image_source(self.conf)
             return self._image_source
+
+    def _image_name(self, ctxt: RequestContext, image_id: str) -> str | None:
+        return self.image_source.show(ctxt, image_id).name
 
     @property
     def conductor_api(self) -> CacheImagesAPI:
