@@ -10,6 +10,7 @@ from oslo_config import cfg
 from oslo_policy import policy
 
 from fleetcache.api import quota
+from fleetcache.api.image_names import ImageNames
 from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db.cells import CellDict
@@ -77,6 +78,8 @@ class ApiState:
         self.transports = rpc.Transports(conf)
         self._image_source: ImageSource | None = None
         self._lock = threading.Lock()
+        #: The status page's image names, from :attr:`image_source`, cached.
+        self.image_names = ImageNames(self._image_name)
 
     @property
     def image_source(self) -> ImageSource:
@@ -85,6 +88,9 @@ class ApiState:
             if self._image_source is None:
                 self._image_source = source.load_image_source(self.conf)
             return self._image_source
+
+    def _image_name(self, ctxt: RequestContext, image_id: str) -> str | None:
+        return self.image_source.show(ctxt, image_id).name
 
     @property
     def conductor_api(self) -> CacheImagesAPI:

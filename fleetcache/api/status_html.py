@@ -2,8 +2,10 @@
 allowed by their hashes in a strict Content-Security-Policy.
 
 Nothing here reads the database: :mod:`fleetcache.api.handlers.status` gathers a
-:class:`StatusView` and :func:`render_page` turns it into a document. Image ids, host names
-and reasons come from clients and computes, so they are untrusted: each goes through
+:class:`StatusView` and :func:`render_page` turns it into a document. Aggregates and images
+are shown by name (the id beside or on hover) where the view knows one, by id otherwise.
+Image ids and names, aggregate names, host names and reasons come from clients, computes and
+the image service, so they are untrusted: each goes through
 :func:`html.escape` (quotes included) and nothing is ever placed in a script, a style or a URL.
 The script (``static/status.js``) updates running jobs' progress from the JSON feed with
 ``textContent`` only.
@@ -71,12 +73,17 @@ class StatusView:
     :ivar jobs: the newest jobs as the jobs API formats them with ``detail`` (newest first).
     :ivar caches: each host's cache report (``host``, ``usage_bytes``, ``image_count``,
         ``reported_at``); keys added later (pins) are shown when present.
+    :ivar aggregate_names: aggregate uuid -> name, for the jobs' aggregates that still exist.
+    :ivar image_names: image id -> name, for the images whose name is known; the others
+        show as their id.
     :ivar progress_url: the progress feed the script polls.
     :ivar cookie_path: the path the sign-in cookie is scoped to.
     """
 
     jobs: list[dict[str, Any]]
     caches: list[dict[str, Any]]
+    aggregate_names: dict[str, str]
+    image_names: dict[str, str]
     progress_url: str
     cookie_path: str
     token_cookie: bool
@@ -108,15 +115,36 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {state}" for state, n in counts.items() if n)
 
 
-def _jobs_table(jobs: list[dict[str, Any]]) -> str:
-    if not jobs:
+def _image(image_id: str, names: dict[str, str]) -> str:
+    """An image by its name with the id on hover, or by its id when the name is unknown."""
+    name = names.get(image_id)
+    if name is None:
+        return f'<code class="image">{_e(image_id)}</code>'
+    return f'<span class="image" title="{_e(image_id)}">{_e(name)}</span>'
+
+
+def _aggregate(job: dict[str, Any], names: dict[str, str]) -> str:
+    """The job's aggregate by name with its id beside (uuid on hover); the id alone once the
+    aggregate is deleted."""
+    name = names.get(job["aggregate_uuid"])
+    if name is None:
+        return (f'<td title="deleted aggregate {_e(job["aggregate_uuid"])}">'
+                f'{_e(job["aggregate_id"])}</td>')
+    return (f'<td title="{_e(job["aggregate_uuid"])}"><span class="aggregate">{_e(name)}'
+            f'</span> <span class="muted">({_e(job["aggregate_id"])})</span></td>')
+
+
+def _jobs_table(view: StatusView) -> str:
+    if not view.jobs:
         return '<p class="muted">No pre-cache job yet.</p>'
     rows = []
-    for job in jobs:
+    for job in view.jobs:
         done, total = job["hosts_reported"], job["total_hosts"]
+        images = ", ".join(_image(i, view.image_names) for i in job["image_ids"])
         rows.append(
             f'<tr data-job="{_e(job["id"])}" data-state="{_e(job["state"])}">'
-            f'<td><code>{_e(job["id"])}</code></td><td>{_e(job["aggregate_id"])}</td>'
+            f'<td><code>{_e(job["id"])}</code></td>{_aggregate(job, view.aggregate_names)}'
+            f'<td>{images}</td>'
             f'<td class="{_e(job["state"])}" data-field="state">{_e(job["state"])}</td>'
             f'<td><progress max="{max(total, 1)}" value="{done}"></progress> '
             f'<span data-field="progress-text">{done}/{total} hosts</span></td>'
@@ -124,7 +152,8 @@ def _jobs_table(jobs: list[dict[str, Any]]) -> str:
             f'<td class="num">{_e(human_bytes(job["bytes_downloaded"]))}</td>'
             f'<td>{_e(job["created_at"])}</td><td>{_e(job["error"])}</td></tr>'
         )
-    return ("<table id=\"jobs\"><thead><tr><th>Job</th><th>Aggregate</th><th>State</th>"
+    return ("<table id=\"jobs\"><thead><tr><th>Job</th><th>Aggregate</th><th>Images</th>"
+            "<th>State</th>"
             "<th>Progress</th><th>Results</th><th>Downloaded</th><th>Created</th>"
             "<th>Error</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
@@ -156,11 +185,11 @@ def _cell(result: dict[str, Any] | None) -> str:
             f'{_e(state)}{reason}</td>')
 
 
-def _matrix(jobs: list[dict[str, Any]]) -> str:
-    hosts, images, cells = latest_results(jobs)
+def _matrix(view: StatusView) -> str:
+    hosts, images, cells = latest_results(view.jobs)
     if not hosts:
         return '<p class="muted">No host has reported a result yet.</p>'
-    head = "".join(f"<th><code>{_e(i)}</code></th>" for i in images)
+    head = "".join(f"<th>{_image(i, view.image_names)}</th>" for i in images)
     rows = "".join(
         f"<tr><th>{_e(host)}</th>" + "".join(_cell(cells.get((host, i))) for i in images)
         + "</tr>"
@@ -193,9 +222,9 @@ def render_page(view: StatusView) -> str:
     body = (
         "<h1>fleetcache status</h1>\n"
         f'<p class="muted">Live progress: <span id="poll-status">waiting</span></p>{forget}\n'
-        f"<h2>Pre-cache jobs</h2>\n{_jobs_table(view.jobs)}\n"
+        f"<h2>Pre-cache jobs</h2>\n{_jobs_table(view)}\n"
         "<h2>Hosts &times; images</h2>\n<p class=\"muted\">The result of the newest job "
-        f"that asked each host for each image.</p>\n{_matrix(view.jobs)}\n"
+        f"that asked each host for each image.</p>\n{_matrix(view)}\n"
         f"<h2>Image cache per host</h2>\n{_caches_table(view.caches)}"
     )
     return _document("fleetcache status", body, {

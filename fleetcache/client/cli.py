@@ -3,6 +3,7 @@
 Commands::
 
     fleetcache cache-images AGG IMG [IMG ...] [--wait]   pre-cache images on an aggregate
+                            [--pin-seconds SECONDS]      (and pin them for a while)
     fleetcache jobs list AGG                             the aggregate's pre-cache jobs
     fleetcache jobs show JOB [--aggregate AGG]           one job, per host and image
     fleetcache cache list HOST                           a compute's cached images, sizes,
@@ -16,8 +17,15 @@ Commands::
 (``OS_AUTH_URL``, ``OS_USERNAME``, ``OS_PASSWORD``, ``OS_PROJECT_NAME``...) describe one; the
 API's endpoint is the catalog's ``compute`` service. For a noauth lab, ``--os-endpoint``
 (``http://host:port`` or ``.../v2.1``) with ``--os-token`` (or ``OS_AUTH_TYPE=none``) skips
-Keystone. Exit status: 0 on success, 1 when the API refused or a job failed (an image errored
-on some host), 2 on bad usage.
+Keystone.
+
+Every command but ``demo`` takes ``-f/--format table|json|yaml``: ``json`` and ``yaml`` print
+the API's object as it answered it (a job as ``GET .../images/jobs/{id}``, a list of jobs,
+a host's image cache), with the keys docs/api.md documents, for scripts; ``cache-images``
+prints the job it created (at its end with ``--wait``). Progress goes to stderr, never into
+the data. Exit status: 0 on success; 1 when the API refused, or when the job that ``jobs
+show`` or ``cache-images --wait`` printed is not over (``done``, or ``catching_up``) or has an
+image in ``error`` on some host (whatever the format, after printing it); 2 on bad usage.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fleetcache.client import render
+from fleetcache.client import options, render
 from fleetcache.client.api_client import ApiClient, ApiError
 
 PROG = "fleetcache"
@@ -35,9 +43,12 @@ PROG = "fleetcache"
 
 def _cache_images(api: ApiClient, args: argparse.Namespace) -> int:
     aggregate = api.find_aggregate(args.aggregate)
-    location = api.cache_images(aggregate["id"], list(args.images))
+    location = api.cache_images(aggregate["id"], list(args.images),
+                                pin_seconds=args.pin_seconds)
     job_id = location.rstrip("/").rsplit("/", 1)[-1]
     if not args.wait:
+        if args.format != "table":
+            return _print_job(api.get_job(location), args.format, exit_status=False)
         print(f"Pre-cache job {job_id} queued on aggregate {aggregate['name']} "
               f"({aggregate['id']}): {location}")
         return 0
@@ -47,33 +58,45 @@ def _cache_images(api: ApiClient, args: argparse.Namespace) -> int:
                            timeout=args.timeout)
     finally:
         bar.close()
-    return _print_job(job)
+    return _print_job(job, args.format)
 
 
-def _print_job(job: dict[str, Any]) -> int:
-    print(render.job_table(job))
-    print(render.job_summary(job))
-    return 1 if render.job_failed(job) else 0
+def _print_job(job: dict[str, Any], fmt: str, exit_status: bool = True) -> int:
+    """Print ``job`` as ``fmt`` says; :returns: 1 when ``exit_status`` and the job failed."""
+    if fmt == "table":
+        print(render.job_table(job))
+        print(render.job_summary(job))
+    else:
+        sys.stdout.write(render.machine_readable(job, fmt))
+    return 1 if exit_status and render.job_failed(job) else 0
 
 
 def _jobs_show(api: ApiClient, args: argparse.Namespace) -> int:
     job = api.find_job(args.job, aggregate=args.aggregate)
-    if job["state"] not in ("done", "failed"):
+    if args.format == "table" and job["state"] not in ("done", "failed"):
         interim = render.hosts_in_interim_states(job)
         print(f"Job {job['id']} is {job['state']}: "
               f"{job.get('hosts_reported', 0)}/{job.get('total_hosts', 0)} hosts reported"
               + (f", {interim}" if interim else ""))
-    return _print_job(job)
+    return _print_job(job, args.format)
 
 
 def _jobs_list(api: ApiClient, args: argparse.Namespace) -> int:
     aggregate = api.find_aggregate(args.aggregate)
-    print(render.jobs_table(api.list_jobs(aggregate["id"])))
+    jobs = api.list_jobs(aggregate["id"])
+    if args.format == "table":
+        print(render.jobs_table(jobs))
+    else:
+        sys.stdout.write(render.machine_readable(jobs, args.format))
     return 0
 
 
 def _cache_list(api: ApiClient, args: argparse.Namespace) -> int:
-    print(render.host_cache_table(api.get_host_image_cache(args.host)))
+    cache = api.get_host_image_cache(args.host)
+    if args.format == "table":
+        print(render.host_cache_table(cache))
+    else:
+        sys.stdout.write(render.machine_readable(cache, args.format))
     return 0
 
 
@@ -85,6 +108,7 @@ def _add_cache_commands(commands: Any) -> None:
     listing = cache_commands.add_parser(
         "list", help="a host's cached images, sizes and last use, as it last reported them")
     listing.add_argument("host", metavar="HOST", help="compute host name")
+    options.add_format_option(listing)
     listing.set_defaults(func=_cache_list)
 
 
@@ -126,6 +150,8 @@ def build_parser(demo: bool = False) -> argparse.ArgumentParser:
     cache.add_argument("--poll-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     cache.add_argument("--timeout", type=float, default=None,
                        help="with --wait, give up after this many seconds")
+    options.add_pin_option(cache)
+    options.add_format_option(cache)
     cache.set_defaults(func=_cache_images)
 
     jobs = commands.add_parser("jobs", help="pre-cache jobs")
@@ -133,9 +159,11 @@ def build_parser(demo: bool = False) -> argparse.ArgumentParser:
     show = job_commands.add_parser("show", help="show a job per host and image")
     show.add_argument("job", metavar="JOB", help="job id (uuid)")
     show.add_argument("--aggregate", metavar="AGG", help="the job's aggregate (faster)")
+    options.add_format_option(show)
     show.set_defaults(func=_jobs_show)
     listing = job_commands.add_parser("list", help="list an aggregate's jobs")
     listing.add_argument("aggregate", metavar="AGG", help="aggregate id, uuid or name")
+    options.add_format_option(listing)
     listing.set_defaults(func=_jobs_list)
 
     _add_cache_commands(commands)

@@ -1,4 +1,5 @@
-"""How the CLI shows a pre-cache job: a live progress bar, a per-host table, a summary.
+"""How the CLI shows a pre-cache job: a live progress bar, a per-host table, a summary; and
+any API object as JSON or YAML for scripts (:func:`machine_readable`).
 
 Every function takes the job as the API returns it (``GET .../images/jobs/{id}``): ``state``,
 ``total_hosts``, ``hosts_reported``, ``counts`` and, per host, ``images`` with ``state``,
@@ -8,9 +9,11 @@ Every function takes the job as the API returns it (``GET .../images/jobs/{id}``
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any, TextIO
 
 import prettytable
+import yaml
 
 #: Per-image states that make a job's outcome a failure for the exit status.
 FAILED_STATES = ("error",)
@@ -204,6 +207,19 @@ def host_cache_table(cache: dict[str, Any]) -> str:
                                item.get("until") or ""])
         parts.append(catch_ups.get_string())
     return "\n".join(parts)
+
+
+def machine_readable(data: Any, fmt: str) -> str:
+    """``data`` (an object or list as the API returned it) as ``json`` (indented by 2, as
+    ``openstack -f json``) or ``yaml``, keys in the API's order, ending with a newline.
+
+    :raises ValueError: for another format.
+    """
+    if fmt == "json":
+        return json.dumps(data, indent=2) + "\n"
+    if fmt == "yaml":
+        return str(yaml.safe_dump(data, default_flow_style=False, sort_keys=False))
+    raise ValueError(f"no machine-readable format {fmt!r}")
 
 
 def human_bytes(n: int) -> str:

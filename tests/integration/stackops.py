@@ -1,13 +1,16 @@
 """Small operations on the running stack that several integration tests share: where a
 compute caches an image (and forgetting it), what Glance says of an image and how often it
-served its data, a pre-cache job read and followed to its end, and freezing a daemon."""
+served its data, a pre-cache job read and followed to its end (and its pin's length), the
+``fleetcache`` CLI run against the stack, and freezing a daemon."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +22,9 @@ from tests.waiting import wait_for
 
 MV = "2.81"
 _FINAL_JOB_STATES = ("done", "failed")
+#: The venv whose ``fleetcache`` console script the tests run (this tree's code comes first
+#: on the ``PYTHONPATH`` the tests run with).
+VENV = Path(os.environ.get("FLEETCACHE_VENV", Path(__file__).parents[2] / ".venv"))
 
 
 @contextlib.contextmanager
@@ -120,3 +126,15 @@ def precache_and_wait(stack: Any, agg_id: int, image_id: str, pin: int | None,
     assert resp.status_code == 202, resp.text
     job_id = resp.headers["Location"].rsplit("/", 1)[-1]
     return wait_job_done(stack, agg_id, job_id, timeout)
+
+
+def pin_length(job: dict[str, Any]) -> float:
+    """Seconds from the job's creation to the end of its pin (``pin_until``)."""
+    created = datetime.datetime.fromisoformat(job["created_at"])
+    return (datetime.datetime.fromisoformat(job["pin_until"]) - created).total_seconds()
+
+
+def fleetcache_cli(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``fleetcache`` CLI against the stack as the admin (catalog, Keystone)."""
+    return subprocess.run([str(VENV / "bin" / "fleetcache"), *args], env=stack.process_env(),
+                          capture_output=True, text=True, timeout=180, check=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import configparser
 import importlib.metadata
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -18,29 +19,42 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Stack
+from tests.integration.stackops import fleetcache_cli, get_job, pin_length
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUPS = ("openstack.cli.extension", "openstack.fleetcache.v1")
+#: Seconds of the pins the tests ask for: short, as the other pinning tests', so that no
+#: sample image stays pinned into a later test's ageing.
+PIN = 15
 
 
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """``PYTHONPATH`` under which ``openstack`` loads this tree's plugin."""
+    """``PYTHONPATH`` under which ``openstack`` loads this tree's plugin with every command of
+    ``setup.cfg``, also those the installed metadata lacks (a venv installed from an older
+    tree): only the missing entry points go into the throwaway ``dist-info``, since a second
+    ``openstack.cli.extension`` of the same name would register the plugin's options twice."""
     path = [str(ROOT), os.environ.get("PYTHONPATH", "")]
-    if any(ep.name == "fleetcache"
-           for ep in importlib.metadata.entry_points(group="openstack.cli.extension")):
-        return os.pathsep.join(p for p in path if p)
     setup = configparser.ConfigParser()
     setup.read(ROOT / "setup.cfg")
     points = setup["options.entry_points"]
+    missing = {}
+    for group in GROUPS:
+        installed = {f"{ep.name} = {ep.value}"
+                     for ep in importlib.metadata.entry_points(group=group)}
+        wanted = [line.strip() for line in points[group].splitlines() if line.strip()]
+        missing[group] = [line for line in wanted if line not in installed]
+    if not any(missing.values()):
+        return os.pathsep.join(p for p in path if p)
     dist = tmp_path_factory.mktemp("osc") / "fleetcache_osc_plugin-0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fleetcache-osc-plugin\n"
                                    "Version: 0\n")
-    (dist / "entry_points.txt").write_text(
-        "".join(f"[{group}]\n{points[group].strip()}\n" for group in GROUPS))
+    (dist / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{line}\n" for line in lines)
+        for group, lines in missing.items() if lines))
     return os.pathsep.join(p for p in [str(dist.parent), *path] if p)
 
 
@@ -57,22 +71,72 @@ def _openstack(stack: Stack, plugin_path: str, *args: str, user: str = "admin",
             os.environ["PYTHONPATH"] = old
 
 
-def test_cache_job_create_wait_list_show(stack: Stack, plugin_path: str,
-                                         make_aggregate: Any) -> None:
+def _job_command(stack: Stack, plugin_path: str, *args: str, check: bool = True) -> Any:
+    return _openstack(stack, plugin_path, "aggregate", "cache", "job", *args, check=check)
+
+
+def _states(job: dict[str, Any]) -> dict[str, str]:
+    return {h["host"]: h["images"][0]["state"] for h in job["hosts"]}
+
+
+def test_cache_job_create_wait_list_show_as_json(stack: Stack, plugin_path: str,
+                                                 make_aggregate: Any) -> None:
+    """Every command's machine-readable output, parsed: the job and its per-host states as
+    the API shows them, through both clients."""
     agg = make_aggregate(hosts=("compute1", "compute3"))
     image = stack.sample_images[1]
-    proc = _openstack(stack, plugin_path, "aggregate", "cache", "job", "create", agg["name"],
-                      image, "--wait", "--timeout", "120")
-    assert "2/2 hosts" in proc.stderr  # the progress bar
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("| compute")]
-    assert sorted(r.split("|")[1].strip() for r in rows) == ["compute1", "compute3"]
-    assert all(r.split("|")[2].strip() in ("cached", "existing") for r in rows), rows
-    listed = _openstack(stack, plugin_path, "aggregate", "cache", "job", "list", agg["name"],
-                        "-f", "value", "-c", "ID", "-c", "State").stdout.split()
-    assert listed[1] == "done", listed
-    shown = _openstack(stack, plugin_path, "aggregate", "cache", "job", "show", listed[0],
-                       "--aggregate", str(agg["id"])).stdout
-    assert f"Job {listed[0]} on aggregate {agg['id']}: done" in shown
+    proc = _job_command(stack, plugin_path, "create", agg["name"], image, "--wait",
+                        "--timeout", "120", "-f", "json")
+    assert "2/2 hosts" in proc.stderr  # the progress bar, off stdout
+    created = json.loads(proc.stdout)
+    assert created["state"] == "done" and created["image_ids"] == [image]
+    states = _states(created)
+    assert sorted(states) == ["compute1", "compute3"]
+    assert set(states.values()) <= {"cached", "existing"}, states
+
+    listed = _job_command(stack, plugin_path, "list", agg["name"], "-f", "value",
+                          "-c", "ID", "-c", "State").stdout.split()
+    assert listed == [created["id"], "done"], listed
+
+    shown = json.loads(_job_command(stack, plugin_path, "show", created["id"], "--aggregate",
+                                    str(agg["id"]), "-f", "json").stdout)
+    api_job = get_job(stack, agg["id"], created["id"])
+    assert shown == {k: v for k, v in api_job.items() if k != "links"}
+    assert shown["counts"]["error"] == 0 and shown["hosts_reported"] == 2
+
+    rows = json.loads(_job_command(stack, plugin_path, "host", "list", created["id"],
+                                   "-f", "json").stdout)
+    assert {r["Host"]: r["State"] for r in rows} == states
+    assert {r["Image ID"] for r in rows} == {image}
+
+    # fleetcache's own client says the same, with the API's keys
+    cli = fleetcache_cli(stack, "jobs", "show", created["id"], "-f", "json")
+    assert cli.returncode == 0, cli.stderr
+    assert {k: v for k, v in json.loads(cli.stdout).items() if k != "links"} == shown
+
+
+def test_cache_job_create_with_a_pin(stack: Stack, plugin_path: str,
+                                     make_aggregate: Any) -> None:
+    agg = make_aggregate(hosts=("compute3",))
+    image = stack.sample_images[0]
+    created = json.loads(_job_command(stack, plugin_path, "create", agg["name"], image,
+                                      "--pin-seconds", str(PIN), "--wait", "--timeout", "120",
+                                      "-f", "json").stdout)
+    assert created["state"] == "done", created
+    assert abs(pin_length(created) - PIN) < 5, created  # from the creation, give or take
+
+    malformed = _job_command(stack, plugin_path, "create", agg["name"], image,
+                             "--pin-seconds", "1d", check=False)
+    assert malformed.returncode == 2
+    assert ("argument --pin-seconds: '1d' is not a whole number of seconds"
+            in malformed.stderr), malformed.stderr
+    too_long = _job_command(stack, plugin_path, "create", agg["name"], image,
+                            "--pin-seconds", "99999999", check=False)
+    assert too_long.returncode == 1
+    assert ("HTTP 400: Invalid input for field/attribute fleetcache:pin_seconds. Value: "
+            "99999999. 99999999 is greater than the maximum of 31622400") in too_long.stderr
+    assert len(json.loads(_job_command(stack, plugin_path, "list", agg["name"],
+                                       "-f", "json").stdout)) == 1  # no job for the refusal
 
 
 def test_cache_job_list_refused_to_a_member(stack: Stack, plugin_path: str,

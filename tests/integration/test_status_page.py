@@ -5,7 +5,8 @@ group: its RPC call waits in RabbitMQ), so the page first shows it running with 
 three (after signing in with the admin's Keystone token pasted into the page's form);
 compute3 is then thawed and the page, without the test reloading it, follows the job to
 ``done``. One image of the job is a qcow2 declared ``raw`` (Glance accepts it; every
-compute's format inspection refuses it), so the matrix shows an error with its reason.
+compute's format inspection refuses it), so the matrix shows an error with its reason. The
+page names the aggregate and the images (their names in Glance), with the ids on hover.
 
 Screenshots: ``<stack>/log/status-page-running.png`` and ``status-page-done.png`` (the stack's
 log directory, kept until the next ``tools/stack.sh up``), and the same files in the test's
@@ -95,6 +96,15 @@ def test_page_follows_a_running_job_to_its_end_and_shows_an_error_reason(
                              && r.querySelector("[data-field='progress-text']").textContent
                                 === '3/3 hosts'; }""",
             arg=job_id, timeout=60_000)
+
+        # aggregates and images by name (Glance's, through the API), the ids on hover
+        cell = page.locator(f'tr[data-job="{job_id}"] td').nth(1)
+        assert cell.inner_text() == f"{aggregate['name']} ({aggregate['id']})"
+        for image_id in (good, mislabelled_image):
+            name = stack.glance.get(f"{stack.glance_url}/v2/images/{image_id}",
+                                    timeout=30).json()["name"]
+            header = page.locator(f'#matrix thead th .image[title="{image_id}"]')
+            assert header.inner_text() == name
 
         matrix = page.locator("#matrix")
         for host in HOSTS:

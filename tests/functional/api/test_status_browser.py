@@ -8,6 +8,7 @@ down the script's behaviour step by step, which a real job is too quick to show.
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -16,10 +17,12 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import pytest
 import webob
 import webtest
+from oslo_config import cfg
 
 from fleetcache.api import status_auth, status_html
 from fleetcache.common.db import jobs as db_jobs
 from fleetcache.common.db.session import Database
+from fleetcache.image import local
 from tests.browser import chromium_page
 from tests.functional.api.helpers import create_aggregate
 
@@ -83,6 +86,29 @@ def test_progress_advances_in_place_then_the_page_reloads_when_the_job_ends(
         assert page.evaluate("window.notReloaded") is None  # the end re-rendered the page
         assert page.inner_text("#matrix td.error .reason") == "disk <full>"
         page.screenshot(path=str(tmp_path / "status-page.png"), full_page=True)
+        assert page.console_errors == []
+
+
+def test_aggregates_and_images_show_by_name_with_their_ids_on_hover(
+        served: str, app: webtest.TestApp, db: Database, conf: cfg.ConfigOpts,
+        tmp_path: Any) -> None:
+    directory = tmp_path / "images"
+    directory.mkdir()
+    conf.set_override("backend", "local", group="image_source")
+    conf.set_override("local_directory", str(directory), group="image_source")
+    image = local.add_image(str(directory), io.BytesIO(b"x" * 10), name="cirros <0.6>").id
+    aggregate = create_aggregate(app, "edge-1")
+    job = db_jobs.job_create(db, aggregate["id"], aggregate["uuid"], [image], 1, "cond1")
+    db_jobs.job_record_hosts(db, job["uuid"], {"c1": {image: _result("cached")}})
+    with chromium_page() as page:
+        page.goto(served + "/status")
+        row = page.locator(f'tr[data-job="{job["uuid"]}"]')
+        assert row.locator("td").nth(1).inner_text() == f"edge-1 ({aggregate['id']})"
+        assert row.locator("td").nth(1).get_attribute("title") == aggregate["uuid"]
+        header = page.locator("#matrix thead th .image")
+        assert header.inner_text() == "cirros <0.6>"  # the name as text, not markup
+        assert header.get_attribute("title") == image
+        assert row.locator(".image").get_attribute("title") == image
         assert page.console_errors == []
 
 

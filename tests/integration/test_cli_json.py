@@ -1,0 +1,75 @@
+"""``fleetcache ... -f json`` and ``cache-images --pin-seconds`` on the real stack (issue 23,
+"clients that script"): a script pins a pre-cache, follows it and reads the job, the job list
+and a host's cache as the API's objects, parsed with ``json.loads``; a malformed pin is a
+usage error before any request, and one the API refuses comes back with the API's reason."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from tests.integration.stackops import fleetcache_cli, get_job, pin_length
+
+pytestmark = pytest.mark.integration
+
+HOSTS = ("compute1", "compute3")
+#: Short, as the other pinning tests' pins: no sample image stays pinned into a later test.
+PIN = 15
+
+
+def _json(stack: Any, *args: str) -> Any:
+    proc = fleetcache_cli(stack, *args, "-f", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_pinned_job_followed_and_read_as_json(stack: Any, make_aggregate: Any) -> None:
+    agg = make_aggregate(hosts=HOSTS)
+    image = stack.sample_images[0]
+    proc = fleetcache_cli(stack, "cache-images", agg["name"], image, "--pin-seconds", str(PIN),
+                          "--wait", "--timeout", "120", "-f", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2/2 hosts" in proc.stderr  # the progress bar, off stdout
+    job = json.loads(proc.stdout)
+    assert job["state"] == "done"
+    assert abs(pin_length(job) - PIN) < 5, job  # from the job's creation, give or take
+    states = {h["host"]: h["images"][0]["state"] for h in job["hosts"]}
+    assert sorted(states) == list(HOSTS)
+    assert set(states.values()) <= {"cached", "existing"}, states
+
+    shown = _json(stack, "jobs", "show", job["id"], "--aggregate", agg["name"])
+    assert {k: v for k, v in shown.items() if k != "links"} == {
+        k: v for k, v in get_job(stack, agg["id"], job["id"]).items() if k != "links"}
+    assert shown["links"][0]["rel"] == "self"
+    (listed,) = _json(stack, "jobs", "list", agg["name"])
+    assert listed["id"] == job["id"] and "hosts" not in listed
+    assert listed["pin_until"] == job["pin_until"]
+
+    # the hosts' reports carry the pin: a host's cache, as JSON, names it
+    deadline = time.monotonic() + 30
+    while True:
+        cache = _json(stack, "cache", "list", HOSTS[0])
+        pins = {i["image_id"]: i["pinned_until"] for i in cache["images"]}
+        if pins.get(image):
+            break
+        assert time.monotonic() < deadline, cache
+        time.sleep(0.5)
+    assert pins[image][:19] == job["pin_until"][:19], (pins, job)
+
+
+def test_pins_the_cli_or_the_api_refuse(stack: Any, make_aggregate: Any) -> None:
+    agg = make_aggregate(hosts=HOSTS[:1])
+    image = stack.sample_images[0]
+    malformed = fleetcache_cli(stack, "cache-images", agg["name"], image, "--pin-seconds", "0")
+    assert malformed.returncode == 2
+    assert "argument --pin-seconds: 0 is not a positive number of seconds" in malformed.stderr
+    too_long = fleetcache_cli(stack, "cache-images", agg["name"], image,
+                              "--pin-seconds", "99999999")
+    assert too_long.returncode == 1
+    assert too_long.stderr == (
+        "fleetcache: HTTP 400: Invalid input for field/attribute fleetcache:pin_seconds. "
+        "Value: 99999999. 99999999 is greater than the maximum of 31622400\n")
+    assert _json(stack, "jobs", "list", agg["name"]) == []  # neither made a job
