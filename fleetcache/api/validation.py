@@ -79,15 +79,6 @@ def extract_body(req: webob.Request, schema: dict[str, Any]) -> Any:
     return body
 
 
-def validate_query(req: webob.Request, schema: dict[str, Any]) -> None:
-    """Check the query string as ``{name: [value, ...]}`` (a parameter may repeat) against
-    ``schema``.
-
-    :raises InvalidInput: (400) as :func:`validate`.
-    """
-    validate({name: req.GET.getall(name) for name in req.GET}, schema)
-
-
 def to_int(value: int | str, name: str, minimum: int, maximum: int) -> int:
     """A validated integer parameter (:func:`parameter_types.integer`) as an int.
 
