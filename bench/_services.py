@@ -51,6 +51,10 @@ auth_strategy = noauth
 bind_host = 127.0.0.1
 bind_port = {api_port}
 
+[quota]
+# noauth has no Keystone to hold unified limits.
+driver = noop
+
 [image_source]
 backend = local
 local_directory = {image_dir}

@@ -18,7 +18,7 @@
 #   .../v2.1), image (Glance), placement; and the compute service's unified limits (quotas):
 #   registered limits with Nova's names and devstack's defaults (COMPUTE_REGISTERED_LIMITS),
 #   and no limit (-1) for the projects the integration tests boot anything in
-#   (fleetcache-demo, fleetcache-other: whole-host and 4 TiB flavors), so that only a project
+#   (admin, fleetcache-demo, fleetcache-other: whole-host and 4 TiB flavors), so that only a project
 #   of its own (the quota tests', Tempest's) meets the defaults.
 # - Every password is random, made at `up`, and lives only in files of mode 0600: the configs
 #   (umask 077 in `up`), .stack/etc/passwords and the env files:
@@ -131,7 +131,7 @@ setup_identity() {  # projects, users, roles and the catalog (tools/keystone/set
               {"type": "image", "name": "glance", "url": "$GLANCE_URL"},
               {"type": "placement", "name": "placement", "url": "$PLACEMENT_URL"}],
  "limits": {"service": "compute", "registered": $COMPUTE_REGISTERED_LIMITS,
-            "projects": {"$DEMO_PROJECT": $UNLIMITED_SERVERS,
+            "projects": {"admin": $UNLIMITED_SERVERS, "$DEMO_PROJECT": $UNLIMITED_SERVERS,
                          "$OTHER_PROJECT": $UNLIMITED_SERVERS}}}
 EOF
 }

@@ -1,0 +1,124 @@
+"""Peer distribution options of the ``[image_cache]`` group: computes fetch an image from a
+host of their own peer group that holds it, the conductor choosing the sources."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from fleetcache.common.config.image_cache import image_cache_group
+
+peer_opts: list[cfg.Opt] = [
+    cfg.BoolOpt(
+        "peer_distribution",
+        default=False,
+        help="""
+Whether pre-cache jobs fetch about one copy of an image per peer group from the image service
+and let the other hosts of the group fetch it from a host that holds it.
+
+Set it in every daemon's configuration: on a conductor it assigns peers as sources; on a
+compute it runs the image server (``peer_listen_address``, ``peer_listen_port``) that serves
+cached images to the hosts of a job, each request with a credential the conductor issued for
+that job and image. A compute without it never serves; a conductor without it, or a compute
+capped below compute RPC 1.4, fetches from the image service as before.
+
+Related options:
+* peer_group, peer_listen_address, peer_listen_port
+* origin_downloads_per_group, peer_max_uploads, peer_wait_timeout
+""",
+    ),
+    cfg.StrOpt(
+        "peer_group",
+        default="",
+        help="""
+(compute) The site or rack this host belongs to, for peer groups finer than a cell: hosts
+fetch from peers of the same cell and the same ``peer_group``. Empty: the whole cell is one
+group.
+""",
+    ),
+    cfg.HostAddressOpt(
+        "peer_listen_address",
+        help="""
+(compute) The address the image server listens on and that peers connect to. Unset: the
+host's ``[DEFAULT] my_ip``. Use an address of the storage or management network: the server
+sends image bytes in clear unless mutual TLS is configured.
+""",
+    ),
+    cfg.PortOpt(
+        "peer_listen_port",
+        default=8790,
+        help="(compute) The TCP port of the image server.",
+    ),
+    cfg.IntOpt(
+        "peer_max_uploads",
+        default=2,
+        min=1,
+        help="""
+Concurrent uploads one source host serves. The conductor assigns at most this many
+receivers to one source; the compute answers 503 with ``Retry-After`` beyond it.
+""",
+    ),
+    cfg.IntOpt(
+        "origin_downloads_per_group",
+        default=1,
+        min=1,
+        help="""
+(conductor) Hosts of one peer group fetching one image from the image service at once while
+no host of the group holds it. The global limits (``max_concurrent_downloads_per_image``,
+``max_concurrent_downloads``) still apply.
+""",
+    ),
+    cfg.IntOpt(
+        "peer_candidates",
+        default=2,
+        min=1,
+        help="(conductor) Peers a host is given for one image, tried in order before the "
+        "image service.",
+    ),
+    cfg.IntOpt(
+        "peer_wait_timeout",
+        default=300,
+        min=0,
+        help="""
+(conductor) Seconds a host waits for a peer of its group to hold an image (or to have a free
+upload slot) before it fetches from the image service.
+""",
+    ),
+    cfg.IntOpt(
+        "peer_quarantine_time",
+        default=3600,
+        min=0,
+        help="(conductor) Seconds a host that sent bytes failing verification is not used as a "
+        "source.",
+    ),
+    cfg.IntOpt(
+        "peer_stall_timeout",
+        default=30,
+        min=1,
+        help="""
+(compute) Seconds without a byte from a peer before the download moves on to the next
+source, resuming with a ``Range`` request at the bytes already written.
+""",
+    ),
+    cfg.IntOpt(
+        "max_upload_bytes_per_second",
+        default=0,
+        min=0,
+        help="(compute) Bytes per second the image server sends, all uploads together; 0: no "
+        "limit.",
+    ),
+    cfg.BoolOpt(
+        "peer_check_source_address",
+        default=True,
+        help="(compute) Whether a peer request must come from the address the conductor "
+        "named in its credential (the requesting compute's ``my_ip``).",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(image_cache_group)
+    conf.register_opts(peer_opts, group=image_cache_group)
+
+
+def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
+    return [(image_cache_group, peer_opts)]
