@@ -7,10 +7,12 @@ holds no metrics code. The cache's size and entries are read from its directory 
 Prometheus scrapes (:class:`ImageCacheCollector`), so they are always current and cost nothing
 between scrapes.
 
-Metrics (``source`` is ``http`` or ``rbd``, the path the bytes took)::
+Metrics (``source`` is ``http``, ``rbd`` or ``peer``, the path the bytes took)::
 
     fleetcache_compute_image_downloads_total{source}         images downloaded
-    fleetcache_compute_image_download_bytes_total{source}    bytes downloaded
+    fleetcache_compute_image_download_bytes_total{source}    bytes downloaded (peer bytes
+                                                             under ``peer``, whatever path
+                                                             published the image)
     fleetcache_compute_image_download_seconds{source}        time to cache one image (histogram)
     fleetcache_compute_image_requests_total{result}          cached, existing, error,
                                                              unsupported, skipped
@@ -19,20 +21,29 @@ Metrics (``source`` is ``http`` or ``rbd``, the path the bytes took)::
     fleetcache_compute_image_download_fallbacks_total        rbd -> http
     fleetcache_compute_image_cache_bytes                     disk used by cached images
     fleetcache_compute_image_cache_entries                   cached images
+    fleetcache_compute_peer_fallbacks_total{reason}          peers given, not (only) used:
+                                                             no_multihash, peer_failed,
+                                                             hash_mismatch
+    fleetcache_compute_peer_requests_total{code}             answers of the peer image server
+    fleetcache_compute_peer_denied_total{reason}             its refusals (peer_tokens.REASONS)
+    fleetcache_compute_peer_upload_bytes_total               bytes it sent
+    fleetcache_compute_peer_uploads_in_flight                uploads under way
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from fleetcache.common import exception
+from fleetcache.common import exception, peer_tokens
 from fleetcache.compute.imagecache import CacheOutcome, ImageCache
 
-SOURCES = ("http", "rbd")
+SOURCES = ("http", "rbd", "peer")
+#: Why peers were given but not (only) used (the first word of ``peer_fallback``).
+PEER_FALLBACKS = ("no_multihash", "peer_failed", "hash_mismatch")
 RESULTS = ("cached", "existing", "error", "unsupported", "skipped")
 #: Why a compute refused to cache an image (``skipped``): only the disk floor so far.
 SKIP_REASONS = ("disk",)
@@ -76,6 +87,23 @@ class ComputeMetrics:
         self.requests = {r: requests.labels(r) for r in RESULTS}
         self.failures = {check: failures.labels(check) for _exc, check in CHECKS}
         self.skips = {r: skips.labels(r) for r in SKIP_REASONS}
+        self._peer_metrics(registry)
+
+    def _peer_metrics(self, registry: CollectorRegistry) -> None:
+        fallbacks = Counter("fleetcache_compute_peer_fallbacks", "Downloads given peers that "
+                            "did not take all their bytes from them, by reason", ["reason"],
+                            registry=registry)
+        self.peer_fallbacks = {r: fallbacks.labels(r) for r in PEER_FALLBACKS}
+        self.peer_requests = Counter("fleetcache_compute_peer_requests", "Requests the peer "
+                                     "image server answered, by status code", ["code"],
+                                     registry=registry)
+        denied = Counter("fleetcache_compute_peer_denied", "Requests the peer image server "
+                         "refused, by reason", ["reason"], registry=registry)
+        self.peer_denied = {r: denied.labels(r) for r in peer_tokens.REASONS}
+        self.peer_upload_bytes = Counter("fleetcache_compute_peer_upload_bytes", "Bytes the "
+                                         "peer image server sent", registry=registry)
+        self.peer_uploads = Gauge("fleetcache_compute_peer_uploads_in_flight", "Uploads of "
+                                  "the peer image server under way", registry=registry)
 
     def record_outcome(self, outcome: CacheOutcome, seconds: float) -> None:
         """An image request that ended cached (downloaded now) or existing."""
@@ -85,10 +113,32 @@ class ComputeMetrics:
         self.requests["cached"].inc()
         source = outcome.download_path if outcome.download_path in SOURCES else "http"
         self.downloads[source].inc()
-        self.bytes[source].inc(outcome.bytes_downloaded)
+        origin = "http" if source == "peer" else source
+        if outcome.bytes_from_peers or outcome.bytes_from_origin:
+            self.bytes["peer"].inc(outcome.bytes_from_peers)
+            self.bytes[origin].inc(outcome.bytes_from_origin)
+        else:
+            self.bytes[source].inc(outcome.bytes_downloaded)
         self.seconds[source].observe(seconds)
         if outcome.fallback_reason is not None:
             self.fallbacks.inc()
+        reason = (outcome.peer_fallback or "").partition(":")[0]
+        if reason in self.peer_fallbacks:
+            self.peer_fallbacks[reason].inc()
+
+    def record_peer_request(self, code: int) -> None:
+        """The peer image server answered a request with ``code``."""
+        self.peer_requests.labels(str(code)).inc()
+
+    def record_peer_denied(self, reason: str) -> None:
+        """The peer image server refused a request for ``reason``."""
+        if reason in self.peer_denied:
+            self.peer_denied[reason].inc()
+
+    def record_peer_upload(self, sent: int, in_flight: int) -> None:
+        """An upload ended having sent ``sent`` bytes; ``in_flight`` are still under way."""
+        self.peer_upload_bytes.inc(sent)
+        self.peer_uploads.set(in_flight)
 
     def record_skip(self, reason: str) -> None:
         """An image request refused without an error (``skipped``), for ``reason``."""

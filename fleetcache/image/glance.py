@@ -118,8 +118,18 @@ class GlanceImageSource(ImageSource):
         writer: Writer,
         progress: ProgressCallback | None = None,
     ) -> int:
+        return self.download_from(ctxt, meta, writer, 0, progress)
+
+    def download_from(
+        self,
+        ctxt: RequestContext,
+        meta: ImageMeta,
+        writer: Writer,
+        offset: int,
+        progress: ProgressCallback | None = None,
+    ) -> int:
         image_id = meta.id
-        written = [0]
+        written = [offset]
 
         def attempt(n: int) -> int:
             if written[0] and meta.size is not None and written[0] >= meta.size:
@@ -127,7 +137,7 @@ class GlanceImageSource(ImageSource):
             self._stream(ctxt, image_id, n, written, writer, progress)
             return written[0]
 
-        return self._with_retries(image_id, attempt, written)
+        return self._with_retries(image_id, attempt, written) - offset
 
     def _stream(self, ctxt: RequestContext, image_id: str, n: int, written: list[int],
                 writer: Writer, progress: ProgressCallback | None) -> None:

@@ -57,20 +57,31 @@ class LocalImageSource(ImageSource):
         writer: Writer,
         progress: ProgressCallback | None = None,
     ) -> int:
+        return self.download_from(ctxt, meta, writer, 0, progress)
+
+    def download_from(
+        self,
+        ctxt: RequestContext,
+        meta: ImageMeta,
+        writer: Writer,
+        offset: int,
+        progress: ProgressCallback | None = None,
+    ) -> int:
         image_id = meta.id
         data_path, _ = _paths(self.directory, image_id)
-        written = 0
+        written = offset
         try:
             src = open(data_path, "rb")
         except FileNotFoundError as exc:
             raise exception.ImageNotAvailable(image_id=image_id, reason="no data") from exc
         with src:
+            src.seek(offset)
             while chunk := _read(src, image_id, self.chunk_size):
                 writer.write(chunk)
                 written += len(chunk)
                 if progress is not None:
                     progress(written)
-        return written
+        return written - offset
 
     def _read_meta(self, image_id: str) -> ImageMeta:
         _, meta_path = _paths(self.directory, image_id)

@@ -131,6 +131,26 @@ class ImageSource:
         """
         raise NotImplementedError
 
+    def download_from(
+        self,
+        ctxt: RequestContext,
+        meta: ImageMeta,
+        writer: Writer,
+        offset: int,
+        progress: ProgressCallback | None = None,
+    ) -> int:
+        """Stream the bytes of image ``meta`` from byte ``offset`` on into ``writer``: the
+        rest of a download another source began (a peer that failed mid-transfer), so that
+        one hash still covers the whole image. ``progress`` is called with the image's bytes
+        so far (``offset`` included).
+
+        :returns: the number of bytes this call wrote.
+        :raises NotImplementedError: the source cannot start mid-image (the caller then
+            downloads from byte 0).
+        :raises ImageNotFound, ImageNotAvailable, ImageFetchError: as :meth:`download`.
+        """
+        raise NotImplementedError
+
     @staticmethod
     def check_active(meta: ImageMeta) -> ImageMeta:
         """Return ``meta`` if the image can be downloaded.

@@ -4,8 +4,8 @@ use of it.
 * :mod:`~fleetcache.compute.imagecache.layout`: where cached images, downloads under way,
   locks and index records live on disk (Nova's layout);
 * :mod:`~fleetcache.compute.imagecache.cache`: :class:`ImageCache`, the single-flight fetch
-  under the image's lock, touch on a hit, listing, partial downloads; the one writer of its
-  index;
+  under the image's lock (from peers too, :mod:`fleetcache.compute.peers`), touch on a hit,
+  listing, partial downloads, which bases peers may be sent; the one writer of its index;
 * :mod:`~fleetcache.compute.imagecache.download`: one checked download (size, multihash,
   the download checks, format safety in one pass) and its publication as a cached base;
 * :mod:`~fleetcache.compute.imagecache.direct`: the direct path from Ceph (``rbd://``
@@ -27,7 +27,7 @@ from fleetcache.compute.imagecache.ageing import (
     ReportFunc,
     manager_interval,
 )
-from fleetcache.compute.imagecache.cache import CacheEntry, CacheOutcome, ImageCache
+from fleetcache.compute.imagecache.cache import PEER_HASHES, CacheEntry, CacheOutcome, ImageCache
 from fleetcache.compute.imagecache.direct import RbdDirect, RbdExportSource, Route
 from fleetcache.compute.imagecache.download import (
     CheckFactory,
@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_INTERVAL",
     "LOCK_PREFIX",
     "PART_MARK",
+    "PEER_HASHES",
     "CacheEntry",
     "CacheIndex",
     "CacheOutcome",

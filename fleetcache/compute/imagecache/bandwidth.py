@@ -80,6 +80,11 @@ class ThrottledSource(ImageSource):
         return self.source.download(ctxt, meta, _ThrottledWriter(writer, self.bucket),
                                     progress)
 
+    def download_from(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
+                      offset: int, progress: ProgressCallback | None = None) -> int:
+        return self.source.download_from(ctxt, meta, _ThrottledWriter(writer, self.bucket),
+                                         offset, progress)
+
 
 def throttled(conf: cfg.ConfigOpts, source: ImageSource) -> ImageSource:
     """``source`` under ``[image_cache] max_download_bytes_per_second`` (0: ``source``)."""

@@ -17,6 +17,14 @@ location of this compute's cluster is first exported from Ceph through the same 
 any failure of that attempt leaves nothing and the image is downloaded from the source
 instead, the reason kept in the outcome and logged, and counted.
 
+With peers (:mod:`fleetcache.compute.peers`, a pre-cache job's sources), an image with a
+multihash is first fetched from them through the same pipeline; metadata still comes from the
+image source only. Peers that fail in transport hand over to the next peer, then to the
+origin (see :meth:`ImageCache.fetch`); bytes that fail verification are dropped and the image
+is fetched again from the origin from byte 0, the peers that sent them named in the outcome.
+:meth:`ImageCache.servable` says which cached bases hold an image's own bytes, the only ones
+the image server may send to peers.
+
 The cache owns its :class:`~fleetcache.compute.imagecache.index.CacheIndex` and is the only
 writer of it, always under the image's lock: a published download records its image id and
 formats, a hit records the id (an image cached before the index existed gets named), the
@@ -54,9 +62,18 @@ from fleetcache.compute.imagecache.layout import (
     partial_prefix,
 )
 from fleetcache.compute.imagecache.pins import PinStore
+from fleetcache.compute.peers.source import Peer, PeersFailed, PeerSource
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 
 LOG = logging.getLogger(__name__)
+
+#: Hash algorithms strong enough to take bytes from a peer (Glance's multihash; not MD5).
+PEER_HASHES = frozenset({"sha256", "sha384", "sha512", "sha3_224", "sha3_256", "sha3_384",
+                         "sha3_512"})
+#: Errors that mean the bytes themselves were refused (not the transfer).
+REFUSED_BYTES: tuple[type[Exception], ...] = (
+    exception.ImageChecksumMismatch, exception.ImageSignatureVerificationFailed,
+    exception.ImageFormatRejected)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +84,36 @@ class CacheOutcome:
 
     downloaded: bool
     bytes_downloaded: int = 0
-    #: ``rbd`` (exported from Ceph) or ``http`` (the image source), for a download.
+    #: ``rbd`` (exported from Ceph), ``http`` (the image source) or ``peer`` (the published
+    #: bytes all came from peers), for a download.
     download_path: str | None = None
     #: Why the direct path was not taken although the image has an ``rbd://`` location.
     fallback_reason: str | None = None
+    #: The peer that sent the last peer bytes (None: no peer sent any).
+    source_host: str | None = None
+    #: Bytes fetched from peers and from the origin (Ceph or the image service), wasted
+    #: ones included (bytes that failed verification, a peer that failed mid-transfer).
+    bytes_from_peers: int = 0
+    bytes_from_origin: int = 0
+    #: Why peers were given but not (only) used: ``no_multihash``, ``peer_failed: <host>:
+    #: <why>`` (the last peer that failed), ``hash_mismatch: <hosts>``.
+    peer_fallback: str | None = None
+    #: Peers whose bytes failed verification (size, hash, signature or format).
+    bad_peers: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fetched:
+    """One download's publication and where its bytes came from (see :class:`CacheOutcome`)."""
+
+    published: Published
+    path: str
+    fallback: str | None = None
+    source_host: str | None = None
+    bytes_from_peers: int = 0
+    bytes_from_origin: int = 0
+    peer_fallback: str | None = None
+    bad_peers: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,13 +230,36 @@ class ImageCache:
             return False
         return True
 
+    def servable(self, image_id: str) -> str | None:
+        """The path of the cached base of ``image_id`` if it holds the image's own bytes, the
+        only ones a peer may be sent (its index record says ``base_format == disk_format``);
+        None when it is not cached, not indexed, or converted (qcow2 -> raw is not the
+        image's bytes: a peer would refuse its hash). The caller opens it without following
+        links (the file may go at any time)."""
+        name = cache_name(image_id)
+        record = self.index.get(name)
+        if (record is None or record["image_id"] != image_id or not record["disk_format"]
+                or record["base_format"] != record["disk_format"]):
+            return None
+        path = os.path.join(self.base_dir, name)
+        return path if os.path.lexists(path) else None
+
     def fetch(self, ctxt: RequestContext, image_id: str,
-              progress: ProgressCallback | None = None) -> CacheOutcome:
+              progress: ProgressCallback | None = None,
+              peers: Sequence[Peer] = ()) -> CacheOutcome:
         """Make sure ``image_id`` is cached and indexed: touch it if present, else download it.
 
+        :param peers: hosts that hold the image, tried in order before the origin, only when
+            the image service gives the image a multihash (``os_hash_algo`` of
+            :data:`PEER_HASHES`); their bytes pass the same checks as the origin's. Peers
+            that fail in transport hand over to the next; after the last, the origin resumes
+            at the bytes written when it can (the image service's ``Range``), else the
+            download starts again from the origin at byte 0 (the direct path, then HTTP).
+            Bytes refused by a check (hash, signature, format), whoever sent them, are
+            dropped and the image is fetched again from the origin from byte 0.
         :returns: ``downloaded=False`` for a hit (including one that another request filled
             while this one waited for the lock), else ``downloaded=True`` and the bytes
-            written.
+            written, the path they took and, with peers, where they came from.
         :raises ImageNotFound, ImageNotAvailable: from the image source, or the image has no
             disk format yet.
         :raises ImageFormatRejected: the bytes failed format inspection.
@@ -207,14 +273,14 @@ class ImageCache:
                 return CacheOutcome(downloaded=False)
             meta = self.source.show(ctxt, image_id)
             if meta.id == image_id:
-                return self._fill(ctxt, meta, progress)
+                return self._fill(ctxt, meta, progress, peers)
         # The image service spells the id otherwise (an upper-case id asked of a Glance on a
         # case-insensitive database): the base, its lock and its index entry go by the
         # service's spelling, so that every spelling finds the one base.
         with self.lock(meta.id):
             if self._hit(meta.id):
                 return CacheOutcome(downloaded=False)
-            return self._fill(ctxt, meta, progress)
+            return self._fill(ctxt, meta, progress, peers)
 
     def _hit(self, image_id: str) -> bool:
         """Touch and index ``image_id`` if it is cached; the caller holds its lock."""
@@ -224,22 +290,72 @@ class ImageCache:
         return True
 
     def _fill(self, ctxt: RequestContext, meta: ImageMeta,
-              progress: ProgressCallback | None) -> CacheOutcome:
+              progress: ProgressCallback | None, peers: Sequence[Peer]) -> CacheOutcome:
         """Download ``meta`` into the cache and index it; the caller holds its lock."""
         self._remove_partials(meta.id)
         started = time.monotonic()
-        published, path, fallback = self._download(ctxt, meta, progress)
+        if peers and _peer_hash(meta):
+            got = self._download_from_peers(ctxt, meta, progress, peers)
+        else:
+            got = self._download(ctxt, meta, progress)
+            if peers:
+                got = dataclasses.replace(got, peer_fallback="no_multihash")
         fsync_dir(self.base_dir)
+        published = got.published
         self._record(meta.id, published.disk_format, published.base_format)
         written = published.bytes_downloaded
         elapsed = time.monotonic() - started
-        LOG.info("Cached image %s (%d bytes, %s) in %.2f s (%.1f MB/s)", meta.id, written,
-                 path, elapsed, written / max(elapsed, 1e-6) / 1e6)
-        return CacheOutcome(downloaded=True, bytes_downloaded=written, download_path=path,
-                            fallback_reason=fallback)
+        LOG.info("Cached image %s (%d bytes, %s%s) in %.2f s (%.1f MB/s)", meta.id, written,
+                 got.path, f" from {got.source_host}" if got.path == "peer" else "", elapsed,
+                 written / max(elapsed, 1e-6) / 1e6)
+        return CacheOutcome(downloaded=True, bytes_downloaded=written, download_path=got.path,
+                            fallback_reason=got.fallback, source_host=got.source_host,
+                            bytes_from_peers=got.bytes_from_peers,
+                            bytes_from_origin=got.bytes_from_origin,
+                            peer_fallback=got.peer_fallback, bad_peers=got.bad_peers)
+
+    def _download_from_peers(self, ctxt: RequestContext, meta: ImageMeta,
+                             progress: ProgressCallback | None,
+                             peers: Sequence[Peer]) -> _Fetched:
+        """One checked download from ``peers`` (then the origin resuming); on any failure,
+        the origin from byte 0 (we hold the image's lock)."""
+        source = PeerSource(self.conf, peers, origin=self.source)
+        final, prefix = self.path_for(meta.id), partial_prefix(meta.id)
+        try:
+            published = download_checked(self.conf, source, ctxt, meta, self._checks, final,
+                                         prefix, progress)
+        except REFUSED_BYTES as exc:
+            bad = source.contributors
+            if not bad:
+                raise  # refused before any peer byte: the image itself, not a peer
+            why = f"hash_mismatch: {','.join(bad)}"
+            LOG.warning("Image %s: bytes from peers %s refused (%s); fetching it from the "
+                        "origin", meta.id, ", ".join(bad), exc)
+            return self._after_peers(ctxt, meta, progress, source, why, bad)
+        except exception.FleetcacheException as exc:
+            why = (f"peer_failed: {exc.kwargs.get('reason')}" if isinstance(exc, PeersFailed)
+                   else f"peer_failed: {source.failure()}: {exc}")
+            LOG.warning("Image %s: %s; fetching it from the origin", meta.id, why)
+            return self._after_peers(ctxt, meta, progress, source, why, ())
+        from_origin = source.bytes_from_origin
+        return _Fetched(published, "http" if from_origin else "peer",
+                        source_host=source.last_peer, bytes_from_peers=source.bytes_from_peers,
+                        bytes_from_origin=from_origin,
+                        peer_fallback=f"peer_failed: {source.failure()}" if from_origin
+                        else None)
+
+    def _after_peers(self, ctxt: RequestContext, meta: ImageMeta,
+                     progress: ProgressCallback | None, source: PeerSource, why: str,
+                     bad: tuple[str, ...]) -> _Fetched:
+        """The origin download from byte 0 after peers failed, counting the peers' bytes."""
+        got = self._download(ctxt, meta, progress)
+        return dataclasses.replace(
+            got, source_host=source.last_peer, bytes_from_peers=source.bytes_from_peers,
+            bytes_from_origin=got.bytes_from_origin + source.bytes_from_origin,
+            peer_fallback=why, bad_peers=bad)
 
     def _download(self, ctxt: RequestContext, meta: ImageMeta,
-                  progress: ProgressCallback | None) -> tuple[Published, str, str | None]:
+                  progress: ProgressCallback | None) -> _Fetched:
         """One checked download (we hold the image's lock): from Ceph when the direct path
         applies, else, or when it fails in any way (nothing of it is left), over HTTP.
 
@@ -257,7 +373,7 @@ class ImageCache:
             except Exception as exc:
                 fallback = f"{type(exc).__name__}: {exc}"
             else:
-                return published, "rbd", None
+                return _Fetched(published, "rbd", bytes_from_origin=published.bytes_downloaded)
         if fallback is not None:
             self.direct_fallbacks += 1
             LOG.warning("Image %s: direct download from Ceph not used, downloading over HTTP "
@@ -270,7 +386,8 @@ class ImageCache:
             if fallback is None:
                 raise
             raise both_failed(exc, fallback) from exc
-        return published, "http", fallback
+        return _Fetched(published, "http", fallback,
+                        bytes_from_origin=published.bytes_downloaded)
 
     def base_format(self, image_id: str, disk_format: str, planned: str) -> str:
         """The format the cached base of ``image_id`` is stored in; the caller holds the
@@ -368,6 +485,11 @@ class ImageCache:
             self.index.record(image_id, disk_format, base_format)
         except OSError:
             LOG.exception("Could not index cached image %s", image_id)
+
+
+def _peer_hash(meta: ImageMeta) -> bool:
+    """Whether the image service gives ``meta`` a hash strong enough to take peer bytes."""
+    return bool(meta.os_hash_algo in PEER_HASHES and meta.os_hash_value)
 
 
 def _is_fifo(entry: os.DirEntry[str]) -> bool:

@@ -85,7 +85,8 @@ def test_miss_downloads_verifies_and_publishes(cache: ImageCache,
                                                images: pathlib.Path) -> None:
     meta = _add(images)
     assert cache.fetch(CTXT, meta.id) == CacheOutcome(
-        downloaded=True, bytes_downloaded=len(DATA), download_path="http")
+        downloaded=True, bytes_downloaded=len(DATA), download_path="http",
+        bytes_from_origin=len(DATA))
     path = pathlib.Path(cache.path_for(meta.id))
     assert path.read_bytes() == DATA
     assert stat.S_IMODE(path.stat().st_mode) == 0o644

@@ -1,0 +1,20 @@
+"""Peer distribution on the compute (issue 22): computes of one site fetch an image from each
+other, verified end to end, the conductor choosing the sources.
+
+* :mod:`~fleetcache.compute.peers.grants`: :class:`ServeGrants`, the jobs this compute serves
+  and their keys (opened by ``serve_images``);
+* :mod:`~fleetcache.compute.peers.server`: :class:`PeerServer`, the read-only image server;
+* :mod:`~fleetcache.compute.peers.source`: :class:`PeerSource`, the client, an image source
+  feeding the image cache's one-pass verification, and :class:`Peer`, one source as the
+  conductor names it.
+
+The tokens themselves are :mod:`fleetcache.common.peer_tokens` (the conductor mints them).
+"""
+
+from __future__ import annotations
+
+from fleetcache.compute.peers.grants import ServeGrants
+from fleetcache.compute.peers.server import PeerServer
+from fleetcache.compute.peers.source import Peer, PeerAttempt, PeersFailed, PeerSource
+
+__all__ = ["Peer", "PeerAttempt", "PeerServer", "PeerSource", "PeersFailed", "ServeGrants"]

@@ -1,0 +1,420 @@
+"""The compute's image server for peers: :class:`PeerServer`, read-only, one route.
+
+::
+
+    GET|HEAD /v1/images/<uuid>      Authorization: FleetcachePeer <claims>.<hmac>
+                                    Range: bytes=<first>-[<last>]   (optional, one range)
+
+What it refuses, and how (every refusal is counted by reason, :attr:`PeerServer.denied`):
+
+* anything but the route, or an id that is not a UUID: 404 (no path of the request is ever
+  joined to a directory; the id is mapped through the cache index,
+  :meth:`~fleetcache.compute.imagecache.cache.ImageCache.servable`);
+* a missing, malformed, forged or expired token, or one of a job this host does not serve:
+  401; a valid token for another server, image or address, or for an image not granted to its
+  job here: 403 (:mod:`fleetcache.common.peer_tokens`, :mod:`~.grants`);
+* an image not cached, converted (not the image's own bytes) or not a regular file (the base
+  is opened with ``O_NOFOLLOW``, then ``fstat``-ed): 404;
+* several ranges, or one it cannot satisfy: 416;
+* more than ``[image_cache] peer_max_uploads`` uploads at once: 503 with ``Retry-After``.
+
+Connections are served by a bounded pool (``peer_max_uploads`` plus a few spare workers for
+refusals); a connection beyond it gets a 503 from the accepting thread. The request head must
+arrive whole within ``header_timeout`` seconds (a deadline, not a per-read timeout, so a client
+trickling bytes holds no worker for longer), and every send must progress within
+``send_timeout`` (``peer_stall_timeout``: the receiver itself leaves after that). Uploads
+share ``[image_cache] max_upload_bytes_per_second`` (a
+:class:`~fleetcache.compute.imagecache.bandwidth.TokenBucket`); without it the file is sent
+with ``sendfile``. One request per connection (``Connection: close``).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import errno
+import ipaddress
+import logging
+import os
+import re
+import socket
+import socketserver
+import stat
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+from oslo_config import cfg
+
+from fleetcache.common import exception, peer_tokens
+from fleetcache.compute.imagecache.bandwidth import TokenBucket
+from fleetcache.compute.peers.grants import ServeGrants
+
+if TYPE_CHECKING:
+    from fleetcache.compute.imagecache.cache import ImageCache
+
+LOG = logging.getLogger(__name__)
+
+#: Seconds a client has to send its whole request head.
+HEADER_TIMEOUT = 10.0
+#: Largest request head read (a token is a few hundred bytes).
+MAX_HEAD = 8192
+#: Workers beyond ``peer_max_uploads``, so that refusals (401, 404, 503) are answered while
+#: every upload slot is taken.
+SPARE_WORKERS = 4
+#: Seconds a refused client is told to wait (``Retry-After``).
+RETRY_AFTER = 5
+#: Bytes read and sent per step when the upload is throttled.
+SEND_CHUNK = 256 * 1024
+_ROUTE = re.compile(r"/v1/images/([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                    r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12})")
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
+_REASONS = {200: "OK", 206: "Partial Content", 400: "Bad Request", 401: "Unauthorized",
+            403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+            416: "Range Not Satisfiable", 431: "Request Header Fields Too Large",
+            503: "Service Unavailable"}
+
+
+class PeerMetrics(Protocol):
+    """What the server reports (:class:`~fleetcache.compute.metrics.ComputeMetrics`)."""
+
+    def record_peer_request(self, code: int) -> None: ...
+
+    def record_peer_denied(self, reason: str) -> None: ...
+
+    def record_peer_upload(self, sent: int, in_flight: int) -> None: ...
+
+
+class RangeNotSatisfiable(Exception):
+    """A ``Range`` header this server does not serve (416)."""
+
+
+def parse_range(value: str | None, size: int) -> tuple[int, int] | None:
+    """``(first, last)`` (inclusive) of the one range ``value`` asks of a file of ``size``
+    bytes; None: no ``Range``, the whole file. A ``last`` past the end is cut to the end.
+
+    :raises RangeNotSatisfiable: several ranges, a suffix range, another unit, a first byte
+        at or past the end, or a last byte before the first.
+    """
+    if value is None:
+        return None
+    match = _RANGE.fullmatch(value.strip())
+    if match is None:
+        raise RangeNotSatisfiable(f"only one range bytes=<first>-[<last>]: {value!r}")
+    first = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) else size - 1
+    if first >= size or last < first:
+        raise RangeNotSatisfiable(f"{value!r} of {size} bytes")
+    return first, min(last, size - 1)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.headers = headers or {}
+
+
+class _Listener(socketserver.TCPServer):
+    """Accepts connections and hands them to a bounded pool of workers."""
+
+    allow_reuse_address = True
+    request_queue_size = 64
+
+    def __init__(self, address: tuple[str, int], owner: PeerServer, workers: int) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.owner = owner
+        self.pool = concurrent.futures.ThreadPoolExecutor(workers, "peer-server")
+        self.free = threading.BoundedSemaphore(workers)
+        super().__init__(address, socketserver.BaseRequestHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.free.acquire(blocking=False):
+            self.owner.overloaded(request)
+            self.shutdown_request(request)
+            return
+        self.pool.submit(self._work, request, client_address)
+
+    def _work(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            self.owner.serve_connection(request, client_address[0])
+        except Exception:
+            LOG.exception("Peer request from %s failed", client_address[0])
+        finally:
+            self.shutdown_request(request)
+            self.free.release()
+
+
+class PeerServer:
+    """The image server of one compute (see the module docstring).
+
+    :param metrics: the compute's Prometheus metrics, or None.
+    :param header_timeout: seconds to receive a request head.
+    :param send_timeout: seconds a send may make no progress (default: ``[image_cache]
+        peer_stall_timeout``).
+    :ivar denied: refused requests by reason (:data:`fleetcache.common.peer_tokens.REASONS`).
+    :ivar responses: answered requests by status code.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, cache: ImageCache, grants: ServeGrants,
+                 metrics: PeerMetrics | None = None, *,
+                 header_timeout: float = HEADER_TIMEOUT,
+                 send_timeout: float | None = None) -> None:
+        opts = conf.image_cache
+        self.conf = conf
+        self.cache = cache
+        self.grants = grants
+        self.metrics = metrics
+        self.host: str = conf.host
+        self.address: str = opts.peer_listen_address or conf.my_ip
+        self.port: int = opts.peer_listen_port
+        self.header_timeout = header_timeout
+        self.send_timeout: float = send_timeout or opts.peer_stall_timeout
+        self.max_uploads: int = opts.peer_max_uploads
+        rate: int = opts.max_upload_bytes_per_second
+        self.bucket = TokenBucket(rate) if rate else None
+        self.denied: collections.Counter[str] = collections.Counter()
+        self.responses: collections.Counter[int] = collections.Counter()
+        self._uploads = threading.BoundedSemaphore(self.max_uploads)
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._listener: _Listener | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """What this compute advertises to the conductor: ``http://<addr>:<port>``."""
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        port = self._listener.server_address[1] if self._listener else self.port
+        return f"http://{host}:{port}"
+
+    def start(self) -> None:
+        """Listen on ``peer_listen_address`` (or ``my_ip``) and ``peer_listen_port``.
+
+        :raises InvalidConfiguration: the address cannot be bound.
+        """
+        try:
+            self._listener = _Listener((self.address, self.port), self,
+                                       self.max_uploads + SPARE_WORKERS)
+        except OSError as exc:
+            raise exception.InvalidConfiguration(
+                reason=f"the peer image server cannot listen on {self.address}:{self.port} "
+                f"([image_cache] peer_listen_address, peer_listen_port): {exc}") from exc
+        self._thread = threading.Thread(target=self._listener.serve_forever,
+                                        kwargs={"poll_interval": 0.2},
+                                        name="peer-server", daemon=True)
+        self._thread.start()
+        LOG.info("Peer image server listening on %s", self.url)
+
+    def stop(self) -> None:
+        """Stop accepting, and wait for the requests under way (their sends time out)."""
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return
+        listener.shutdown()
+        listener.server_close()
+        listener.pool.shutdown(wait=True)
+        if self._thread is not None:
+            self._thread.join()
+
+    def overloaded(self, sock: socket.socket) -> None:
+        """Answer 503 on a connection no worker is free for (in the accepting thread, so
+        quickly: what the client sent is not read, the answer is tiny)."""
+        with contextlib.suppress(OSError):
+            sock.settimeout(0.5)
+            self._send_head(sock, 503, {"Retry-After": str(RETRY_AFTER)})
+
+    def serve_connection(self, sock: socket.socket, remote: str) -> None:
+        """Answer the one request of ``sock``, from ``remote``."""
+        try:
+            method, target, headers = _read_head(sock, self.header_timeout)
+        except _Refused as exc:
+            if exc.status:
+                self._answer(sock, exc)
+            return
+        try:
+            fd, image_id = self._authorize(method, target, headers, _plain_ip(remote))
+        except _Refused as exc:
+            self._answer(sock, exc)
+            return
+        with os.fdopen(fd, "rb") as f:
+            self._send_file(sock, f, method, headers.get("range"), image_id)
+
+    def _authorize(self, method: str, target: str, headers: dict[str, str],
+                   remote: str) -> tuple[int, str]:
+        """The open base file and image id the request may read. :raises _Refused:"""
+        if method not in ("GET", "HEAD"):
+            raise _Refused(405, "method", {"Allow": "GET, HEAD"})
+        match = _ROUTE.fullmatch(target)
+        if match is None:
+            raise _Refused(404, "route")
+        image_id = match.group(1)
+        try:
+            claims = peer_tokens.verify(
+                headers.get("authorization"), self.grants.key_for, server=self.host,
+                image_id=image_id, remote_ip=remote,
+                check_ip=self.conf.image_cache.peer_check_source_address)
+            if not self.grants.allows(claims.job, image_id):
+                raise peer_tokens.PeerDenied("not_granted", f"{image_id} for {claims.job}")
+            fd = _open_regular(self.cache.servable(image_id))
+            if fd is None:
+                raise peer_tokens.PeerDenied("not_cached", image_id)
+        except peer_tokens.PeerDenied as exc:
+            self._count_denial(exc.reason, remote, exc)
+            status = (401 if exc.reason in peer_tokens.UNAUTHENTICATED
+                      else 404 if exc.reason == "not_cached" else 403)
+            extra = {"WWW-Authenticate": peer_tokens.SCHEME} if status == 401 else {}
+            raise _Refused(status, exc.reason, extra) from exc
+        return fd, image_id
+
+    def _send_file(self, sock: socket.socket, f: Any, method: str, range_: str | None,
+                   image_id: str) -> None:
+        size = os.fstat(f.fileno()).st_size
+        try:
+            span = parse_range(range_, size)
+        except RangeNotSatisfiable as exc:
+            self._answer(sock, _Refused(416, str(exc), {"Content-Range": f"bytes */{size}"}))
+            return
+        first, last = span if span is not None else (0, size - 1)
+        headers = {"Content-Length": str(last - first + 1), "Accept-Ranges": "bytes"}
+        if span is not None:
+            headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+        status = 206 if span is not None else 200
+        if method == "HEAD":
+            self._respond(sock, status, headers)
+            return
+        if not self._uploads.acquire(blocking=False):
+            self._answer(sock, _Refused(503, "busy", {"Retry-After": str(RETRY_AFTER)}))
+            return
+        try:
+            self._upload(sock, f, status, headers, first, last - first + 1, image_id)
+        finally:
+            self._uploads.release()
+
+    def _upload(self, sock: socket.socket, f: Any, status: int, headers: dict[str, str],
+                offset: int, count: int, image_id: str) -> None:
+        with self._lock:
+            self._in_flight += 1
+            in_flight = self._in_flight
+        if self.metrics is not None:
+            self.metrics.record_peer_upload(0, in_flight)
+        sent = 0
+        try:
+            self._respond(sock, status, headers)
+            sock.settimeout(self.send_timeout)
+            if self.bucket is None:
+                sent = sock.sendfile(f, offset, count) if count else 0
+            else:
+                sent = self._send_throttled(sock, f.fileno(), offset, count)
+        except OSError as exc:
+            LOG.info("Peer upload of %s stopped after %d of %d bytes: %s", image_id, sent,
+                     count, exc)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                in_flight = self._in_flight
+            if self.metrics is not None:
+                self.metrics.record_peer_upload(sent, in_flight)
+
+    def _send_throttled(self, sock: socket.socket, fd: int, offset: int, count: int) -> int:
+        assert self.bucket is not None
+        sent = 0
+        while sent < count:
+            data = os.pread(fd, min(SEND_CHUNK, count - sent), offset + sent)
+            if not data:
+                break
+            self.bucket.take(len(data))
+            sock.sendall(data)
+            sent += len(data)
+        return sent
+
+    def _answer(self, sock: socket.socket, refused: _Refused) -> None:
+        with contextlib.suppress(OSError):
+            sock.settimeout(self.send_timeout)
+            self._respond(sock, refused.status, {**refused.headers, "Content-Length": "0"})
+
+    def _respond(self, sock: socket.socket, status: int, headers: dict[str, str]) -> None:
+        with self._lock:
+            self.responses[status] += 1
+        if self.metrics is not None:
+            self.metrics.record_peer_request(status)
+        self._send_head(sock, status, headers)
+
+    @staticmethod
+    def _send_head(sock: socket.socket, status: int, headers: dict[str, str]) -> None:
+        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}",
+                 "Content-Type: application/octet-stream", "Connection: close",
+                 *(f"{k}: {v}" for k, v in headers.items())]
+        if "Content-Length" not in headers:
+            lines.append("Content-Length: 0")
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+
+    def _count_denial(self, reason: str, remote: str, exc: Exception) -> None:
+        with self._lock:
+            self.denied[reason] += 1
+        if self.metrics is not None:
+            self.metrics.record_peer_denied(reason)
+        LOG.warning("Peer request from %s denied: %s", remote, exc)
+
+
+def _read_head(sock: socket.socket, timeout: float) -> tuple[str, str, dict[str, str]]:
+    """``(method, target, headers)`` of the request on ``sock`` (header names lower-case),
+    received whole within ``timeout`` seconds. :raises _Refused: status 0 (no answer: the
+    client was too slow or left), 400 or 431."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    while b"\r\n\r\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Refused(0, "header_timeout")
+        if len(data) > MAX_HEAD:
+            raise _Refused(431, "head too large")
+        sock.settimeout(left)
+        try:
+            got = sock.recv(4096)
+        except OSError as exc:  # a timeout included
+            raise _Refused(0, "header_timeout") from exc
+        if not got:
+            raise _Refused(0, "closed")
+        data += got
+    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+    request_line, *lines = head.split("\r\n")
+    parts = request_line.split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise _Refused(400, "request line")
+    headers: dict[str, str] = {}
+    for line in lines:
+        name, colon, value = line.partition(":")
+        name = name.strip().lower()
+        if not colon or not name or name in headers:
+            raise _Refused(400, f"header {name!r}")
+        headers[name] = value.strip()
+    return parts[0], parts[1], headers
+
+
+def _open_regular(path: str | None) -> int | None:
+    """A read-only descriptor of ``path`` if it is a regular file reached without following
+    a link, else None."""
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.EACCES, errno.ENXIO):
+            LOG.warning("Cannot open cached base %s: %s", path, exc)
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _plain_ip(remote: str) -> str:
+    """``remote`` as the conductor names hosts: an IPv4-mapped IPv6 address as IPv4."""
+    with contextlib.suppress(ValueError):
+        ip = ipaddress.ip_address(remote)
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+    return remote

@@ -1,0 +1,224 @@
+"""The client of peer distribution: :class:`PeerSource` streams one image from other computes.
+
+It is an image source for :func:`~fleetcache.compute.imagecache.download.download_checked`,
+so peer bytes go through the same one-pass verification as the image service's (size,
+multihash, signatures, format safety): a peer can waste bytes, never publish them. It walks
+its ordered list of peers; a peer that cannot be reached, answers anything but 200/206, sends
+a body of another length, or sends no byte for ``[image_cache] peer_stall_timeout`` seconds
+(the read timeout of ``requests``, which bounds each wait for the socket) is left, and the
+next peer is asked for the rest with ``Range: bytes=<written>-``. So a failure costs at most
+the chunk that was in flight.
+
+When every peer failed after some bytes arrived, and ``origin`` can start mid-image
+(:meth:`~fleetcache.image.source.ImageSource.download_from`, Glance's ``Range``), the rest
+comes from the origin in the same stream; otherwise :class:`PeersFailed` is raised and the
+caller downloads from the origin from byte 0.
+
+Metadata never comes from a peer: :meth:`PeerSource.show` refuses, and ``download`` takes the
+image service's ``meta``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from typing import TypedDict
+
+import requests
+from oslo_config import cfg
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
+from fleetcache.image.source import Writer
+
+LOG = logging.getLogger(__name__)
+
+#: Seconds to open a TCP connection to a peer of the same site.
+CONNECT_TIMEOUT = 5.0
+#: The route of the image server (:mod:`~fleetcache.compute.peers.server`).
+ROUTE = "/v1/images/"
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
+
+
+class Peer(TypedDict):
+    """One source of an image, as the conductor hands it over (compute RPC 1.4)."""
+
+    host: str
+    #: The image server's base URL (``PeerServer.url``, ``http://addr:port``).
+    url: str
+    #: The ``Authorization`` value for this image on this server.
+    authorization: str
+
+
+@dataclasses.dataclass
+class PeerAttempt:
+    """What one source did for one download: ``outcome`` is ``done``, or why it was left."""
+
+    host: str
+    bytes: int = 0
+    outcome: str = "done"
+    #: False for the origin taking over (``host`` is then ``origin``).
+    peer: bool = True
+
+
+class PeersFailed(exception.ImageFetchError):
+    """Every peer failed in transport (nothing wrong was detected in their bytes)."""
+
+
+def image_url(peer: Peer, image_id: str) -> str:
+    """The URL of ``image_id`` on ``peer``; a ``url`` already ending in the image's route is
+    taken as it is."""
+    url = peer["url"].rstrip("/")
+    if url.endswith(ROUTE + image_id):
+        return url
+    return f"{url}{ROUTE}{image_id}"
+
+
+class _Left(Exception):
+    """A peer is left for the next source; the message says why."""
+
+
+class PeerSource(ImageSource):
+    """``meta``'s bytes from ``peers`` in order, then the rest from ``origin`` if given.
+
+    :ivar attempts: one per source asked, in order (the origin's host is ``origin``).
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, peers: Sequence[Peer],
+                 origin: ImageSource | None = None,
+                 session: requests.Session | None = None) -> None:
+        super().__init__(conf)
+        self.peers = tuple(peers)
+        self.origin = origin
+        self.session = session or requests.Session()
+        self.chunk_size: int = conf.glance.download_chunk_size
+        self.stall_timeout: float = conf.image_cache.peer_stall_timeout
+        self.attempts: list[PeerAttempt] = []
+
+    @property
+    def bytes_from_peers(self) -> int:
+        """Bytes written from peers (those of a peer that failed included)."""
+        return sum(a.bytes for a in self.attempts if a.peer)
+
+    @property
+    def bytes_from_origin(self) -> int:
+        """Bytes written from the origin after the peers failed."""
+        return sum(a.bytes for a in self.attempts if not a.peer)
+
+    @property
+    def contributors(self) -> tuple[str, ...]:
+        """Peers whose bytes were written, in order (each once)."""
+        hosts = [a.host for a in self.attempts if a.bytes and a.peer]
+        return tuple(dict.fromkeys(hosts))
+
+    @property
+    def last_peer(self) -> str | None:
+        """The peer that sent the last peer bytes."""
+        hosts = self.contributors
+        return hosts[-1] if hosts else None
+
+    @property
+    def failures(self) -> list[PeerAttempt]:
+        return [a for a in self.attempts if a.outcome != "done"]
+
+    def failure(self) -> str:
+        """``<host>: <why>`` of the last peer that failed (``no peer``: none did)."""
+        last = self.failures[-1] if self.failures else None
+        return f"{last.host}: {last.outcome}" if last else "no peer"
+
+    def show(self, ctxt: RequestContext, image_id: str) -> ImageMeta:
+        raise NotImplementedError("image metadata comes from the image service, never a peer")
+
+    def download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
+                 progress: ProgressCallback | None = None) -> int:
+        """:raises PeersFailed: every peer failed and the origin could not take over."""
+        written = 0
+        for peer in self.peers:
+            attempt = PeerAttempt(peer["host"])
+            self.attempts.append(attempt)
+            try:
+                self._stream(peer, meta, writer, written, attempt, progress)
+            except _Left as exc:
+                attempt.outcome = str(exc)
+                LOG.warning("Image %s: peer %s left after %d bytes: %s", meta.id,
+                            peer["host"], attempt.bytes, exc)
+            written += attempt.bytes
+            if attempt.outcome == "done":
+                return written
+        return self._resume_from_origin(ctxt, meta, writer, written, progress)
+
+    def _resume_from_origin(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
+                            written: int, progress: ProgressCallback | None) -> int:
+        why = self.failure()
+        if not written or self.origin is None:
+            raise PeersFailed(image_id=meta.id, reason=why)
+        LOG.info("Image %s: every peer failed (%s); resuming from the origin at byte %d",
+                 meta.id, why, written)
+        try:
+            got = self.origin.download_from(ctxt, meta, writer, written, progress)
+        except NotImplementedError as exc:
+            raise PeersFailed(image_id=meta.id, reason=why) from exc
+        self.attempts.append(PeerAttempt("origin", got, peer=False))
+        return written + got
+
+    def _stream(self, peer: Peer, meta: ImageMeta, writer: Writer, offset: int,
+                attempt: PeerAttempt, progress: ProgressCallback | None) -> None:
+        """Write the image from ``offset`` on as ``peer`` sends it; ``attempt.bytes`` grows
+        with every chunk written. :raises _Left: the peer failed (errors of ``writer``, a
+        refused format for one, propagate as they are)."""
+        headers = {"Authorization": peer["authorization"], "Accept-Encoding": "identity"}
+        if offset:
+            headers["Range"] = f"bytes={offset}-"
+        try:
+            resp = self.session.get(image_url(peer, meta.id), headers=headers, stream=True,
+                                    allow_redirects=False,
+                                    timeout=(CONNECT_TIMEOUT, self.stall_timeout))
+        except requests.RequestException as exc:
+            raise _Left(f"cannot connect: {exc}") from exc
+        with resp:
+            end = _check_response(resp, meta, offset)
+            for chunk in _chunks(resp, self.chunk_size):
+                chunk = chunk[:end - offset - attempt.bytes]
+                if not chunk:
+                    break
+                writer.write(chunk)
+                attempt.bytes += len(chunk)
+                if progress is not None:
+                    progress(offset + attempt.bytes)
+        if offset + attempt.bytes != end:
+            raise _Left(f"body ended at byte {offset + attempt.bytes} of {end}")
+
+
+def _chunks(resp: requests.Response, size: int) -> Iterator[bytes]:
+    """The body's chunks; a transport failure (a stall included) is :class:`_Left`."""
+    it = resp.iter_content(size)
+    while True:
+        try:
+            chunk = next(it, None)
+        except (requests.RequestException, OSError) as exc:
+            raise _Left(f"transfer failed: {exc}") from exc
+        if chunk is None:
+            return
+        yield chunk
+
+
+def _check_response(resp: requests.Response, meta: ImageMeta, offset: int) -> int:
+    """Where the body ends (the image's size). :raises _Left: a status other than 200 (from
+    byte 0) or 206 (from ``offset``), or a body of another image size than Glance's."""
+    if offset == 0 and resp.status_code == 200:
+        length = resp.headers.get("Content-Length")
+        total = int(length) if length and length.isdigit() else meta.size
+    elif offset and resp.status_code == 206:
+        match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+        if match is None or int(match.group(1)) != offset:
+            raise _Left(f"asked bytes from {offset}, got Content-Range "
+                        f"{resp.headers.get('Content-Range')!r}")
+        total = int(match.group(3))
+    else:
+        raise _Left(f"HTTP {resp.status_code}")
+    if total is None or (meta.size is not None and total != meta.size):
+        raise _Left(f"serves {total} bytes, the image has {meta.size}")
+    return total
