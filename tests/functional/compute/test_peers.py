@@ -1,0 +1,417 @@
+"""Peer distribution on real sockets: a real :class:`PeerServer` on 127.0.0.1 serving a real
+image cache, a real receiving :class:`ImageCache` (metadata and origin bytes from a local
+image source), and small HTTP test doubles for peers that misbehave."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import io
+import json
+import os
+import pathlib
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from oslo_config import cfg
+
+from fleetcache.common.context import RequestContext
+from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
+from fleetcache.compute.imagecache import ImageCache
+from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
+from fleetcache.image.local import LocalImageSource, add_image
+from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
+from tests.unit.image.fixtures import make_conf
+from tests.waiting import wait_for
+
+CTXT = RequestContext()
+CHUNK = 64 * 1024
+DATA = os.urandom(16 * CHUNK + 5)
+JOB = str(uuid.uuid4())
+
+
+class OriginSource(LocalImageSource):
+    """The image service of the test: the local source, recording each download's offset."""
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        super().__init__(conf)
+        self.offsets: list[int] = []
+
+    def download_from(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
+                      offset: int, progress: ProgressCallback | None = None) -> int:
+        self.offsets.append(offset)
+        return super().download_from(ctxt, meta, writer, offset, progress)
+
+
+def _conf(tmp_path: pathlib.Path, host: str, **overrides: Any) -> cfg.ConfigOpts:
+    return make_conf(host=host, instances_path=str(tmp_path / host),
+                     image_source__local_directory=str(tmp_path / "images"),
+                     glance__download_chunk_size=CHUNK,
+                     image_cache__peer_listen_address="127.0.0.1",
+                     image_cache__peer_listen_port=0,
+                     image_cache__peer_stall_timeout=1, **overrides)
+
+
+@pytest.fixture
+def image(tmp_path: pathlib.Path) -> ImageMeta:
+    return add_image(str(tmp_path / "images"), io.BytesIO(DATA))
+
+
+@pytest.fixture
+def source_cache(tmp_path: pathlib.Path, image: ImageMeta) -> ImageCache:
+    """compute-a's cache, holding ``image``."""
+    conf = _conf(tmp_path, "compute-a")
+    cache = ImageCache(conf, LocalImageSource(conf))
+    assert cache.fetch(CTXT, image.id).downloaded
+    return cache
+
+
+@pytest.fixture
+def grants(image: ImageMeta) -> ServeGrants:
+    grants = ServeGrants()
+    grants.open(JOB, KEY, [image.id], time.time() + 600)
+    return grants
+
+
+KEY = new_key()
+
+
+@contextlib.contextmanager
+def _server(cache: ImageCache, grants: ServeGrants, **kw: Any) -> Iterator[PeerServer]:
+    server = PeerServer(cache.conf, cache, grants, **kw)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def server(source_cache: ImageCache, grants: ServeGrants) -> Iterator[PeerServer]:
+    with _server(source_cache, grants) as running:
+        yield running
+
+
+@pytest.fixture
+def receiver(tmp_path: pathlib.Path) -> ImageCache:
+    conf = _conf(tmp_path, "compute-b")
+    return ImageCache(conf, OriginSource(conf))
+
+
+def _auth(image_id: str, *, job: str = JOB, key: str = KEY, server: str = "compute-a",
+          ip: str | None = "127.0.0.1", ttl: float = 60) -> str:
+    return mint(key, PeerClaims(job=job, image_id=image_id, requester="compute-b",
+                                requester_ip=ip, server=server, expires=time.time() + ttl))
+
+
+def _peer(server: PeerServer | Double, image_id: str, host: str = "compute-a") -> Peer:
+    return Peer(host=host, url=server.url, authorization=_auth(image_id))
+
+
+def _origin(cache: ImageCache) -> OriginSource:
+    assert isinstance(cache.source, OriginSource)
+    return cache.source
+
+
+def _published(cache: ImageCache, image_id: str) -> bytes:
+    assert not cache.partial_files()
+    return pathlib.Path(cache.path_for(image_id)).read_bytes()
+
+
+class Double:
+    """A peer that misbehaves as told: ``flip`` one byte, ``die`` or ``stall`` after ``cut``
+    bytes, else serve honestly (with Range). Records the ``Range`` header of each request."""
+
+    def __init__(self, mode: str = "honest", cut: int = 0) -> None:
+        self.mode, self.cut = mode, cut
+        self.ranges: list[str | None] = []
+        self.release = threading.Event()
+        double = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                double.ranges.append(self.headers.get("Range"))
+                double.answer(self)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def answer(self, h: http.server.BaseHTTPRequestHandler) -> None:
+        body, first = bytearray(DATA), 0
+        if self.mode == "flip":
+            body[len(body) // 2] ^= 0x01
+        rng = h.headers.get("Range")
+        if rng:
+            first = int(rng.split("=")[1].rstrip("-"))
+            h.send_response(206)
+            h.send_header("Content-Range", f"bytes {first}-{len(DATA) - 1}/{len(DATA)}")
+        else:
+            h.send_response(200)
+        h.send_header("Content-Length", str(len(DATA) - first))
+        h.end_headers()
+        if self.mode in ("die", "stall"):
+            h.wfile.write(body[first:self.cut])
+            h.wfile.flush()
+            if self.mode == "stall":
+                self.release.wait(10)
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return
+        h.wfile.write(body[first:])
+
+    def stop(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def doubles() -> Iterator[list[Double]]:
+    made: list[Double] = []
+    yield made
+    for double in made:
+        double.stop()
+
+
+def _raw(server: PeerServer, request: bytes) -> bytes:
+    """Send ``request`` as it is (no client normalises its path) and read the answer."""
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+# -- fetching from peers -----------------------------------------------------------------
+
+
+def test_a_peer_fetch_verifies_and_publishes(server: PeerServer, receiver: ImageCache,
+                                             image: ImageMeta) -> None:
+    outcome = receiver.fetch(CTXT, image.id, peers=[_peer(server, image.id)])
+    assert (outcome.downloaded, outcome.download_path, outcome.source_host) == (
+        True, "peer", "compute-a")
+    assert (outcome.bytes_from_peers, outcome.bytes_from_origin) == (len(DATA), 0)
+    assert outcome.peer_fallback is None and outcome.bad_peers == ()
+    assert _origin(receiver).offsets == []
+    assert _published(receiver, image.id) == DATA
+    assert receiver.servable(image.id) == receiver.path_for(image.id)  # a source in turn
+    assert server.responses == {200: 1}
+
+
+def test_flipped_bytes_from_a_peer_are_never_published(
+        receiver: ImageCache, image: ImageMeta, doubles: list[Double]) -> None:
+    doubles.append(evil := Double("flip"))
+    outcome = receiver.fetch(CTXT, image.id, peers=[_peer(evil, image.id, "evil")])
+    assert outcome.bad_peers == ("evil",)
+    assert outcome.peer_fallback == "hash_mismatch: evil"
+    assert outcome.download_path == "http"
+    assert (outcome.bytes_from_peers, outcome.bytes_from_origin) == (len(DATA), len(DATA))
+    assert _origin(receiver).offsets == [0]  # the origin from byte 0
+    assert _published(receiver, image.id) == DATA
+
+
+def test_a_peer_dying_mid_transfer_hands_over_with_range(
+        receiver: ImageCache, image: ImageMeta, doubles: list[Double]) -> None:
+    cut = 5 * CHUNK + 123
+    doubles.extend([dying := Double("die", cut), honest := Double()])
+    outcome = receiver.fetch(CTXT, image.id, peers=[_peer(dying, image.id, "dying"),
+                                                    _peer(honest, image.id, "honest")])
+    assert honest.ranges and honest.ranges[0] is not None
+    resumed_at = int(honest.ranges[0].split("=")[1].rstrip("-"))
+    assert cut - CHUNK <= resumed_at <= cut
+    assert outcome.bytes_from_peers - len(DATA) <= CHUNK  # re-fetched: at most one chunk
+    assert (outcome.download_path, outcome.source_host) == ("peer", "honest")
+    assert _origin(receiver).offsets == []
+    assert _published(receiver, image.id) == DATA
+
+
+def test_a_stalled_peer_is_left_for_the_real_server_resuming(
+        server: PeerServer, receiver: ImageCache, image: ImageMeta,
+        doubles: list[Double]) -> None:
+    doubles.append(stalled := Double("stall", 3 * CHUNK))
+    started = time.monotonic()
+    outcome = receiver.fetch(CTXT, image.id, peers=[_peer(stalled, image.id, "stalled"),
+                                                    _peer(server, image.id)])
+    assert time.monotonic() - started < 5  # peer_stall_timeout = 1
+    assert (outcome.download_path, outcome.source_host) == ("peer", "compute-a")
+    assert server.responses == {206: 1}
+    assert _published(receiver, image.id) == DATA
+
+
+def test_when_every_peer_fails_the_origin_resumes_at_the_bytes_written(
+        receiver: ImageCache, image: ImageMeta, doubles: list[Double]) -> None:
+    doubles.append(dying := Double("die", 4 * CHUNK))
+    outcome = receiver.fetch(CTXT, image.id, peers=[_peer(dying, image.id, "dying")])
+    [offset] = _origin(receiver).offsets
+    assert 3 * CHUNK <= offset <= 4 * CHUNK
+    assert outcome.download_path == "http"
+    assert outcome.peer_fallback is not None
+    assert outcome.peer_fallback.startswith("peer_failed: dying: ")
+    assert (outcome.bytes_from_peers, outcome.bytes_from_origin) == (
+        offset, len(DATA) - offset)
+    assert _published(receiver, image.id) == DATA
+
+
+def test_an_md5_only_image_is_never_taken_from_peers(
+        tmp_path: pathlib.Path, receiver: ImageCache, doubles: list[Double]) -> None:
+    meta = add_image(str(tmp_path / "images"), io.BytesIO(DATA))
+    meta_file = tmp_path / "images" / f"{meta.id}.json"
+    body = json.loads(meta_file.read_text())
+    body.update(os_hash_algo=None, os_hash_value=None)
+    meta_file.write_text(json.dumps(body))
+    doubles.append(peer := Double())
+    outcome = receiver.fetch(CTXT, meta.id, peers=[_peer(peer, meta.id)])
+    assert peer.ranges == []
+    assert (outcome.download_path, outcome.peer_fallback) == ("http", "no_multihash")
+    assert _published(receiver, meta.id) == DATA
+
+
+# -- what the server refuses ---------------------------------------------------------------
+
+
+def _get(server: PeerServer, image_id: str, auth: str | None,
+         **headers: str) -> requests.Response:
+    if auth is not None:
+        headers["Authorization"] = auth
+    return requests.get(f"{server.url}/v1/images/{image_id}", headers=headers, timeout=5)
+
+
+def test_tokens_for_another_job_image_server_time_or_address_are_refused(
+        server: PeerServer, image: ImageMeta, grants: ServeGrants) -> None:
+    other = str(uuid.uuid4())
+    grants.open(JOB, KEY, [], time.time() + 600)
+    cases = [
+        (None, 401, "malformed"),
+        (_auth(image.id, key=new_key()), 401, "bad_signature"),
+        (_auth(image.id, job=str(uuid.uuid4())), 401, "unknown_job"),
+        (_auth(image.id, ttl=-1), 401, "expired"),
+        (_auth(other), 403, "wrong_image"),
+        (_auth(image.id, server="compute-z"), 403, "wrong_server"),
+        (_auth(image.id, ip="10.9.9.9"), 403, "wrong_address"),
+    ]
+    for auth, status, reason in cases:
+        resp = _get(server, image.id, auth)
+        assert (resp.status_code, resp.content) == (status, b""), reason
+        assert server.denied[reason] == 1, reason
+    assert _get(server, image.id, None).headers["WWW-Authenticate"] == "FleetcachePeer"
+    resp = _get(server, other, _auth(other))
+    assert (resp.status_code, server.denied["not_granted"]) == (403, 1)
+    assert 200 not in server.responses
+
+
+def test_only_the_route_with_a_uuid_is_served(server: PeerServer, image: ImageMeta) -> None:
+    auth = _auth(image.id).encode()
+    for path in (b"/v1/images/../../etc/passwd", b"/v1/images/..%2F..%2Fetc%2Fpasswd",
+                 b"/etc/passwd", b"/v1/images/not-a-uuid", b"/v1/images/" + image.id.encode()
+                 + b"/../x", b"/v1/images/" + image.id.encode() + b"?x=1", b"/v1/images/"):
+        answer = _raw(server, b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                      + auth + b"\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 404 "), path
+        assert answer.endswith(b"\r\n\r\n"), path  # no body
+    answer = _raw(server, b"POST /v1/images/" + image.id.encode() + b" HTTP/1.1\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 405 ") and b"Allow: GET, HEAD" in answer
+    assert _raw(server, b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+
+
+def test_ranges_head_and_content_type(server: PeerServer, image: ImageMeta) -> None:
+    resp = _get(server, image.id, _auth(image.id), Range="bytes=10-19")
+    assert (resp.status_code, resp.content) == (206, DATA[10:20])
+    assert resp.headers["Content-Range"] == f"bytes 10-19/{len(DATA)}"
+    assert resp.headers["Content-Type"] == "application/octet-stream"
+    for bad in ("bytes=0-1,5-6", f"bytes={len(DATA)}-"):
+        resp = _get(server, image.id, _auth(image.id), Range=bad)
+        assert (resp.status_code, resp.content) == (416, b"")
+        assert resp.headers["Content-Range"] == f"bytes */{len(DATA)}"
+    head = requests.head(f"{server.url}/v1/images/{image.id}",
+                         headers={"Authorization": _auth(image.id)}, timeout=5)
+    assert (head.status_code, head.headers["Content-Length"]) == (200, str(len(DATA)))
+
+
+def test_a_symlink_in_the_cache_is_not_followed(
+        server: PeerServer, source_cache: ImageCache, grants: ServeGrants,
+        tmp_path: pathlib.Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"not an image")
+    linked = str(uuid.uuid4())
+    os.symlink(secret, source_cache.path_for(linked))
+    source_cache.index.record(linked, "raw", "raw")
+    grants.open(JOB, KEY, [linked], time.time() + 600)
+    resp = _get(server, linked, _auth(linked))
+    assert (resp.status_code, resp.content) == (404, b"")
+    assert server.denied["not_cached"] == 1
+
+
+def test_a_converted_base_is_not_served(server: PeerServer, source_cache: ImageCache,
+                                        image: ImageMeta) -> None:
+    source_cache.index.record(image.id, "qcow2", "raw")
+    assert source_cache.servable(image.id) is None
+    resp = _get(server, image.id, _auth(image.id))
+    assert (resp.status_code, resp.content) == (404, b"")
+
+
+def test_uploads_beyond_the_limit_get_503_with_retry_after(
+        tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants) -> None:
+    conf = _conf(tmp_path, "compute-c", image_cache__peer_max_uploads=1,
+                 image_cache__max_upload_bytes_per_second=4 * CHUNK)
+    cache = ImageCache(conf, LocalImageSource(conf))
+    cache.fetch(CTXT, image.id)
+    with _server(cache, grants) as server:
+        url = f"{server.url}/v1/images/{image.id}"
+        auth = _auth(image.id, server="compute-c")
+        with requests.get(url, headers={"Authorization": auth}, stream=True,
+                          timeout=5) as first:
+            assert first.status_code == 200
+            first.raw.read(CHUNK)  # the upload is under way, throttled
+            second = requests.get(url, headers={"Authorization": auth}, timeout=5)
+            assert (second.status_code, second.headers["Retry-After"]) == (503, "5")
+        assert server.responses[503] == 1
+
+
+def test_a_client_trickling_headers_holds_no_worker_past_the_header_timeout(
+        source_cache: ImageCache, grants: ServeGrants, image: ImageMeta) -> None:
+    with _server(source_cache, grants, header_timeout=0.5) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        slow = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(8)]
+        started = time.monotonic()
+        try:
+            for _ in range(4):  # a byte each 0.2 s: every read succeeds, the head never ends
+                for sock in slow:
+                    with contextlib.suppress(OSError):  # closed by the server already
+                        sock.sendall(b"G")
+                time.sleep(0.2)
+            closed = wait_for(lambda: all(_closed(s) for s in slow), "slow clients closed", 5)
+            assert closed and time.monotonic() - started < 3
+        finally:
+            for sock in slow:
+                sock.close()
+        resp = _get(server, image.id, _auth(image.id))
+        assert (resp.status_code, resp.content) == (200, DATA)
+
+
+def _closed(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1024) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.setblocking(True)
