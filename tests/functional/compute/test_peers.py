@@ -28,7 +28,6 @@ from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
 from tests.unit.image.fixtures import make_conf
-from tests.waiting import wait_for
 
 CTXT = RequestContext()
 CHUNK = 64 * 1024
@@ -153,8 +152,11 @@ class Double:
 
     def answer(self, h: http.server.BaseHTTPRequestHandler) -> None:
         body, first = bytearray(DATA), 0
-        if self.mode == "flip":
+        if self.mode.startswith("flip"):
             body[len(body) // 2] ^= 0x01
+        if self.mode == "missing":  # its copy was aged out
+            h.send_error(404)
+            return
         rng = h.headers.get("Range")
         if rng:
             first = int(rng.split("=")[1].rstrip("-"))
@@ -164,7 +166,7 @@ class Double:
             h.send_response(200)
         h.send_header("Content-Length", str(len(DATA) - first))
         h.end_headers()
-        if self.mode in ("die", "stall"):
+        if self.mode in ("die", "stall", "flip-die"):
             h.wfile.write(body[first:self.cut])
             h.wfile.flush()
             if self.mode == "stall":
@@ -242,6 +244,17 @@ def test_a_peer_dying_mid_transfer_hands_over_with_range(
     assert _published(receiver, image.id) == DATA
 
 
+def test_a_peer_without_the_image_is_skipped(server: PeerServer, receiver: ImageCache,
+                                             image: ImageMeta, doubles: list[Double]) -> None:
+    doubles.append(aged := Double("missing"))
+    outcome = receiver.fetch(CTXT, image.id, peers=[_peer(aged, image.id, "aged"),
+                                                    _peer(server, image.id)])
+    assert (outcome.download_path, outcome.source_host) == ("peer", "compute-a")
+    assert outcome.peer_fallback is None and outcome.bytes_from_peers == len(DATA)
+    assert server.responses == {200: 1}
+    assert _published(receiver, image.id) == DATA
+
+
 def test_a_stalled_peer_is_left_for_the_real_server_resuming(
         server: PeerServer, receiver: ImageCache, image: ImageMeta,
         doubles: list[Double]) -> None:
@@ -266,6 +279,17 @@ def test_when_every_peer_fails_the_origin_resumes_at_the_bytes_written(
     assert outcome.peer_fallback.startswith("peer_failed: dying: ")
     assert (outcome.bytes_from_peers, outcome.bytes_from_origin) == (
         offset, len(DATA) - offset)
+    assert _published(receiver, image.id) == DATA
+
+
+def test_bad_peer_bytes_under_an_origin_resume_restart_from_byte_0(
+        receiver: ImageCache, image: ImageMeta, doubles: list[Double]) -> None:
+    doubles.append(evil := Double("flip-die", 10 * CHUNK))  # flips byte 8 * CHUNK, then dies
+    outcome = receiver.fetch(CTXT, image.id, peers=[_peer(evil, image.id, "evil")])
+    offsets = _origin(receiver).offsets
+    assert len(offsets) == 2 and offsets[0] > 8 * CHUNK and offsets[1] == 0
+    assert (outcome.bad_peers, outcome.peer_fallback) == (("evil",), "hash_mismatch: evil")
+    assert outcome.bytes_from_origin == len(DATA) - offsets[0] + len(DATA)
     assert _published(receiver, image.id) == DATA
 
 
@@ -389,15 +413,17 @@ def test_a_client_trickling_headers_holds_no_worker_past_the_header_timeout(
     with _server(source_cache, grants, header_timeout=0.5) as server:
         port = int(server.url.rsplit(":", 1)[1])
         slow = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(8)]
-        started = time.monotonic()
+        started, still_open = time.monotonic(), list(slow)
         try:
-            for _ in range(4):  # a byte each 0.2 s: every read succeeds, the head never ends
-                for sock in slow:
+            # A byte each 0.1 s: every read succeeds, the head never ends; only a deadline
+            # on the whole head closes these connections.
+            while still_open and time.monotonic() - started < 3:
+                for sock in still_open:
                     with contextlib.suppress(OSError):  # closed by the server already
                         sock.sendall(b"G")
-                time.sleep(0.2)
-            closed = wait_for(lambda: all(_closed(s) for s in slow), "slow clients closed", 5)
-            assert closed and time.monotonic() - started < 3
+                time.sleep(0.1)
+                still_open = [s for s in still_open if not _closed(s)]
+            assert not still_open and time.monotonic() - started < 1.5
         finally:
             for sock in slow:
                 sock.close()

@@ -81,3 +81,32 @@ def test_cache_size_and_entries_measured_at_scrape(tmp_path: pathlib.Path) -> No
     driver.cache_image(CTXT, host.add_raw())
     assert _value(registry, "fleetcache_compute_image_cache_entries") == 1
     assert _value(registry, "fleetcache_compute_image_cache_bytes") >= 1024 * 1024
+
+
+def test_peer_bytes_fallbacks_and_the_image_server_counted(tmp_path: pathlib.Path) -> None:
+    registry = CollectorRegistry()
+    metrics = ComputeMetrics(registry)
+    metrics.record_outcome(CacheOutcome(True, 100, "peer", source_host="c1",
+                                        bytes_from_peers=100), 1.0)
+    metrics.record_outcome(CacheOutcome(True, 100, "http", bytes_from_peers=60,
+                                        bytes_from_origin=100,
+                                        peer_fallback="hash_mismatch: c1", bad_peers=("c1",)),
+                           1.0)
+    metrics.record_outcome(CacheOutcome(True, 100, "http", bytes_from_origin=100,
+                                        peer_fallback="no_multihash"), 1.0)
+    data = "fleetcache_compute_image_download_bytes_total"
+    assert _value(registry, data, source="peer") == 160
+    assert _value(registry, data, source="http") == 200
+    assert _value(registry, "fleetcache_compute_image_downloads_total", source="peer") == 1
+    fallbacks = "fleetcache_compute_peer_fallbacks_total"
+    assert [_value(registry, fallbacks, reason=r)
+            for r in ("no_multihash", "peer_failed", "hash_mismatch")] == [1, 0, 1]
+    metrics.record_peer_request(401)
+    metrics.record_peer_denied("bad_signature")
+    metrics.record_peer_upload(0, 1)
+    assert _value(registry, "fleetcache_compute_peer_uploads_in_flight") == 1
+    metrics.record_peer_upload(4096, 0)
+    assert _value(registry, "fleetcache_compute_peer_requests_total", code="401") == 1
+    assert _value(registry, "fleetcache_compute_peer_denied_total", reason="bad_signature") == 1
+    assert _value(registry, "fleetcache_compute_peer_upload_bytes_total") == 4096
+    assert _value(registry, "fleetcache_compute_peer_uploads_in_flight") == 0
