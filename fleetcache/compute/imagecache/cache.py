@@ -332,9 +332,9 @@ class ImageCache:
             LOG.warning("Image %s: bytes from peers %s refused (%s); fetching it from the "
                         "origin", meta.id, ", ".join(bad), exc)
             return self._after_peers(ctxt, meta, progress, source, why, bad)
-        except exception.FleetcacheException as exc:
+        except Exception as exc:  # whatever went wrong, the origin is the way out
             why = (f"peer_failed: {exc.kwargs.get('reason')}" if isinstance(exc, PeersFailed)
-                   else f"peer_failed: {source.failure()}: {exc}")
+                   else f"peer_failed: {source.failure()}: {type(exc).__name__}: {exc}")
             LOG.warning("Image %s: %s; fetching it from the origin", meta.id, why)
             return self._after_peers(ctxt, meta, progress, source, why, ())
         from_origin = source.bytes_from_origin

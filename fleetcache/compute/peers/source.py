@@ -93,7 +93,7 @@ class PeerSource(ImageSource):
         super().__init__(conf)
         self.peers = tuple(peers)
         self.origin = origin
-        self.session = session or requests.Session()
+        self.session = session or _session()
         self.chunk_size: int = conf.glance.download_chunk_size
         self.stall_timeout: float = conf.image_cache.peer_stall_timeout
         self.attempts: list[PeerAttempt] = []
@@ -176,7 +176,7 @@ class PeerSource(ImageSource):
             resp = self.session.get(image_url(peer, meta.id), headers=headers, stream=True,
                                     allow_redirects=False,
                                     timeout=(CONNECT_TIMEOUT, self.stall_timeout))
-        except requests.RequestException as exc:
+        except (requests.RequestException, ValueError) as exc:
             raise _Left(f"cannot connect: {exc}") from exc
         with resp:
             end = _check_response(resp, meta, offset)
@@ -190,6 +190,14 @@ class PeerSource(ImageSource):
                     progress(offset + attempt.bytes)
         if offset + attempt.bytes != end:
             raise _Left(f"body ended at byte {offset + attempt.bytes} of {end}")
+
+
+def _session() -> requests.Session:
+    """A session for peers only: no proxy from the environment (a proxy would see the token
+    and hide the requester's address) and no ``.netrc`` credentials."""
+    session = requests.Session()
+    session.trust_env = False
+    return session
 
 
 def _chunks(resp: requests.Response, size: int) -> Iterator[bytes]:
