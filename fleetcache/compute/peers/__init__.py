@@ -13,8 +13,9 @@ The tokens themselves are :mod:`fleetcache.common.peer_tokens` (the conductor mi
 
 from __future__ import annotations
 
-from fleetcache.compute.peers.grants import ServeGrants
+from fleetcache.compute.peers.grants import ServeGrants, serve_images
 from fleetcache.compute.peers.server import PeerServer
 from fleetcache.compute.peers.source import Peer, PeerAttempt, PeersFailed, PeerSource
 
-__all__ = ["Peer", "PeerAttempt", "PeerServer", "PeerSource", "PeersFailed", "ServeGrants"]
+__all__ = ["Peer", "PeerAttempt", "PeerServer", "PeerSource", "PeersFailed", "ServeGrants",
+           "serve_images"]

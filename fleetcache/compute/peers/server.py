@@ -224,7 +224,7 @@ class PeerServer:
         quickly: what the client sent is not read, the answer is tiny)."""
         with contextlib.suppress(OSError):
             sock.settimeout(0.5)
-            self._send_head(sock, 503, {"Retry-After": str(RETRY_AFTER)})
+            self._respond(sock, 503, {"Retry-After": str(RETRY_AFTER)})
 
     def serve_connection(self, sock: socket.socket, remote: str) -> None:
         """Answer the one request of ``sock``, from ``remote``."""
@@ -240,7 +240,10 @@ class PeerServer:
             self._answer(sock, exc)
             return
         with os.fdopen(fd, "rb") as f:
-            self._send_file(sock, f, method, headers.get("range"), image_id)
+            try:
+                self._send_file(sock, f, method, headers.get("range"), image_id)
+            except OSError as exc:  # the client left
+                LOG.info("Peer request for %s from %s ended: %s", image_id, remote, exc)
 
     def _authorize(self, method: str, target: str, headers: dict[str, str],
                    remote: str) -> tuple[int, str]:

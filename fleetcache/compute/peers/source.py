@@ -181,7 +181,9 @@ class PeerSource(ImageSource):
         with resp:
             end = _check_response(resp, meta, offset)
             for chunk in _chunks(resp, self.chunk_size):
-                chunk = chunk[:end - offset - attempt.bytes]
+                left = end - offset - attempt.bytes
+                if len(chunk) > left:  # never past the image's end (a copy only then)
+                    chunk = chunk[:left]
                 if not chunk:
                     break
                 writer.write(chunk)
