@@ -63,6 +63,8 @@ MAX_HEAD = 8192
 #: Workers beyond ``peer_max_uploads``, so that refusals (401, 404, 503) are answered while
 #: every upload slot is taken.
 SPARE_WORKERS = 4
+#: Seconds the accepting thread spends on a connection no worker is free for.
+OVERFLOW_DRAIN = 0.1
 #: Seconds a refused client is told to wait (``Retry-After``).
 RETRY_AFTER = 5
 #: Bytes read and sent per step when the upload is throttled.
@@ -128,6 +130,9 @@ class _Listener(socketserver.TCPServer):
         self.owner = owner
         self.pool = concurrent.futures.ThreadPoolExecutor(workers, "peer-server")
         self.free = threading.BoundedSemaphore(workers)
+        #: Connections a worker is serving now.
+        self.active = 0
+        self._active_lock = threading.Lock()
         super().__init__(address, socketserver.BaseRequestHandler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -138,12 +143,16 @@ class _Listener(socketserver.TCPServer):
         self.pool.submit(self._work, request, client_address)
 
     def _work(self, request: socket.socket, client_address: Any) -> None:
+        with self._active_lock:
+            self.active += 1
         try:
             self.owner.serve_connection(request, client_address[0])
         except Exception:
             LOG.exception("Peer request from %s failed", client_address[0])
         finally:
             self.shutdown_request(request)
+            with self._active_lock:
+                self.active -= 1
             self.free.release()
 
 
@@ -190,6 +199,12 @@ class PeerServer:
         port = self._listener.server_address[1] if self._listener else self.port
         return f"http://{host}:{port}"
 
+    @property
+    def active_connections(self) -> int:
+        """Connections a worker is serving now (at most ``peer_max_uploads`` +
+        :data:`SPARE_WORKERS`)."""
+        return self._listener.active if self._listener is not None else 0
+
     def start(self) -> None:
         """Listen on ``peer_listen_address`` (or ``my_ip``) and ``peer_listen_port``.
 
@@ -220,11 +235,17 @@ class PeerServer:
             self._thread.join()
 
     def overloaded(self, sock: socket.socket) -> None:
-        """Answer 503 on a connection no worker is free for (in the accepting thread, so
-        quickly: what the client sent is not read, the answer is tiny)."""
+        """Answer 503 on a connection no worker is free for, in the accepting thread, so
+        within a bounded time: the answer is tiny, then what the client sent by then is read
+        for at most ``OVERFLOW_DRAIN`` seconds and dropped (closing a socket with unread
+        data resets the connection, and the client would see a reset, not the 503)."""
         with contextlib.suppress(OSError):
-            sock.settimeout(0.5)
+            sock.settimeout(OVERFLOW_DRAIN)
             self._respond(sock, 503, {"Retry-After": str(RETRY_AFTER)})
+            sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + OVERFLOW_DRAIN
+            while time.monotonic() < deadline and sock.recv(MAX_HEAD):
+                pass
 
     def serve_connection(self, sock: socket.socket, remote: str) -> None:
         """Answer the one request of ``sock``, from ``remote``."""

@@ -25,9 +25,11 @@ from fleetcache.common.context import RequestContext
 from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
 from fleetcache.compute.imagecache import ImageCache, cache_name
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants, serve_images
+from fleetcache.compute.peers.server import SPARE_WORKERS
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
 from tests.unit.image.fixtures import make_conf
+from tests.waiting import wait_for
 
 CTXT = RequestContext()
 CHUNK = 64 * 1024
@@ -421,6 +423,26 @@ def test_uploads_beyond_the_limit_get_503_with_retry_after(
             second = requests.get(url, headers={"Authorization": auth}, timeout=5)
             assert (second.status_code, second.headers["Retry-After"]) == (503, "5")
         assert server.responses[503] == 1
+
+
+def test_connections_beyond_every_worker_get_503_at_once(
+        tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants) -> None:
+    conf = _conf(tmp_path, "compute-c", image_cache__peer_max_uploads=1)
+    cache = ImageCache(conf, LocalImageSource(conf))
+    cache.fetch(CTXT, image.id)
+    with _server(cache, grants, header_timeout=5) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5)
+                for _ in range(1 + SPARE_WORKERS)]  # every worker waits for their heads
+        try:
+            wait_for(lambda: server.active_connections == len(idle), "every worker busy", 5)
+            started = time.monotonic()
+            resp = _get(server, image.id, _auth(image.id, server="compute-c"))
+            assert (resp.status_code, resp.headers["Retry-After"]) == (503, "5")
+            assert time.monotonic() - started < 1
+        finally:
+            for sock in idle:
+                sock.close()
 
 
 def test_a_client_trickling_headers_holds_no_worker_past_the_header_timeout(
