@@ -21,6 +21,7 @@ import pytest
 import requests
 from oslo_config import cfg
 
+from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
 from fleetcache.compute.imagecache import ImageCache, cache_name
@@ -153,7 +154,7 @@ class Double:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def answer(self, h: http.server.BaseHTTPRequestHandler) -> None:
-        body, first = bytearray(DATA), 0
+        body, first = bytearray(DATA if self.mode != "other" else DATA[:-1]), 0
         if self.mode.startswith("flip"):
             body[len(body) // 2] ^= 0x01
         if self.mode == "missing":  # its copy was aged out
@@ -163,10 +164,10 @@ class Double:
         if rng:
             first = int(rng.split("=")[1].rstrip("-"))
             h.send_response(206)
-            h.send_header("Content-Range", f"bytes {first}-{len(DATA) - 1}/{len(DATA)}")
+            h.send_header("Content-Range", f"bytes {first}-{len(body) - 1}/{len(body)}")
         else:
             h.send_response(200)
-        h.send_header("Content-Length", str(len(DATA) - first))
+        h.send_header("Content-Length", str(len(body) - first))
         h.end_headers()
         if self.mode in ("die", "stall", "flip-die"):
             h.wfile.write(body[first:self.cut])
@@ -254,6 +255,17 @@ def test_a_peer_without_the_image_is_skipped(server: PeerServer, receiver: Image
     assert (outcome.download_path, outcome.source_host) == ("peer", "compute-a")
     assert outcome.peer_fallback is None and outcome.bytes_from_peers == len(DATA)
     assert server.responses == {200: 1}
+    assert _published(receiver, image.id) == DATA
+
+
+def test_a_peer_serving_another_size_is_left_before_a_byte_is_written(
+        receiver: ImageCache, image: ImageMeta, doubles: list[Double]) -> None:
+    doubles.extend([other := Double("other"), honest := Double()])
+    outcome = receiver.fetch(CTXT, image.id, peers=[_peer(other, image.id, "other"),
+                                                    _peer(honest, image.id, "honest")])
+    assert honest.ranges == [None]  # from byte 0: nothing of the other size was kept
+    assert (outcome.source_host, outcome.bytes_from_peers, outcome.bad_peers) == (
+        "honest", len(DATA), ())
     assert _published(receiver, image.id) == DATA
 
 
@@ -443,6 +455,15 @@ def test_connections_beyond_every_worker_get_503_at_once(
         finally:
             for sock in idle:
                 sock.close()
+
+
+def test_an_address_that_cannot_be_bound_is_a_configuration_error(
+        source_cache: ImageCache, grants: ServeGrants) -> None:
+    source_cache.conf.set_override("peer_listen_address", "192.0.2.1", group="image_cache")
+    server = PeerServer(source_cache.conf, source_cache, grants)
+    with pytest.raises(exception.InvalidConfiguration, match="peer_listen_address"):
+        server.start()
+    server.stop()  # a server that never started stops quietly
 
 
 def test_a_client_trickling_headers_holds_no_worker_past_the_header_timeout(
