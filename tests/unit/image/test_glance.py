@@ -139,6 +139,19 @@ def test_download_resumes_with_range_after_a_cut(glance: FakeGlance) -> None:
     assert ranges == [None, f"bytes={15 * 65536}-", f"bytes={22 * 65536}-"]
 
 
+def test_download_from_an_offset_asks_range_and_writes_the_rest(glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    glance.cuts = [500_000]
+    out, seen = io.BytesIO(), []
+    offset = 1_000_003
+    got = _source(glance.url, chunk=65536).download_from(
+        CTXT, ImageMeta.from_dict(body), out, offset, seen.append)
+    assert (got, out.getvalue()) == (len(DATA) - offset, DATA[offset:])
+    assert seen[-1] == len(DATA)  # progress counts the image's bytes, the offset included
+    ranges = [h.get("range") for h in glance.file_gets(body["id"])]
+    assert ranges[0] == f"bytes={offset}-" and len(ranges) == 2
+
+
 def test_download_resumes_when_server_ignores_range(glance: FakeGlance) -> None:
     body = glance.add(DATA)
     glance.cuts = [777_777]

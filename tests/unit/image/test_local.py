@@ -76,3 +76,11 @@ def test_download_without_data_is_not_available(tmp_path: pathlib.Path) -> None:
     (tmp_path / meta.id).unlink()
     with pytest.raises(exception.ImageNotAvailable, match="no data"):
         _source(tmp_path).download(CTXT, meta, io.BytesIO())
+
+
+def test_download_from_an_offset_writes_the_rest(tmp_path: pathlib.Path) -> None:
+    conf = make_conf(image_source__local_directory=str(tmp_path))
+    meta = add_image(str(tmp_path), io.BytesIO(b"0123456789"))
+    out = io.BytesIO()
+    assert LocalImageSource(conf).download_from(RequestContext(), meta, out, 4) == 6
+    assert out.getvalue() == b"456789"

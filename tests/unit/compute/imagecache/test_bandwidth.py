@@ -72,3 +72,15 @@ def test_no_cap_leaves_the_source_as_it_is() -> None:
     conf = make_conf()
     source = LocalImageSource(conf)
     assert throttled(conf, source) is source
+
+
+def test_a_resumed_download_is_throttled_too(tmp_path: pathlib.Path) -> None:
+    conf = make_conf(image_source__local_directory=str(tmp_path))
+    meta = add_image(str(tmp_path), io.BytesIO(b"x" * 1000))
+    clock = Clock()
+    bucket = TokenBucket(100, burst=0, clock=lambda: clock.now, sleep=clock.sleep)
+    out = io.BytesIO()
+    source = ThrottledSource(LocalImageSource(conf), bucket)
+    assert source.download_from(CTXT, meta, out, 400) == 600
+    assert out.getvalue() == b"x" * 600
+    assert clock.slept == [6.0]  # the 600 bytes written, at 100 bytes/s
