@@ -131,7 +131,7 @@ class _Listener(socketserver.TCPServer):
         self.pool = concurrent.futures.ThreadPoolExecutor(workers, "peer-server")
         self.free = threading.BoundedSemaphore(workers)
         #: Connections a worker is serving now.
-        self.active = 0
+        self.sockets: set[socket.socket] = set()
         self._active_lock = threading.Lock()
         super().__init__(address, socketserver.BaseRequestHandler)
 
@@ -144,7 +144,7 @@ class _Listener(socketserver.TCPServer):
 
     def _work(self, request: socket.socket, client_address: Any) -> None:
         with self._active_lock:
-            self.active += 1
+            self.sockets.add(request)
         try:
             self.owner.serve_connection(request, client_address[0])
         except Exception:
@@ -152,8 +152,20 @@ class _Listener(socketserver.TCPServer):
         finally:
             self.shutdown_request(request)
             with self._active_lock:
-                self.active -= 1
+                self.sockets.discard(request)
             self.free.release()
+
+    @property
+    def active(self) -> int:
+        with self._active_lock:
+            return len(self.sockets)
+
+    def abort_all(self) -> None:
+        """End every connection under way (their workers then return at once)."""
+        with self._active_lock:
+            for sock in self.sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
 
 class PeerServer:
@@ -224,12 +236,14 @@ class PeerServer:
         LOG.info("Peer image server listening on %s", self.url)
 
     def stop(self) -> None:
-        """Stop accepting, and wait for the requests under way (their sends time out)."""
+        """Stop accepting, end the connections under way (their receivers go on from their
+        next source), and wait for their workers."""
         listener, self._listener = self._listener, None
         if listener is None:
             return
         listener.shutdown()
         listener.server_close()
+        listener.abort_all()
         listener.pool.shutdown(wait=True)
         if self._thread is not None:
             self._thread.join()

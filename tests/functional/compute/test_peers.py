@@ -435,6 +435,15 @@ def test_uploads_beyond_the_limit_get_503_with_retry_after(
             second = requests.get(url, headers={"Authorization": auth}, timeout=5)
             assert (second.status_code, second.headers["Retry-After"]) == (503, "5")
         assert server.responses[503] == 1
+        with requests.get(url, headers={"Authorization": auth}, stream=True,
+                          timeout=5) as upload:
+            got = len(upload.raw.read(CHUNK))
+            started = time.monotonic()
+            server.stop()  # ends the upload under way (within one throttled step)
+            assert time.monotonic() - started < 2
+            with contextlib.suppress(Exception):  # the body was cut short
+                got += len(upload.raw.read())
+            assert got < len(DATA)
 
 
 def test_connections_beyond_every_worker_get_503_at_once(
