@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import math
 import secrets
 import time
 from collections.abc import Callable
@@ -136,7 +137,8 @@ def _claims(payload: str) -> PeerClaims:
     if (not all(isinstance(body[k], str) for k in strings)
             or not isinstance(body["requester_ip"], (str, type(None)))
             or isinstance(body["expires"], bool)
-            or not isinstance(body["expires"], (int, float))):
+            or not isinstance(body["expires"], (int, float))
+            or not math.isfinite(body["expires"])):  # NaN would never expire
         raise PeerDenied("malformed", "claims of the wrong type")
     return PeerClaims(**body)
 

@@ -60,8 +60,9 @@ def test_missing_or_malformed_credentials_are_malformed() -> None:
 
 
 def test_wrong_types_in_claims_are_malformed() -> None:
-    bad = dataclasses.replace(CLAIMS, expires="soon")  # type: ignore[arg-type]
-    assert _reason(mint(KEY, bad)) == "malformed"
+    for expires in ("soon", True, float("nan"), float("inf")):
+        bad = dataclasses.replace(CLAIMS, expires=expires)  # type: ignore[arg-type]
+        assert _reason(mint(KEY, bad)) == "malformed", expires
 
 
 def test_a_job_this_server_does_not_serve_is_unknown() -> None:
