@@ -94,6 +94,7 @@ class PeerSource(ImageSource):
         self.peers = tuple(peers)
         self.origin = origin
         self.session = session or _session()
+        self._own_session = session is None
         self.chunk_size: int = conf.glance.download_chunk_size
         self.stall_timeout: float = conf.image_cache.peer_stall_timeout
         self.attempts: list[PeerAttempt] = []
@@ -135,6 +136,14 @@ class PeerSource(ImageSource):
     def download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
                  progress: ProgressCallback | None = None) -> int:
         """:raises PeersFailed: every peer failed and the origin could not take over."""
+        try:
+            return self._download(ctxt, meta, writer, progress)
+        finally:
+            if self._own_session:
+                self.session.close()
+
+    def _download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
+                  progress: ProgressCallback | None) -> int:
         written = 0
         for peer in self.peers:
             attempt = PeerAttempt(peer["host"])
@@ -146,7 +155,7 @@ class PeerSource(ImageSource):
                 LOG.warning("Image %s: peer %s left after %d bytes: %s", meta.id,
                             peer["host"], attempt.bytes, exc)
             written += attempt.bytes
-            if attempt.outcome == "done":
+            if attempt.outcome == "done" or written == meta.size:  # only the end got lost
                 return written
         return self._resume_from_origin(ctxt, meta, writer, written, progress)
 
