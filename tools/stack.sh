@@ -100,6 +100,8 @@ NGINX=${STACK_NGINX:-$(PATH=$PATH:/usr/sbin command -v nginx || echo /usr/sbin/n
 PLACEMENT_PORT=${STACK_PLACEMENT_PORT:-18778}
 # Prometheus exporters: the conductor's, then one per compute (18791, 18792, 18793).
 METRICS_PORT=${STACK_METRICS_PORT:-18790}
+# The computes' image servers for peers (18801, 18802, 18803).
+PEER_PORT=${STACK_PEER_PORT:-18800}
 PLACEMENT_DB=${STACK_PLACEMENT_DB:-fleetcache_placement}
 PLACEMENT_URL=http://127.0.0.1:$PLACEMENT_PORT
 PSQL=(psql -h 127.0.0.1 -p 5432 -U postgres -w -v ON_ERROR_STOP=1 -qtA)
@@ -546,8 +548,8 @@ $(service_auth_options fleetcache "$FLEETCACHE_SERVICE_PASSWORD")
 EOF
 }
 
-write_compute_config() {  # host cell metrics-port
-    local host=$1 cell=$2 port=$3 base=$STACK/$1
+write_compute_config() {  # host cell metrics-port peer-port
+    local host=$1 cell=$2 port=$3 peer_port=$4 base=$STACK/$1
     mkdir -p "$base/instances" "$base/locks"
     cat >"$ETC/$host.conf" <<EOF
 # fleetcache-compute $host in $cell of the local stack (written by tools/stack.sh up).
@@ -583,6 +585,13 @@ lock_path = $base/locks
 
 [metrics]
 compute_port = $port
+
+[image_cache]
+# Each compute serves its cache to the hosts of its cell when a conductor with
+# peer_distribution on names it as a source (the stack's conductor has it off; the peer
+# tests turn it on).
+peer_distribution = true
+peer_listen_port = $peer_port
 EOF
 }
 
@@ -829,7 +838,8 @@ cmd_up() {
     local n=0
     for entry in "${COMPUTES[@]}"; do
         n=$((n + 1))
-        write_compute_config "${entry%%:*}" "${entry#*:}" $((METRICS_PORT + n))
+        write_compute_config "${entry%%:*}" "${entry#*:}" $((METRICS_PORT + n)) \
+            $((PEER_PORT + n))
     done
     setup_database
     wait_keystone_started

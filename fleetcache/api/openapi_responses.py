@@ -467,10 +467,17 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "total_hosts": _INT, "hosts_reported": _INT, "counts": _COUNTS,
             "bytes_downloaded": _INT, "created_at": _STR, "started_at": _NSTR,
             "finished_at": _NSTR, "pin_until": _NSTR, "links": {"type": "array"},
+            # where the downloaded copies came from (peer distribution)
+            "distribution": {"type": "object", "properties": {
+                "origin_copies": _INT, "peer_copies": _INT, "bytes_from_origin": _INT,
+                "bytes_from_peers": _INT, "offload_percent": {"type": "number"},
+                "time_to_all_hosts": {"type": ["number", "null"]}},
+                "required": ["origin_copies", "peer_copies", "bytes_from_origin",
+                             "bytes_from_peers", "offload_percent", "time_to_all_hosts"]},
         },
         "required": ["id", "aggregate_id", "aggregate_uuid", "image_ids", "state", "error",
                      "total_hosts", "hosts_reported", "counts", "bytes_downloaded",
-                     "created_at", "started_at", "finished_at", "links"],
+                     "created_at", "started_at", "finished_at", "links", "distribution"],
     },
     "HostImageCache": {
         "type": "object",
@@ -512,15 +519,18 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                     "host": _STR, "bytes_downloaded": _INT,
                     "images": {"type": "array", "items": {
                         "required": ["image_id", "state", "reason", "bytes_downloaded",
-                                     "download_path", "fallback_reason", "updated_at"],
+                                     "download_path", "fallback_reason", "source_host",
+                                     "bytes_from_peers", "updated_at"],
                         "type": "object",
                         "properties": {
                             "image_id": _STR,
                             "state": {"enum": list(db_jobs.STORED_STATES)},
                             "reason": _NSTR, "bytes_downloaded": _INT,
-                            # rbd or http for a download; as the compute reported it
+                            # rbd, http or peer for a download; as the compute reported it
                             "download_path": _NSTR,
                             "fallback_reason": _NSTR, "updated_at": _STR,
+                            # the peer that sent the bytes, and how many of them peers sent
+                            "source_host": _NSTR, "bytes_from_peers": _NINT,
                         },
                     }},
                 },

@@ -2,8 +2,9 @@
 any API object as JSON or YAML for scripts (:func:`machine_readable`).
 
 Every function takes the job as the API returns it (``GET .../images/jobs/{id}``): ``state``,
-``total_hosts``, ``hosts_reported``, ``counts`` and, per host, ``images`` with ``state``,
-``reason``, ``bytes_downloaded``, ``download_path`` and ``fallback_reason``.
+``total_hosts``, ``hosts_reported``, ``counts``, ``distribution`` and, per host, ``images``
+with ``state``, ``reason``, ``bytes_downloaded``, ``download_path``, ``fallback_reason`` and
+``source_host``.
 """
 
 from __future__ import annotations
@@ -100,15 +101,18 @@ def _cell(image: dict[str, Any] | None) -> str:
     # from the image source (HTTP, or the demo's local directory) stays "cached".
     if image.get("fallback_reason"):
         return f"{state} ({image.get('download_path') or 'http'}) +"
+    if image.get("download_path") == "peer":
+        return f"{state} \N{LEFTWARDS ARROW} {image.get('source_host') or 'peer'}"
     if image.get("download_path") == "rbd":
         return f"{state} (rbd)"
     return state
 
 
 def job_table(job: dict[str, Any], image_names: dict[str, str] | None = None) -> str:
-    """One row per host, one column per image (a download from Ceph shows ``(rbd)``, one that
-    fell back from it ``(http) +``), plus the bytes each host downloaded; the reasons of
-    errors follow the table, marked ``*``, then the reasons of fallbacks, marked ``+``."""
+    """One row per host, one column per image (a download from Ceph shows ``(rbd)``, one
+    from a peer ``\N{LEFTWARDS ARROW} <peer>``, one that fell back from either ``(http) +``),
+    plus the bytes each host downloaded; the reasons of errors follow the table, marked
+    ``*``, then the reasons of fallbacks, marked ``+``."""
     names = image_names or {}
     image_ids = list(job["image_ids"])
     table = prettytable.PrettyTable()
@@ -126,9 +130,18 @@ def job_table(job: dict[str, Any], image_names: dict[str, str] | None = None) ->
             if image is not None and image["state"] in FAILED_STATES:
                 errors.append(f"* {where}: {image.get('reason') or 'no reason given'}")
             elif image is not None and image.get("fallback_reason"):
-                fallbacks.append(f"+ {where}: over HTTP, not from Ceph: "
+                fallbacks.append(f"+ {where}: {_fallback_from(image)}: "
                                  f"{image['fallback_reason']}")
     return "\n".join([table.get_string(), *errors, *fallbacks])
+
+
+def _fallback_from(image: dict[str, Any]) -> str:
+    """What a fallback left: the peers (their reasons start with ``peer``, ``hash_mismatch``
+    or ``no_``), else the direct path from Ceph."""
+    reason = str(image.get("fallback_reason"))
+    if reason.startswith(("peer", "hash_mismatch", "no_")):
+        return "from the image service, not (only) from peers"
+    return "over HTTP, not from Ceph"
 
 
 def job_summary(job: dict[str, Any]) -> str:
@@ -141,6 +154,14 @@ def job_summary(job: dict[str, Any]) -> str:
     line = (f"Job {job['id']} on aggregate {job['aggregate_id']}: {job['state']}{took}, "
             f"{job.get('total_hosts', 0)} hosts: {parts}; "
             f"{human_bytes(int(job.get('bytes_downloaded') or 0))} downloaded")
+    spread = job.get("distribution") or {}
+    if spread.get("peer_copies"):
+        to_all = spread.get("time_to_all_hosts")
+        line += (f"\nOrigin {spread['origin_copies']} copies "
+                 f"({human_bytes(int(spread['bytes_from_origin']))}), peers "
+                 f"{spread['peer_copies']} copies ({human_bytes(int(spread['bytes_from_peers']))})"
+                 f", offload {spread['offload_percent']:.1f} %"
+                 + (f", time to all hosts {to_all:.1f} s" if to_all is not None else ""))
     if job.get("error"):
         line += f"\nJob error: {job['error']}"
     waiting = _hosts_in(job, WAITING)

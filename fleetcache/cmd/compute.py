@@ -28,6 +28,7 @@ from fleetcache.compute import rpcapi as compute_rpcapi
 from fleetcache.compute.imagecache import CachedImage, ReportFunc
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.metrics import ComputeMetrics, ImageCacheCollector
+from fleetcache.compute.peers import PeerServer, ServeGrants
 from fleetcache.compute.virt import driver as virt_driver
 from fleetcache.conductor.rpcapi import ConductorAPI
 
@@ -72,11 +73,16 @@ def build_service(conf: cfg.ConfigOpts, transports: rpc.Transports,
     registry = registry if registry is not None else CollectorRegistry()
     if driver.image_cache is not None:
         registry.register(ImageCacheCollector(driver.image_cache))
+    compute_metrics = ComputeMetrics(registry)
+    peer_server = start_peer_server(conf, driver, compute_metrics)
     manager = ComputeManager(conf, driver, make_cache_report(conf, conductor), slots,
-                             metrics=ComputeMetrics(registry))
+                             metrics=compute_metrics,
+                             grants=peer_server.grants if peer_server is not None else None)
     server = rpc.get_server(transport, compute_rpcapi.TOPIC, conf.host, [manager])
     service.add_server(compute_rpcapi.TOPIC, server)
-    reporter = make_reporter(conf, conductor, driver)
+    if peer_server is not None:  # listening already: the service only stops it
+        service.add_server("peer-images", _Listening(peer_server))
+    reporter = make_reporter(conf, conductor, driver, peer_server)
     service.add_periodic("report", reporter.run_once, conf.report_interval)
     cache_interval = manager.image_cache_manager_interval()
     if cache_interval is not None:
@@ -84,13 +90,51 @@ def build_service(conf: cfg.ConfigOpts, transports: rpc.Transports,
     return service
 
 
+def start_peer_server(conf: cfg.ConfigOpts, driver: virt_driver.ComputeDriver,
+                      compute_metrics: ComputeMetrics | None = None) -> PeerServer | None:
+    """The image server that serves this host's cache to its peers (``[image_cache]
+    peer_distribution``), listening; ``None`` when peer distribution is off or the driver
+    keeps no image cache.
+
+    :raises InvalidConfiguration: when it cannot listen on its address and port.
+    """
+    if not conf.image_cache.peer_distribution:
+        return None
+    if driver.image_cache is None:
+        LOG.warning("[image_cache] peer_distribution is on but virt driver %s keeps no image "
+                    "cache: this host serves no peer", type(driver).__name__)
+        return None
+    server = PeerServer(conf, driver.image_cache, ServeGrants(), metrics=compute_metrics)
+    server.start()
+    LOG.info("Serving the image cache to peers on %s", server.url)
+    return server
+
+
+class _Listening:
+    """A server started at build time (so that a port it cannot take fails the start-up
+    with a configuration error), in the shape :class:`Service` starts and stops."""
+
+    def __init__(self, server: PeerServer) -> None:
+        self.server = server
+
+    def start(self) -> None:
+        """Already listening."""
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def wait(self) -> None:
+        """``stop`` returns once the server is closed."""
+
+
 def make_reporter(
-    conf: cfg.ConfigOpts, conductor: ConductorAPI, driver: virt_driver.ComputeDriver
+    conf: cfg.ConfigOpts, conductor: ConductorAPI, driver: virt_driver.ComputeDriver,
+    peer_server: PeerServer | None = None,
 ) -> ServiceReporter:
     """Registration (with the driver's capabilities, the host's measured inventory and its
-    operator traits: :func:`fleetcache.compute.resources.report`; and its address,
-    ``[DEFAULT] my_ip``) and heartbeats through the conductor, which keeps the host's
-    Placement resource provider in step with them.
+    operator traits: :func:`fleetcache.compute.resources.report`; its image server for peers;
+    and its address, ``[DEFAULT] my_ip``) and heartbeats through the conductor, which keeps
+    the host's Placement resource provider in step with them.
 
     Each call carries a fresh request id, so that its log lines on both sides match up.
     """
@@ -99,7 +143,11 @@ def make_reporter(
         return RequestContext(is_admin=True, roles=["admin"], overwrite=True)
 
     def register() -> None:
-        capabilities = {**driver.get_capabilities(), **resources.report(conf)}
+        capabilities: dict[str, object] = {**driver.get_capabilities(),
+                                            **resources.report(conf)}
+        if peer_server is not None:
+            capabilities[compute_rpcapi.PEER_CAPABILITY] = compute_rpcapi.PeerEndpoint(
+                url=peer_server.url, group=conf.image_cache.peer_group)
         service = conductor.register_service(
             _context(), conf.host, BINARY, compute_rpcapi.TOPIC, capabilities,
             host_ip=conf.my_ip,

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 import oslo_messaging as messaging
 from oslo_config import cfg
+from oslo_utils import uuidutils
 
 from fleetcache.common import exception, rpc
 from fleetcache.common.context import RequestContext
@@ -21,7 +23,8 @@ from fleetcache.compute.imagecache import ImageCacheManager, ReportFunc, manager
 from fleetcache.compute.instance_disks import InstanceDisks
 from fleetcache.compute.long_calls import LongCallSlots
 from fleetcache.compute.metrics import ComputeMetrics
-from fleetcache.compute.rpcapi import ImageResult
+from fleetcache.compute.peers import ServeGrants
+from fleetcache.compute.rpcapi import ImageResult, Peer
 from fleetcache.compute.virt import driver as virt_driver
 
 LOG = logging.getLogger(__name__)
@@ -34,6 +37,8 @@ class ComputeManager:
         ``None`` sends none. Its errors are logged, never raised.
     :param metrics: counts each image request's outcome (the service's Prometheus registry);
         ``None`` counts nothing.
+    :param grants: what this host's image server serves to peers (``serve_images`` opens
+        them); ``None``: it runs no image server and serves nothing.
     """
 
     target = messaging.Target(version=rpcapi.RPC_API_VERSION)
@@ -41,10 +46,12 @@ class ComputeManager:
     def __init__(self, conf: cfg.ConfigOpts, driver: virt_driver.ComputeDriver,
                  report: ReportFunc | None = None,
                  long_calls: LongCallSlots | None = None,
-                 metrics: ComputeMetrics | None = None) -> None:
+                 metrics: ComputeMetrics | None = None,
+                 grants: ServeGrants | None = None) -> None:
         self.conf = conf
         self.driver = driver
         self.metrics = metrics
+        self.grants = grants
         self.instance_disks: InstanceDisks | None = None
         self.cache_manager: ImageCacheManager | None = None
         if driver.image_cache is not None:
@@ -57,7 +64,8 @@ class ComputeManager:
         self._reported_once = False
 
     def cache_images(self, ctxt: RequestContext, image_ids: list[str],
-                     pin_until: float | None = None) -> dict[str, ImageResult]:
+                     pin_until: float | None = None,
+                     peers: dict[str, list[Peer]] | None = None) -> dict[str, ImageResult]:
         """Cache each image in order, then report the cache (the report function); never raises.
 
         A call beyond ``[compute] max_concurrent_long_calls`` is answered at once with every
@@ -66,14 +74,19 @@ class ComputeManager:
         ``skipped`` with the reason ``disk``, nothing of it left on disk.
 
         :param pin_until: epoch seconds until which the ageing pass keeps the images (1.2).
+        :param peers: per image, hosts of this one's peer group to fetch it from before the
+            image service (1.4); the image service still says what the bytes must be.
         :returns: ``{image_id: {"state": cached|existing|error|unsupported|skipped, "reason":
-            ..., "bytes_downloaded": N, "download_path": rbd|http|None, "fallback_reason":
-            ...}}``, one entry per requested image.
+            ..., "bytes_downloaded": N, "download_path": rbd|http|peer|None,
+            "fallback_reason": ..., "source_host": ..., "bytes_from_peers": N, "bad_peers":
+            [...]}}``, one entry per requested image.
         """
+        peers = peers if isinstance(peers, dict) else {}
         LOG.debug("cache_images: %s", ", ".join(image_ids))
         try:
             with self.long_calls.hold("cache_images"):
-                results = {image_id: self._cache_one(ctxt, image_id, pin_until)
+                results = {image_id: self._cache_one(ctxt, image_id, pin_until,
+                                                     peers.get(image_id) or ())
                            for image_id in image_ids}
                 if self.cache_manager is not None:
                     self.cache_manager.report()
@@ -82,6 +95,30 @@ class ComputeManager:
             return {image_id: ImageResult(state="error", reason=str(exc), bytes_downloaded=0)
                     for image_id in image_ids}
         return results
+
+    @rpc.expected_exceptions(exception.Invalid)
+    def serve_images(self, ctxt: RequestContext, job_uuid: str, key: str,
+                     image_ids: list[str], until: float) -> list[str]:
+        """Serve ``image_ids`` to the peers of job ``job_uuid`` until ``until`` (1.4).
+
+        Only images cached with their own bytes are served (a base converted for the disk
+        backend is not what the image service holds), each pinned until ``until`` so that
+        the ageing pass keeps it while peers may still ask. A host without an image server
+        serves nothing.
+
+        :returns: the images served.
+        :raises InvalidInput: a malformed job id, key, image list or time.
+        """
+        grants, cache = self.grants, self.driver.image_cache
+        if grants is None or cache is None:
+            return []
+        _check_serve_request(job_uuid, key, image_ids, until)
+        served = [i for i in dict.fromkeys(image_ids)
+                  if cache.servable(i) is not None and cache.pin(i, until)]
+        grants.open(job_uuid, key, served, until)
+        LOG.info("Serving %d of %d image(s) to the peers of job %s until %s", len(served),
+                 len(image_ids), job_uuid, time.strftime("%H:%M:%S", time.gmtime(until)))
+        return served
 
     @rpc.expected_exceptions(exception.Invalid, exception.NotFound, exception.Conflict,
                              exception.ImageFetchError, exception.QemuImgError,
@@ -144,10 +181,11 @@ class ComputeManager:
     # -- helpers ----------------------------------------------------------------------------
 
     def _cache_one(self, ctxt: RequestContext, image_id: str,
-                   pin_until: float | None = None) -> ImageResult:
+                   pin_until: float | None = None, peers: Sequence[Peer] = ()) -> ImageResult:
         started = time.monotonic()
         try:
-            outcome = self.driver.cache_image(ctxt, image_id)
+            outcome = (self.driver.cache_image(ctxt, image_id, peers=peers) if peers
+                       else self.driver.cache_image(ctxt, image_id))
             if pin_until is not None and self.driver.image_cache is not None:
                 self.driver.image_cache.pin(image_id, pin_until)
         except NotImplementedError:
@@ -176,4 +214,22 @@ class ComputeManager:
         state = "cached" if outcome.downloaded else "existing"
         return ImageResult(state=state, reason=None, bytes_downloaded=outcome.bytes_downloaded,
                            download_path=outcome.download_path,
-                           fallback_reason=outcome.fallback_reason)
+                           fallback_reason=outcome.peer_fallback or outcome.fallback_reason,
+                           source_host=outcome.source_host,
+                           bytes_from_peers=outcome.bytes_from_peers,
+                           bad_peers=list(outcome.bad_peers))
+
+
+def _check_serve_request(job_uuid: object, key: object, image_ids: object,
+                         until: object) -> None:
+    """:raises InvalidInput: naming the first malformed argument of ``serve_images``."""
+    if not (isinstance(job_uuid, str) and uuidutils.is_uuid_like(job_uuid)):
+        raise exception.InvalidInput(reason=f"bad job id {job_uuid!r}")
+    if not (isinstance(key, str) and len(key) == 64
+            and all(c in "0123456789abcdef" for c in key)):
+        raise exception.InvalidInput(reason="a peer key is 64 lower-case hex digits")
+    if not (isinstance(image_ids, list)
+            and all(isinstance(i, str) and uuidutils.is_uuid_like(i) for i in image_ids)):
+        raise exception.InvalidInput(reason=f"bad image ids {image_ids!r}")
+    if not isinstance(until, int | float) or isinstance(until, bool):
+        raise exception.InvalidInput(reason=f"bad time {until!r}")

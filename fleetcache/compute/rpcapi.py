@@ -9,6 +9,7 @@ API version history:
 * 1.1 - Added create_instance_disk, delete_instance_disk
 * 1.2 - cache_images takes pin_until
 * 1.3 - Added get_host_uptime
+* 1.4 - cache_images takes peers; added serve_images (peer distribution)
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from oslo_config import cfg
 
 from fleetcache.common import rpc
 from fleetcache.common.context import RequestContext
+from fleetcache.common.db import compute_states
 
 TOPIC = "compute"
-RPC_API_VERSION = "1.3"
+RPC_API_VERSION = "1.4"
+#: The first version whose computes take peers as sources and serve their cache to them.
+PEERS_VERSION = "1.4"
 
 # Keys of the capabilities a compute sends with ``register_service`` (the conductor keeps the
 # host's Placement resource provider from them):
@@ -32,6 +36,29 @@ IMAGE_TYPE_CAPABILITY = "supports_image_type_"
 INVENTORY_CAPABILITY = "inventory"
 #: The operator's ``CUSTOM_*`` traits of this host (``[compute] custom_traits``).
 CUSTOM_TRAITS_CAPABILITY = "custom_traits"
+#: The host's image server for peers (:class:`PeerEndpoint`); absent: it serves none.
+PEER_CAPABILITY = compute_states.PEER_CAPABILITY
+
+
+class PeerEndpoint(TypedDict):
+    """Where a compute serves its cache to peers, as it reports it at registration.
+
+    :ivar url: ``http://<address>:<port>`` of its image server.
+    :ivar group: its ``[image_cache] peer_group`` (empty: the whole cell).
+    """
+
+    url: str
+    group: str
+
+
+class Peer(TypedDict):
+    """One source a conductor gives a compute for one image: a host of its peer group that
+    holds it, and the credential the conductor issued for this job, image and pair of hosts
+    (the ``Authorization`` header's value, :mod:`fleetcache.common.peer_tokens`)."""
+
+    host: str
+    url: str
+    authorization: str
 
 
 class ImageResult(TypedDict):
@@ -44,9 +71,15 @@ class ImageResult(TypedDict):
     :ivar reason: why, for ``error``, ``unsupported`` and ``skipped``.
     :ivar bytes_downloaded: bytes fetched from the image source for it.
     :ivar download_path: for a download, where the bytes came from: ``rbd`` (exported from
-        Ceph directly) or ``http`` (the image source). Absent from computes before it existed.
+        Ceph directly), ``http`` (the image source) or ``peer`` (hosts of its peer group
+        only). Absent from computes before it existed.
     :ivar fallback_reason: why an image with an ``rbd://`` location was downloaded over HTTP
-        (the direct path was refused or failed); absent or None otherwise.
+        (the direct path was refused or failed), or why a host given peers fetched (some of)
+        the image from the image service; absent or None otherwise.
+    :ivar source_host: the peer that sent the image's bytes (1.4).
+    :ivar bytes_from_peers: of ``bytes_downloaded``, those peers sent (1.4).
+    :ivar bad_peers: peers whose bytes failed verification (1.4; the conductor stops using
+        them as sources for a while).
     """
 
     state: str
@@ -54,6 +87,9 @@ class ImageResult(TypedDict):
     bytes_downloaded: int
     download_path: NotRequired[str | None]
     fallback_reason: NotRequired[str | None]
+    source_host: NotRequired[str | None]
+    bytes_from_peers: NotRequired[int | None]
+    bad_peers: NotRequired[list[str]]
 
 
 #: The reason of a ``skipped`` image the compute had no room for.
@@ -90,15 +126,23 @@ class ComputeAPI:
         self.version_cap: str = conf.upgrade_levels.compute or RPC_API_VERSION
         self.client = rpc.get_client(transport, TOPIC, version_cap=self.version_cap)
 
+    @property
+    def takes_peers(self) -> bool:
+        """Whether the version cap lets computes be given peers (1.4)."""
+        return bool(self.client.can_send_version(PEERS_VERSION))
+
     def cache_images(
         self, ctxt: RequestContext, host: str, image_ids: list[str],
-        pin_until: float | None = None,
+        pin_until: float | None = None, peers: dict[str, list[Peer]] | None = None,
     ) -> dict[str, ImageResult]:
         """Have ``host`` cache ``image_ids`` in order; returns each image's outcome.
 
         :param pin_until: epoch seconds until which the host's ageing pass keeps the images
             (version 1.2); ``None``: no pin.
-        :raises RPCVersionCapped: a pin with ``[upgrade_levels] compute`` below 1.2.
+        :param peers: per image, the peers to fetch it from before the image service
+            (version 1.4); ``None`` or empty: from the image service.
+        :raises RPCVersionCapped: a pin with ``[upgrade_levels] compute`` below 1.2, peers
+            below 1.4.
         NOTE: a download may take many minutes, so the hard limit is ``long_rpc_timeout``; the
         compute's heartbeats every ``rpc_response_timeout / 2`` (call_monitor_timeout) let a
         dead compute be noticed within ``rpc_response_timeout`` instead.
@@ -110,6 +154,8 @@ class ComputeAPI:
         version = "1.0"
         if pin_until is not None:
             kwargs["pin_until"], version = float(pin_until), "1.2"
+        if peers:
+            kwargs["peers"], version = peers, PEERS_VERSION
         cctxt = rpc.prepare(
             self.client, "cache_images", version,
             server=host,
@@ -118,6 +164,23 @@ class ComputeAPI:
             retry=self.conf.rpc_send_retries,
         )
         return cctxt.call(ctxt, "cache_images", **kwargs)  # type: ignore[no-any-return]
+
+    def serve_images(self, ctxt: RequestContext, host: str, job_uuid: str, key: str,
+                     image_ids: list[str], until: float) -> list[str]:
+        """Have ``host`` serve ``image_ids`` to the peers of job ``job_uuid`` until ``until``
+        (epoch seconds), checking their credentials with ``key`` (a short call, 1.4).
+
+        :returns: the images it serves: those it holds with their own bytes (a base it
+            converted is not the image's bytes), pinned until ``until``.
+        :raises RPCVersionCapped: when ``[upgrade_levels] compute`` is below 1.4.
+        :raises MessagingTimeout: when the compute does not answer within
+            ``rpc_response_timeout``.
+        """
+        cctxt = rpc.prepare(self.client, "serve_images", PEERS_VERSION, server=host,
+                            retry=self.conf.rpc_send_retries)
+        return cctxt.call(  # type: ignore[no-any-return]
+            ctxt, "serve_images", job_uuid=job_uuid, key=key, image_ids=image_ids,
+            until=float(until))
 
     def create_instance_disk(
         self, ctxt: RequestContext, host: str, instance_uuid: str, image_id: str,

@@ -49,6 +49,7 @@ from fleetcache.conductor.precache import (
     HostCallPool,
     JobOwner,
     JobTakeover,
+    PeerQuarantine,
     Precacher,
 )
 from fleetcache.conductor.scheduler import Scheduler
@@ -119,6 +120,8 @@ class ConductorState:
             image_support=self._image_support(conf, client),
             metrics=self.metrics,
             owner=self.owner,
+            quarantine=(PeerQuarantine(conf.image_cache.peer_quarantine_time)
+                        if conf.image_cache.peer_distribution else None),
         )
         self.takeover = JobTakeover(self.precacher, self.owner)
         self.catch_up = CatchUp(self.precacher, self.owner)

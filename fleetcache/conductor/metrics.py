@@ -16,6 +16,10 @@ Metrics::
     fleetcache_conductor_image_downloads_total{source}     downloads the computes reported
     fleetcache_conductor_image_download_bytes_total{source}
     fleetcache_conductor_image_download_fallbacks_total    rbd -> http, as the computes reported
+    fleetcache_conductor_peer_fallbacks_total{reason}      hosts given peers that took (some of)
+                                                           an image from the image service:
+                                                           no_multihash, peer_failed,
+                                                           hash_mismatch, no_peer_in_time
     fleetcache_jobs{state}                                 pre-cache jobs: queued, running, done,
                                                            failed
 """
@@ -32,7 +36,9 @@ from fleetcache.common.db import jobs
 from fleetcache.common.db.session import Database
 from fleetcache.compute.rpcapi import ImageResult
 
-SOURCES = ("http", "rbd")
+SOURCES = ("http", "rbd", "peer")
+#: Why a host given peers fetched from the image service (the reason's first word).
+PEER_FALLBACKS = ("no_multihash", "peer_failed", "hash_mismatch", "no_peer_in_time")
 
 
 class ConductorMetrics:
@@ -53,6 +59,10 @@ class ConductorMetrics:
         self.fallbacks = Counter("fleetcache_conductor_image_download_fallbacks", "Images "
                                  "with an rbd:// location the computes downloaded over HTTP",
                                  registry=registry)
+        peer_fallbacks = Counter("fleetcache_conductor_peer_fallbacks", "Images of hosts "
+                                 "given peers that came (partly) from the image service, by "
+                                 "reason", ["reason"], registry=registry)
+        self.peer_fallbacks = {r: peer_fallbacks.labels(r) for r in PEER_FALLBACKS}
         # Label children resolved once (a label look-up per host would take a lock and a
         # dict search on the fan-out's path).
         self.results = {s: results.labels(s) for s in jobs.RESULT_STATES}
@@ -75,8 +85,14 @@ class ConductorMetrics:
             source = result.get("download_path")
             if state == "cached" and source in self.downloads:
                 downloads[source] = downloads.get(source, 0) + 1
-                data[source] = data.get(source, 0) + result["bytes_downloaded"]
-                if result.get("fallback_reason"):
+                from_peers = result.get("bytes_from_peers") or 0
+                data["peer"] = data.get("peer", 0) + from_peers
+                data[source] = data.get(source, 0) + result["bytes_downloaded"] - from_peers
+                reason = str(result.get("fallback_reason") or "")
+                peer_reason = self.peer_fallbacks.get(reason.split(":", 1)[0])
+                if peer_reason is not None:
+                    peer_reason.inc()
+                elif reason:
                     fallbacks += 1
         for state, count in states.items():
             counter = self.results.get(state)
@@ -84,7 +100,9 @@ class ConductorMetrics:
                 counter.inc(count)
         for source, count in downloads.items():
             self.downloads[source].inc(count)
-            self.bytes[source].inc(data[source])
+        for source, size in data.items():
+            if size:
+                self.bytes[source].inc(size)
         if fallbacks:
             self.fallbacks.inc(fallbacks)
 

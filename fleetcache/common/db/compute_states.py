@@ -27,6 +27,10 @@ from fleetcache.common.db.cells import CellDict
 from fleetcache.common.db.inlist import padded
 from fleetcache.common.db.session import Database
 
+#: The capability under which a compute reports its image server for peers
+#: (``{"url": ..., "group": ...}``, ``fleetcache.compute.rpcapi.PeerEndpoint``).
+PEER_CAPABILITY = "peer"
+
 
 class ComputeState(TypedDict):
     """A host's compute service as a pre-cache job sees it."""
@@ -64,3 +68,41 @@ def compute_states(
             states[host] = ComputeState(host=host, cell=found, disabled=bool(disabled),
                                         forced_down=bool(forced), last_seen_up=seen)
     return states
+
+
+class PeerSite(TypedDict):
+    """Where a compute serves its cache to the hosts of its peer group (peer distribution).
+
+    :ivar url: its image server, as it reported it at registration.
+    :ivar group: its peer group: its cell's name (``-`` for none), then ``/`` and its
+        ``[image_cache] peer_group`` when it reports one.
+    :ivar address: its ``[DEFAULT] my_ip``: the address its requests to peers come from.
+    """
+
+    url: str
+    group: str
+    address: str | None
+
+
+def peer_sites(db: Database, hosts: Iterable[str],
+               binary: str = binaries.COMPUTE) -> dict[str, PeerSite]:
+    """``{host: site}`` of the ``binary`` services on ``hosts`` that run an image server for
+    peers (their capabilities name one), in one query; the others are absent.
+
+    Read only by jobs with peer distribution on: it decodes each host's capabilities, which
+    :func:`compute_states` leaves alone for the cost noted above."""
+    service, cell = models.Service, models.Cell
+    query = select(service.host, service.capabilities, service.host_ip, cell.name).outerjoin(
+        cell, cell.id == service.cell_id).where(
+        service.binary == binary, service.host.in_(padded(hosts)))
+    sites: dict[str, PeerSite] = {}
+    with db.transaction() as session:
+        for host, capabilities, address, cell_name in session.execute(query):
+            peer = (capabilities or {}).get(PEER_CAPABILITY)
+            if not (isinstance(peer, dict) and isinstance(peer.get("url"), str)):
+                continue
+            group = str(cell_name or "-")
+            if isinstance(peer.get("group"), str) and peer["group"]:
+                group = f"{group}/{peer['group']}"
+            sites[host] = PeerSite(url=peer["url"], group=group, address=address)
+    return sites

@@ -50,10 +50,16 @@ class ResultFields(TypedDict):
     state: str
     reason: str | None
     bytes_downloaded: int
-    #: ``rbd`` or ``http`` for a download (absent or None: not a download, or an old compute).
+    #: ``rbd``, ``http`` or ``peer`` for a download (absent or None: not a download, or an
+    #: old compute).
     download_path: NotRequired[str | None]
-    #: Why an image with an ``rbd://`` location went over HTTP.
+    #: Why an image with an ``rbd://`` location went over HTTP, or why a host given peers
+    #: fetched (some of) the image from the image service.
     fallback_reason: NotRequired[str | None]
+    #: The peer host that sent the image's bytes.
+    source_host: NotRequired[str | None]
+    #: Of ``bytes_downloaded``, those that came from peers.
+    bytes_from_peers: NotRequired[int | None]
 
 
 class JobResultDict(TypedDict):
@@ -64,6 +70,8 @@ class JobResultDict(TypedDict):
     bytes_downloaded: int
     download_path: str | None
     fallback_reason: str | None
+    source_host: str | None
+    bytes_from_peers: int | None
     updated_at: datetime.datetime
 
 
@@ -121,6 +129,8 @@ def _job_dict(job: models.CacheJob,
                 bytes_downloaded=r.bytes_downloaded,
                 download_path=r.download_path,
                 fallback_reason=r.fallback_reason,
+                source_host=r.source_host,
+                bytes_from_peers=r.bytes_from_peers,
                 updated_at=r.updated_at,
             )
             for r in (job.results if results is None else results)
@@ -258,7 +268,9 @@ def job_record_hosts(
                 "host": host, "image_id": image_id, "state": result["state"],
                 "reason": result["reason"], "bytes_downloaded": int(result["bytes_downloaded"]),
                 "download_path": result.get("download_path"),
-                "fallback_reason": result.get("fallback_reason"), "updated_at": now,
+                "fallback_reason": result.get("fallback_reason"),
+                "source_host": result.get("source_host"),
+                "bytes_from_peers": result.get("bytes_from_peers"), "updated_at": now,
             }))
     table = models.CacheJobResult
     with db.transaction() as session:

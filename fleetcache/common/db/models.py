@@ -185,8 +185,13 @@ class CacheJobResult(Base):
     bytes_downloaded: Mapped[int] = mapped_column(BigInteger, default=0)
     #: ``rbd`` or ``http`` for a download; None otherwise (or from an old compute).
     download_path: Mapped[str | None] = mapped_column(String(8), nullable=True)
-    #: Why an image with an ``rbd://`` location was downloaded over HTTP.
+    #: Why an image with an ``rbd://`` location was downloaded over HTTP, or why a host
+    #: given peers fetched from the image service.
     fallback_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: The peer host the image's bytes came from (``download_path`` ``peer``).
+    source_host: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: Of ``bytes_downloaded``, those peers sent (None: before peer distribution existed).
+    bytes_from_peers: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     updated_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 from oslo_config import cfg
@@ -28,7 +29,7 @@ from fleetcache.compute.imagebackend.selection import IMAGE_TYPES
 from fleetcache.compute.imagecache import CacheOutcome, ImageCache, RbdDirect
 from fleetcache.compute.imagecache.bandwidth import throttled
 from fleetcache.compute.imagecache.disk_floor import DiskFloor
-from fleetcache.compute.rpcapi import IMAGE_TYPE_CAPABILITY
+from fleetcache.compute.rpcapi import IMAGE_TYPE_CAPABILITY, Peer
 from fleetcache.compute.virt.driver import ComputeDriver
 from fleetcache.image import ImageSource, load_image_source, signature
 
@@ -90,5 +91,6 @@ class DiskDriver(ComputeDriver):
                 "make it a directory this user can write, or set another path")
         self.image_cache.remove_stale_partials()
 
-    def cache_image(self, ctxt: RequestContext, image_id: str) -> CacheOutcome:
-        return self.image_cache.fetch(ctxt, image_id)
+    def cache_image(self, ctxt: RequestContext, image_id: str,
+                    peers: Sequence[Peer] = ()) -> CacheOutcome:
+        return self.image_cache.fetch(ctxt, image_id, peers=peers)

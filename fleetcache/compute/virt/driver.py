@@ -16,6 +16,7 @@ into per-image states, so a driver may raise freely:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from oslo_config import cfg
@@ -27,6 +28,7 @@ from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute import host_uptime
 from fleetcache.compute.imagecache import CacheOutcome, ImageCache
+from fleetcache.compute.rpcapi import Peer
 
 DRIVER_NAMESPACE = "fleetcache.compute.drivers"
 
@@ -62,10 +64,12 @@ class ComputeDriver:
         """
         return host_uptime.host_uptime()
 
-    def cache_image(self, ctxt: RequestContext, image_id: str) -> CacheOutcome:
+    def cache_image(self, ctxt: RequestContext, image_id: str,
+                    peers: Sequence[Peer] = ()) -> CacheOutcome:
         """Make sure ``image_id`` is in this host's image cache.
 
         A hit renews the image's lease in the cache (touch) and returns ``downloaded=False``.
+        ``peers``: hosts of this one's peer group to fetch it from before the image service.
 
         :raises NotImplementedError: when the driver has no image cache.
         """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from oslo_config import cfg
@@ -17,6 +18,7 @@ from oslo_config import cfg
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import CacheOutcome
+from fleetcache.compute.rpcapi import Peer
 from fleetcache.compute.virt.driver import ComputeDriver
 
 
@@ -35,7 +37,8 @@ class FakeDriver(ComputeDriver):
         self._in_flight: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
-    def cache_image(self, ctxt: RequestContext, image_id: str) -> CacheOutcome:
+    def cache_image(self, ctxt: RequestContext, image_id: str,
+                    peers: Sequence[Peer] = ()) -> CacheOutcome:
         opts = self.conf.fake_driver
         if opts.unsupported:
             raise NotImplementedError("fake driver configured as unsupported")

@@ -9,6 +9,8 @@ One module per step of a job's life, as Ironic keeps one per workflow
   worker of :mod:`~.hostpool`'s :class:`HostCallPool`, bounded across jobs;
 * :mod:`~.results` checks the computes' replies and stores them in batches;
 * :mod:`~.origin` holds the image service's download slots (:class:`DownloadGate`);
+* :mod:`~.peers` picks each host's sources among the hosts of its peer group that hold an
+  image (:class:`~.peers.PeerPlanner`, one per job run; ``[image_cache] peer_distribution``);
 * :mod:`~.notifications` sends ``aggregate.cache_images.start|progress|end``;
 * :mod:`~.ownership` names the conductor process that owns a job, :mod:`~.takeover` renews
   and claims job leases (:class:`JobTakeover`), :mod:`~.catchup` asks the hosts a job could
@@ -29,7 +31,8 @@ from fleetcache.conductor.precache.job import Precacher
 from fleetcache.conductor.precache.notifications import CacheNotifier
 from fleetcache.conductor.precache.origin import DownloadGate
 from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.peers import PeerQuarantine
 from fleetcache.conductor.precache.takeover import JobTakeover
 
 __all__ = ["CacheNotifier", "CatchUp", "DownloadGate", "HostCallPool", "JobOwner",
-           "JobTakeover", "Precacher"]
+           "JobTakeover", "PeerQuarantine", "Precacher"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+from typing import Any
 
 from fleetcache.common import binaries, exception
 from fleetcache.common.context import RequestContext, get_admin_context
@@ -234,7 +235,7 @@ class CatchUp:
             LOG.info("Pre-cache job %s done: every pending host caught up", job_uuid)
 
 
-def _pin(job: jobs.JobDict) -> dict[str, float]:
+def _pin(job: jobs.JobDict) -> dict[str, Any]:
     """The job's pin as the compute call takes it (compute RPC 1.2), while it lasts; none
     otherwise, so a compute that predates pins is called as before."""
     until = job["pin_until"]

@@ -20,22 +20,24 @@ the call failed. A host never raises into the job::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import jobs
 from fleetcache.common.db.cells import CellDict
-from fleetcache.common.db.compute_states import ComputeState
+from fleetcache.common.db.compute_states import ComputeState, PeerSite
 from fleetcache.common.db.session import Database
-from fleetcache.compute.rpcapi import ImageResult
+from fleetcache.compute.rpcapi import ImageResult, Peer
 from fleetcache.conductor.metrics import ConductorMetrics
 from fleetcache.conductor.precache.hostpool import HostCallPool
 from fleetcache.conductor.precache.origin import DownloadGate
+from fleetcache.conductor.precache.peers import Assignment, PeerPlanner
 from fleetcache.conductor.precache.results import checked_replies, same_result_per_image
 
 LOG = logging.getLogger(__name__)
@@ -44,10 +46,16 @@ LOG = logging.getLogger(__name__)
 class ComputeClient(Protocol):
     """What the job needs of a compute RPC client (``compute.rpcapi.ComputeAPI``)."""
 
+    @property
+    def takes_peers(self) -> bool: ...
+
     def cache_images(
         self, ctxt: RequestContext, host: str, image_ids: list[str],
-        pin_until: float | None = None,
+        pin_until: float | None = None, peers: dict[str, list[Peer]] | None = None,
     ) -> dict[str, ImageResult]: ...
+
+    def serve_images(self, ctxt: RequestContext, host: str, job_uuid: str, key: str,
+                     image_ids: list[str], until: float) -> list[str]: ...
 
 
 class ComputeClients(Protocol):
@@ -66,6 +74,11 @@ class HostPlan:
     #: Images the host cannot use (its provider lacks the format's trait), with the reason:
     #: ``unsupported`` without asking the host.
     unsupported: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Its image server for peers, when the job distributes through peers and it runs one.
+    site: PeerSite | None = None
+    #: Images its last cache report holds (looked up only when the job uses peers): asked
+    #: at once, neither waiting for a peer nor taking an image service slot.
+    holds: frozenset[str] = frozenset()
 
 
 #: The job's callback for a host's outcome: the host's position in the job's host list, and
@@ -87,6 +100,8 @@ class HostCaller:
     :param queued: the job's bound on calls submitted to the pool, taken by the job before
         it submits :meth:`call_host`, which gives it back when its call ends.
     :param host_done: the job's callback for a host's outcome (:data:`HostDone`).
+    :param planner: the job's peer sources (:mod:`~.peers`); ``None``: every host fetches
+        from the image service.
     """
 
     def __init__(
@@ -103,6 +118,7 @@ class HostCaller:
         gate: DownloadGate | None,
         queued: threading.BoundedSemaphore,
         host_done: HostDone,
+        planner: PeerPlanner | None = None,
     ) -> None:
         self.ctxt = ctxt
         self.uuid = job_uuid
@@ -115,6 +131,7 @@ class HostCaller:
         self.gate = gate
         self._queued = queued
         self._host_done = host_done
+        self.planner = planner
 
     def call_host(self, position: int, plan: HostPlan) -> None:
         """Worker: one compute's ``cache_images`` call; never raises."""
@@ -132,7 +149,7 @@ class HostCaller:
             if metrics is not None:
                 metrics.in_flight.inc()
             try:
-                replies = self._cache(client, plan.host, asked)
+                replies = self._cache(client, plan, asked)
             finally:
                 if metrics is not None:
                     metrics.in_flight.dec()
@@ -160,17 +177,21 @@ class HostCaller:
                     plan.host, type(exc).__name__, exc)
         return same_result_per_image(self.image_ids, "error", f"{type(exc).__name__}: {exc}")
 
-    def _cache(self, client: ComputeClient, host: str,
+    def _cache(self, client: ComputeClient, plan: HostPlan,
                image_ids: list[str]) -> dict[str, ImageResult]:
         """The host's ``cache_images`` replies: one call for every image, or, when the image
-        service's downloads are limited, one call per image, each under a download lease
-        (:mod:`~.origin`), the host stored ``waiting`` while it waits for one.
+        service's downloads are limited or peers are its sources, one call per image, each
+        under a download lease (:mod:`~.origin`) or from its peers (:mod:`~.peers`), the host
+        stored ``waiting`` while it waits for either.
 
         :raises GateClosed: the conductor stopped while the host waited.
         """
-        gate = self.gate
+        gate, host = self.gate, plan.host
+        if self.planner is not None and plan.site is not None and client.takes_peers:
+            return {image_id: self._cache_from_peers(client, plan, plan.site, image_id)
+                    for image_id in image_ids}
         # Only a pin needs compute RPC 1.2: without one, older computes are called as before.
-        pin = {} if self.pin_until is None else {"pin_until": self.pin_until}
+        pin: dict[str, Any] = {} if self.pin_until is None else {"pin_until": self.pin_until}
         if gate is None or not gate.enabled:
             return client.cache_images(self.ctxt, host, image_ids, **pin)
         replies: dict[str, ImageResult] = {}
@@ -180,6 +201,43 @@ class HostCaller:
                            stopping=self.host_calls.stopping):
                 replies.update(client.cache_images(self.ctxt, host, [image_id], **pin))
         return replies
+
+    def _cache_from_peers(self, client: ComputeClient, plan: HostPlan, site: PeerSite,
+                          image_id: str) -> ImageResult:
+        """One image of a host in a job with peers: from the source the planner assigns (an
+        image its cache report holds: at once, from wherever it is), then the host offered
+        as a source in turn."""
+        planner = self.planner
+        assert planner is not None
+        host = plan.host
+        show = functools.partial(self._show_waiting, host, image_id)
+        assignment = (Assignment() if image_id in plan.holds else
+                      planner.assign(host, site, image_id, on_wait=show,
+                                     stopping=self.host_calls.stopping))
+        reply: ImageResult | None = None
+        try:
+            with self._origin_lease(host, image_id, assignment):
+                reply = client.cache_images(
+                    self.ctxt, host, [image_id],
+                    **({} if self.pin_until is None else {"pin_until": self.pin_until}),
+                    peers={image_id: assignment.peers} if assignment.peers else None,
+                ).get(image_id)
+        finally:
+            planner.finished(host, site, image_id, assignment, reply, client)
+        if reply is not None and assignment.reason and not reply.get("fallback_reason"):
+            reply = ImageResult(**{**reply, "fallback_reason": assignment.reason})
+        return reply if reply is not None else ImageResult(
+            state="error", reason="compute returned no result", bytes_downloaded=0)
+
+    def _origin_lease(self, host: str, image_id: str,
+                      assignment: Assignment) -> contextlib.AbstractContextManager[None]:
+        """A download lease for an image taken from the image service (:mod:`~.origin`)."""
+        gate = self.gate
+        if gate is None or not gate.enabled or not assignment.from_origin:
+            return contextlib.nullcontext()
+        return gate.hold(host, image_id, self.uuid,
+                         on_wait=functools.partial(self._show_waiting, host, image_id),
+                         stopping=self.host_calls.stopping)
 
     def _show_waiting(self, host: str, image_id: str, reason: str) -> None:
         """Store ``host`` as ``waiting`` for ``image_id`` until its outcome replaces it."""

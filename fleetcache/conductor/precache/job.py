@@ -49,9 +49,9 @@ from oslo_config import cfg
 from fleetcache.common import binaries, exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import aggregates as db_aggregates
-from fleetcache.common.db import job_leases, jobs
+from fleetcache.common.db import host_images, job_leases, jobs
 from fleetcache.common.db.aggregates import AggregateDict
-from fleetcache.common.db.compute_states import compute_states
+from fleetcache.common.db.compute_states import compute_states, peer_sites
 from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.models import utcnow as models_utcnow
 from fleetcache.common.db.session import Database
@@ -63,6 +63,7 @@ from fleetcache.conductor.precache.hostcall import ComputeClients, HostCaller, H
 from fleetcache.conductor.precache.hostpool import HostCallPool
 from fleetcache.conductor.precache.origin import DownloadGate
 from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.peers import PeerPlanner, PeerQuarantine
 from fleetcache.conductor.precache.results import (
     CACHED_STATES,
     JobStats,
@@ -98,6 +99,9 @@ class Precacher:
         (:mod:`~.origin`); ``None`` or without limits: hosts are called without a lease.
     :param owner: this conductor process as a job owner: its jobs get its lease and catch-up
         window (``None``: no lease, no catch-up).
+    :param quarantine: sources whose bytes failed verification, shared by the conductor's
+        jobs; ``None``: jobs do not distribute through peers (``[image_cache]
+        peer_distribution`` off).
     """
 
     def __init__(
@@ -114,8 +118,10 @@ class Precacher:
         metrics: ConductorMetrics | None = None,
         gate: DownloadGate | None = None,
         owner: JobOwner | None = None,
+        quarantine: PeerQuarantine | None = None,
     ) -> None:
         self.conf = conf
+        self.quarantine = quarantine
         self.owner = owner
         self.image_support = image_support
         self.metrics = metrics
@@ -171,11 +177,18 @@ class Precacher:
     def plan_hosts(self, aggregate: AggregateDict, hosts: list[str],
                    metas: Mapping[str, Mapping[str, object]]) -> list[HostPlan]:
         """Plan ``hosts`` of the aggregate: their services in one query, and which images
-        they cannot use (``metas``: image id -> the image service's record)."""
+        they cannot use (``metas``: image id -> the image service's record); with peers,
+        their image servers and the images their cache reports hold."""
         by_host = compute_states(self.db, hosts, binaries.COMPUTE)
         unsupported = (self.image_support.unsupported(aggregate["uuid"], hosts, dict(metas))
                        if self.image_support is not None else {})
-        return [HostPlan(h, by_host.get(h), unsupported.get(h, {})) for h in hosts]
+        if self.quarantine is None:
+            return [HostPlan(h, by_host.get(h), unsupported.get(h, {})) for h in hosts]
+        sites = peer_sites(self.db, hosts, binaries.COMPUTE)
+        holders = {i: host_images.hosts_with_image(self.db, i, hosts) for i in metas}
+        return [HostPlan(h, by_host.get(h), unsupported.get(h, {}), sites.get(h),
+                         frozenset(i for i, held in holders.items() if h in held))
+                for h in hosts]
 
 
 class PrecacheJob:
@@ -327,10 +340,13 @@ class PrecacheJob:
         so the job holding the caller would make a reference cycle, and a finished job would
         wait for the garbage collector instead of going with its last reference."""
         precacher = self.precacher
+        planner = (None if precacher.quarantine is None else
+                   PeerPlanner(precacher.conf, self.ctxt, self.uuid, precacher.quarantine))
         return HostCaller(
             self.ctxt, self.uuid, self.image_ids, self.pin_until, clients=precacher.clients,
             host_calls=precacher.host_calls, db=precacher.db, metrics=precacher.metrics,
-            gate=precacher.gate, queued=self._queued, host_done=self._host_done)
+            gate=precacher.gate, queued=self._queued, host_done=self._host_done,
+            planner=planner)
 
     def _plans(self) -> Iterator[tuple[int, HostPlan]]:
         """Each host's position in :attr:`hosts` and its plan, with its compute service looked

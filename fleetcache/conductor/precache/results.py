@@ -57,8 +57,16 @@ def checked_replies(replies: Mapping[str, ImageResult],
             bytes_downloaded=int(reply.get("bytes_downloaded") or 0),
             download_path=_text_or_none(reply.get("download_path")),
             fallback_reason=_text_or_none(reply.get("fallback_reason")),
+            source_host=_text_or_none(reply.get("source_host")),
+            bytes_from_peers=_count_or_none(reply.get("bytes_from_peers")),
+            bad_peers=[h for h in reply.get("bad_peers") or [] if isinstance(h, str)],
         )
     return results
+
+
+def _count_or_none(value: object) -> int | None:
+    """An optional byte count of a compute's reply (None from a compute that predates it)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _text_or_none(value: object) -> str | None:

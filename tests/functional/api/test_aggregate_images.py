@@ -170,6 +170,7 @@ def test_job_show_has_state_counts_and_per_host_results(
     assert hosts["c2"]["images"][0] == {
         "image_id": IMG1, "state": "error", "reason": "checksum mismatch",
         "bytes_downloaded": 0, "download_path": None, "fallback_reason": None,
+        "source_host": None, "bytes_from_peers": None,
         "updated_at": hosts["c2"]["images"][0]["updated_at"],
     }
     assert [(i["download_path"], i["fallback_reason"]) for i in hosts["c1"]["images"]] == [
@@ -177,6 +178,37 @@ def test_job_show_has_state_counts_and_per_host_results(
     assert (hosts["c2"]["images"][1]["download_path"],
             hosts["c2"]["images"][1]["fallback_reason"]) == ("http", "fsid mismatch: x")
     assert [i["reason"] for i in hosts["c3"]["images"]] == ["down", "down"]
+
+
+def test_job_show_says_where_the_copies_came_from(
+    app: webtest.TestApp, aggregate: dict[str, object], db: Database
+) -> None:
+    uuid = db_aggregates.aggregate_get(db, 1)["uuid"]
+    job = db_jobs.job_create(db, 1, uuid, [IMG1], 3, "cond1")
+    db_jobs.job_set_state(db, job["uuid"], db_jobs.RUNNING)
+    unfinished = app.get(f"{JOBS}/{job['uuid']}", headers=LATEST).json["job"]
+    assert unfinished["distribution"]["time_to_all_hosts"] is None
+    db_jobs.job_record_hosts(db, job["uuid"], {
+        "c1": {IMG1: db_jobs.ResultFields(state="cached", reason=None, bytes_downloaded=100,
+                                          download_path="http")},
+        "c2": {IMG1: db_jobs.ResultFields(state="cached", reason=None, bytes_downloaded=100,
+                                          download_path="peer", source_host="c1",
+                                          bytes_from_peers=100)},
+        "c3": {IMG1: db_jobs.ResultFields(state="cached", reason=None, bytes_downloaded=100,
+                                          download_path="http", bytes_from_peers=40,
+                                          fallback_reason="peer_failed: c2: refused")},
+    })
+
+    shown = app.get(f"{JOBS}/{job['uuid']}", headers=LATEST).json["job"]
+
+    spread = shown["distribution"]
+    assert (spread["origin_copies"], spread["peer_copies"]) == (2, 1)
+    assert (spread["bytes_from_origin"], spread["bytes_from_peers"]) == (160, 140)
+    assert spread["offload_percent"] == 46.7
+    assert spread["time_to_all_hosts"] >= 0
+    c2 = next(h for h in shown["hosts"] if h["host"] == "c2")["images"][0]
+    assert (c2["download_path"], c2["source_host"], c2["bytes_from_peers"]) == (
+        "peer", "c1", 100)
 
 
 def test_job_show_matches_its_openapi_schema(

@@ -8,7 +8,7 @@ import pytest
 
 from fleetcache.common.db import cells as db_cells
 from fleetcache.common.db import services as db_services
-from fleetcache.common.db.compute_states import compute_states
+from fleetcache.common.db.compute_states import compute_states, peer_sites
 from fleetcache.common.db.session import Database
 from fleetcache.common.servicegroup import service_is_up
 
@@ -73,3 +73,23 @@ def test_pages_of_any_size_take_few_statement_texts(db: Database, sql_texts: lis
 
     lookups = {t for t in sql_texts if "services.host IN" in t}
     assert len(lookups) <= 7  # 1, 2, 4, ..., 64 hosts
+
+
+def test_peer_sites_are_the_hosts_that_report_an_image_server(db: Database) -> None:
+    cell = db_cells.cell_create(db, "cell1", "rabbit://h/1")
+    db_services.service_register(db, "c1", COMPUTE, "compute", cell["id"], {
+        "peer": {"url": "http://10.0.0.1:8790", "group": ""}}, host_ip="10.0.0.1")
+    db_services.service_register(db, "c2", COMPUTE, "compute", cell["id"], {
+        "peer": {"url": "http://10.0.0.2:8790", "group": "rack7"}}, host_ip="10.0.0.2")
+    db_services.service_register(db, "c3", COMPUTE, "compute", None, {
+        "peer": {"url": "http://10.0.0.3:8790", "group": ""}})
+    db_services.service_register(db, "c4", COMPUTE, "compute", cell["id"], {})
+    db_services.service_register(db, "c5", COMPUTE, "compute", cell["id"], {"peer": "junk"})
+
+    sites = peer_sites(db, ["c1", "c2", "c3", "c4", "c5", "gone"])
+
+    assert sites == {
+        "c1": {"url": "http://10.0.0.1:8790", "group": "cell1", "address": "10.0.0.1"},
+        "c2": {"url": "http://10.0.0.2:8790", "group": "cell1/rack7", "address": "10.0.0.2"},
+        "c3": {"url": "http://10.0.0.3:8790", "group": "-", "address": None},
+    }

@@ -60,7 +60,7 @@ def test_capped_client_refuses_1_1_methods_before_sending(
 def test_uncapped_client_sends_1_1_only_for_the_new_methods(
         conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
     client = rpcapi.ComputeAPI(conf, old_compute)
-    assert client.version_cap == rpcapi.RPC_API_VERSION == "1.3"
+    assert client.version_cap == rpcapi.RPC_API_VERSION == "1.4"
     assert client.cache_images(CTXT, conf.host, ["a"])["a"]["state"] == "existing"
     with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
         client.delete_instance_disk(CTXT, conf.host, str(uuid.uuid4()))
@@ -106,3 +106,20 @@ def test_get_host_uptime_of_a_compute_before_1_3_is_refused(
         conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
     with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
         rpcapi.ComputeAPI(conf, old_compute).get_host_uptime(CTXT, conf.host)
+
+
+def test_cache_images_asks_for_1_4_only_with_peers_and_serve_images_needs_it(
+        conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
+    client = rpcapi.ComputeAPI(conf, old_compute)
+    assert client.takes_peers
+    assert client.cache_images(CTXT, conf.host, ["a"], peers={})["a"]["state"] == "existing"
+    peer = rpcapi.Peer(host="h2", url="http://h2:8790", authorization="FleetcachePeer x.y")
+    with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
+        client.cache_images(CTXT, conf.host, ["a"], peers={"a": [peer]})
+    conf.set_override("compute", "1.3", group="upgrade_levels")
+    capped = rpcapi.ComputeAPI(conf, old_compute)
+    assert not capped.takes_peers
+    with pytest.raises(exception.RPCVersionCapped, match=r"cache_images needs 1\.4"):
+        capped.cache_images(CTXT, conf.host, ["a"], peers={"a": [peer]})
+    with pytest.raises(exception.RPCVersionCapped, match=r"serve_images needs 1\.4"):
+        capped.serve_images(CTXT, conf.host, "job", "k" * 64, ["a"], 2e9)

@@ -1,0 +1,269 @@
+"""Peer distribution: which source each host of a job fetches an image from (``[image_cache]
+peer_distribution``).
+
+The conductor is the tracker that Meta's Owl, Dragonfly's scheduler and Uber's Kraken tracker
+each had to build: it already knows every host's cell, peer group (:class:`PeerSite`), cache
+report and outcome. For each image, hosts of one peer group take their bytes from the image
+service only while no host of the group holds the image, at most ``origin_downloads_per_group``
+at once; every other host waits for a holder with a free upload slot (at most
+``peer_max_uploads`` receivers per source) and is given up to ``peer_candidates`` holders, the
+image service implied last. A host that finishes becomes a holder once it agreed to serve
+(``serve_images``: it holds the image's own bytes, pinned while peers may ask), so the holders
+of a group grow about ``peer_max_uploads + 1`` fold per round: about log N rounds, about one
+copy per group from the image service.
+
+A host waits for a peer at most ``peer_wait_timeout`` seconds, then fetches from the image
+service. A source whose bytes failed a receiver's verification is quarantined for
+``peer_quarantine_time`` (:class:`PeerQuarantine`, shared by the conductor's jobs); one that
+failed a receiver otherwise (dead, stalled, refused) is not used again by the job.
+
+Each job run has its own key (:func:`~fleetcache.common.peer_tokens.new_key`), given to the
+sources with ``serve_images``; each receiver's credential names the job, the image, both
+hosts and the receiver's address, and ends with the source's grant.
+
+Limits: upload slots are counted per job run in this conductor; two jobs (or conductors)
+using one source at once are bounded by the source itself, which answers 503 beyond
+``peer_max_uploads`` (the receiver then takes its next source).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from oslo_config import cfg
+
+from fleetcache.common import peer_tokens
+from fleetcache.common.context import RequestContext
+from fleetcache.common.db.compute_states import PeerSite
+from fleetcache.compute.rpcapi import ImageResult, Peer
+from fleetcache.conductor.precache.origin import GateClosed
+
+LOG = logging.getLogger(__name__)
+
+#: Result states after which a host holds the image.
+_HOLDING = frozenset({"cached", "existing"})
+
+
+class ServeClient(Protocol):
+    """What the planner needs of a compute RPC client (``compute.rpcapi.ComputeAPI``)."""
+
+    def serve_images(self, ctxt: RequestContext, host: str, job_uuid: str, key: str,
+                     image_ids: list[str], until: float) -> list[str]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Assignment:
+    """Where one host takes one image from.
+
+    :ivar peers: the peers to try in order (the image service after them); empty: the image
+        service only.
+    :ivar source: the first peer's host, whose upload slot this assignment holds.
+    :ivar origin_slot: whether it holds one of its group's image service slots.
+    :ivar reason: why the image service although peers are on (shown with the result).
+    """
+
+    peers: list[Peer] = dataclasses.field(default_factory=list)
+    source: str | None = None
+    origin_slot: bool = False
+    reason: str | None = None
+
+    @property
+    def from_origin(self) -> bool:
+        return not self.peers
+
+
+class PeerQuarantine:
+    """Hosts not used as sources, after their bytes failed a receiver's verification, for
+    ``seconds``; one per conductor, shared by its jobs."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = float(seconds)
+        self._clock = clock
+        self._until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def add(self, host: str) -> None:
+        with self._lock:
+            self._until[host] = self._clock() + self.seconds
+
+    def __contains__(self, host: object) -> bool:
+        with self._lock:
+            until = self._until.get(str(host))
+            if until is None:
+                return False
+            if until <= self._clock():
+                del self._until[str(host)]
+                return False
+            return True
+
+
+@dataclasses.dataclass
+class _Holder:
+    host: str
+    site: PeerSite
+    #: Its cell's compute RPC client (to renew its grant).
+    client: ServeClient
+    #: Epoch seconds its grant (and the credentials naming it) ends.
+    until: float
+    uploads: int = 0
+
+
+@dataclasses.dataclass
+class _ImageGroup:
+    """One image in one peer group."""
+
+    holders: dict[str, _Holder] = dataclasses.field(default_factory=dict)
+    #: Hosts fetching it from the image service under one of the group's slots.
+    origin: int = 0
+
+
+class PeerPlanner:
+    """The sources of one job run's hosts; thread-safe (the job's host-call workers share it).
+
+    :param quarantine: the conductor's quarantined sources.
+    :param clock: epoch seconds (grants and credentials end at such times).
+    :param monotonic: for waits.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, ctxt: RequestContext, job_uuid: str,
+                 quarantine: PeerQuarantine,
+                 clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        opts = conf.image_cache
+        self.ctxt = ctxt
+        self.job_uuid = job_uuid
+        self.max_uploads: int = opts.peer_max_uploads
+        self.origin_per_group: int = opts.origin_downloads_per_group
+        self.candidates: int = opts.peer_candidates
+        self.wait_timeout: float = float(opts.peer_wait_timeout)
+        #: A grant lasts twice the longest call a receiver may make; renewed past half of it.
+        self.grant_seconds = 2.0 * float(conf.long_rpc_timeout)
+        self.key = peer_tokens.new_key()
+        self.quarantine = quarantine
+        self._clock = clock
+        self._monotonic = monotonic
+        self._groups: dict[tuple[str, str], _ImageGroup] = {}
+        #: Sources that failed a receiver of this job in transport: not used again.
+        self._failed: set[str] = set()
+        self._cond = threading.Condition()
+
+    def assign(self, host: str, site: PeerSite, image_id: str,
+               on_wait: Callable[[str], None] | None = None,
+               stopping: threading.Event | None = None) -> Assignment:
+        """Where ``host`` (of ``site``) takes ``image_id`` from; waits for a peer while its
+        group's image service slots are taken and no holder has a free upload slot, at most
+        ``peer_wait_timeout`` seconds.
+
+        :param on_wait: called once, with what it waits for, when the host has to wait.
+        :raises GateClosed: when ``stopping`` was set while it waited.
+        """
+        deadline = self._monotonic() + self.wait_timeout
+        told = False
+        with self._cond:
+            while True:
+                state = self._groups.setdefault((site["group"], image_id), _ImageGroup())
+                holder = self._free_holder(state, host)
+                if holder is not None:
+                    break
+                if not self._usable(state, host) and state.origin < self.origin_per_group:
+                    state.origin += 1
+                    return Assignment(origin_slot=True)
+                left = deadline - self._monotonic()
+                if left <= 0:
+                    return Assignment(reason=f"no_peer_in_time: no peer of {site['group']} "
+                                             f"within {self.wait_timeout:.0f} s")
+                if not told and on_wait is not None:
+                    told = True
+                    on_wait(f"for a peer of {site['group']}")
+                self._cond.wait(min(left, 1.0))
+                if stopping is not None and stopping.is_set():
+                    raise GateClosed(f"the conductor stopped while {host} waited for a peer")
+            chosen = [holder, *[h for h in self._by_load(state, host) if h is not holder]]
+            chosen = chosen[:self.candidates]
+            holder.uploads += 1
+        self._renew_grants(image_id, chosen)
+        return Assignment(peers=[self._peer(host, site, image_id, h) for h in chosen],
+                          source=holder.host)
+
+    def finished(self, host: str, site: PeerSite, image_id: str, assignment: Assignment,
+                 result: ImageResult | None, client: ServeClient) -> None:
+        """Give back what ``assignment`` held, learn from ``result`` (``None``: the call
+        failed), and make ``host`` a holder if it now holds the image and agrees to serve it.
+
+        :param client: the host's cell's compute RPC client (``serve_images``).
+        """
+        with self._cond:
+            state = self._groups.setdefault((site["group"], image_id), _ImageGroup())
+            if assignment.source is not None and assignment.source in state.holders:
+                state.holders[assignment.source].uploads -= 1
+            if assignment.origin_slot:
+                state.origin -= 1
+            if result is not None:
+                self._learn(assignment, result)
+            self._cond.notify_all()
+        if result is None or result["state"] not in _HOLDING:
+            return
+        until = self._clock() + self.grant_seconds
+        if self._serve(client, host, image_id, until):
+            with self._cond:
+                state.holders[host] = _Holder(host, site, client, until)
+                self._cond.notify_all()
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _learn(self, assignment: Assignment, result: ImageResult) -> None:
+        """Quarantine the peers whose bytes failed verification; drop a first source that
+        did not deliver (we hold the lock)."""
+        for bad in result.get("bad_peers") or []:
+            LOG.warning("Job %s: peer %s sent bytes that failed verification: not a source "
+                        "for %.0f s", self.job_uuid, bad, self.quarantine.seconds)
+            self.quarantine.add(str(bad))
+        if (assignment.source is not None and result["state"] == "cached"
+                and result.get("source_host") != assignment.source):
+            LOG.info("Job %s: peer %s did not deliver (%s); not used again by the job",
+                     self.job_uuid, assignment.source, result.get("fallback_reason"))
+            self._failed.add(assignment.source)
+
+    def _usable(self, state: _ImageGroup, host: str) -> list[_Holder]:
+        return [h for h in state.holders.values()
+                if h.host != host and h.host not in self._failed and h.host not in self.quarantine]
+
+    def _by_load(self, state: _ImageGroup, host: str) -> list[_Holder]:
+        return sorted(self._usable(state, host), key=lambda h: (h.uploads, h.host))
+
+    def _free_holder(self, state: _ImageGroup, host: str) -> _Holder | None:
+        free = [h for h in self._by_load(state, host) if h.uploads < self.max_uploads]
+        return free[0] if free else None
+
+    def _renew_grants(self, image_id: str, holders: list[_Holder]) -> None:
+        """Renew the grants of ``holders`` that end within half their life (a long job)."""
+        now = self._clock()
+        for holder in holders:
+            if holder.until - now < self.grant_seconds / 2:
+                until = now + self.grant_seconds
+                if self._serve(holder.client, holder.host, image_id, until):
+                    holder.until = until
+
+    def _serve(self, client: ServeClient, host: str, image_id: str, until: float) -> bool:
+        """Have ``host`` serve ``image_id`` to this job until ``until``. :returns: whether
+        it does (a failure is logged: the host is then no source)."""
+        try:
+            served = client.serve_images(
+                self.ctxt, host, self.job_uuid, self.key, [image_id], until)
+        except Exception as exc:  # noqa: BLE001 - a host that cannot serve is no source
+            LOG.warning("Job %s: %s does not serve image %s to peers: %s: %s", self.job_uuid,
+                        host, image_id, type(exc).__name__, exc)
+            return False
+        return image_id in (served or [])
+
+    def _peer(self, host: str, site: PeerSite, image_id: str, holder: _Holder) -> Peer:
+        claims = peer_tokens.PeerClaims(
+            job=self.job_uuid, image_id=image_id, requester=host,
+            requester_ip=site["address"], server=holder.host, expires=holder.until)
+        return Peer(host=holder.host, url=holder.site["url"],
+                    authorization=peer_tokens.mint(self.key, claims))

@@ -1,0 +1,281 @@
+"""Peer distribution on the real stack (issue 22, "One copy per site"): real Glance behind
+Keystone, RabbitMQ, the three computes in two cells (compute1 and compute2 in cell1,
+compute3 in cell2), each serving its cache to peers (``tools/stack.sh``: ``peer_distribution``
+on, ``peer_listen_port`` 18801-18803).
+
+* With the conductor's ``peer_distribution`` on, a job over the three computes makes exactly
+  one image-data GET on Glance per cell (its access log); the other host of cell1 names its
+  peer, and every copy is Glance's bytes.
+* Playing the conductor over the bus (compute RPC 1.4): a peer that serves flipped bytes (a
+  test double) is caught by the receiver's verification, nothing of it published, the image
+  fetched from Glance and the liar named; a peer that dies mid-transfer is resumed from the
+  next peer with ``Range``; a credential for another job, image or server, a path instead of
+  an image id, or no credential: refused by the compute's image server, nothing served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.server
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from oslo_config import cfg
+
+from fleetcache.common import config, peer_tokens, rpc
+from fleetcache.common.context import RequestContext
+from fleetcache.compute.rpcapi import ComputeAPI, Peer
+from tests.integration.stackops import (
+    MV,
+    cached_file,
+    file_gets,
+    file_sha512,
+    forget,
+    glance_image,
+    wait_job_done,
+)
+
+pytestmark = pytest.mark.integration
+
+IMAGE_MIB = 24
+CELL1 = ("compute1", "compute2")
+PEERS_ON = "[image_cache]\npeer_distribution = true\nprecache_concurrency = 3\n"
+
+
+@pytest.fixture
+def image(stack: Any) -> Iterator[dict[str, Any]]:
+    """A new raw image of IMAGE_MIB random MiB in Glance (no compute has it), deleted with
+    its cached copies after the test. :returns: Glance's record, plus ``data``."""
+    data = os.urandom(IMAGE_MIB << 20)
+    resp = stack.glance.post(f"{stack.glance_url}/v2/images", timeout=30, json={
+        "name": f"it-peers-{uuid.uuid4().hex[:8]}", "disk_format": "raw",
+        "container_format": "bare"})
+    resp.raise_for_status()
+    image_id = resp.json()["id"]
+    try:
+        stack.glance.put(f"{stack.glance_url}/v2/images/{image_id}/file", data=data,
+                         headers={"Content-Type": "application/octet-stream"},
+                         timeout=300).raise_for_status()
+        body = glance_image(stack, image_id)
+        assert body["status"] == "active" and body["os_hash_algo"] == "sha512", body
+        yield {**body, "data": data}
+    finally:
+        stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+        forget(stack, image_id)
+
+
+def test_a_job_fetches_one_copy_per_cell_from_glance_the_rest_from_peers(
+        stack, make_aggregate, image):
+    aggregate = make_aggregate(hosts=("compute1", "compute2", "compute3"))
+    with stack.conductor_options("peers", PEERS_ON):
+        resp = stack.api_request("POST", f"os-aggregates/{aggregate['id']}/images",
+                                 microversion=MV, json={"cache": [{"id": image["id"]}]})
+        assert resp.status_code == 202, resp.text
+        job = wait_job_done(stack, aggregate["id"], resp.headers["Location"].rsplit("/", 1)[-1],
+                            timeout=300)
+
+    assert job["state"] == "done", job
+    results = {h["host"]: h["images"][0] for h in job["hosts"]}
+    assert {r["state"] for r in results.values()} == {"cached"}, results
+    for host in results:
+        assert file_sha512(cached_file(stack, host, image["id"])) == image["os_hash_value"]
+    assert len(file_gets(stack, image["id"], at_least=2)) == 2  # one per cell
+    from_peer = [h for h, r in results.items() if r["download_path"] == "peer"]
+    assert len(from_peer) == 1 and from_peer[0] in CELL1, results
+    peer_result = results[from_peer[0]]
+    assert peer_result["source_host"] == next(h for h in CELL1 if h != from_peer[0])
+    assert peer_result["bytes_from_peers"] == image["size"]
+    assert results["compute3"]["download_path"] == "http"
+    assert job["distribution"]["origin_copies"] == 2
+    assert job["distribution"]["peer_copies"] == 1
+    assert job["distribution"]["bytes_from_peers"] == image["size"]
+    assert job["distribution"]["time_to_all_hosts"] > 0
+
+
+# -- playing the conductor ------------------------------------------------------------------
+
+
+@pytest.fixture
+def cell1(stack: Any) -> Iterator[ComputeAPI]:
+    """A compute RPC client on cell1's broker (compute1's own configuration)."""
+    conf = cfg.ConfigOpts()
+    config.register_all(conf)
+    conf([], project="fleetcache-it",
+         default_config_files=[str(stack.dir / "etc" / "compute1.conf")],
+         default_config_dirs=[])
+    transports = rpc.Transports(conf)
+    try:
+        yield ComputeAPI(conf, transports.get())
+    finally:
+        transports.cleanup()
+
+
+def _ctxt() -> RequestContext:
+    return RequestContext(is_admin=True, roles=["admin"], overwrite=False,
+                          global_request_id=f"req-{uuid.uuid4()}")
+
+
+def _site(stack: Any, host: str) -> tuple[str, str | None]:
+    """The image server's URL and the address the stack registered for ``host``."""
+    service = stack.service(host)
+    return service["capabilities"]["peer"]["url"], service["host_ip"]
+
+
+class Granted:
+    """compute1 serving the image to a job this test made up, with its own key."""
+
+    def __init__(self, stack: Any, client: ComputeAPI, image_id: str) -> None:
+        self.job, self.key, self.image_id = str(uuid.uuid4()), peer_tokens.new_key(), image_id
+        self.until = time.time() + 600
+        served = client.serve_images(_ctxt(), "compute1", self.job, self.key, [image_id],
+                                     self.until)
+        assert served == [image_id]
+        self.url, _ = _site(stack, "compute1")
+        _, self.compute2_ip = _site(stack, "compute2")
+
+    def authorization(self, **claims: Any) -> str:
+        made = {"job": self.job, "image_id": self.image_id, "requester": "compute2",
+                "requester_ip": self.compute2_ip, "server": "compute1",
+                "expires": self.until, **claims}
+        key = made.pop("key", self.key)
+        return peer_tokens.mint(key, peer_tokens.PeerClaims(**made))
+
+    def peer(self) -> Peer:
+        return Peer(host="compute1", url=self.url, authorization=self.authorization())
+
+
+def _cache_on(stack: Any, client: ComputeAPI, host: str, image_id: str,
+              peers: list[Peer]) -> dict[str, Any]:
+    forget_on(stack, host, image_id)
+    reply = client.cache_images(_ctxt(), host, [image_id], peers={image_id: peers})
+    result: dict[str, Any] = reply[image_id]
+    return result
+
+
+def forget_on(stack: Any, host: str, image_id: str) -> None:
+    cached_file(stack, host, image_id).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def double(serve: Any) -> Iterator[str]:
+    """A test double of a peer's image server on the machine's address (so that compute2
+    can reach it): ``serve(handler, start)`` answers each GET. :returns: its URL."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            match = re.match(r"bytes=(\d+)-", self.headers.get("Range") or "")
+            serve(self, int(match.group(1)) if match else 0)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _send(handler: Any, data: bytes, start: int, total: int) -> None:
+    handler.send_response(206 if start else 200)
+    handler.send_header("Content-Type", "application/octet-stream")
+    handler.send_header("Content-Length", str(total - start))
+    if start:
+        handler.send_header("Content-Range", f"bytes {start}-{total - 1}/{total}")
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def test_flipped_bytes_from_a_peer_are_never_published(stack, cell1, image):
+    data = bytearray(image["data"])
+    data[len(data) // 2] ^= 0xFF
+    before = len(file_gets(stack, image["id"]))
+
+    with double(lambda h, start: _send(h, bytes(data[start:]), start, len(data))) as url:
+        result = _cache_on(stack, cell1, "compute2", image["id"],
+                           [Peer(host="liar", url=url, authorization="FleetcachePeer x.y")])
+
+    assert result["state"] == "cached" and result["download_path"] == "http", result
+    assert result["bad_peers"] == ["liar"]
+    assert file_sha512(cached_file(stack, "compute2", image["id"])) == image["os_hash_value"]
+    assert len(file_gets(stack, image["id"], at_least=before + 1)) == before + 1
+
+
+def test_a_peer_that_dies_mid_transfer_is_resumed_from_the_next_with_range(
+        stack, cell1, image):
+    forget(stack, image["id"])
+    first = cell1.cache_images(_ctxt(), "compute1", [image["id"]])[image["id"]]
+    assert first["state"] == "cached"
+    granted = Granted(stack, cell1, image["id"])
+    half = len(image["data"]) // 2
+    before = len(file_gets(stack, image["id"]))
+    ranges: list[int] = []
+
+    def dies(handler: Any, start: int) -> None:
+        ranges.append(start)
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(image["data"])))
+        handler.end_headers()
+        handler.wfile.write(image["data"][:half])
+        handler.wfile.flush()
+        handler.connection.shutdown(2)  # the source dies half way
+
+    with double(dies) as url:
+        result = _cache_on(stack, cell1, "compute2", image["id"],
+                           [Peer(host="dying", url=url, authorization="FleetcachePeer x.y"),
+                            granted.peer()])
+
+    assert result["state"] == "cached" and result["download_path"] == "peer", result
+    assert result["source_host"] == "compute1"
+    assert ranges == [0]
+    # Only what the dying peer did not send came again (at most one chunk more).
+    assert image["size"] <= result["bytes_from_peers"] <= image["size"] + (1 << 20)
+    assert file_sha512(cached_file(stack, "compute2", image["id"])) == image["os_hash_value"]
+    assert len(file_gets(stack, image["id"])) == before  # nothing from Glance
+
+
+def test_the_image_server_serves_only_what_a_credential_names(stack, cell1, image):
+    forget(stack, image["id"])
+    cell1.cache_images(_ctxt(), "compute1", [image["id"]])
+    granted = Granted(stack, cell1, image["id"])
+    path = f"{granted.url}/v1/images/{image['id']}"
+    other_image = str(uuid.uuid4())
+
+    def get(url: str, authorization: str | None) -> requests.Response:
+        headers = {"Authorization": authorization} if authorization else {}
+        return requests.get(url, headers=headers, timeout=30)
+
+    good = get(path, granted.authorization(requester_ip=None))
+    assert good.status_code == 200 and hashlib.sha512(good.content).hexdigest() == image[
+        "os_hash_value"]
+    refused = {
+        "no credential": get(path, None),
+        "forged": get(path, granted.authorization(key=peer_tokens.new_key(),
+                                                  requester_ip=None)),
+        "another job": get(path, granted.authorization(job=str(uuid.uuid4()),
+                                                       requester_ip=None)),
+        "another image": get(path, granted.authorization(image_id=other_image,
+                                                         requester_ip=None)),
+        "another server": get(path, granted.authorization(server="compute2",
+                                                          requester_ip=None)),
+        "expired": get(path, granted.authorization(expires=1.0, requester_ip=None)),
+        "another host's address": get(path, granted.authorization(requester_ip="192.0.2.7")),
+        "a path": get(f"{granted.url}/v1/images/..%2F..%2Fetc%2Fpasswd",
+                      granted.authorization(requester_ip=None)),
+        "not granted": get(f"{granted.url}/v1/images/{other_image}",
+                           granted.authorization(image_id=other_image, requester_ip=None)),
+    }
+    for what, resp in refused.items():
+        assert resp.status_code in (400, 401, 403, 404), (what, resp.status_code)
+        assert len(resp.content) < 1024, what  # an error, never image bytes

@@ -1,0 +1,266 @@
+"""Unit tests of the peer planner (fleetcache.conductor.precache.peers) and of a host call
+that takes its sources from it: one fetch from the image service per peer group, every other
+host from a holder of its group, upload slots, waits that end at the image service,
+quarantine, credentials a source can check."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from oslo_config import cfg
+
+from fleetcache.common import config, peer_tokens
+from fleetcache.common.context import get_admin_context
+from fleetcache.common.db.compute_states import PeerSite
+from fleetcache.compute.rpcapi import ImageResult
+from fleetcache.conductor.precache.hostcall import HostCaller, HostPlan
+from fleetcache.conductor.precache.hostpool import HostCallPool
+from fleetcache.conductor.precache.origin import GateClosed
+from fleetcache.conductor.precache.peers import Assignment, PeerPlanner, PeerQuarantine
+
+IMG = "a26887c6-c47b-4654-abb5-dfadf7d3f803"
+JOB = "0c7e3f4e-95f4-4a57-bd25-c1c2e5a3a4b1"
+
+
+def site(host: str, group: str = "cell1") -> PeerSite:
+    return PeerSite(url=f"http://{host}:8790", group=group, address=f"10.0.0.{host[-1]}")
+
+
+class Serving:
+    """The computes' ``serve_images``: every host serves what it is asked, unless listed in
+    ``refuse``; records the calls."""
+
+    def __init__(self, refuse: tuple[str, ...] = ()) -> None:
+        self.refuse = refuse
+        self.calls: list[tuple[str, str, list[str], float]] = []
+
+    def serve_images(self, ctxt: Any, host: str, job_uuid: str, key: str,
+                     image_ids: list[str], until: float) -> list[str]:
+        self.calls.append((host, key, list(image_ids), until))
+        return [] if host in self.refuse else list(image_ids)
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    made = cfg.ConfigOpts()
+    config.register_all(made)
+    made([])
+    made.set_override("peer_wait_timeout", 5, group="image_cache")
+    return made
+
+
+def planner(conf: cfg.ConfigOpts, quarantine: PeerQuarantine | None = None) -> PeerPlanner:
+    return PeerPlanner(conf, get_admin_context(), JOB, quarantine or PeerQuarantine(60))
+
+
+def cached(**extra: Any) -> ImageResult:
+    return ImageResult(state="cached", reason=None, bytes_downloaded=10, **extra)
+
+
+def in_thread(func: Any) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(func()), daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_the_first_host_of_each_group_fetches_from_the_image_service(conf):
+    plan = planner(conf)
+
+    first = plan.assign("h1", site("h1"), IMG)
+    other_group = plan.assign("h3", site("h3", "cell2"), IMG)
+
+    assert first == Assignment(origin_slot=True)
+    assert other_group == Assignment(origin_slot=True)
+
+
+def test_a_host_waits_for_the_holder_then_gets_it_with_a_credential_it_can_check(conf):
+    plan, serving = planner(conf), Serving()
+    first = plan.assign("h1", site("h1"), IMG)
+    waits: list[str] = []
+    thread, out = in_thread(lambda: plan.assign("h2", site("h2"), IMG, on_wait=waits.append))
+    time.sleep(0.3)
+    assert out == [] and waits == ["for a peer of cell1"]
+
+    plan.finished("h1", site("h1"), IMG, first, cached(), serving)
+    thread.join(5)
+
+    (second,) = out
+    assert second.source == "h1" and not second.origin_slot
+    (peer,) = second.peers
+    assert peer["host"] == "h1" and peer["url"] == "http://h1:8790"
+    ((served_host, key, served, until),) = serving.calls
+    assert (served_host, served) == ("h1", [IMG])
+    claims = peer_tokens.verify(peer["authorization"], {JOB: key}.get, server="h1",
+                                image_id=IMG, remote_ip="10.0.0.2", check_ip=True)
+    assert (claims.job, claims.requester, claims.expires) == (JOB, "h2", until)
+
+
+def test_a_source_takes_at_most_peer_max_uploads_receivers(conf):
+    conf.set_override("peer_max_uploads", 2, group="image_cache")
+    plan, serving = planner(conf), Serving()
+    plan.finished("h1", site("h1"), IMG, plan.assign("h1", site("h1"), IMG), cached(), serving)
+    two = [plan.assign(h, site(h), IMG) for h in ("h2", "h3")]
+    thread, out = in_thread(lambda: plan.assign("h4", site("h4"), IMG))
+    time.sleep(0.3)
+    assert out == []  # the only holder has no free slot, and the group's origin slot is spent
+
+    plan.finished("h2", site("h2"), IMG, two[0], cached(download_path="peer", source_host="h1"),
+                  Serving(refuse=("h2",)))
+    thread.join(5)
+
+    assert [a.source for a in two] == ["h1", "h1"] and out[0].source == "h1"
+
+
+def test_new_holders_share_the_uploads_least_loaded_first(conf):
+    conf.set_override("peer_max_uploads", 1, group="image_cache")
+    plan, serving = planner(conf), Serving()
+    plan.finished("h1", site("h1"), IMG, plan.assign("h1", site("h1"), IMG), cached(), serving)
+    to_h2 = plan.assign("h2", site("h2"), IMG)
+    plan.finished("h2", site("h2"), IMG, to_h2, cached(download_path="peer", source_host="h1"),
+                  serving)
+
+    both = [plan.assign(h, site(h), IMG) for h in ("h3", "h4")]
+
+    assert sorted(a.source or "" for a in both) == ["h1", "h2"]
+
+
+def test_a_wait_for_a_peer_ends_at_the_image_service_after_peer_wait_timeout(conf):
+    conf.set_override("peer_wait_timeout", 1, group="image_cache")
+    plan = planner(conf)
+    plan.assign("h1", site("h1"), IMG)
+
+    started = time.monotonic()
+    late = plan.assign("h2", site("h2"), IMG)
+
+    assert 0.9 <= time.monotonic() - started < 3
+    assert late.from_origin and not late.origin_slot
+    assert late.reason is not None and late.reason.startswith("no_peer_in_time")
+
+
+def test_a_peer_whose_bytes_failed_verification_is_quarantined_for_every_job(conf):
+    quarantine = PeerQuarantine(60)
+    plan, serving = planner(conf, quarantine), Serving()
+    plan.finished("h1", site("h1"), IMG, plan.assign("h1", site("h1"), IMG), cached(), serving)
+    to_h2 = plan.assign("h2", site("h2"), IMG)
+
+    plan.finished("h2", site("h2"), IMG, to_h2,
+                  cached(download_path="http", bad_peers=["h1"]), Serving(refuse=("h2",)))
+
+    assert "h1" in quarantine
+    # No usable holder is left: the next host fetches from the image service.
+    assert plan.assign("h3", site("h3"), IMG) == Assignment(origin_slot=True)
+    assert planner(conf, quarantine).assign("h4", site("h4"), IMG).origin_slot
+
+
+def test_a_source_that_did_not_deliver_is_not_used_again_by_the_job(conf):
+    plan, serving = planner(conf), Serving()
+    plan.finished("h1", site("h1"), IMG, plan.assign("h1", site("h1"), IMG), cached(), serving)
+    to_h2 = plan.assign("h2", site("h2"), IMG)
+
+    plan.finished("h2", site("h2"), IMG, to_h2,
+                  cached(download_path="http", fallback_reason="peer_failed: h1: refused"),
+                  serving)
+
+    assert plan.assign("h3", site("h3"), IMG).source == "h2"
+
+
+def test_a_host_that_does_not_serve_is_no_source(conf):
+    plan = planner(conf)
+    first = plan.assign("h1", site("h1"), IMG)
+
+    plan.finished("h1", site("h1"), IMG, first, cached(), Serving(refuse=("h1",)))
+
+    # The origin slot is free again and nobody holds the image for peers.
+    assert plan.assign("h2", site("h2"), IMG) == Assignment(origin_slot=True)
+
+
+def test_a_failed_origin_fetch_frees_the_group_slot(conf):
+    plan = planner(conf)
+    first = plan.assign("h1", site("h1"), IMG)
+
+    plan.finished("h1", site("h1"), IMG, first, None, Serving())
+
+    assert plan.assign("h2", site("h2"), IMG) == Assignment(origin_slot=True)
+
+
+def test_a_waiting_host_stops_with_the_conductor(conf):
+    plan, stopping = planner(conf), threading.Event()
+    plan.assign("h1", site("h1"), IMG)
+    thread, out = in_thread(lambda: _raised(lambda: plan.assign("h2", site("h2"), IMG,
+                                                                stopping=stopping)))
+    stopping.set()
+    thread.join(5)
+
+    assert isinstance(out[0], GateClosed)
+
+
+def _raised(func: Any) -> Any:
+    try:
+        return func()
+    except Exception as exc:  # noqa: BLE001 - the test looks at it
+        return exc
+
+
+class PeerComputes(Serving):
+    """Computes of RPC 1.4: every image ``cached``, from the first peer when given one."""
+
+    takes_peers = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache_calls: list[tuple[str, dict[str, Any]]] = []
+        self.lock = threading.Lock()
+
+    def compute_api(self, cell: Any) -> PeerComputes:
+        return self
+
+    def cache_images(self, ctxt: Any, host: str, image_ids: list[str], **kwargs: Any) -> Any:
+        with self.lock:
+            self.cache_calls.append((host, kwargs))
+        peers = (kwargs.get("peers") or {}).get(image_ids[0]) or []
+        if peers:
+            return {image_ids[0]: cached(download_path="peer", source_host=peers[0]["host"],
+                                         bytes_from_peers=10)}
+        return {image_ids[0]: cached(download_path="http")}
+
+
+@pytest.fixture
+def pool() -> Iterator[HostCallPool]:
+    made = HostCallPool(3, name="test-peers")
+    yield made
+    made.shutdown(wait=False, cancel_futures=True)
+
+
+def test_hosts_of_one_group_make_one_fetch_from_the_image_service(conf, pool):
+    computes, outcomes = PeerComputes(), {}
+    done = threading.Event()
+
+    def host_done(position: int, results: dict[str, ImageResult]) -> None:
+        outcomes[position] = results[IMG]
+        if len(outcomes) == 4:
+            done.set()
+
+    caller = HostCaller(get_admin_context(), JOB, [IMG], None, clients=computes,
+                        host_calls=pool, db=None, metrics=None,  # type: ignore[arg-type]
+                        gate=None, queued=threading.BoundedSemaphore(4), host_done=host_done,
+                        planner=planner(conf))
+    service: Any = {"cell": {"name": "cell1"}}
+    plans = [HostPlan("h1", service, site=site("h1")), HostPlan("h2", service, site=site("h2")),
+             HostPlan("h3", service, site=site("h3")),
+             HostPlan("h4", service, site=site("h4"), holds=frozenset({IMG}))]
+    for position, plan in enumerate(plans):
+        pool.run(caller.call_host, position, plan)
+    assert done.wait(10)
+
+    origin = [p for p, r in outcomes.items() if r["download_path"] == "http"]
+    assert len(origin) == 2  # one host of the group, and h4 whose report holds the image
+    assert 3 in origin
+    assert {r["source_host"] for r in outcomes.values() if r["download_path"] == "peer"} <= {
+        "h1", "h2", "h3"}
+    peers_given = [kw["peers"] for _, kw in computes.cache_calls if kw.get("peers")]
+    assert len(peers_given) == 2
