@@ -62,7 +62,8 @@ from fleetcache.compute.imagecache.layout import (
     partial_prefix,
 )
 from fleetcache.compute.imagecache.pins import PinStore
-from fleetcache.compute.peers.source import Peer, PeersFailed, PeerSource
+from fleetcache.compute.peers.source import PeersFailed, PeerSource
+from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 
 LOG = logging.getLogger(__name__)

@@ -5,17 +5,17 @@ other, verified end to end, the conductor choosing the sources.
   and their keys (opened by ``serve_images``);
 * :mod:`~fleetcache.compute.peers.server`: :class:`PeerServer`, the read-only image server;
 * :mod:`~fleetcache.compute.peers.source`: :class:`PeerSource`, the client, an image source
-  feeding the image cache's one-pass verification, and :class:`Peer`, one source as the
-  conductor names it.
+  feeding the image cache's one-pass verification (:class:`Peer`, one source as the
+  conductor names it, is :mod:`fleetcache.compute.rpcapi`'s).
 
 The tokens themselves are :mod:`fleetcache.common.peer_tokens` (the conductor mints them).
 """
 
 from __future__ import annotations
 
-from fleetcache.compute.peers.grants import ServeGrants, serve_images
+from fleetcache.compute.peers.grants import ServeGrants
 from fleetcache.compute.peers.server import PeerServer
-from fleetcache.compute.peers.source import Peer, PeerAttempt, PeersFailed, PeerSource
+from fleetcache.compute.peers.source import PeerAttempt, PeersFailed, PeerSource
+from fleetcache.compute.rpcapi import Peer
 
-__all__ = ["Peer", "PeerAttempt", "PeerServer", "PeerSource", "PeersFailed", "ServeGrants",
-           "serve_images"]
+__all__ = ["Peer", "PeerAttempt", "PeerServer", "PeerSource", "PeersFailed", "ServeGrants"]

@@ -5,7 +5,6 @@ until)`` (compute RPC 1.4); the image server (:mod:`~fleetcache.compute.peers.se
 each request's token with the job's key and serves only the images opened for that job, until
 their time. Grants live in memory only: a restarted compute serves nothing until the
 conductor asks again, which is the safe side (the requester falls back to its next source).
-:func:`serve_images` is the manager's whole ``serve_images``: pin, then open.
 """
 
 from __future__ import annotations
@@ -14,10 +13,6 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from fleetcache.compute.imagecache.cache import ImageCache
 
 
 @dataclasses.dataclass
@@ -82,17 +77,3 @@ class ServeGrants:
             if not grant.images:
                 del self._grants[job]
 
-
-def serve_images(cache: ImageCache, grants: ServeGrants, job: str, key: str,
-                 image_ids: Iterable[str], until: float) -> list[str]:
-    """What ``serve_images`` (compute RPC 1.4) does on this host: pin each image that holds
-    its own bytes here until ``until`` (so the ageing pass keeps it while peers read it),
-    then open ``job``'s grant for those.
-
-    :returns: the images this host can serve now, in the order asked.
-    :raises OSError: a pin could not be written.
-    """
-    servable = [i for i in image_ids
-                if cache.servable(i) is not None and cache.pin(i, until)]
-    grants.open(job, key, servable, until)
-    return servable

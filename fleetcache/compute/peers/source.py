@@ -24,13 +24,13 @@ import dataclasses
 import logging
 import re
 from collections.abc import Iterator, Sequence
-from typing import TypedDict
 
 import requests
 from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 from fleetcache.image.source import Writer
 
@@ -41,16 +41,6 @@ CONNECT_TIMEOUT = 5.0
 #: The route of the image server (:mod:`~fleetcache.compute.peers.server`).
 ROUTE = "/v1/images/"
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
-
-
-class Peer(TypedDict):
-    """One source of an image, as the conductor hands it over (compute RPC 1.4)."""
-
-    host: str
-    #: The image server's base URL (``PeerServer.url``, ``http://addr:port``).
-    url: str
-    #: The ``Authorization`` value for this image on this server.
-    authorization: str
 
 
 @dataclasses.dataclass
@@ -69,8 +59,8 @@ class PeersFailed(exception.ImageFetchError):
 
 
 def image_url(peer: Peer, image_id: str) -> str:
-    """The URL of ``image_id`` on ``peer``; a ``url`` already ending in the image's route is
-    taken as it is."""
+    """The URL of ``image_id`` on ``peer``, whose ``url`` is its image server's
+    (``PeerServer.url``); a ``url`` already ending in the image's route is taken as it is."""
     url = peer["url"].rstrip("/")
     if url.endswith(ROUTE + image_id):
         return url

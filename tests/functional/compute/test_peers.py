@@ -24,8 +24,8 @@ from oslo_config import cfg
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
-from fleetcache.compute.imagecache import ImageCache, cache_name
-from fleetcache.compute.peers import Peer, PeerServer, ServeGrants, serve_images
+from fleetcache.compute.imagecache import ImageCache
+from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.compute.peers.server import SPARE_WORKERS
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
@@ -319,21 +319,6 @@ def test_an_md5_only_image_is_never_taken_from_peers(
     assert peer.ranges == []
     assert (outcome.download_path, outcome.peer_fallback) == ("http", "no_multihash")
     assert _published(receiver, meta.id) == DATA
-
-
-def test_serve_images_pins_and_opens_only_what_holds_its_own_bytes(
-        source_cache: ImageCache, image: ImageMeta, tmp_path: pathlib.Path) -> None:
-    converted = add_image(str(tmp_path / "images"), io.BytesIO(DATA))
-    source_cache.fetch(CTXT, converted.id)
-    source_cache.index.record(converted.id, "qcow2", "raw")
-    missing, grants, until = str(uuid.uuid4()), ServeGrants(), time.time() + 600
-    job, key = str(uuid.uuid4()), new_key()
-    assert serve_images(source_cache, grants, job, key, [missing, converted.id, image.id],
-                        until) == [image.id]
-    assert grants.key_for(job) == key and grants.allows(job, image.id)
-    assert not grants.allows(job, converted.id)
-    assert source_cache.pins.is_pinned(cache_name(image.id))
-    assert not source_cache.pins.is_pinned(cache_name(converted.id))
 
 
 # -- what the server refuses ---------------------------------------------------------------
