@@ -36,7 +36,7 @@ from typing import Any
 
 SCHEME = "FleetcachePeer"
 
-#: Every reason a :class:`PeerDenied` may carry (the first six are :func:`verify`'s; the
+#: Every reason a :class:`PeerDenied` may carry (the first seven are :func:`verify`'s; the
 #: image server adds the last two).
 REASONS = (
     "malformed", "unknown_job", "bad_signature", "wrong_server", "wrong_image", "expired",
