@@ -25,6 +25,8 @@ _FINAL = _STATES[:-1]
 WAITING = "waiting"
 #: A host that was away: it gets the job's images when it comes back (catch-up).
 PENDING = "pending"
+#: How the reason of a host ``waiting`` for a peer of its group starts (peer distribution).
+PEER_WAIT = "for a peer"
 
 
 def _hosts_in(job: dict[str, Any], state: str) -> int:
@@ -39,13 +41,24 @@ def _hosts_in(job: dict[str, Any], state: str) -> int:
     return -(-int(counts.get(state) or 0) // images)
 
 
+def _hosts_waiting_for_peers(job: dict[str, Any]) -> int:
+    """Hosts waiting for a peer of their group to hold an image (peer distribution), told
+    apart by their reason; 0 for a job read without its hosts."""
+    return sum(any(i.get("state") == WAITING and str(i.get("reason") or "").startswith(
+        PEER_WAIT) for i in h.get("images") or []) for h in job.get("hosts") or [])
+
+
 def hosts_in_interim_states(job: dict[str, Any]) -> str:
-    """``3 waiting for a download slot, 2 pending catch-up until T``, or ``""`` when no host
-    waits for a slot (origin protection) or to come back (catch-up)."""
+    """``3 waiting for a download slot, 1 waiting for a peer, 2 pending catch-up until T``,
+    or ``""`` when no host waits for a slot (origin protection), for a peer (peer
+    distribution) or to come back (catch-up)."""
     parts = []
-    waiting = _hosts_in(job, WAITING)
+    for_peers = _hosts_waiting_for_peers(job)
+    waiting = _hosts_in(job, WAITING) - for_peers
     if waiting:
         parts.append(f"{waiting} waiting for a download slot")
+    if for_peers:
+        parts.append(f"{for_peers} waiting for a peer")
     pending = _hosts_in(job, PENDING)
     if pending:
         until = job.get("catch_up_until")
@@ -164,7 +177,11 @@ def job_summary(job: dict[str, Any]) -> str:
                  + (f", time to all hosts {to_all:.1f} s" if to_all is not None else ""))
     if job.get("error"):
         line += f"\nJob error: {job['error']}"
-    waiting = _hosts_in(job, WAITING)
+    for_peers = _hosts_waiting_for_peers(job)
+    waiting = _hosts_in(job, WAITING) - for_peers
+    if for_peers:
+        line += (f"\n{for_peers} host(s) waiting for a peer of their group to hold the image "
+                 "(peer distribution): called as holders free up")
     if waiting:
         line += (f"\n{waiting} host(s) waiting for a download slot (the image service's "
                  "download limit is reached): called as slots free")

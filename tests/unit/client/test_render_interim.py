@@ -89,3 +89,40 @@ def test_jobs_show_of_a_running_job_names_waiting_and_pending_hosts(monkeypatch,
             "reached): called as slots free") in out
     assert ("1 host(s) pending (2 image(s)): they were away; cached when they come back, "
             "until 2026-11-25T19:00:00.000000") in out
+
+
+def _peer_job() -> dict[str, Any]:
+    """c1 fetched A from the image service, c2 from its peer c1, c3 waits for a peer."""
+    peer = _image(IMG_A, "cached")
+    peer.update(download_path="peer", source_host="c1", bytes_downloaded=100)
+    return {
+        "id": "job-3", "aggregate_id": 7, "image_ids": [IMG_A], "state": "running",
+        "error": None, "total_hosts": 3, "hosts_reported": 2, "bytes_downloaded": 200,
+        "counts": {"cached": 2, "existing": 0, "error": 0, "unsupported": 0, "skipped": 0,
+                   "pending": 0, "waiting": 1},
+        "distribution": {"origin_copies": 1, "peer_copies": 1, "bytes_from_origin": 100,
+                         "bytes_from_peers": 100, "offload_percent": 50.0,
+                         "time_to_all_hosts": None},
+        "started_at": "2026-11-25T18:00:00.000000", "finished_at": None,
+        "hosts": [
+            {"host": "c1", "bytes_downloaded": 100, "images": [
+                {**_image(IMG_A, "cached"), "download_path": "http", "bytes_downloaded": 100}]},
+            {"host": "c2", "bytes_downloaded": 100, "images": [peer]},
+            {"host": "c3", "bytes_downloaded": 0,
+             "images": [_image(IMG_A, "waiting", "for a peer of cell1")]},
+        ],
+    }
+
+
+def test_a_job_with_peers_names_each_source_and_counts_the_copies():
+    job = _peer_job()
+
+    table = render.job_table(job)
+    summary = render.job_summary(job)
+
+    assert "| c2   | cached \N{LEFTWARDS ARROW} c1" in table
+    assert "waiting (for a peer of cell1)" in table
+    assert "Origin 1 copies (100 B), peers 1 copies (100 B), offload 50.0 %" in summary
+    assert "1 host(s) waiting for a peer of their group" in summary
+    assert "download slot" not in summary
+    assert render.hosts_in_interim_states(job) == "1 waiting for a peer"
