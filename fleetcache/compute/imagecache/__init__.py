@@ -8,6 +8,8 @@ use of it.
   listing, partial downloads, which bases peers may be sent; the one writer of its index;
 * :mod:`~fleetcache.compute.imagecache.download`: one checked download (size, multihash,
   the download checks, format safety in one pass) and its publication as a cached base;
+* :mod:`~fleetcache.compute.imagecache.download_paths`: the paths a download takes (peers,
+  Ceph's direct path, the image source) and the fallbacks between them;
 * :mod:`~fleetcache.compute.imagecache.direct`: the direct path from Ceph (``rbd://``
   locations), an image source streaming the privileged ``rbd export``;
 * :mod:`~fleetcache.compute.imagecache.files`: early writeback, quiet unlink, directory fsync;
@@ -27,7 +29,7 @@ from fleetcache.compute.imagecache.ageing import (
     ReportFunc,
     manager_interval,
 )
-from fleetcache.compute.imagecache.cache import PEER_HASHES, CacheEntry, CacheOutcome, ImageCache
+from fleetcache.compute.imagecache.cache import CacheEntry, CacheOutcome, ImageCache
 from fleetcache.compute.imagecache.direct import RbdDirect, RbdExportSource, Route
 from fleetcache.compute.imagecache.download import (
     CheckFactory,
@@ -36,6 +38,7 @@ from fleetcache.compute.imagecache.download import (
     publish,
     require_disk_format,
 )
+from fleetcache.compute.imagecache.download_paths import PEER_HASHES
 from fleetcache.compute.imagecache.files import EarlyWriteback, fsync_dir
 from fleetcache.compute.imagecache.index import CacheIndex, IndexRecord
 from fleetcache.compute.imagecache.layout import LOCK_PREFIX, PART_MARK, cache_name, is_partial

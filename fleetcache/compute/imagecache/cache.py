@@ -46,10 +46,10 @@ from typing import Any
 from oslo_concurrency import lockutils
 from oslo_config import cfg
 
-from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache.direct import RbdDirect
-from fleetcache.compute.imagecache.download import CheckFactory, Published, download_checked
+from fleetcache.compute.imagecache.download import CheckFactory
+from fleetcache.compute.imagecache.download_paths import DownloadPaths
 from fleetcache.compute.imagecache.files import fsync_dir, unlink
 from fleetcache.compute.imagecache.index import CacheIndex
 from fleetcache.compute.imagecache.layout import (
@@ -62,20 +62,10 @@ from fleetcache.compute.imagecache.layout import (
     partial_prefix,
 )
 from fleetcache.compute.imagecache.pins import PinStore
-from fleetcache.compute.peers.source import PeersFailed, PeerSource
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 
 LOG = logging.getLogger(__name__)
-
-#: Hash algorithms strong enough to take bytes from a peer (Glance's multihash; not MD5).
-PEER_HASHES = frozenset({"sha256", "sha384", "sha512", "sha3_224", "sha3_256", "sha3_384",
-                         "sha3_512"})
-#: Errors that mean the bytes themselves were refused (not the transfer).
-REFUSED_BYTES: tuple[type[Exception], ...] = (
-    exception.ImageChecksumMismatch, exception.ImageSignatureVerificationFailed,
-    exception.ImageFormatRejected)
-
 
 @dataclasses.dataclass(frozen=True)
 class CacheOutcome:
@@ -100,20 +90,6 @@ class CacheOutcome:
     #: <why>`` (the last peer that failed), ``hash_mismatch: <hosts>``.
     peer_fallback: str | None = None
     #: Peers whose bytes failed verification (size, hash, signature or format).
-    bad_peers: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class _Fetched:
-    """One download's publication and where its bytes came from (see :class:`CacheOutcome`)."""
-
-    published: Published
-    path: str
-    fallback: str | None = None
-    source_host: str | None = None
-    bytes_from_peers: int = 0
-    bytes_from_origin: int = 0
-    peer_fallback: str | None = None
     bad_peers: tuple[str, ...] = ()
 
 
@@ -145,11 +121,16 @@ class ImageCache:
         self.conf = conf
         self.source = source
         self.direct = direct
-        self.direct_fallbacks = 0
         self._checks = tuple(checks)
+        #: The paths a download takes (peers, Ceph, the source) and their fallbacks.
+        self.paths = DownloadPaths(conf, self._checks, direct)
         self.index = CacheIndex(conf)
         #: Images a pre-cache request pinned (:mod:`~.pins`); written under the image's lock.
         self.pins = PinStore(conf)
+
+    @property
+    def direct_fallbacks(self) -> int:
+        return self.paths.direct_fallbacks
 
     @property
     def checks(self) -> tuple[CheckFactory, ...]:
@@ -295,12 +276,8 @@ class ImageCache:
         """Download ``meta`` into the cache and index it; the caller holds its lock."""
         self._remove_partials(meta.id)
         started = time.monotonic()
-        if peers and _peer_hash(meta):
-            got = self._download_from_peers(ctxt, meta, progress, peers)
-        else:
-            got = self._download(ctxt, meta, progress)
-            if peers:
-                got = dataclasses.replace(got, peer_fallback="no_multihash")
+        got = self.paths.download(ctxt, self.source, meta, self.path_for(meta.id),
+                                  partial_prefix(meta.id), progress, peers)
         fsync_dir(self.base_dir)
         published = got.published
         self._record(meta.id, published.disk_format, published.base_format)
@@ -314,81 +291,6 @@ class ImageCache:
                             bytes_from_peers=got.bytes_from_peers,
                             bytes_from_origin=got.bytes_from_origin,
                             peer_fallback=got.peer_fallback, bad_peers=got.bad_peers)
-
-    def _download_from_peers(self, ctxt: RequestContext, meta: ImageMeta,
-                             progress: ProgressCallback | None,
-                             peers: Sequence[Peer]) -> _Fetched:
-        """One checked download from ``peers`` (then the origin resuming); on any failure,
-        the origin from byte 0 (we hold the image's lock)."""
-        source = PeerSource(self.conf, peers, origin=self.source)
-        final, prefix = self.path_for(meta.id), partial_prefix(meta.id)
-        try:
-            published = download_checked(self.conf, source, ctxt, meta, self._checks, final,
-                                         prefix, progress)
-        except REFUSED_BYTES as exc:
-            bad = source.contributors
-            if not bad:
-                raise  # refused before any peer byte: the image itself, not a peer
-            why = f"hash_mismatch: {','.join(bad)}"
-            LOG.warning("Image %s: bytes from peers %s refused (%s); fetching it from the "
-                        "origin", meta.id, ", ".join(bad), exc)
-            return self._after_peers(ctxt, meta, progress, source, why, bad)
-        except Exception as exc:  # whatever went wrong, the origin is the way out
-            why = (f"peer_failed: {exc.kwargs.get('reason')}" if isinstance(exc, PeersFailed)
-                   else f"peer_failed: {source.failure()}: {type(exc).__name__}: {exc}")
-            LOG.warning("Image %s: %s; fetching it from the origin", meta.id, why)
-            return self._after_peers(ctxt, meta, progress, source, why, ())
-        from_origin = source.bytes_from_origin
-        return _Fetched(published, "http" if from_origin else "peer",
-                        source_host=source.last_peer, bytes_from_peers=source.bytes_from_peers,
-                        bytes_from_origin=from_origin,
-                        peer_fallback=f"peer_failed: {source.failure()}" if from_origin
-                        else None)
-
-    def _after_peers(self, ctxt: RequestContext, meta: ImageMeta,
-                     progress: ProgressCallback | None, source: PeerSource, why: str,
-                     bad: tuple[str, ...]) -> _Fetched:
-        """The origin download from byte 0 after peers failed, counting the peers' bytes."""
-        got = self._download(ctxt, meta, progress)
-        return dataclasses.replace(
-            got, source_host=source.last_peer, bytes_from_peers=source.bytes_from_peers,
-            bytes_from_origin=got.bytes_from_origin + source.bytes_from_origin,
-            peer_fallback=why, bad_peers=bad)
-
-    def _download(self, ctxt: RequestContext, meta: ImageMeta,
-                  progress: ProgressCallback | None) -> _Fetched:
-        """One checked download (we hold the image's lock): from Ceph when the direct path
-        applies, else, or when it fails in any way (nothing of it is left), over HTTP.
-
-        :returns: what was published, the path (``rbd`` or ``http``), the fallback reason.
-        """
-        final, prefix = self.path_for(meta.id), partial_prefix(meta.id)
-        route = self.direct.route(meta) if self.direct is not None else None
-        fallback = route.fallback if route is not None else None
-        if route is not None and route.location is not None:
-            assert self.direct is not None
-            rbd = self.direct.source(route.location, self.base_dir, prefix)
-            try:
-                published = download_checked(self.conf, rbd, ctxt, meta, self._checks, final,
-                                             prefix, progress)
-            except Exception as exc:
-                fallback = f"{type(exc).__name__}: {exc}"
-            else:
-                return _Fetched(published, "rbd", bytes_from_origin=published.bytes_downloaded)
-        if fallback is not None:
-            self.direct_fallbacks += 1
-            LOG.warning("Image %s: direct download from Ceph not used, downloading over HTTP "
-                        "(fallback %d on this host): %s", meta.id, self.direct_fallbacks,
-                        fallback)
-        try:
-            published = download_checked(self.conf, self.source, ctxt, meta, self._checks,
-                                         final, prefix, progress)
-        except exception.FleetcacheException as exc:
-            if fallback is None:
-                raise
-            raise both_failed(exc, fallback) from exc
-        return _Fetched(published, "http", fallback,
-                        bytes_from_origin=published.bytes_downloaded)
 
     def base_format(self, image_id: str, disk_format: str, planned: str) -> str:
         """The format the cached base of ``image_id`` is stored in; the caller holds the
@@ -488,26 +390,9 @@ class ImageCache:
             LOG.exception("Could not index cached image %s", image_id)
 
 
-def _peer_hash(meta: ImageMeta) -> bool:
-    """Whether the image service gives ``meta`` a hash strong enough to take peer bytes."""
-    return bool(meta.os_hash_algo in PEER_HASHES and meta.os_hash_value)
-
-
 def _is_fifo(entry: os.DirEntry[str]) -> bool:
     try:
         return stat.S_ISFIFO(entry.stat(follow_symlinks=False).st_mode)
     except FileNotFoundError:
         return False
 
-
-def both_failed(http_error: exception.FleetcacheException,
-                fallback: str) -> exception.FleetcacheException:
-    """The HTTP download's error after a direct download that fell back, naming both causes.
-
-    Its type and keyword arguments are the HTTP error's (an image that Glance does not know is
-    still ``ImageNotFound``), its message ``http: <that error>; rbd fallback because:
-    <why the direct path failed>``, so that an operator reading the job's reason sees the
-    first failure too.
-    """
-    return type(http_error)(f"http: {http_error}; rbd fallback because: {fallback}",
-                            **http_error.kwargs)

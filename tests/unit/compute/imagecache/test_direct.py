@@ -199,7 +199,7 @@ def test_when_both_paths_fail_the_error_names_both_reasons(env, tmp_path):
 
 def test_both_failed_keeps_the_http_error_type(env):
     """An image Glance no longer has stays ImageNotFound (a 404 to the API) after a fallback."""
-    from fleetcache.compute.imagecache.cache import both_failed
+    from fleetcache.compute.imagecache.download_paths import both_failed
 
     error = both_failed(exception.ImageNotFound(image_id="x"), "fsid mismatch: ...")
     assert isinstance(error, exception.ImageNotFound)
