@@ -212,12 +212,15 @@ class ComputeManager:
         if self.metrics is not None:
             self.metrics.record_outcome(outcome, time.monotonic() - started)
         state = "cached" if outcome.downloaded else "existing"
-        return ImageResult(state=state, reason=None, bytes_downloaded=outcome.bytes_downloaded,
-                           download_path=outcome.download_path,
-                           fallback_reason=outcome.peer_fallback or outcome.fallback_reason,
-                           source_host=outcome.source_host,
-                           bytes_from_peers=outcome.bytes_from_peers,
-                           bad_peers=list(outcome.bad_peers))
+        result = ImageResult(state=state, reason=None,
+                             bytes_downloaded=outcome.bytes_downloaded,
+                             download_path=outcome.download_path,
+                             fallback_reason=outcome.peer_fallback or outcome.fallback_reason)
+        if peers:  # a call without peers answers as before 1.4
+            result["source_host"] = outcome.source_host
+            result["bytes_from_peers"] = outcome.bytes_from_peers
+            result["bad_peers"] = list(outcome.bad_peers)
+        return result
 
 
 def _check_serve_request(job_uuid: object, key: object, image_ids: object,

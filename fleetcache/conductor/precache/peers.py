@@ -196,7 +196,16 @@ class PeerPlanner:
         failed), and make ``host`` a holder if it now holds the image and agrees to serve it.
 
         :param client: the host's cell's compute RPC client (``serve_images``).
+
+        The host is offered as a source before its slots are given back, so that a host
+        waiting for a peer never sees the group's image service slot free while the new
+        holder is not known yet (it would fetch a second copy from the image service).
         """
+        holder = None
+        if result is not None and result["state"] in _HOLDING:
+            until = self._clock() + self.grant_seconds
+            if self._serve(client, host, image_id, until):
+                holder = _Holder(host, site, client, until)
         with self._cond:
             state = self._groups.setdefault((site["group"], image_id), _ImageGroup())
             if assignment.source is not None and assignment.source in state.holders:
@@ -205,14 +214,9 @@ class PeerPlanner:
                 state.origin -= 1
             if result is not None:
                 self._learn(assignment, result)
+            if holder is not None:
+                state.holders[host] = holder
             self._cond.notify_all()
-        if result is None or result["state"] not in _HOLDING:
-            return
-        until = self._clock() + self.grant_seconds
-        if self._serve(client, host, image_id, until):
-            with self._cond:
-                state.holders[host] = _Holder(host, site, client, until)
-                self._cond.notify_all()
 
     # -- helpers ----------------------------------------------------------------------------
 

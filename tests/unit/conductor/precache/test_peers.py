@@ -264,3 +264,22 @@ def test_hosts_of_one_group_make_one_fetch_from_the_image_service(conf, pool):
         "h1", "h2", "h3"}
     peers_given = [kw["peers"] for _, kw in computes.cache_calls if kw.get("peers")]
     assert len(peers_given) == 2
+
+
+def test_a_waiting_host_never_sees_the_origin_slot_free_before_the_new_holder(conf):
+    plan = planner(conf)
+    first = plan.assign("h1", site("h1"), IMG)
+    thread, out = in_thread(lambda: plan.assign("h2", site("h2"), IMG))
+    time.sleep(0.2)
+
+    class SlowServing(Serving):
+        """Serves only after a pause: the waiting host is awake meanwhile."""
+
+        def serve_images(self, *args: Any, **kwargs: Any) -> list[str]:
+            time.sleep(0.5)
+            return super().serve_images(*args, **kwargs)
+
+    plan.finished("h1", site("h1"), IMG, first, cached(), SlowServing())
+    thread.join(5)
+
+    assert out[0].source == "h1" and not out[0].origin_slot
