@@ -134,6 +134,16 @@ def _aggregate(job: dict[str, Any], names: dict[str, str]) -> str:
             f'</span> <span class="muted">({_e(job["aggregate_id"])})</span></td>')
 
 
+def _from_peers(job: dict[str, Any]) -> str:
+    """`` (93.8 % from peers, 2 copies from the image service)`` for a job whose hosts
+    fetched from peers (peer distribution); empty otherwise."""
+    spread = job.get("distribution") or {}
+    if not spread.get("peer_copies"):
+        return ""
+    return (f" ({spread['offload_percent']:.1f} % from peers, {spread['origin_copies']} "
+            f"copies from the image service)")
+
+
 def _jobs_table(view: StatusView) -> str:
     if not view.jobs:
         return '<p class="muted">No pre-cache job yet.</p>'
@@ -149,7 +159,8 @@ def _jobs_table(view: StatusView) -> str:
             f'<td><progress max="{max(total, 1)}" value="{done}"></progress> '
             f'<span data-field="progress-text">{done}/{total} hosts</span></td>'
             f'<td data-field="counts">{_e(_counts(job["counts"]))}</td>'
-            f'<td class="num">{_e(human_bytes(job["bytes_downloaded"]))}</td>'
+            f'<td class="num">{_e(human_bytes(job["bytes_downloaded"]))}'
+            f'{_e(_from_peers(job))}</td>'
             f'<td>{_e(job["created_at"])}</td><td>{_e(job["error"])}</td></tr>'
         )
     return ("<table id=\"jobs\"><thead><tr><th>Job</th><th>Aggregate</th><th>Images</th>"

@@ -55,6 +55,19 @@ def test_page_shows_jobs_matrix_reasons_and_caches_escaped(
     assert text.count("<script>") == 1
 
 
+def test_page_says_how_much_came_from_peers(
+    app: webtest.TestApp, job: db_jobs.JobDict, db: Database
+) -> None:
+    assert "from peers" not in app.get("/status").text
+    db_jobs.job_record_hosts(db, job["uuid"], {"c2": {"img-a": db_jobs.ResultFields(
+        state="cached", reason=None, bytes_downloaded=3072, download_path="peer",
+        source_host="c1", bytes_from_peers=3072)}})
+
+    text = app.get("/status").text
+
+    assert "4.0 KiB (75.0 % from peers, 1 copies from the image service)" in text
+
+
 def test_csp_allows_only_the_inline_script_and_style_by_hash(
     app: webtest.TestApp, job: db_jobs.JobDict
 ) -> None:
