@@ -111,15 +111,6 @@ class GlanceImageSource(ImageSource):
 
         return self.check_active(self._with_retries(image_id, attempt))
 
-    def download(
-        self,
-        ctxt: RequestContext,
-        meta: ImageMeta,
-        writer: Writer,
-        progress: ProgressCallback | None = None,
-    ) -> int:
-        return self.download_from(ctxt, meta, writer, 0, progress)
-
     def download_from(
         self,
         ctxt: RequestContext,

@@ -50,15 +50,6 @@ class LocalImageSource(ImageSource):
     def show(self, ctxt: RequestContext, image_id: str) -> ImageMeta:
         return self.check_active(self._read_meta(image_id))
 
-    def download(
-        self,
-        ctxt: RequestContext,
-        meta: ImageMeta,
-        writer: Writer,
-        progress: ProgressCallback | None = None,
-    ) -> int:
-        return self.download_from(ctxt, meta, writer, 0, progress)
-
     def download_from(
         self,
         ctxt: RequestContext,

@@ -123,13 +123,14 @@ class ImageSource:
         progress: ProgressCallback | None = None,
     ) -> int:
         """Stream the bytes of image ``meta`` (as :meth:`show` returned it) into ``writer``, in
-        order, each byte exactly once.
+        order, each byte exactly once: :meth:`download_from` byte 0, for a source that can
+        start anywhere; a source that cannot overrides this instead.
 
         :returns: the number of bytes written.
         :raises ImageNotFound, ImageNotAvailable: as :meth:`show`.
         :raises ImageFetchError: the transfer failed (after the source's own retries).
         """
-        raise NotImplementedError
+        return self.download_from(ctxt, meta, writer, 0, progress)
 
     def download_from(
         self,

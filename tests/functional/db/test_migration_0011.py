@@ -12,6 +12,7 @@ from alembic import command
 
 from fleetcache.common.db import flavors, instances, migration
 from fleetcache.common.db.session import Database
+from tests.functional.db.schema import drop_all
 
 pytestmark = pytest.mark.db
 
@@ -19,14 +20,8 @@ WHEN = datetime.datetime(2026, 11, 1, 12, 0, 0)
 UUID = "00000000-0000-4000-8000-000000000001"
 
 
-def _drop_all(db: Database) -> None:
-    metadata = sqlalchemy.MetaData()
-    metadata.reflect(db.engine)
-    metadata.drop_all(db.engine)
-
-
 def test_upgrade_from_0010_keeps_servers_and_flavors(db: Database) -> None:
-    _drop_all(db)
+    drop_all(db)
     migration.db_sync(db, "0010")
     # The ORM models the head schema: the 0010 rows are written raw.
     tables = sqlalchemy.MetaData()

@@ -11,6 +11,7 @@ from alembic import command
 
 from fleetcache.common.db import jobs, migration
 from fleetcache.common.db.session import Database
+from tests.functional.db.schema import drop_all
 
 pytestmark = pytest.mark.db
 
@@ -19,14 +20,8 @@ JOB = "00000000-0000-4000-8000-000000000002"
 IMAGE = "00000000-0000-4000-8000-000000000003"
 
 
-def _drop_all(db: Database) -> None:
-    metadata = sqlalchemy.MetaData()
-    metadata.reflect(db.engine)
-    metadata.drop_all(db.engine)
-
-
 def test_upgrade_from_0011_keeps_job_results(db: Database) -> None:
-    _drop_all(db)
+    drop_all(db)
     migration.db_sync(db, "0011")
     # The ORM models the head schema: the 0011 rows are written raw.
     tables = sqlalchemy.MetaData()
