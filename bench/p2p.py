@@ -894,11 +894,12 @@ def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
         # The valid rounds' median; when none is valid, all rounds' (printed as INVALID).
         summary[(mode, groups, n)] = median([p.wall for p in valid or rows])
         worst = max(rows, key=lambda p: p.wall)
-        notes = []
+        notes: list[str] = []
+        agreed, ratios = 0, dict[str, list[float]]()
         for p in rows:
             log_bytes, res_bytes = sum(p.origin_log), sum(p.origin_results)
             agree = abs(log_bytes - res_bytes) <= AGREE * size
-            wire = ""
+            agree = agree and abs(p.peer_bytes - p.uploaded) <= AGREE * size
             for kind, values in p.wire.items():
                 wire_bytes, slack = sum(values), AGREE * max(log_bytes, size)
                 if kind == "tc":  # per wire segment: the log plus each segment's headers
@@ -907,25 +908,32 @@ def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
                 else:  # a veth counts a GSO packet once, one header: between the two
                     ok = log_bytes - slack <= wire_bytes <= log_bytes * WIRE_PER_PAYLOAD + slack
                 agree = agree and ok
-                wire += f" {kind} {wire_bytes / log_bytes if log_bytes else 0:.4f}x"
-            notes.append(("counts agree" if agree else "COUNTS DISAGREE")
-                         + f" (log {log_bytes}, results {res_bytes};{wire or ' no wire counter'}"
-                         + (" of the log" if wire else "") + ")")
-            if p.invalid:
-                notes.append(f"INVALID: machine CPU {p.machine_cpu:.0%} > "
-                             f"{CPU_LIMIT:.0%} of {os.cpu_count()} cores")
+                ratios.setdefault(kind, []).append(wire_bytes / log_bytes if log_bytes else 0)
+            agreed += agree
+            if not agree:
+                notes.append(f"COUNTS DISAGREE: origin log {log_bytes}, results {res_bytes}, "
+                             + ", ".join(f"{k} {sum(v)}" for k, v in p.wire.items())
+                             + f"; peers: results {p.peer_bytes}, uploads {p.uploaded}")
             if p.errors:
                 notes.append("ERRORS: " + "; ".join(p.errors))
             if p.fallbacks:
                 notes.append("fallbacks: " + "; ".join(p.fallbacks))
             if not agree or p.errors:
                 failed = 1
+        wire = "".join(f", {k} {min(v):.4f}-{max(v):.4f}x the log" for k, v in ratios.items())
+        notes.insert(0, f"counts agree {agreed}/{len(rows)} (origin log = results{wire}; "
+                     "peer results = uploads)")
+        invalid = [p for p in rows if p.invalid]
+        if invalid:
+            notes.append(f"INVALID {len(invalid)}/{len(rows)}: machine CPU "
+                         + ", ".join(f"{p.machine_cpu:.0%}" for p in invalid)
+                         + f" > {CPU_LIMIT:.0%} of {os.cpu_count()} cores")
         mid = sorted(rows, key=lambda p: p.wall)[len(rows) // 2]
         print(f"{mode:>18} {groups:>2} {n:>3} {med:7.2f} {worst.wall:7.2f} {mid.p50:6.2f} "
               f"{mid.p99:6.2f} {mid.copies_per_group(size):6.3f} {sum(mid.origin_gets):>4} "
               f"{mid.peer_bytes / MIB:8.1f} {mid.max_uploads:>3} {mid.bench_cpu:5.0%} "
               f"{max(p.machine_cpu for p in rows):5.0%}  "
-              + " | ".join(dict.fromkeys(notes)))
+              + " | ".join(notes))
     print("columns: T med/worst = time to all hosts (s), median and worst round; p50/p99 = "
           "per-host completion of the median round; orig/G = origin bytes in copies of S per "
           "group (the origin's log); GETs = image-data GETs on the origin; upl = most uploads "

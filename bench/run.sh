@@ -4,7 +4,7 @@
 #
 #   bench/run.sh            all of them, with the parameters docs/performance.md quotes
 #   bench/run.sh NAME...    only those (fanout, convert, schedule, download, rbd,
-#                           conductor_memory, metrics_hooks)
+#                           conductor_memory, metrics_hooks, p2p)
 #   bench/run.sh --smoke [NAME...]   each once at a tiny size (its --smoke; fanout in both
 #                           modes), no figure judged: proves every bench still runs (make
 #                           test, through tools/run-integration.sh). Under 3 minutes.
@@ -15,7 +15,8 @@
 # when what it needs is there. This script only provides it:
 # - SELF_CONTAINED start what they need themselves (fanout.py: a private RabbitMQ node, the
 #   API and a conductor; convert.py: qemu-img only; schedule.py: a Placement under gunicorn on
-#   a database of its own in the machine's PostgreSQL);
+#   a database of its own in the machine's PostgreSQL; p2p.py: root, iproute2 and network
+#   namespaces for its computes and origin, which it creates and deletes itself);
 # - ON_STACK need the local stack (tools/stack.sh: Glance on :19292, Ceph and Glance's rbd
 #   store, fleetcache's daemons). The stack is brought up once (after tools/test-services.sh
 #   has prepared the RabbitMQ vhosts it uses) for all of them, and down at the end, on
@@ -56,6 +57,9 @@ declare -A SELF_CONTAINED=(
     [schedule]="--providers 10000 --cells 4 --rounds 15"
     [conductor_memory]="--hosts 1000 10000"
     [metrics_hooks]="--hosts 1000 --images 3 --rounds 15"
+    # peer distribution in network namespaces behind tc tbf (root): origin-only beside
+    # store-and-forward, 4 MiB/s per site to the origin, 32 MiB/s per compute (issue 22)
+    [p2p]="--size-mib 32 --origin-mibps 4 --host-mibps 32 --hosts 2 4 8 16 --groups 1 2 --rounds 3"
 )
 # The bench each name runs, where it is not the name's own.
 declare -A SCRIPT=([fanout_download]=fanout)
@@ -63,7 +67,7 @@ declare -A ON_STACK=(
     [download]="--size-mib 1024 --rounds 3"
     [rbd]="--size-mib 1024 --rounds 3"
 )
-ORDER=(fanout fanout_download convert schedule conductor_memory metrics_hooks download rbd)
+ORDER=(fanout fanout_download convert schedule conductor_memory metrics_hooks p2p download rbd)
 read -r -a HASHES <<<"${BENCH_GLANCE_HASHES:-sha512 sha256}"
 if ((SMOKE)); then
     for name in "${!SELF_CONTAINED[@]}"; do SELF_CONTAINED[$name]="--smoke"; done
