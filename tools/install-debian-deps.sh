@@ -26,6 +26,9 @@ declare -A PACKAGES=(
     [rbd]=ceph-common
     # the browser test of the status page (Playwright drives Debian's build, never its own)
     [chromium]=chromium
+    # bench/p2p.py: one network namespace per host, links shaped with tc tbf
+    [ip]=iproute2
+    [tc]=iproute2
 )
 
 # Python module -> Debian package. Debian builds them for its own interpreter (/usr/bin/python3,
