@@ -22,8 +22,8 @@ What runs (one process each, :mod:`multiprocessing` spawn):
 Modes, side by side in each round of the same run (their order alternates):
 
 * ``origin-only``: every host from the origin (the baseline: fleetcache without peers);
-* ``store-and-forward``: the planner (``peer_max_uploads`` = 2 by default: holders about
-  triple per round);
+* ``store-and-forward``: the planner (``peer_max_uploads`` = 1 by default: holders double
+  per round);
 * ``cut-through`` is **not implemented** in fleetcache (docs/peer-distribution.md, "Limits
   today"): printed as such, never measured nor faked.
 
@@ -61,9 +61,9 @@ Targets (judged on the median round; the worst round beside it):
 
 * origin bytes <= 1.05 copies per group (store-and-forward);
 * store-and-forward T(N) <= 1.2 x (S/B_o + ceil(log2(N/G)) x S/B_h), the issue's bound. With
-  ``peer_max_uploads`` = 2 the planner's own model is different: a source serves two
-  receivers at B_h/2 each, so each round takes 2 S/B_h and holders triple: T ~ S/B_o +
-  2 ceil(log3(N/G)) x S/B_h at most, printed beside (informative);
+  ``peer_max_uploads`` = k > 1 the planner's own model is different: a source serves k
+  receivers at B_h/k each, so each round takes k S/B_h and holders grow (k+1)-fold: T ~
+  S/B_o + k ceil(log_(k+1)(N/G)) x S/B_h at most, printed beside (informative);
 * origin-only beside, so the gain is a ratio from the same run (expected T ~ (N/G) S/B_o).
 
 The last line is the headline ``p2p: ... ratio=R``, R = origin-only T / store-and-forward T
@@ -144,7 +144,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--baseline-rounds", type=int, default=1,
                         help="rounds of origin-only per point (its T is (N/G) S/B_o: one round "
                         "shows the slope; each costs minutes at large N)")
-    parser.add_argument("--peer-max-uploads", type=int, default=2,
+    parser.add_argument("--peer-max-uploads", type=int, default=1,
                         help="[image_cache] peer_max_uploads (conductor and computes)")
     parser.add_argument("--tier", choices=("A", "B"), default="A",
                         help="A: network namespaces and tc tbf (root); B: loopback and "

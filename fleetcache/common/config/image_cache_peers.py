@@ -50,11 +50,15 @@ sends image bytes in clear unless mutual TLS is configured.
     ),
     cfg.IntOpt(
         "peer_max_uploads",
-        default=2,
+        default=1,
         min=1,
         help="""
 Concurrent uploads one source host serves. The conductor assigns at most this many
 receivers to one source; the compute answers 503 with ``Retry-After`` beyond it.
+
+One is the fastest where a source's upload is the bound: each receiver gets all of it and
+the holders of a group double per round (``bench/p2p.py``: 16 hosts of one group in 12.7 s
+with 1, 14.5 s with 2). More helps where the receivers, not the sources, are slow.
 """,
     ),
     cfg.IntOpt(
