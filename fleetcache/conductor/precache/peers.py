@@ -179,7 +179,12 @@ class PeerPlanner:
                                              f"within {self.wait_timeout:.0f} s")
                 if not told and on_wait is not None:
                     told = True
-                    on_wait(f"for a peer of {site['group']}")
+                    self._cond.release()  # it writes to the database: not under the lock
+                    try:
+                        on_wait(f"for a peer of {site['group']}")
+                    finally:
+                        self._cond.acquire()
+                    continue  # a holder may have come meanwhile
                 self._cond.wait(min(left, 1.0))
                 if stopping is not None and stopping.is_set():
                     raise GateClosed(f"the conductor stopped while {host} waited for a peer")
