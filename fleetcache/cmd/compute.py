@@ -11,6 +11,7 @@ rule, and exits 0 when there is no error (warnings allowed), else 1.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import sys
 from collections.abc import Sequence
@@ -105,9 +106,21 @@ def start_peer_server(conf: cfg.ConfigOpts, driver: virt_driver.ComputeDriver,
                     "cache: this host serves no peer", type(driver).__name__)
         return None
     server = PeerServer(conf, driver.image_cache, ServeGrants(), metrics=compute_metrics)
+    if _is_every_address(server.address):
+        raise exception.InvalidConfiguration(
+            reason=f"[image_cache] peer_listen_address {server.address} is every address: "
+            "peers need the one to connect to (and their requests come from it); name it")
     server.start()
     LOG.info("Serving the image cache to peers on %s", server.url)
     return server
+
+
+def _is_every_address(address: str) -> bool:
+    """Whether ``address`` is 0.0.0.0 or :: (a host name is not)."""
+    try:
+        return ipaddress.ip_address(address).is_unspecified
+    except ValueError:
+        return False
 
 
 class _Listening:
@@ -147,7 +160,8 @@ def make_reporter(
                                             **resources.report(conf)}
         if peer_server is not None:
             capabilities[compute_rpcapi.PEER_CAPABILITY] = compute_rpcapi.PeerEndpoint(
-                url=peer_server.url, group=conf.image_cache.peer_group)
+                url=peer_server.url, group=conf.image_cache.peer_group,
+                address=peer_server.address)
         service = conductor.register_service(
             _context(), conf.host, BINARY, compute_rpcapi.TOPIC, capabilities,
             host_ip=conf.my_ip,

@@ -128,7 +128,7 @@ def _claims(payload: str) -> PeerClaims:
     """The claims of ``payload``, not yet trusted. :raises PeerDenied: malformed."""
     try:
         body: Any = json.loads(_b64decode(payload))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # a few KiB of "[" recurse past the limit
         raise PeerDenied("malformed", "claims are not JSON") from exc
     fields = {f.name for f in dataclasses.fields(PeerClaims)}
     if not isinstance(body, dict) or set(body) != fields:

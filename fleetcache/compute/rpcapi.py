@@ -45,10 +45,13 @@ class PeerEndpoint(TypedDict):
 
     :ivar url: ``http://<address>:<port>`` of its image server.
     :ivar group: its ``[image_cache] peer_group`` (empty: the whole cell).
+    :ivar address: the address it listens on, which is also where its own requests to
+        peers come from (the network of ``peer_listen_address``, not always ``my_ip``'s).
     """
 
     url: str
     group: str
+    address: NotRequired[str]
 
 
 class Peer(TypedDict):

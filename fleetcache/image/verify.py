@@ -30,6 +30,16 @@ LOG = logging.getLogger(__name__)
 
 #: Chunks queued between the reader and each worker thread (bounds memory use).
 PIPELINE_DEPTH = 4
+#: Hash algorithms strong enough to take an image's bytes from a party that may shape them
+#: (a peer of a pre-cache job): Glance's multihash, never MD5.
+STRONG_HASHES = frozenset({"sha256", "sha384", "sha512", "sha3_224", "sha3_256", "sha3_384",
+                           "sha3_512"})
+
+
+def has_strong_hash(os_hash_algo: object, os_hash_value: object) -> bool:
+    """Whether the image service's multihash of an image (its ``os_hash_algo`` and
+    ``os_hash_value``) is one of :data:`STRONG_HASHES`: only such bytes may come from peers."""
+    return os_hash_algo in STRONG_HASHES and bool(os_hash_value)
 
 
 def expected_hash(meta: ImageMeta) -> tuple[str, str] | None:

@@ -76,7 +76,8 @@ class PeerSite(TypedDict):
     :ivar url: its image server, as it reported it at registration.
     :ivar group: its peer group: its cell's name (``-`` for none), then ``/`` and its
         ``[image_cache] peer_group`` when it reports one.
-    :ivar address: its ``[DEFAULT] my_ip``: the address its requests to peers come from.
+    :ivar address: the address its requests to peers come from: its image server's (the
+        network of ``peer_listen_address``), else its ``[DEFAULT] my_ip``.
     """
 
     url: str
@@ -104,5 +105,7 @@ def peer_sites(db: Database, hosts: Iterable[str],
             group = str(cell_name or "-")
             if isinstance(peer.get("group"), str) and peer["group"]:
                 group = f"{group}/{peer['group']}"
-            sites[host] = PeerSite(url=peer["url"], group=group, address=address)
+            own = peer.get("address")
+            sites[host] = PeerSite(url=peer["url"], group=group,
+                                   address=own if isinstance(own, str) and own else address)
     return sites

@@ -38,7 +38,6 @@ from fleetcache.compute.imagecache.download import (
     publish,
     require_disk_format,
 )
-from fleetcache.compute.imagecache.download_paths import PEER_HASHES
 from fleetcache.compute.imagecache.files import EarlyWriteback, fsync_dir
 from fleetcache.compute.imagecache.index import CacheIndex, IndexRecord
 from fleetcache.compute.imagecache.layout import LOCK_PREFIX, PART_MARK, cache_name, is_partial
@@ -47,7 +46,6 @@ __all__ = [
     "DEFAULT_INTERVAL",
     "LOCK_PREFIX",
     "PART_MARK",
-    "PEER_HASHES",
     "CacheEntry",
     "CacheIndex",
     "CacheOutcome",

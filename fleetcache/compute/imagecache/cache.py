@@ -233,10 +233,11 @@ class ImageCache:
 
         :param peers: hosts that hold the image, tried in order before the origin, only when
             the image service gives the image a multihash (``os_hash_algo`` of
-            :data:`PEER_HASHES`); their bytes pass the same checks as the origin's. Peers
-            that fail in transport hand over to the next; after the last, the origin resumes
-            at the bytes written when it can (the image service's ``Range``), else the
-            download starts again from the origin at byte 0 (the direct path, then HTTP).
+            :data:`~fleetcache.image.verify.STRONG_HASHES`); their bytes pass the same
+            checks as the origin's. Peers that fail in transport hand over to the next;
+            after the last, the origin resumes at the bytes written when it can (the image
+            service's ``Range``), else the download starts again from the origin at byte 0
+            (the direct path, then HTTP).
             Bytes refused by a check (hash, signature, format), whoever sent them, are
             dropped and the image is fetched again from the origin from byte 0.
         :returns: ``downloaded=False`` for a hit (including one that another request filled

@@ -3,9 +3,10 @@ fallbacks between them; every path feeds the same checked download
 (:func:`~fleetcache.compute.imagecache.download.download_checked`).
 
 * **peers** (a pre-cache job's sources, :mod:`fleetcache.compute.peers`), only for an image
-  with a multihash (:data:`PEER_HASHES`): peers that fail in transport hand over to the next;
-  after the last, the origin resumes at the bytes written when it can (the image service's
-  ``Range``), else the image comes from the origin from byte 0. Bytes refused by a check
+  with a multihash (:data:`~fleetcache.image.verify.STRONG_HASHES`): peers that fail in
+  transport hand over to the next; after the last, the origin resumes at the bytes written
+  when it can (the image service's ``Range``), else the image comes from the origin from
+  byte 0. Bytes refused by a check
   (hash, signature, format), whoever sent them, are dropped and the image is fetched again
   from the origin from byte 0, the peers that sent them named;
 * **rbd**: the direct path from Ceph (:mod:`~fleetcache.compute.imagecache.direct`) for an
@@ -32,12 +33,10 @@ from fleetcache.compute.imagecache.download import CheckFactory, Published, down
 from fleetcache.compute.peers.source import PeersFailed, PeerSource
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
+from fleetcache.image.verify import has_strong_hash
 
 LOG = logging.getLogger(__name__)
 
-#: Hash algorithms strong enough to take bytes from a peer (Glance's multihash; not MD5).
-PEER_HASHES = frozenset({"sha256", "sha384", "sha512", "sha3_224", "sha3_256", "sha3_384",
-                         "sha3_512"})
 #: Errors that mean the bytes themselves were refused (not the transfer).
 REFUSED_BYTES: tuple[type[Exception], ...] = (
     exception.ImageChecksumMismatch, exception.ImageSignatureVerificationFailed,
@@ -162,7 +161,7 @@ class DownloadPaths:
 
 def peer_hash(meta: ImageMeta) -> bool:
     """Whether the image service gives ``meta`` a hash strong enough to take peer bytes."""
-    return bool(meta.os_hash_algo in PEER_HASHES and meta.os_hash_value)
+    return has_strong_hash(meta.os_hash_algo, meta.os_hash_value)
 
 
 def both_failed(http_error: exception.FleetcacheException,

@@ -216,7 +216,12 @@ def _chunks(resp: requests.Response, size: int) -> Iterator[bytes]:
 
 def _check_response(resp: requests.Response, meta: ImageMeta, offset: int) -> int:
     """Where the body ends (the image's size). :raises _Left: a status other than 200 (from
-    byte 0) or 206 (from ``offset``), or a body of another image size than Glance's."""
+    byte 0) or 206 (from ``offset``), a body of another image size than Glance's, or an
+    encoded body (``requests`` would inflate a gzip body before the size cut: a small
+    response could fill the receiver's memory)."""
+    encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise _Left(f"the peer sent a body encoded {encoding!r}")
     if offset == 0 and resp.status_code == 200:
         length = resp.headers.get("Content-Length")
         total = int(length) if length and length.isdigit() else meta.size

@@ -102,6 +102,9 @@ class HostCaller:
     :param host_done: the job's callback for a host's outcome (:data:`HostDone`).
     :param planner: the job's peer sources (:mod:`~.peers`); ``None``: every host fetches
         from the image service.
+    :param peer_images: the images peers may send (the image service gives them a strong
+        multihash, :func:`~fleetcache.image.verify.has_strong_hash`); the others are fetched
+        from the image service as without peers (a compute would refuse their peers).
     """
 
     def __init__(
@@ -119,6 +122,7 @@ class HostCaller:
         queued: threading.BoundedSemaphore,
         host_done: HostDone,
         planner: PeerPlanner | None = None,
+        peer_images: frozenset[str] = frozenset(),
     ) -> None:
         self.ctxt = ctxt
         self.uuid = job_uuid
@@ -132,6 +136,7 @@ class HostCaller:
         self._queued = queued
         self._host_done = host_done
         self.planner = planner
+        self.peer_images = peer_images
 
     def call_host(self, position: int, plan: HostPlan) -> None:
         """Worker: one compute's ``cache_images`` call; never raises."""
@@ -188,19 +193,32 @@ class HostCaller:
         """
         gate, host = self.gate, plan.host
         if self.planner is not None and plan.site is not None and client.takes_peers:
-            return {image_id: self._cache_from_peers(client, plan, plan.site, image_id)
-                    for image_id in image_ids}
-        # Only a pin needs compute RPC 1.2: without one, older computes are called as before.
-        pin: dict[str, Any] = {} if self.pin_until is None else {"pin_until": self.pin_until}
+            replies: dict[str, ImageResult] = {}
+            for image_id in image_ids:
+                if image_id in self.peer_images:
+                    replies[image_id] = self._cache_from_peers(client, plan, plan.site,
+                                                               image_id)
+                else:
+                    replies.update(self._cache_gated(client, host, image_id))
+            return replies
         if gate is None or not gate.enabled:
-            return client.cache_images(self.ctxt, host, image_ids, **pin)
-        replies: dict[str, ImageResult] = {}
+            return client.cache_images(self.ctxt, host, image_ids, **self._pin())
+        replies = {}
         for image_id in image_ids:
-            with gate.hold(host, image_id, self.uuid,
-                           on_wait=functools.partial(self._show_waiting, host, image_id),
-                           stopping=self.host_calls.stopping):
-                replies.update(client.cache_images(self.ctxt, host, [image_id], **pin))
+            replies.update(self._cache_gated(client, host, image_id))
         return replies
+
+    def _pin(self) -> dict[str, Any]:
+        """The call's pin; only a pin needs compute RPC 1.2: without one, older computes
+        are called as before."""
+        return {} if self.pin_until is None else {"pin_until": self.pin_until}
+
+    def _cache_gated(self, client: ComputeClient, host: str,
+                     image_id: str) -> dict[str, ImageResult]:
+        """One image from the image service, under a download lease when the image
+        service's downloads are limited (:mod:`~.origin`)."""
+        with self._origin_lease(host, image_id, Assignment()):
+            return client.cache_images(self.ctxt, host, [image_id], **self._pin())
 
     def _cache_from_peers(self, client: ComputeClient, plan: HostPlan, site: PeerSite,
                           image_id: str) -> ImageResult:
@@ -217,17 +235,16 @@ class HostCaller:
         reply: ImageResult | None = None
         try:
             with self._origin_lease(host, image_id, assignment):
-                reply = client.cache_images(
-                    self.ctxt, host, [image_id],
-                    **({} if self.pin_until is None else {"pin_until": self.pin_until}),
-                    peers={image_id: assignment.peers} if assignment.peers else None,
-                ).get(image_id)
+                replies = client.cache_images(
+                    self.ctxt, host, [image_id], **self._pin(),
+                    peers={image_id: assignment.peers} if assignment.peers else None)
+            # Checked before the planner reads it: a malformed reply is this image's error.
+            reply = checked_replies(replies, [image_id])[image_id]
         finally:
             planner.finished(host, site, image_id, assignment, reply, client)
-        if reply is not None and assignment.reason and not reply.get("fallback_reason"):
+        if assignment.reason and not reply.get("fallback_reason"):
             reply = ImageResult(**{**reply, "fallback_reason": assignment.reason})
-        return reply if reply is not None else ImageResult(
-            state="error", reason="compute returned no result", bytes_downloaded=0)
+        return reply
 
     def _origin_lease(self, host: str, image_id: str,
                       assignment: Assignment) -> contextlib.AbstractContextManager[None]:

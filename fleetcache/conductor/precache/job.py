@@ -72,6 +72,7 @@ from fleetcache.conductor.precache.results import (
 )
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image import source as image_source
+from fleetcache.image.verify import has_strong_hash
 
 LOG = logging.getLogger(__name__)
 
@@ -342,11 +343,14 @@ class PrecacheJob:
         precacher = self.precacher
         planner = (None if precacher.quarantine is None else
                    PeerPlanner(precacher.conf, self.ctxt, self.uuid, precacher.quarantine))
+        peer_images = frozenset(
+            i for i, meta in self.metas.items()
+            if has_strong_hash(meta.get("os_hash_algo"), meta.get("os_hash_value")))
         return HostCaller(
             self.ctxt, self.uuid, self.image_ids, self.pin_until, clients=precacher.clients,
             host_calls=precacher.host_calls, db=precacher.db, metrics=precacher.metrics,
             gate=precacher.gate, queued=self._queued, host_done=self._host_done,
-            planner=planner)
+            planner=planner, peer_images=peer_images)
 
     def _plans(self) -> Iterator[tuple[int, HostPlan]]:
         """Each host's position in :attr:`hosts` and its plan, with its compute service looked

@@ -84,12 +84,17 @@ def test_peer_sites_are_the_hosts_that_report_an_image_server(db: Database) -> N
     db_services.service_register(db, "c3", COMPUTE, "compute", None, {
         "peer": {"url": "http://10.0.0.3:8790", "group": ""}})
     db_services.service_register(db, "c4", COMPUTE, "compute", cell["id"], {})
+    db_services.service_register(db, "c6", COMPUTE, "compute", cell["id"], {"peer": {
+        "url": "http://172.16.0.6:8790", "group": "", "address": "172.16.0.6"}},
+        host_ip="10.0.0.6")
     db_services.service_register(db, "c5", COMPUTE, "compute", cell["id"], {"peer": "junk"})
 
-    sites = peer_sites(db, ["c1", "c2", "c3", "c4", "c5", "gone"])
+    sites = peer_sites(db, ["c1", "c2", "c3", "c4", "c5", "c6", "gone"])
 
     assert sites == {
         "c1": {"url": "http://10.0.0.1:8790", "group": "cell1", "address": "10.0.0.1"},
         "c2": {"url": "http://10.0.0.2:8790", "group": "cell1/rack7", "address": "10.0.0.2"},
         "c3": {"url": "http://10.0.0.3:8790", "group": "-", "address": None},
+        # its image server's network, where its own requests to peers come from
+        "c6": {"url": "http://172.16.0.6:8790", "group": "cell1", "address": "172.16.0.6"},
     }

@@ -59,6 +59,11 @@ def test_missing_or_malformed_credentials_are_malformed() -> None:
         assert _reason(header) == "malformed", header
 
 
+def test_claims_nested_past_the_recursion_limit_are_malformed() -> None:
+    deep = base64.urlsafe_b64encode(b"[" * 4000).decode().rstrip("=")
+    assert _reason(f"FleetcachePeer {deep}.AAAA") == "malformed"
+
+
 def test_wrong_types_in_claims_are_malformed() -> None:
     for expires in ("soon", True, float("nan"), float("inf")):
         bad = dataclasses.replace(CLAIMS, expires=expires)  # type: ignore[arg-type]

@@ -248,7 +248,7 @@ def test_hosts_of_one_group_make_one_fetch_from_the_image_service(conf, pool):
     caller = HostCaller(get_admin_context(), JOB, [IMG], None, clients=computes,
                         host_calls=pool, db=None, metrics=None,  # type: ignore[arg-type]
                         gate=None, queued=threading.BoundedSemaphore(4), host_done=host_done,
-                        planner=planner(conf))
+                        planner=planner(conf), peer_images=frozenset({IMG}))
     service: Any = {"cell": {"name": "cell1"}}
     plans = [HostPlan("h1", service, site=site("h1")), HostPlan("h2", service, site=site("h2")),
              HostPlan("h3", service, site=site("h3")),
@@ -283,3 +283,33 @@ def test_a_waiting_host_never_sees_the_origin_slot_free_before_the_new_holder(co
     thread.join(5)
 
     assert out[0].source == "h1" and not out[0].origin_slot
+
+
+def test_an_image_without_a_strong_hash_is_asked_without_peers_or_planner(conf, pool):
+    """A compute takes no peer bytes for an md5-only image: the conductor neither waits for
+    a peer for it nor names one (which the compute's ``no_multihash`` would have made look
+    like a source that failed)."""
+    md5_only = "4d8c3732-a248-40ed-bebc-539a6ffd25c0"
+    computes, outcomes, done = PeerComputes(), {}, threading.Event()
+
+    def host_done(position: int, results: dict[str, ImageResult]) -> None:
+        outcomes[position] = results
+        if len(outcomes) == 2:
+            done.set()
+
+    plan_ = planner(conf)
+    caller = HostCaller(get_admin_context(), JOB, [IMG, md5_only], None, clients=computes,
+                        host_calls=pool, db=None, metrics=None,  # type: ignore[arg-type]
+                        gate=None, queued=threading.BoundedSemaphore(4), host_done=host_done,
+                        planner=plan_, peer_images=frozenset({IMG}))
+    service: Any = {"cell": {"name": "cell1"}}
+    for position, host in enumerate(("h1", "h2")):
+        pool.run(caller.call_host, position, HostPlan(host, service, site=site(host)))
+    assert done.wait(10)
+
+    md5_calls = [kw for host, kw in computes.cache_calls if not kw.get("peers")]
+    assert all(r[md5_only]["download_path"] == "http" for r in outcomes.values())
+    assert sum(1 for r in outcomes.values() if r[IMG]["download_path"] == "peer") == 1
+    assert len(md5_calls) == 3  # both hosts' md5-only image, and the first host's IMG
+    # Holders are offered for IMG only (serve_images), never for the md5-only image.
+    assert computes.calls and all(ids == [IMG] for _, _, ids, _ in computes.calls)
