@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,26 @@ def file_gets(stack: Any, image_id: str, at_least: int = 0,
         if len(gets) >= at_least or time.monotonic() > deadline:
             return gets
         time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def raw_image(stack: Any, data: Any, prefix: str, timeout: float = 600) -> Iterator[dict[str, Any]]:
+    """A new raw image of ``data`` (bytes, or an iterable of chunks) in the stack's Glance, so
+    that no compute has it; deleted, with its cached copies, after the block.
+    :returns: Glance's record of it."""
+    resp = stack.glance.post(f"{stack.glance_url}/v2/images", timeout=30, json={
+        "name": f"{prefix}-{uuid.uuid4().hex[:8]}", "disk_format": "raw",
+        "container_format": "bare"})
+    resp.raise_for_status()
+    image_id = resp.json()["id"]
+    try:
+        stack.glance.put(f"{stack.glance_url}/v2/images/{image_id}/file", data=data,
+                         headers={"Content-Type": "application/octet-stream"},
+                         timeout=timeout).raise_for_status()
+        yield glance_image(stack, image_id)
+    finally:
+        stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
+        forget(stack, image_id)
 
 
 def get_job(stack: Any, agg_id: int, job_id: str) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from tests.integration.stackops import (
     file_gets,
     file_sha512,
     forget,
-    glance_image,
+    raw_image,
     wait_job_done,
 )
 
@@ -55,21 +55,9 @@ def image(stack: Any) -> Iterator[dict[str, Any]]:
     """A new raw image of IMAGE_MIB random MiB in Glance (no compute has it), deleted with
     its cached copies after the test. :returns: Glance's record, plus ``data``."""
     data = os.urandom(IMAGE_MIB << 20)
-    resp = stack.glance.post(f"{stack.glance_url}/v2/images", timeout=30, json={
-        "name": f"it-peers-{uuid.uuid4().hex[:8]}", "disk_format": "raw",
-        "container_format": "bare"})
-    resp.raise_for_status()
-    image_id = resp.json()["id"]
-    try:
-        stack.glance.put(f"{stack.glance_url}/v2/images/{image_id}/file", data=data,
-                         headers={"Content-Type": "application/octet-stream"},
-                         timeout=300).raise_for_status()
-        body = glance_image(stack, image_id)
+    with raw_image(stack, data, "it-peers") as body:
         assert body["status"] == "active" and body["os_hash_algo"] == "sha512", body
         yield {**body, "data": data}
-    finally:
-        stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
-        forget(stack, image_id)
 
 
 def test_a_job_fetches_one_copy_per_cell_from_glance_the_rest_from_peers(

@@ -35,8 +35,7 @@ from tests.integration.stackops import (
     cached_file,
     file_gets,
     file_sha512,
-    forget,
-    glance_image,
+    raw_image,
     wait_job_done,
 )
 
@@ -53,21 +52,10 @@ STATES = ("cached", "existing")
 def fresh_image(stack: Any) -> Iterator[dict[str, Any]]:
     """A new raw image of IMAGE_MIB random MiB in the stack's Glance (so no compute has it),
     deleted, with its cached copies, after the test. :returns: Glance's image body."""
-    resp = stack.glance.post(f"{stack.glance_url}/v2/images", timeout=30, json={
-        "name": f"it-concurrent-{uuid.uuid4().hex[:8]}", "disk_format": "raw",
-        "container_format": "bare"})
-    resp.raise_for_status()
-    image_id = resp.json()["id"]
-    try:
-        stack.glance.put(f"{stack.glance_url}/v2/images/{image_id}/file",
-                     data=(os.urandom(1 << 20) for _ in range(IMAGE_MIB)), timeout=600,
-                     headers={"Content-Type": "application/octet-stream"}).raise_for_status()
-        body = glance_image(stack, image_id)
+    chunks = (os.urandom(1 << 20) for _ in range(IMAGE_MIB))
+    with raw_image(stack, chunks, "it-concurrent") as body:
         assert body["status"] == "active" and body["size"] == IMAGE_MIB << 20, body
         yield body
-    finally:
-        stack.glance.delete(f"{stack.glance_url}/v2/images/{image_id}", timeout=30)
-        forget(stack, image_id)
 
 
 @pytest.fixture
