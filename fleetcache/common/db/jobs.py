@@ -25,9 +25,11 @@ from fleetcache.common.db.session import Database
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 #: The first pass is over; some hosts are ``pending`` until they are caught up.
 CATCHING_UP = "catching_up"
-JOB_STATES = (QUEUED, RUNNING, CATCHING_UP, DONE, FAILED)
+#: Waiting for its window (``not_before``, the daily window): ``next_start_at`` says until when.
+SCHEDULED = "scheduled"
+JOB_STATES = (QUEUED, SCHEDULED, RUNNING, CATCHING_UP, DONE, FAILED)
 #: Jobs some conductor still has to carry on.
-ACTIVE_STATES = (QUEUED, RUNNING, CATCHING_UP)
+ACTIVE_STATES = (QUEUED, SCHEDULED, RUNNING, CATCHING_UP)
 #: Per host, per image outcomes that no later pass changes (a compute answers ``skipped`` with
 #: the reason ``disk`` when caching would bring its free space below ``[image_cache]
 #: disk_free_floor``).
@@ -96,6 +98,10 @@ class JobDict(TypedDict):
     owner: str | None
     lease_expires_at: datetime.datetime | None
     catch_up_until: datetime.datetime | None
+    #: The request's terms (``fleetcache.common.job_terms.JobTerms``); ``{}``: none.
+    terms: dict[str, Any]
+    #: While ``scheduled``: when its window next opens.
+    next_start_at: datetime.datetime | None
     results: list[JobResultDict]
 
 
@@ -120,6 +126,8 @@ def _job_dict(job: models.CacheJob,
         owner=job.owner,
         lease_expires_at=job.lease_expires_at,
         catch_up_until=job.catch_up_until,
+        terms=dict(job.terms or {}),
+        next_start_at=job.next_start_at,
         results=[
             JobResultDict(
                 host=r.host,
@@ -175,8 +183,10 @@ def job_create(
     owner: str | None = None,
     lease_expires_at: datetime.datetime | None = None,
     catch_up_until: datetime.datetime | None = None,
+    terms: Mapping[str, Any] | None = None,
 ) -> JobDict:
-    """Create a ``queued`` job, owned by ``owner`` until ``lease_expires_at``."""
+    """Create a ``queued`` job, owned by ``owner`` until ``lease_expires_at``, with the
+    request's ``terms`` (``fleetcache.common.job_terms.JobTerms``)."""
     with db.transaction() as session:
         job = models.CacheJob(
             uuid=uuidutils.generate_uuid(),
@@ -191,6 +201,7 @@ def job_create(
             owner=owner,
             lease_expires_at=lease_expires_at,
             catch_up_until=catch_up_until,
+            terms=dict(terms) if terms else None,
         )
         session.add(job)
         session.flush()

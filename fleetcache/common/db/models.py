@@ -160,6 +160,11 @@ class CacheJob(TimestampMixin, Base):
     #: when catch-up was off for this job.
     catch_up_until: Mapped[datetime.datetime | None] = mapped_column(
         PreciseDateTime, nullable=True)
+    #: The request's terms (``fleetcache.common.job_terms.JobTerms``); NULL: none.
+    terms: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    #: While the job waits for its window (``scheduled``): when it next opens.
+    next_start_at: Mapped[datetime.datetime | None] = mapped_column(
+        PreciseDateTime, nullable=True)
 
     results: Mapped[list[CacheJobResult]] = relationship(
         lazy="selectin", cascade="all, delete-orphan", order_by="CacheJobResult.id"
