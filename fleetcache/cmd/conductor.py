@@ -4,8 +4,9 @@ Serves topic ``conductor`` on the default transport and on every cell's (new cel
 up every ``[conductor] cell_refresh_interval``), registers itself as ``fleetcache-conductor``
 and heartbeats straight into the database. It renews the leases of its pre-cache jobs, takes
 over jobs whose conductor died (at start-up, those of its own host's previous process at
-once) and catches up pending hosts (:mod:`fleetcache.conductor.precache.takeover`,
-:mod:`fleetcache.conductor.precache.catchup`). On start it fails the instance builds a previous
+once), catches up pending hosts and starts the jobs whose window opened
+(:mod:`fleetcache.conductor.precache.takeover`, :mod:`fleetcache.conductor.precache.catchup`,
+:mod:`fleetcache.conductor.precache.windows`). On start it fails the instance builds a previous
 conductor on this host left unfinished (then, periodically, the builds of conductors that
 died).
 
@@ -86,6 +87,8 @@ def build_service(
     service.add_periodic("job-takeover", state.takeover.run_once,
                          conf.conductor.job_takeover_interval)
     service.add_periodic("catch-up", state.catch_up.sweep, conf.image_cache.catch_up_interval)
+    service.add_periodic("job-windows", state.windows.run_once,
+                         conf.conductor.job_window_interval)
     return service, state
 
 

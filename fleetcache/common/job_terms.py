@@ -29,6 +29,8 @@ import zoneinfo
 from collections.abc import Mapping
 from typing import Any, NamedTuple, TypedDict
 
+from oslo_config import cfg
+
 from fleetcache.common import exception
 
 
@@ -61,7 +63,7 @@ DEFAULT_PRIORITY = 50
 MIN_PRIORITY, MAX_PRIORITY = 0, 100
 #: The least rate a request may ask: below it a 1 GiB image takes more than a day.
 MIN_BYTES_PER_SECOND = 16 * 1024
-_CLOCK_RE = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?$")
+_CLOCK_RE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?")
 
 
 class Caps(NamedTuple):
@@ -70,6 +72,14 @@ class Caps(NamedTuple):
     parallelism: int
     origin_downloads: int
     host_bytes_per_second: int
+
+    @classmethod
+    def from_conf(cls, conf: cfg.ConfigOpts) -> Caps:
+        """The caps of ``[image_cache]``: ``precache_concurrency`` (a conductor's host calls
+        at once), ``max_concurrent_downloads`` and ``max_download_bytes_per_second``."""
+        opts = conf.image_cache
+        return cls(opts.precache_concurrency, opts.max_concurrent_downloads,
+                   opts.max_download_bytes_per_second)
 
 
 def parse_instant(value: str) -> datetime.datetime:
@@ -88,12 +98,13 @@ def format_instant(value: datetime.datetime) -> str:
     """``value`` (aware, or naive UTC as the database stores it) as ``...Z``."""
     if value.tzinfo is None:
         value = value.replace(tzinfo=datetime.UTC)
-    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # isoformat keeps the microseconds a request gave: a job never starts early.
+    return value.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
 def parse_clock(value: str) -> datetime.time:
     """``HH:MM`` or ``HH:MM:SS`` (24 h). :raises ValueError: anything else."""
-    match = _CLOCK_RE.match(value)
+    match = _CLOCK_RE.fullmatch(value)
     if match is None:
         raise ValueError(f"{value!r} is not HH:MM or HH:MM:SS")
     return datetime.time(int(match[1]), int(match[2]), int(match[3] or 0))
@@ -120,6 +131,8 @@ def check_terms(terms: Mapping[str, Any], caps: Caps,
     :raises InvalidInput: naming the first bad field and why (the API's 400).
     """
     now = now or datetime.datetime.now(datetime.UTC)
+    if not isinstance(terms, Mapping):
+        raise exception.InvalidInput(reason="a job's terms are an object")
     checked: dict[str, Any] = {}
     for key in ("not_before", "deadline"):
         if key in terms:
@@ -131,6 +144,8 @@ def check_terms(terms: Mapping[str, Any], caps: Caps,
         window = terms["window"]
         try:
             start, end = parse_clock(window["start"]), parse_clock(window["end"])
+            if not isinstance(window["timezone"], str) or len(window["timezone"]) > 64:
+                raise ValueError("the time zone is not an IANA name")
             _zone(window["timezone"])
         except (ValueError, KeyError, TypeError) as exc:
             raise _invalid("window", str(exc)) from exc
@@ -144,6 +159,8 @@ def check_terms(terms: Mapping[str, Any], caps: Caps,
             raise _invalid("deadline", f"{checked['deadline']} is already past")
         if "not_before" in checked and deadline <= parse_instant(checked["not_before"]):
             raise _invalid("deadline", "is not after not_before")
+        if next_period(checked, now) is None:
+            raise _invalid("deadline", "comes before the window next opens")
     for key, cap, option in (
             ("parallelism", caps.parallelism, "[image_cache] precache_concurrency"),
             ("origin_downloads", caps.origin_downloads,
@@ -151,14 +168,32 @@ def check_terms(terms: Mapping[str, Any], caps: Caps,
             ("host_bytes_per_second", caps.host_bytes_per_second,
              "[image_cache] max_download_bytes_per_second")):
         if key in terms:
-            value = int(terms[key])
+            value = _integer(terms, key, MIN_BYTES_PER_SECOND if "bytes" in key else 1)
             if cap and value > cap:
                 raise _invalid(key, f"{value} is above the operator's limit {cap} ({option})")
             checked[key] = value
-    for key in ("job_bytes_per_second", "priority"):
-        if key in terms:
-            checked[key] = int(terms[key])
-    return JobTerms(**checked)  # type: ignore[typeddict-item]
+    if "job_bytes_per_second" in terms:
+        checked["job_bytes_per_second"] = _integer(terms, "job_bytes_per_second",
+                                                   MIN_BYTES_PER_SECOND)
+    if "priority" in terms:
+        checked["priority"] = _integer(terms, "priority", MIN_PRIORITY, MAX_PRIORITY)
+    unknown = sorted(set(terms) - set(KEYS))
+    if unknown:
+        raise _invalid(str(unknown[0])[:64], "is not a term of a pre-cache job")
+    result: JobTerms = JobTerms(**checked)  # type: ignore[typeddict-item]
+    return result
+
+
+def _integer(terms: Mapping[str, Any], key: str, least: int, most: int | None = None) -> int:
+    """``terms[key]``, an integer within bounds (the API's schema says so too; the conductor
+    checks what comes over RPC again)."""
+    value = terms[key]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _invalid(key, "is not an integer")
+    if value < least or (most is not None and value > most):
+        bounds = f"at least {least}" if most is None else f"from {least} to {most}"
+        raise _invalid(key, f"{value} is out of range: {bounds}")
+    return value
 
 
 def _window_bounds(window: Window, day: datetime.date) -> tuple[datetime.datetime,
@@ -192,27 +227,27 @@ def next_period(terms: Mapping[str, Any], now: datetime.datetime) -> Period | No
         earliest = max(earliest, parse_instant(terms["not_before"]))
     deadline = parse_instant(terms["deadline"]) if terms.get("deadline") else None
     window: Window | None = terms.get("window")
-    if window is None:
-        period = Period(earliest, None)
-    else:
-        zone = _zone(window["timezone"])
-        local_day = earliest.astimezone(zone).date()
-        period = None
-        # Yesterday's window may still be open (one that spans midnight); two days on
-        # covers a day whose window a DST change made empty.
-        for offset in (-1, 0, 1, 2):
-            opens, closes = _window_bounds(window, local_day + datetime.timedelta(days=offset))
-            if closes > earliest and closes > opens:
-                period = Period(max(opens, earliest).astimezone(datetime.UTC),
-                                closes.astimezone(datetime.UTC))
-                break
-        assert period is not None, "a non-empty daily window always comes again"
+    period = Period(earliest, None) if window is None else _daily_period(window, earliest)
     if deadline is not None:
         if period.opens >= deadline:
             return None
         if period.closes is None or period.closes > deadline:
             period = Period(period.opens, deadline)
     return period
+
+
+def _daily_period(window: Window, earliest: datetime.datetime) -> Period:
+    """The daily window's opening that is current at ``earliest`` or comes next."""
+    zone = _zone(window["timezone"])
+    local_day = earliest.astimezone(zone).date()
+    # Yesterday's window may still be open (one that spans midnight); two days on covers a
+    # day whose window a DST change made empty.
+    for offset in (-1, 0, 1, 2):
+        opens, closes = _window_bounds(window, local_day + datetime.timedelta(days=offset))
+        if closes > earliest and closes > opens:
+            return Period(max(opens, earliest).astimezone(datetime.UTC),
+                          closes.astimezone(datetime.UTC))
+    raise AssertionError("a non-empty daily window always comes again")
 
 
 def is_open(terms: Mapping[str, Any], now: datetime.datetime) -> bool:

@@ -49,6 +49,7 @@ from fleetcache.conductor.precache import (
     HostCallPool,
     JobOwner,
     JobTakeover,
+    JobWindows,
     PeerQuarantine,
     Precacher,
 )
@@ -81,6 +82,7 @@ class ConductorState:
     :ivar owner: this process as the owner of its jobs (a new id per start).
     :ivar takeover: renews this process's job leases and takes over jobs whose conductor died.
     :ivar catch_up: asks the pending hosts of this process's jobs when they come back.
+    :ivar windows: starts this process's scheduled jobs when their window opens.
     :ivar providers: keeps computes' Placement resource providers in step; ``None`` when
         ``[placement]`` is not configured (no compute is then schedulable).
     :ivar scheduler: places instances (``select_destinations``); ``None`` without
@@ -125,6 +127,7 @@ class ConductorState:
         )
         self.takeover = JobTakeover(self.precacher, self.owner)
         self.catch_up = CatchUp(self.precacher, self.owner)
+        self.windows = JobWindows(self.precacher, self.owner)
         self.providers = (ProviderSync(client, conf.placement.generation_conflict_retries)
                           if client is not None else None)
         if self.providers is None:

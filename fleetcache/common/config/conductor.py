@@ -62,6 +62,18 @@ Related options:
 * job_lease_time
 """,
     ),
+    cfg.FloatOpt(
+        "job_window_interval",
+        default=5.0,
+        min=0.5,
+        help="""
+Seconds between two looks for this conductor's scheduled pre-cache jobs whose window opened
+(a request's ``fleetcache:not_before`` or daily ``fleetcache:window``), or whose deadline
+passed while they waited.
+
+A job starts at most this long after its window opens. Each look is one indexed query.
+""",
+    ),
 ]
 
 

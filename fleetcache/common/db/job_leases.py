@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from sqlalchemy import and_, exists, func, or_, select, update
+from sqlalchemy import and_, case, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from fleetcache.common.db import jobs, models
@@ -230,19 +230,56 @@ def jobs_add_host(db: Database, host: str, now: datetime.datetime) -> list[str]:
 
 def job_unfinished_hosts(db: Database, job_uuid: str,
                          aggregate_hosts: list[str]) -> list[str]:
-    """Hosts of a job taken over that still have to be asked in its first pass: its hosts
-    (``aggregate_hosts`` for a job that predates the host list) without any stored result.
-    A host with results (final or ``pending``) is not asked again by the first pass; a host
-    only ``waiting`` for a download slot never was asked, so it is."""
+    """Hosts of a job that still have to be asked in its first pass (after a takeover, or in
+    its next window): its hosts (``aggregate_hosts`` for a job that predates the host list)
+    without a result for every image, or with one still ``waiting`` (for a download slot,
+    or paused at its window's end). A host whose results are all final or ``pending`` is not
+    asked again by the first pass."""
+    result = models.CacheJobResult
     with db.transaction() as session:
         job = jobs._lookup(session, job_uuid)
         hosts = list(job.hosts) if job.hosts is not None else list(aggregate_hosts)
         reported = set(session.scalars(
-            select(models.CacheJobResult.host).where(
-                models.CacheJobResult.job_id == job.id,
-                models.CacheJobResult.state != jobs.WAITING)
-            .group_by(models.CacheJobResult.host)))
+            select(result.host).where(result.job_id == job.id)
+            .group_by(result.host)
+            .having(func.count() >= len(job.image_ids),
+                    func.sum(case((result.state == jobs.WAITING, 1), else_=0)) == 0)))
         return [h for h in hosts if h not in reported]
+
+
+def job_end_at_deadline(db: Database, job_uuid: str, aggregate_hosts: list[str],
+                        now: datetime.datetime) -> int:
+    """The job's deadline passed: every image of its hosts without a final result (none,
+    ``waiting`` or ``pending``) ends ``skipped`` saying so, and the job ``done``.
+
+    :returns: the results it settled.
+    """
+    result = models.CacheJobResult
+    stamp = now.replace(microsecond=0).isoformat() + "Z"
+    reason = f"the job's deadline passed at {stamp} before this host finished"
+    with db.transaction() as session:
+        job = jobs._lookup(session, job_uuid)
+        hosts = list(job.hosts) if job.hosts is not None else list(aggregate_hosts)
+        final = set(session.execute(
+            select(result.host, result.image_id).where(
+                result.job_id == job.id, result.state.in_(jobs.FINAL_RESULT_STATES))).all())
+        stored = {(h, i): row_id for row_id, h, i in session.execute(
+            select(result.id, result.host, result.image_id).where(result.job_id == job.id))}
+        settled = 0
+        for host in hosts:
+            for image_id in job.image_ids:
+                if (host, image_id) in final:
+                    continue
+                fields = {"state": "skipped", "reason": reason, "bytes_downloaded": 0,
+                          "updated_at": now}
+                row_id = stored.get((host, image_id))
+                if row_id is None:
+                    session.add(result(job_id=job.id, host=host, image_id=image_id, **fields))
+                else:
+                    session.execute(update(result).where(result.id == row_id).values(**fields))
+                settled += 1
+        job.state, job.finished_at, job.next_start_at = jobs.DONE, now, None
+        return settled
 
 
 def count_results(db: Database, job_uuid: str) -> int:

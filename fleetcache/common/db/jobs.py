@@ -242,12 +242,31 @@ def job_set_state(db: Database, job_uuid: str, state: str, error: str | None = N
         job = _lookup(session, job_uuid)
         job.state = state
         now = models.utcnow()
-        if state == RUNNING and job.started_at is None:
-            job.started_at = now
+        if state == RUNNING:
+            job.next_start_at = None
+            if job.started_at is None:
+                job.started_at = now
         elif state in (DONE, FAILED):
             job.finished_at = now
         if error is not None:
             job.error = error
+
+
+def job_schedule(db: Database, job_uuid: str, next_start_at: datetime.datetime) -> None:
+    """The job waits for its window: ``scheduled`` until ``next_start_at`` (naive UTC)."""
+    with db.transaction() as session:
+        job = _lookup(session, job_uuid)
+        job.state = SCHEDULED
+        job.next_start_at = next_start_at
+
+
+def jobs_due(db: Database, owner: str, now: datetime.datetime) -> list[str]:
+    """``owner``'s ``scheduled`` jobs whose window opens by ``now``, oldest first."""
+    job = models.CacheJob
+    with db.transaction() as session:
+        return list(session.scalars(
+            select(job.uuid).where(job.owner == owner, job.state == SCHEDULED,
+                                   job.next_start_at <= now).order_by(job.id)))
 
 
 def job_record_hosts(
@@ -287,16 +306,19 @@ def job_record_hosts(
     with db.transaction() as session:
         job_id = _job_id(session, job_uuid)
         existing = {
-            (host, image_id): row_id for row_id, host, image_id in session.execute(
-                select(table.id, table.host, table.image_id).where(
+            (host, image_id): (row_id, state) for row_id, host, image_id, state in
+            session.execute(
+                select(table.id, table.host, table.image_id, table.state).where(
                     table.job_id == job_id, table.host.in_(padded(results_by_host))))
         }
         inserts, updates = [], []
         for key, row in rows:
-            row_id = existing.get(key)
+            row_id, stored = existing.get(key, (None, None))
             if row_id is None:
                 inserts.append({"job_id": job_id, **row})
-            else:
+            elif not (stored == "cached" and row["state"] == "existing"):
+                # A host asked again (after a takeover, or in the job's next window) answers
+                # ``existing`` for what it downloaded in this job: the job keeps ``cached``.
                 updates.append({"id": row_id, **row})
         if inserts:
             session.execute(insert(table), inserts)

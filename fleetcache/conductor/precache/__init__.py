@@ -14,7 +14,8 @@ One module per step of a job's life, as Ironic keeps one per workflow
 * :mod:`~.notifications` sends ``aggregate.cache_images.start|progress|end``;
 * :mod:`~.ownership` names the conductor process that owns a job, :mod:`~.takeover` renews
   and claims job leases (:class:`JobTakeover`), :mod:`~.catchup` asks the hosts a job could
-  not reach when they come back (:class:`CatchUp`).
+  not reach when they come back (:class:`CatchUp`), :mod:`~.windows` starts the jobs that
+  waited for their window (:class:`JobWindows`).
 
 The conductor process builds the pools, the gate and the notifier at start-up and passes them
 in (``fleetcache.conductor.manager.ConductorState``)::
@@ -33,6 +34,7 @@ from fleetcache.conductor.precache.origin import DownloadGate
 from fleetcache.conductor.precache.ownership import JobOwner
 from fleetcache.conductor.precache.peers import PeerQuarantine
 from fleetcache.conductor.precache.takeover import JobTakeover
+from fleetcache.conductor.precache.windows import JobWindows
 
 __all__ = ["CacheNotifier", "CatchUp", "DownloadGate", "HostCallPool", "JobOwner",
-           "JobTakeover", "PeerQuarantine", "Precacher"]
+           "JobTakeover", "JobWindows", "PeerQuarantine", "Precacher"]

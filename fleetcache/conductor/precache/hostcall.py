@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import functools
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+from fleetcache.common import job_terms
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import jobs
 from fleetcache.common.db.cells import CellDict
@@ -36,9 +38,13 @@ from fleetcache.common.db.session import Database
 from fleetcache.compute.rpcapi import ImageResult, Peer
 from fleetcache.conductor.metrics import ConductorMetrics
 from fleetcache.conductor.precache.hostpool import HostCallPool
-from fleetcache.conductor.precache.origin import DownloadGate
+from fleetcache.conductor.precache.origin import DownloadGate, GateClosed
 from fleetcache.conductor.precache.peers import Assignment, PeerPlanner
-from fleetcache.conductor.precache.results import checked_replies, same_result_per_image
+from fleetcache.conductor.precache.results import (
+    PAUSED,
+    checked_replies,
+    same_result_per_image,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -49,9 +55,13 @@ class ComputeClient(Protocol):
     @property
     def takes_peers(self) -> bool: ...
 
+    @property
+    def takes_terms(self) -> bool: ...
+
     def cache_images(
         self, ctxt: RequestContext, host: str, image_ids: list[str],
         pin_until: float | None = None, peers: dict[str, list[Peer]] | None = None,
+        until: float | None = None, bytes_per_second: int | None = None,
     ) -> dict[str, ImageResult]: ...
 
     def serve_images(self, ctxt: RequestContext, host: str, job_uuid: str, key: str,
@@ -105,6 +115,13 @@ class HostCaller:
     :param peer_images: the images peers may send (the image service gives them a strong
         multihash, :func:`~fleetcache.image.verify.has_strong_hash`); the others are fetched
         from the image service as without peers (a compute would refuse their peers).
+    :param terms: the job's window and limits (:mod:`fleetcache.common.job_terms`): no call
+        starts outside the window, and a call of a compute that takes them (RPC 1.5) ends at
+        the window's close (its download cut and kept) and is paced at ``call_rate``.
+    :param call_rate: bytes a second for each call's downloads (the request's per-host rate
+        and its share of the job's rate); ``None``: the computes' own caps only.
+    :param origin_slots: the job's ``origin_downloads``: image service downloads of this job
+        at once (one call per image, each holding a slot); ``None``: no limit of the job's.
     """
 
     def __init__(
@@ -123,6 +140,9 @@ class HostCaller:
         host_done: HostDone,
         planner: PeerPlanner | None = None,
         peer_images: frozenset[str] = frozenset(),
+        terms: Mapping[str, Any] | None = None,
+        call_rate: int | None = None,
+        origin_slots: threading.BoundedSemaphore | None = None,
     ) -> None:
         self.ctxt = ctxt
         self.uuid = job_uuid
@@ -137,6 +157,9 @@ class HostCaller:
         self._host_done = host_done
         self.planner = planner
         self.peer_images = peer_images
+        self.terms = terms or {}
+        self.call_rate = call_rate
+        self.origin_slots = origin_slots
 
     def call_host(self, position: int, plan: HostPlan) -> None:
         """Worker: one compute's ``cache_images`` call; never raises."""
@@ -201,8 +224,8 @@ class HostCaller:
                 else:
                     replies.update(self._cache_gated(client, host, image_id))
             return replies
-        if gate is None or not gate.enabled:
-            return client.cache_images(self.ctxt, host, image_ids, **self._pin())
+        if (gate is None or not gate.enabled) and self.origin_slots is None:
+            return self._call(client, host, image_ids)
         replies = {}
         for image_id in image_ids:
             replies.update(self._cache_gated(client, host, image_id))
@@ -213,12 +236,31 @@ class HostCaller:
         are called as before."""
         return {} if self.pin_until is None else {"pin_until": self.pin_until}
 
+    def _call(self, client: ComputeClient, host: str, image_ids: list[str],
+              peers: dict[str, list[Peer]] | None = None) -> dict[str, ImageResult]:
+        """The host's ``cache_images`` call for ``image_ids``, under the job's terms: none
+        outside its window (every image ``paused``, for the next one), and, for a compute
+        that takes them, an end time at the window's close and the job's pace."""
+        kwargs: dict[str, Any] = self._pin()
+        if peers:
+            kwargs["peers"] = peers
+        if self.terms:
+            period = job_terms.next_period(self.terms, datetime.datetime.now(datetime.UTC))
+            if period is None or period.opens > datetime.datetime.now(datetime.UTC):
+                return same_result_per_image(image_ids, PAUSED, "the job's window is closed")
+            if client.takes_terms:
+                if period.closes is not None:
+                    kwargs["until"] = period.closes.timestamp()
+                if self.call_rate:
+                    kwargs["bytes_per_second"] = self.call_rate
+        return client.cache_images(self.ctxt, host, image_ids, **kwargs)
+
     def _cache_gated(self, client: ComputeClient, host: str,
                      image_id: str) -> dict[str, ImageResult]:
         """One image from the image service, under a download lease when the image
         service's downloads are limited (:mod:`~.origin`)."""
         with self._origin_lease(host, image_id, Assignment()):
-            return client.cache_images(self.ctxt, host, [image_id], **self._pin())
+            return self._call(client, host, [image_id])
 
     def _cache_from_peers(self, client: ComputeClient, plan: HostPlan, site: PeerSite,
                           image_id: str) -> ImageResult:
@@ -235,8 +277,8 @@ class HostCaller:
         reply: ImageResult | None = None
         try:
             with self._origin_lease(host, image_id, assignment):
-                replies = client.cache_images(
-                    self.ctxt, host, [image_id], **self._pin(),
+                replies = self._call(
+                    client, host, [image_id],
                     peers={image_id: assignment.peers} if assignment.peers else None)
             # Checked before the planner reads it: a malformed reply is this image's error.
             reply = checked_replies(replies, [image_id])[image_id]
@@ -246,15 +288,44 @@ class HostCaller:
             reply = ImageResult(**{**reply, "fallback_reason": assignment.reason})
         return reply
 
+    @contextlib.contextmanager
     def _origin_lease(self, host: str, image_id: str,
-                      assignment: Assignment) -> contextlib.AbstractContextManager[None]:
-        """A download lease for an image taken from the image service (:mod:`~.origin`)."""
+                      assignment: Assignment) -> Iterator[None]:
+        """For an image taken from the image service: a slot of the job's own
+        ``origin_downloads``, then a download lease (:mod:`~.origin`)."""
         gate = self.gate
-        if gate is None or not gate.enabled or not assignment.from_origin:
-            return contextlib.nullcontext()
-        return gate.hold(host, image_id, self.uuid,
-                         on_wait=functools.partial(self._show_waiting, host, image_id),
-                         stopping=self.host_calls.stopping)
+        if not assignment.from_origin:
+            yield
+            return
+        show = functools.partial(self._show_waiting, host, image_id)
+        with contextlib.ExitStack() as held:
+            if self.origin_slots is not None:
+                held.enter_context(self._job_slot(self.origin_slots, show))
+            if gate is not None and gate.enabled:
+                held.enter_context(gate.hold(host, image_id, self.uuid, on_wait=show,
+                                             stopping=self.host_calls.stopping))
+            yield
+
+    @contextlib.contextmanager
+    def _job_slot(self, slots: threading.BoundedSemaphore,
+                  show: Callable[[str], None]) -> Iterator[None]:
+        """One of the job's own image service downloads at once, the host ``waiting`` for it.
+
+        :raises GateClosed: the conductor stopped while the host waited.
+        """
+        told = False
+        while not slots.acquire(timeout=1.0):
+            if self.host_calls.stopping.is_set():
+                raise GateClosed("the conductor stopped while the host waited for a download "
+                                 "slot of its job")
+            if not told:
+                told = True
+                show(f"the job's origin_downloads ({self.terms.get('origin_downloads')}) "
+                     "are all in progress")
+        try:
+            yield
+        finally:
+            slots.release()
 
     def _show_waiting(self, host: str, image_id: str, reason: str) -> None:
         """Store ``host`` as ``waiting`` for ``image_id`` until its outcome replaces it."""

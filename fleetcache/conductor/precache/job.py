@@ -43,10 +43,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from oslo_config import cfg
 
-from fleetcache.common import binaries, exception
+from fleetcache.common import binaries, exception, job_terms
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import host_images, job_leases, jobs
@@ -66,6 +67,7 @@ from fleetcache.conductor.precache.ownership import JobOwner
 from fleetcache.conductor.precache.peers import PeerPlanner, PeerQuarantine
 from fleetcache.conductor.precache.results import (
     CACHED_STATES,
+    PAUSED,
     JobStats,
     ResultWriter,
     same_result_per_image,
@@ -142,18 +144,26 @@ class Precacher:
         return self._images
 
     def start(self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
-              pin_seconds: int | None = None) -> JobDict:
-        """Validate the request, create its job and start it.
+              pin_seconds: int | None = None,
+              terms: Mapping[str, Any] | None = None) -> JobDict:
+        """Validate the request, create its job and start it, or schedule it when its window
+        is not open yet (:mod:`~.windows` starts it then).
 
         :param pin_seconds: pin the images on the hosts for this long from now (the ageing
             pass keeps them until then); ``None``: no pin.
-        :returns: the job as created (``queued``).
+        :param terms: the request's window and limits (:mod:`fleetcache.common.job_terms`),
+            checked again here against this conductor's caps.
+        :returns: the job as created (``queued``, or ``scheduled`` with ``next_start_at``).
         :raises AggregateNotFound:
         :raises ImageNotFound, ImageNotAvailable: before any host is asked; no job is created.
-        :raises InvalidInput: when ``image_ids`` is empty.
+        :raises InvalidInput: when ``image_ids`` is empty, or for terms beyond the caps.
         """
         if not image_ids:
             raise exception.InvalidInput(reason="no image to cache")
+        now = datetime.datetime.now(datetime.UTC)
+        checked = job_terms.check_terms(terms or {}, job_terms.Caps.from_conf(self.conf), now)
+        period = job_terms.next_period(checked, now)
+        assert period is not None, "check_terms refuses terms without a period"
         aggregate = db_aggregates.aggregate_get(self.db, aggregate_id)
         # By the image service's spelling of each id (the API takes any UUID form, e.g.
         # upper case, which Glance on MySQL answers in lower case): one job entry per image.
@@ -170,8 +180,14 @@ class Precacher:
             len(aggregate["hosts"]), self.host, hosts=aggregate["hosts"], pin_until=pin_until,
             owner=owner.owner if owner else None,
             lease_expires_at=owner.lease_until() if owner else None,
-            catch_up_until=owner.catch_up_until() if owner else None,
+            catch_up_until=owner.catch_up_until() if owner else None, terms=checked,
         )
+        if period.opens > now:
+            opens = period.opens.replace(tzinfo=None)
+            jobs.job_schedule(self.db, job["uuid"], opens)
+            LOG.info("Image pre-cache job %s on aggregate %s waits for its window: it starts "
+                     "at %s", job["uuid"], aggregate_id, job_terms.format_instant(opens))
+            return {**job, "state": jobs.SCHEDULED, "next_start_at": opens}
         PrecacheJob(self, ctxt, aggregate, job, aggregate["hosts"], metas).launch()
         return job
 
@@ -241,8 +257,15 @@ class PrecacheJob:
         self._hosts_total = len(self.hosts)
         #: Hosts handed out so far (settled, or their call made), in the order of :attr:`hosts`.
         self._handed = 0
-        #: A job keeps at most twice the pool's size of calls submitted at once.
-        self._queued = threading.BoundedSemaphore(2 * precacher.host_calls.size)
+        #: The request's window and limits (:mod:`fleetcache.common.job_terms`).
+        self.terms: job_terms.JobTerms = job.get("terms") or {}  # type: ignore[assignment]
+        #: Hosts left for the job's next window: cut at its end, or not asked before it.
+        self._deferred = 0
+        #: A job keeps at most twice the pool's size of calls submitted at once, and no more
+        #: than its own ``parallelism``: those submitted are all that can run.
+        self._queued = threading.BoundedSemaphore(
+            min(2 * precacher.host_calls.size,
+                self.terms.get("parallelism") or 2 * precacher.host_calls.size))
 
     def launch(self) -> None:
         """Run the job in the background; a job that cannot start is marked failed."""
@@ -278,6 +301,8 @@ class PrecacheJob:
             LOG.warning("Image pre-cache job %s left to another conductor: this one stops",
                         self.uuid)
             return
+        if error is None and self._deferred and self._schedule_next():
+            return
         self._finish(error, time.monotonic() - started)
         self.precacher.notifier.end(
             self.ctxt, notifications.aggregate_payload(self.aggregate, self.uuid))
@@ -311,8 +336,9 @@ class PrecacheJob:
         return "interrupted: the conductor stopped while the job ran"
 
     def _hand_out(self, host_calls: HostCallPool) -> None:
-        """Settle or submit every host in order, until all are or the pool is stopping;
-        :attr:`_handed` follows the hosts handed out."""
+        """Settle or submit every host in order, until all are, the pool is stopping or the
+        job's window closes (the rest wait for the next one, or end ``skipped`` at the
+        deadline); :attr:`_handed` follows the hosts handed out."""
         caller = self._caller()
         for position, plan in self._plans():
             settled = self._settle(plan)
@@ -321,11 +347,50 @@ class PrecacheJob:
             else:
                 if not self._take_slot(host_calls.stopping):
                     return
+                if not self._window_open():
+                    self._queued.release()
+                    self._defer_unasked()
+                    return
                 try:
                     host_calls.run(caller.call_host, position, plan)
                 except RuntimeError:  # the pool was shut down: the conductor is stopping
                     return
             self._handed = position + 1
+
+    def _window_open(self) -> bool:
+        """Whether the job may start a download now (always, without a window or deadline)."""
+        return not self.terms or job_terms.is_open(self.terms, datetime.datetime.now(
+            datetime.UTC))
+
+    def _defer_unasked(self) -> None:
+        """The window closed: every host not handed out waits for the next one (nothing is
+        stored for it: a host without results is asked in the job's next window)."""
+        with self._lock:
+            unasked = [n for n in range(self._handed, self._hosts_total) if not self._done[n]]
+            for position in unasked:
+                self._mark_done(position)
+            self._deferred += len(unasked)
+        if unasked:
+            LOG.info("Image pre-cache job %s: its window closed; %d host(s) wait for the next",
+                     self.uuid, len(unasked))
+
+    def _schedule_next(self) -> bool:
+        """After a run that left hosts for the next window: schedule the job for it.
+
+        :returns: False when no window opens before the deadline (the job then ends: its
+            hosts without a final result are ``skipped``, :meth:`_finish`).
+        """
+        db = self.precacher.db
+        now = datetime.datetime.now(datetime.UTC)
+        period = job_terms.next_period(self.terms, now)
+        if period is None:
+            job_leases.job_end_at_deadline(db, self.uuid, self.hosts,
+                                           now.replace(tzinfo=None))
+            return False
+        jobs.job_schedule(db, self.uuid, period.opens.replace(tzinfo=None))
+        LOG.info("Image pre-cache job %s: %d host(s) wait for its next window, at %s",
+                 self.uuid, self._deferred, job_terms.format_instant(period.opens))
+        return True
 
     def _settle_unasked(self, reason: str) -> None:
         """Every host not handed out is an ``error`` with ``reason``."""
@@ -346,11 +411,35 @@ class PrecacheJob:
         peer_images = frozenset(
             i for i, meta in self.metas.items()
             if has_strong_hash(meta.get("os_hash_algo"), meta.get("os_hash_value")))
+        origin = self.terms.get("origin_downloads")
         return HostCaller(
             self.ctxt, self.uuid, self.image_ids, self.pin_until, clients=precacher.clients,
             host_calls=precacher.host_calls, db=precacher.db, metrics=precacher.metrics,
             gate=precacher.gate, queued=self._queued, host_done=self._host_done,
-            planner=planner, peer_images=peer_images)
+            planner=planner, peer_images=peer_images, terms=self.terms,
+            call_rate=self._call_rate(),
+            origin_slots=threading.BoundedSemaphore(origin) if origin else None)
+
+    def _call_rate(self) -> int | None:
+        """Bytes a second for each host call's downloads: the request's per-host rate, and
+        its job rate shared by the most calls of this run that can download at once (its
+        parallelism, its ``origin_downloads``, the image service's slots, its hosts).
+
+        NOTE: a fixed share keeps the job's sum under its rate without the conductor
+        following each download; the price is a slower tail once fewer hosts than that
+        remain (docs/fleet-operations.md)."""
+        terms, rates = self.terms, []
+        if terms.get("host_bytes_per_second"):
+            rates.append(int(terms["host_bytes_per_second"]))
+        if terms.get("job_bytes_per_second"):
+            gate = self.precacher.gate
+            at_once = min(n for n in (
+                terms.get("parallelism") or self.precacher.host_calls.size,
+                terms.get("origin_downloads") or len(self.hosts),
+                gate.limits.total if gate is not None and gate.limits.total else len(self.hosts),
+                len(self.hosts)) if n) if self.hosts else 1
+            rates.append(max(1, int(terms["job_bytes_per_second"]) // max(1, at_once)))
+        return min(rates) if rates else None
 
     def _plans(self) -> Iterator[tuple[int, HostPlan]]:
         """Each host's position in :attr:`hosts` and its plan, with its compute service looked
@@ -414,7 +503,16 @@ class PrecacheJob:
 
     def _host_done(self, position: int, results: dict[str, ImageResult]) -> None:
         """Count the host at ``position`` of :attr:`hosts` once it has finished (once), queue
-        its results, then its progress notification."""
+        its results, then its progress notification. A host with an image ``paused`` at the
+        end of the job's window is left for the next one (at the deadline: ``skipped``)."""
+        if any(r["state"] == PAUSED for r in results.values()):
+            if not job_terms.past_deadline(self.terms, datetime.datetime.now(datetime.UTC)):
+                self._host_deferred(position, results)
+                return
+            results = {i: r if r["state"] != PAUSED else ImageResult(
+                state="skipped", bytes_downloaded=r["bytes_downloaded"],
+                reason=f"the job's deadline ({self.terms.get('deadline')}) passed first")
+                for i, r in results.items()}
         host = self.hosts[position]
         payload = notifications.AggregateCachePayload(
             id=self.aggregate["id"], uuid=self.aggregate["uuid"], name=self.aggregate["name"],
@@ -426,16 +524,37 @@ class PrecacheJob:
         with self._lock:  # index and queue order agree: progress is sent in index order
             if self._done[position]:
                 return
-            self._done[position] = 1
-            self._done_count += 1
             self.stats.add_host(results)
             if self.precacher.metrics is not None:
                 self.precacher.metrics.record_host(results)
             payload["index"] = self.stats.hosts_done
             self.writer.put(host, results,
                             lambda: self.precacher.notifier.progress(self.ctxt, payload))
-            if self._done_count == self._hosts_total:  # after the put: none is lost
-                self._all_done.set()
+            self._mark_done(position)
+
+    def _host_deferred(self, position: int, results: dict[str, ImageResult]) -> None:
+        """A host cut at the window's end: its finished images are stored as they are, the
+        paused ones ``waiting`` (with the bytes kept), and it is asked in the next window."""
+        host = self.hosts[position]
+        stored = {i: r if r["state"] != PAUSED else ImageResult(
+            state=jobs.WAITING, bytes_downloaded=r["bytes_downloaded"],
+            reason=f"paused at the end of the job's window: {r.get('reason') or ''}".rstrip(
+                ": "))
+            for i, r in results.items()}
+        with self._lock:
+            if self._done[position]:
+                return
+            self.writer.put(host, stored)
+            self._deferred += 1
+            self._mark_done(position)
+
+    def _mark_done(self, position: int) -> None:
+        """The host at ``position`` needs nothing more of this run (the job's lock held);
+        the last one ends the wait of :meth:`_wait`, after its results were queued."""
+        self._done[position] = 1
+        self._done_count += 1
+        if self._done_count == self._hosts_total:
+            self._all_done.set()
 
     def _finish(self, error: str | None, elapsed: float) -> None:
         state = jobs.FAILED if error else jobs.DONE

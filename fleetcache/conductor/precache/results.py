@@ -27,6 +27,9 @@ LOG = logging.getLogger(__name__)
 
 #: States that mean the image is in the host's cache.
 CACHED_STATES = ("cached", "existing")
+#: A compute's answer for an image whose download the call's end time cut (compute RPC 1.5),
+#: its bytes kept for the next call: never stored, the job asks the host again.
+PAUSED = "paused"
 
 #: Called once the results it came with are stored (sends that host's notification).
 AfterWrite = Callable[[], None]
@@ -49,12 +52,15 @@ def checked_replies(replies: Mapping[str, ImageResult],
     for image_id in image_ids:
         reply = replies.get(image_id) if isinstance(replies, Mapping) else None
         if (not isinstance(reply, Mapping)
-                or reply.get("state") not in jobs.FINAL_RESULT_STATES):
+                or reply.get("state") not in (*jobs.FINAL_RESULT_STATES, PAUSED)):
             reply = ImageResult(state="error", bytes_downloaded=0,
                                 reason=f"compute returned no valid result: {reply!r}")
         results[image_id] = ImageResult(
             state=reply["state"], reason=reply.get("reason"),
-            bytes_downloaded=int(reply.get("bytes_downloaded") or 0),
+            # A download resumed from the bytes a call cut at its end time kept: the job
+            # counts both calls' bytes.
+            bytes_downloaded=(int(reply.get("bytes_downloaded") or 0)
+                              + (_count_or_none(reply.get("bytes_resumed")) or 0)),
             download_path=_text_or_none(reply.get("download_path")),
             fallback_reason=_text_or_none(reply.get("fallback_reason")),
             source_host=_text_or_none(reply.get("source_host")),

@@ -89,21 +89,28 @@ class JobTakeover:
     def resume(self, job_uuid: str, ctxt: RequestContext | None = None) -> None:
         """Carry on a job just claimed: its first pass over the hosts without a result."""
         job = jobs.job_get(self.db, job_uuid)
-        if job["state"] == jobs.CATCHING_UP:
-            return  # catch-up serves it from now on
-        ctxt = ctxt or get_admin_context()
-        try:
-            aggregate = db_aggregates.aggregate_get_by_uuid(self.db, job["aggregate_uuid"])
-        except exception.AggregateNotFound:
-            job_leases.job_end_first_pass(self.db, job_uuid,
-                                          error="its aggregate was deleted before a takeover")
-            return
-        hosts = job_leases.job_unfinished_hosts(self.db, job_uuid, aggregate["hosts"])
-        done_before = len({r["host"] for r in job["results"] if r["state"] != jobs.WAITING})
-        LOG.info("Image pre-cache job %s: %d host(s) to ask again, %d with results",
-                 job_uuid, len(hosts), done_before)
-        metas = {i: self.precacher.images.show(ctxt, i).to_dict() for i in job["image_ids"]}
-        # A running job's first conductor sent its start notification; a queued one's never
-        # did. Its end notification comes from this conductor either way.
-        PrecacheJob(self.precacher, ctxt, aggregate, job, hosts, metas,
-                    done_before=done_before, resumed=job["state"] == jobs.RUNNING).launch()
+        if job["state"] in (jobs.CATCHING_UP, jobs.SCHEDULED):
+            return  # catch-up serves it from now on, or its window starts it (windows.py)
+        carry_on(self.precacher, job, ctxt)
+
+
+def carry_on(precacher: Precacher, job: jobs.JobDict, ctxt: RequestContext | None = None) -> None:
+    """Run a job's first pass again for its hosts without a final result: after a takeover,
+    or when its next window opens (:mod:`~.windows`)."""
+    db, job_uuid = precacher.db, job["uuid"]
+    ctxt = ctxt or get_admin_context()
+    try:
+        aggregate = db_aggregates.aggregate_get_by_uuid(db, job["aggregate_uuid"])
+    except exception.AggregateNotFound:
+        job_leases.job_end_first_pass(db, job_uuid,
+                                      error="its aggregate was deleted before it was carried on")
+        return
+    hosts = job_leases.job_unfinished_hosts(db, job_uuid, aggregate["hosts"])
+    done_before = len({r["host"] for r in job["results"]} - set(hosts))
+    LOG.info("Image pre-cache job %s: %d host(s) to ask again, %d with results",
+             job_uuid, len(hosts), done_before)
+    metas = {i: precacher.images.show(ctxt, i).to_dict() for i in job["image_ids"]}
+    # A job that ran before sent its start notification then; a queued one's never did.
+    # Its end notification comes from this run either way.
+    PrecacheJob(precacher, ctxt, aggregate, job, hosts, metas,
+                done_before=done_before, resumed=job["started_at"] is not None).launch()

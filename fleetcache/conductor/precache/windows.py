@@ -1,0 +1,90 @@
+"""Jobs that wait for their window: started when it opens, ended at their deadline.
+
+A job whose request has a ``not_before`` or a daily ``window`` (:mod:`fleetcache.common.job_terms`)
+is ``scheduled`` while it is outside them, with ``next_start_at`` stored in its row: at
+creation (:meth:`~.job.Precacher.start`) and each time a window closes under it
+(:class:`~.job.PrecacheJob` cuts its calls at the window's end and leaves the hosts it did
+not finish for the next one). Every conductor runs :meth:`JobWindows.run_once` every
+``[conductor] job_window_interval`` seconds: the jobs it owns whose time has come are carried
+on (:func:`~.takeover.carry_on`: the hosts without a final result), and those whose deadline
+passed while they waited end ``done``, the hosts without a final result ``skipped``.
+
+A scheduled job is owned and leased like a running one, so a conductor that dies leaves it
+to another (:mod:`~.takeover`), which starts it in its turn: the window is in the job's row,
+not in a process.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+
+from fleetcache.common import job_terms
+from fleetcache.common.context import get_admin_context
+from fleetcache.common.db import aggregates as db_aggregates
+from fleetcache.common.db import job_leases, jobs
+from fleetcache.common.db.models import utcnow
+from fleetcache.conductor.precache import notifications
+from fleetcache.conductor.precache.job import Precacher
+from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.takeover import carry_on
+
+LOG = logging.getLogger(__name__)
+
+
+class JobWindows:
+    """Starts this conductor's scheduled jobs when their window opens.
+
+    :param precacher: runs the jobs (its pools, clients, notifier).
+    :param owner: this conductor process as a job owner: it starts only its own jobs.
+    """
+
+    def __init__(self, precacher: Precacher, owner: JobOwner) -> None:
+        self.precacher = precacher
+        self.owner = owner
+
+    def run_once(self) -> None:
+        """The periodic task: :meth:`start_due`."""
+        self.start_due()
+
+    def start_due(self) -> list[str]:
+        """Start or end every job of this conductor whose time has come. :returns: them."""
+        handled = []
+        for job_uuid in jobs.jobs_due(self.precacher.db, self.owner.owner, utcnow()):
+            try:
+                self.start(job_uuid)
+            except Exception:
+                LOG.exception("Could not start image pre-cache job %s in its window", job_uuid)
+                job_leases.job_end_first_pass(self.precacher.db, job_uuid,
+                                              error="could not be started in its window")
+            handled.append(job_uuid)
+        return handled
+
+    def start(self, job_uuid: str) -> None:
+        """Carry on a due job, or end it when no window opens before its deadline."""
+        db = self.precacher.db
+        job = jobs.job_get(db, job_uuid)
+        now = datetime.datetime.now(datetime.UTC)
+        period = job_terms.next_period(job["terms"], now)
+        if period is None:
+            settled = job_leases.job_end_at_deadline(db, job_uuid, job["hosts"] or [],
+                                                     now.replace(tzinfo=None))
+            LOG.info("Image pre-cache job %s: its deadline passed while it waited for its "
+                     "window; %d result(s) skipped", job_uuid, settled)
+            self._notify_end(job)
+            return
+        if period.opens > now:  # a window computed on another conductor's clock
+            jobs.job_schedule(db, job_uuid, period.opens.replace(tzinfo=None))
+            return
+        LOG.info("Image pre-cache job %s: its window is open until %s", job_uuid,
+                 "its end" if period.closes is None else job_terms.format_instant(period.closes))
+        carry_on(self.precacher, job)
+
+    def _notify_end(self, job: jobs.JobDict) -> None:
+        try:
+            aggregate = db_aggregates.aggregate_get_by_uuid(self.precacher.db,
+                                                            job["aggregate_uuid"])
+        except Exception:  # a deleted aggregate: nobody follows the job by it any more
+            return
+        self.precacher.notifier.end(get_admin_context(),
+                                    notifications.aggregate_payload(aggregate, job["uuid"]))
