@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,16 +19,24 @@ from fleetcache.conductor.precache import job as precache
 from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.precache.ownership import JobOwner
 from fleetcache.conductor.precache.windows import JobWindows
-from tests.unit.conductor.precache.test_job import (  # noqa: F401 (pools: a fixture)
-    pools,
+from tests.unit.conductor.precache.test_job import (
     IMG_A,
     FakeComputes,
     FakeImages,
     FakeNotifier,
+    Pools,
     _ctxt,
     make_aggregate,
     results_by_host,
 )
+
+
+@pytest.fixture
+def pools() -> Iterator[Pools]:
+    made = Pools()
+    yield made
+    made.shutdown()
+
 
 OWNER = JobOwner(host="conductor1", owner="conductor1:one", lease_time=30, catch_up_window=0)
 UTC = datetime.UTC
