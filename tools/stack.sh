@@ -545,6 +545,10 @@ write_conductor_config() {  # what the conductor alone reads, after fleetcache.c
 # without a caller's token: the conductor looks images up as the service user fleetcache.
 [glance]
 $(service_auth_options fleetcache "$FLEETCACHE_SERVICE_PASSWORD")
+
+[conductor]
+# A job waiting for its window starts within a second of its opening (tests time it).
+job_window_interval = 1
 EOF
 }
 

@@ -11,13 +11,15 @@ conductor owning it asks a pending host as soon as it is up and enabled:
 * otherwise within ``[image_cache] catch_up_interval`` (:meth:`CatchUp.sweep`, which also
   ends the jobs whose window closed: their pending hosts end ``skipped``).
 
-A pending host is asked under the image service's download slots (:mod:`~.origin`), as
-the first pass asks. A caught-up host's answer replaces its ``pending`` results and sends its
-``aggregate.cache_images.progress`` notification, as every host of the first pass does (its
-``index`` counts the job's hosts with an outcome so far); the images are pinned as the job
-asked while its pin lasts. The job is ``done`` once no host is pending. The calls go through
-the conductor's host call pool, so ``precache_concurrency`` holds for catch-up too, and a host
-is asked by one catch-up at a time per job.
+A pending host is asked under the image service's download slots (:mod:`~.origin`), as the
+first pass asks, and under the job's terms: only within its window (a call cut at the window's
+end leaves the host pending for the next one), at its pace, and never after its deadline (the
+host then ends ``skipped``). A caught-up host's answer replaces its ``pending`` results and
+sends its ``aggregate.cache_images.progress`` notification, as every host of the first pass
+does (its ``index`` counts the job's hosts with an outcome so far); the images are pinned as
+the job asked while its pin lasts. The job is ``done`` once no host is pending. The calls go
+through the conductor's host call pool, so ``precache_concurrency`` holds for catch-up too, and
+a host is asked by one catch-up at a time per job.
 
 Policy for hosts added later (OpenKruise's ImagePullJob has both: ``completionPolicy:
 Always`` ends a job once the nodes it found are done, ``Never`` keeps pulling on new matching
@@ -35,7 +37,7 @@ import logging
 import threading
 from typing import Any
 
-from fleetcache.common import binaries, exception
+from fleetcache.common import binaries, exception, job_terms
 from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import job_leases, jobs
@@ -49,7 +51,12 @@ from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.precache.hostcall import ComputeClient
 from fleetcache.conductor.precache.job import Precacher
 from fleetcache.conductor.precache.ownership import JobOwner
-from fleetcache.conductor.precache.results import CACHED_STATES, checked_replies
+from fleetcache.conductor.precache.results import (
+    CACHED_STATES,
+    PAUSED,
+    checked_replies,
+    same_result_per_image,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -173,6 +180,13 @@ class CatchUp:
             self._record(ctxt, job, aggregate, host, {i: ImageResult(
                 state="skipped", reason=REMOVED_REASON, bytes_downloaded=0) for i in pending})
             return
+        terms, now = job["terms"], datetime.datetime.now(datetime.UTC)
+        if terms and job_terms.past_deadline(terms, now):
+            self._record(ctxt, job, aggregate, host, same_result_per_image(
+                pending, "skipped", f"the job's deadline ({terms['deadline']}) passed first"))
+            return
+        if terms and not job_terms.is_open(terms, now):
+            return  # outside the job's window: stays pending until it opens
         metas = ({i: self.precacher.images.show(ctxt, i).to_dict() for i in pending}
                  if self.precacher.image_support is not None else {})
         plan = self.precacher.plan_hosts(aggregate, [host], metas)[0]
@@ -196,7 +210,11 @@ class CatchUp:
                 LOG.warning("Catch-up of compute %s in pre-cache job %s failed (%s: %s); it "
                             "stays pending", host, job_uuid, type(exc).__name__, exc)
                 return
-            results.update(checked_replies(replies, asked))
+            results.update({
+                i: r if r["state"] != PAUSED else ImageResult(
+                    state=jobs.PENDING, bytes_downloaded=r["bytes_downloaded"],
+                    reason="paused at the end of the job's window")
+                for i, r in checked_replies(replies, asked).items()})
         self._record(ctxt, job, aggregate, host, results)
 
     def _cache(self, ctxt: RequestContext, client: ComputeClient, job: jobs.JobDict, host: str,
@@ -209,13 +227,14 @@ class CatchUp:
         :raises GateClosed: the conductor stopped while the host waited.
         """
         gate = self.precacher.gate
+        kwargs = {**_pin(job), **_terms(client, job)}
         if gate is None or not gate.enabled:
-            return client.cache_images(ctxt, host, image_ids, **_pin(job))
+            return client.cache_images(ctxt, host, image_ids, **kwargs)
         replies: dict[str, ImageResult] = {}
         for image_id in image_ids:
             with gate.hold(host, image_id, job["uuid"],
                            stopping=self.precacher.host_calls.stopping):
-                replies.update(client.cache_images(ctxt, host, [image_id], **_pin(job)))
+                replies.update(client.cache_images(ctxt, host, [image_id], **kwargs))
         return replies
 
     def _record(self, ctxt: RequestContext, job: jobs.JobDict, aggregate: AggregateDict | None,
@@ -233,6 +252,22 @@ class CatchUp:
             total=job["total_hosts"], job_uuid=job_uuid))
         if job_leases.job_finish_if_caught_up(self.db, job_uuid):
             LOG.info("Pre-cache job %s done: every pending host caught up", job_uuid)
+
+
+def _terms(client: ComputeClient, job: jobs.JobDict) -> dict[str, Any]:
+    """The job's window end and pace for a compute that takes them (compute RPC 1.5): a host
+    caught up alone gets the stricter of the request's per-host and job rates."""
+    terms = job["terms"]
+    if not terms or not client.takes_terms:
+        return {}
+    kwargs: dict[str, Any] = {}
+    period = job_terms.next_period(terms, datetime.datetime.now(datetime.UTC))
+    if period is not None and period.closes is not None:
+        kwargs["until"] = period.closes.timestamp()
+    rates = [terms[k] for k in ("host_bytes_per_second", "job_bytes_per_second") if k in terms]
+    if rates:
+        kwargs["bytes_per_second"] = min(rates)
+    return kwargs
 
 
 def _pin(job: jobs.JobDict) -> dict[str, Any]:
