@@ -292,3 +292,64 @@ def test_a_scheduled_job_is_taken_over_and_still_waits(conf, db, pools):
     assert JobWindows(second, OWNER).start_due() == []  # not the first conductor's any more
     assert JobWindows(second, other).start_due() == [job["uuid"]]
     assert jobs.job_get(db, job["uuid"])["state"] == jobs.DONE
+
+
+def _catching_up(conf, db, computes, pools, terms):
+    """A job whose host ``down`` is pending (catch-up on), with ``terms``."""
+    from fleetcache.common.db import services as db_services
+
+    conf.set_override("precache_concurrency", 4, group="image_cache")
+    agg_id = make_aggregate(db, ["up", "down"])
+    service = db_services.service_get(db, "down", "fleetcache-compute")
+    db_services.service_update(db, service["id"], forced_down=True)
+    owner = JobOwner(host="conductor1", owner="conductor1:one", lease_time=30,
+                     catch_up_window=600)
+    precacher = precache.Precacher(
+        conf, db, owner.host, clients=computes, images=FakeImages(),
+        notifier=notifications.CacheNotifier(None), host_calls=pools.host_calls(2),
+        job_runner=lambda f: f(), owner=owner)
+    job = precacher.start(_ctxt(), agg_id, [IMG_A], terms=terms)
+    assert jobs.job_get(db, job["uuid"])["state"] == jobs.CATCHING_UP
+    db_services.service_update(db, service["id"], forced_down=False)
+    return precacher, owner, job
+
+
+def test_catch_up_waits_for_the_window_and_paces_the_host(conf, db, pools):
+    from fleetcache.conductor.precache.catchup import CatchUp
+
+    computes = TermsComputes()
+    window = {"start": _clock(-60), "end": _clock(3600), "timezone": "UTC"}
+    precacher, owner, job = _catching_up(conf, db, computes, pools, {
+        "window": window, "host_bytes_per_second": 2**20})
+    _set_terms(db, job["uuid"], {"window": {**window, "start": _clock(1800)},
+                                 "host_bytes_per_second": 2**20})
+    CatchUp(precacher, owner).sweep()  # the window closed meanwhile: nobody asked
+    time.sleep(0.2)
+    assert [h for h, _ in computes.calls] == ["up"]
+    assert results_by_host(db, job["uuid"])["down"][IMG_A][0] == jobs.PENDING
+
+    _set_terms(db, job["uuid"], {"window": window, "host_bytes_per_second": 2**20})
+    CatchUp(precacher, owner).sweep()
+    deadline = time.monotonic() + 10
+    while jobs.job_get(db, job["uuid"])["state"] != jobs.DONE:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    host, kwargs = computes.kwargs[-1]
+    assert host == "down" and kwargs["bytes_per_second"] == 2**20 and "until" in kwargs
+
+
+def test_catch_up_after_the_deadline_skips_the_pending_host(conf, db, pools):
+    from fleetcache.conductor.precache.catchup import CatchUp
+
+    computes = TermsComputes()
+    precacher, owner, job = _catching_up(conf, db, computes, pools,
+                                         {"deadline": _instant(0.5)})
+    time.sleep(0.6)
+    CatchUp(precacher, owner).sweep()
+    deadline = time.monotonic() + 10
+    while jobs.job_get(db, job["uuid"])["state"] != jobs.DONE:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    state, reason = results_by_host(db, job["uuid"])["down"][IMG_A]
+    assert state == "skipped" and "deadline" in reason
+    assert [h for h, _ in computes.calls] == ["up"]
