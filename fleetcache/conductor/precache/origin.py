@@ -22,7 +22,8 @@ disks (``create_instance_disk``) are not counted: the scheduler places one insta
 
 The conductor renews the leases of its calls in flight every third of ``[image_cache]
 download_lease_seconds``, so a conductor that dies (``kill -9``) frees its slots within that
-time. A host waiting for a slot is stored ``waiting`` in its job, with the limit that is full.
+time. A host waiting for a slot is stored ``waiting`` in its job, with the limit that is full
+(or the priority that goes first).
 
 Priority: a waiting host is registered, with its job's priority, as a waiter of the leases
 (refreshed at each attempt, removed when it gets its lease or stops waiting), and a slot
@@ -118,7 +119,8 @@ class DownloadGate:
         """Run the body under a lease for ``host``'s download of ``image_id``, waiting for a
         free slot first (no limit set: at once).
 
-        :param on_wait: called once, with the full limit, when the host has to wait.
+        :param on_wait: called once, with the reason (the full limit, or the higher priority
+            that goes first), when the host has to wait.
         :param stopping: set when the conductor stops; the wait then ends.
         :param priority: the job's priority: while the host waits, no host of a job of a
             lower priority, of any conductor, takes a slot it could take.
