@@ -364,3 +364,23 @@ class DownloadLease(Base):
     job_uuid: Mapped[str | None] = mapped_column(String(36), nullable=True)
     created_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)
     expires_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, index=True)
+
+
+class DownloadWaiter(Base):
+    """A host waiting for a slot of the image service, with its job's priority: a live waiter
+    keeps the slots it could take from callers of a lower priority. Its conductor refreshes
+    it at every attempt; it lapses at ``expires_at`` (a conductor that died)."""
+
+    __tablename__ = "download_waiters"
+    # A conductor names its waiter by id at its next attempt: on SQLite a deleted waiter's id
+    # must not come back.
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    holder: Mapped[str] = mapped_column(String(255), index=True)
+    host: Mapped[str] = mapped_column(String(255))
+    image_id: Mapped[str] = mapped_column(String(255), index=True)
+    job_uuid: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    priority: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, default=utcnow)
+    expires_at: Mapped[datetime.datetime] = mapped_column(PreciseDateTime, index=True)

@@ -22,12 +22,20 @@ disks (``create_instance_disk``) are not counted: the scheduler places one insta
 
 The conductor renews the leases of its calls in flight every third of ``[image_cache]
 download_lease_seconds``, so a conductor that dies (``kill -9``) frees its slots within that
-time. A host waiting for a slot is stored ``waiting`` in its job, with the limit that is full.
+time. A host waiting for a slot is stored ``waiting`` in its job, with the limit that is full
+(or the priority that goes first).
+
+Priority: a waiting host is registered, with its job's priority, as a waiter of the leases
+(refreshed at each attempt, removed when it gets its lease or stops waiting), and a slot
+goes to the highest priority waiting for it, across conductors; among equal priorities it
+goes to whichever attempts first, as without priorities
+(:mod:`fleetcache.common.db.download_leases`).
 
 Built once per conductor (:class:`~fleetcache.conductor.manager.ConductorState`)::
 
     gate = DownloadGate.from_conf(conf, db)   # holder "<host>/<pid>"
-    with gate.hold(host, image_id, job_uuid, on_wait=show, stopping=pool.stopping):
+    with gate.hold(host, image_id, job_uuid, on_wait=show, stopping=pool.stopping,
+                   priority=80):
         compute.cache_images(ctxt, host, [image_id])
     gate.stop()
 """
@@ -44,6 +52,7 @@ from collections.abc import Callable, Iterator
 import sqlalchemy.exc
 from oslo_config import cfg
 
+from fleetcache.common import job_terms
 from fleetcache.common.db import download_leases
 from fleetcache.common.db.download_leases import Limits
 from fleetcache.common.db.session import Database
@@ -105,18 +114,22 @@ class DownloadGate:
     @contextlib.contextmanager
     def hold(self, host: str, image_id: str, job_uuid: str | None = None,
              on_wait: Callable[[str], None] | None = None,
-             stopping: threading.Event | None = None) -> Iterator[None]:
+             stopping: threading.Event | None = None, *,
+             priority: int = job_terms.DEFAULT_PRIORITY) -> Iterator[None]:
         """Run the body under a lease for ``host``'s download of ``image_id``, waiting for a
         free slot first (no limit set: at once).
 
-        :param on_wait: called once, with the full limit, when the host has to wait.
+        :param on_wait: called once, with the reason (the full limit, or the higher priority
+            that goes first), when the host has to wait.
         :param stopping: set when the conductor stops; the wait then ends.
+        :param priority: the job's priority: while the host waits, no host of a job of a
+            lower priority, of any conductor, takes a slot it could take.
         :raises GateClosed: when ``stopping`` (or :meth:`stop`) ended the wait.
         """
         if not self.enabled:
             yield
             return
-        lease_id = self._acquire(host, image_id, job_uuid, on_wait, stopping)
+        lease_id = self._acquire(host, image_id, job_uuid, on_wait, stopping, priority)
         try:
             yield
         finally:
@@ -134,30 +147,51 @@ class DownloadGate:
 
     def _acquire(self, host: str, image_id: str, job_uuid: str | None,
                  on_wait: Callable[[str], None] | None,
-                 stopping: threading.Event | None) -> int:
+                 stopping: threading.Event | None, priority: int) -> int:
         delay, told = FIRST_RETRY, False
-        while True:
-            try:
-                grant = download_leases.lease_acquire(
-                    self.db, self.holder, host, image_id, self.limits, self.lease_seconds,
-                    job_uuid)
-            except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
-                # A lock wait that timed out, or a racing first insert of the gate row.
-                grant = download_leases.Grant(None, f"database busy: {type(exc).__name__}")
-            if grant.lease_id is not None:
-                with self._lock:
-                    self._held.add(grant.lease_id)
-                return grant.lease_id
-            if not told and on_wait is not None:
-                told = True
-                LOG.info("Compute %s waits for a download slot of image %s: %s", host,
-                         image_id, grant.reason)
-                on_wait(grant.reason or "")
-            # Jitter so that the waiting workers of several conductors do not poll in step.
-            if self._wait(delay * random.uniform(0.5, 1.0), stopping):  # noqa: S311
-                raise GateClosed(f"the conductor stopped while {host} waited for a download "
-                                 f"slot of image {image_id}")
-            delay = min(delay * 2, MAX_RETRY)
+        waiter_id: int | None = None
+        try:
+            while True:
+                grant = self._attempt(host, image_id, job_uuid, priority, waiter_id)
+                if grant.lease_id is not None:
+                    waiter_id = None  # deleted with the lease taken
+                    with self._lock:
+                        self._held.add(grant.lease_id)
+                    return grant.lease_id
+                if grant.waiter_id is not None:  # none when the database was busy
+                    waiter_id = grant.waiter_id
+                if not told and on_wait is not None:
+                    told = True
+                    LOG.info("Compute %s waits for a download slot of image %s: %s", host,
+                             image_id, grant.reason)
+                    on_wait(grant.reason or "")
+                # Jitter so that the waiting workers of several conductors do not poll in
+                # step.
+                if self._wait(delay * random.uniform(0.5, 1.0), stopping):  # noqa: S311
+                    raise GateClosed(f"the conductor stopped while {host} waited for a "
+                                     f"download slot of image {image_id}")
+                delay = min(delay * 2, MAX_RETRY)
+        finally:
+            if waiter_id is not None:
+                self._stop_waiting(waiter_id)
+
+    def _attempt(self, host: str, image_id: str, job_uuid: str | None, priority: int,
+                 waiter_id: int | None) -> download_leases.Grant:
+        try:
+            return download_leases.lease_acquire(
+                self.db, self.holder, host, image_id, self.limits, self.lease_seconds,
+                job_uuid, priority=priority, waiter_id=waiter_id)
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
+            # A lock wait that timed out, or a racing first insert of the gate row.
+            return download_leases.Grant(None, f"database busy: {type(exc).__name__}")
+
+    def _stop_waiting(self, waiter_id: int) -> None:
+        """Delete the waiter of a host that stopped waiting without a lease."""
+        try:
+            download_leases.waiter_release(self.db, waiter_id)
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            LOG.warning("Download waiter %d not deleted (it lapses in %.0f s): %s", waiter_id,
+                        download_leases.WAITER_SECONDS, exc)
 
     def _wait(self, seconds: float, stopping: threading.Event | None) -> bool:
         """Sleep ``seconds``; :returns: whether the conductor is stopping."""

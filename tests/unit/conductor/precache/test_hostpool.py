@@ -121,3 +121,50 @@ def test_shutdown_drops_queued_runs_and_refuses_more():
     assert ran == []
     with pytest.raises(RuntimeError):
         pool.run(ran.append, 9)
+
+
+def _blocked_pool() -> tuple[HostCallPool, threading.Event]:
+    """A pool of one worker, busy until the event is set."""
+    pool = HostCallPool(1)
+    release, started = threading.Event(), threading.Event()
+    pool.run(lambda: (started.set(), release.wait(5)))
+    assert started.wait(5)
+    return pool, release
+
+
+def test_queued_work_of_a_higher_priority_runs_first():
+    pool, release = _blocked_pool()
+    ran: list[str] = []
+    pool.run(ran.append, "low", priority=10)
+    pool.run(ran.append, "default")
+    pool.run(ran.append, "high", priority=90)
+    last = pool.submit(ran.append, "submitted")  # the default priority, after "default"
+    release.set()
+    last.result(timeout=5)
+    pool.shutdown()
+    assert ran == ["high", "default", "submitted", "low"]
+
+
+def test_equal_priorities_run_in_the_order_they_were_queued():
+    pool, release = _blocked_pool()
+    ran: list[int] = []
+    for n in range(20):
+        pool.run(ran.append, n, priority=70 if n % 2 else 30)
+    release.set()
+    pool.shutdown()  # waits: the queued work runs before the workers exit
+    assert ran == list(range(1, 20, 2)) + list(range(0, 20, 2))
+
+
+def test_shutdown_wakes_every_worker_after_the_queued_work():
+    pool = HostCallPool(4)
+    release = threading.Event()
+    ran: list[int] = []
+    for _ in range(4):
+        pool.run(release.wait, 5)
+    for n in range(6):
+        pool.run(ran.append, n, priority=n)
+    assert pool.threads == 4
+    threading.Timer(0.1, release.set).start()
+    pool.shutdown()  # returns only once all four workers have exited
+    assert sorted(ran) == list(range(6))
+    assert all(not thread.is_alive() for thread in pool._threads)

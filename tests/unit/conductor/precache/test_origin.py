@@ -88,6 +88,47 @@ def test_stopping_ends_the_wait(db, gates):
                 pass
 
 
+def test_a_waiting_host_of_a_higher_priority_goes_first_across_conductors(db, gates):
+    """One slot, held; a host of priority 10 starts waiting before a host of priority 90 of
+    another conductor: when the slot frees, the 90 gets it, then the 10."""
+    holder = gates(db, Limits(total=1))
+    low, high = gates(db, Limits(total=1), holder="c2"), gates(db, Limits(total=1), holder="c3")
+    order: list[str] = []
+    told: list[str] = []
+
+    def wait_for_slot(gate: DownloadGate, host: str, priority: int) -> None:
+        with gate.hold(host, IMG_A, on_wait=told.append, priority=priority):
+            order.append(host)
+            time.sleep(0.3)
+
+    with holder.hold("h1", IMG_B):
+        threads = [threading.Thread(target=wait_for_slot, args=(low, "h-low", 10))]
+        threads[0].start()
+        time.sleep(0.5)
+        threads.append(threading.Thread(target=wait_for_slot, args=(high, "h-high", 90)))
+        threads[1].start()
+        time.sleep(0.5)
+        assert sorted(w["priority"] for w in download_leases.waiters_list(db)) == [10, 90]
+    for thread in threads:
+        thread.join(10)
+    assert order == ["h-high", "h-low"]
+    assert download_leases.waiters_list(db, live_only=False) == []
+    assert all("max_concurrent_downloads = 1" in reason for reason in told)
+
+
+def test_a_host_that_stops_waiting_leaves_no_waiter(db, gates):
+    gate = gates(db, Limits(total=1))
+    stopping = threading.Event()
+    with gate.hold("h1", IMG_A):
+        threading.Timer(0.5, stopping.set).start()
+        with pytest.raises(GateClosed):
+            with gate.hold("h2", IMG_B, stopping=stopping, priority=100):
+                pass
+        assert download_leases.waiters_list(db, live_only=False) == []
+    with gate.hold("h3", IMG_B, priority=0):  # nothing holds the low priority back
+        pass
+
+
 def test_held_leases_are_renewed_and_never_lapse(db, gates):
     gate = gates(db, Limits(total=1), lease_seconds=3)  # renewed every second
     with gate.hold("h1", IMG_A):
