@@ -233,7 +233,8 @@ class CatchUp:
         replies: dict[str, ImageResult] = {}
         for image_id in image_ids:
             with gate.hold(host, image_id, job["uuid"],
-                           stopping=self.precacher.host_calls.stopping):
+                           stopping=self.precacher.host_calls.stopping,
+                           priority=job["terms"].get("priority", job_terms.DEFAULT_PRIORITY)):
                 replies.update(client.cache_images(ctxt, host, [image_id], **kwargs))
         return replies
 

@@ -158,6 +158,8 @@ class HostCaller:
         self.planner = planner
         self.peer_images = peer_images
         self.terms = terms or {}
+        #: Among jobs waiting for the same download slots, higher goes first.
+        self.priority = int(self.terms.get("priority", job_terms.DEFAULT_PRIORITY))
         self.call_rate = call_rate
         self.origin_slots = origin_slots
 
@@ -303,7 +305,8 @@ class HostCaller:
                 held.enter_context(self._job_slot(self.origin_slots, show))
             if gate is not None and gate.enabled:
                 held.enter_context(gate.hold(host, image_id, self.uuid, on_wait=show,
-                                             stopping=self.host_calls.stopping))
+                                             stopping=self.host_calls.stopping,
+                                             priority=self.priority))
             yield
 
     @contextlib.contextmanager

@@ -75,6 +75,12 @@ class HostCallPool(concurrent.futures.Executor):
         """Worker threads started so far (never more than ``size``)."""
         return len(self._threads)
 
+    @property
+    def queued(self) -> int:
+        """Work waiting for a worker."""
+        with self._lock:
+            return len(self._heap)
+
     def submit(self, fn: Callable[..., Any], /, *args: Any,
                **kwargs: Any) -> concurrent.futures.Future[Any]:
         """Queue ``fn(*args, **kwargs)`` at the default priority (every keyword argument is

@@ -352,7 +352,7 @@ class PrecacheJob:
                     self._defer_unasked()
                     return
                 try:
-                    host_calls.run(caller.call_host, position, plan)
+                    host_calls.run(caller.call_host, position, plan, priority=caller.priority)
                 except RuntimeError:  # the pool was shut down: the conductor is stopping
                     return
             self._handed = position + 1

@@ -353,3 +353,34 @@ def test_catch_up_after_the_deadline_skips_the_pending_host(conf, db, pools):
     state, reason = results_by_host(db, job["uuid"])["down"][IMG_A]
     assert state == "skipped" and "deadline" in reason
     assert [h for h, _ in computes.calls] == ["up"]
+
+
+def test_a_higher_priority_jobs_hosts_are_called_first(conf, db, pools):
+    from tests.unit.conductor.precache.test_job import IMG_B
+
+    conf.set_override("precache_concurrency", 1, group="image_cache")
+    agg_id = make_aggregate(db, ["h1", "h2"])
+    computes = TermsComputes()
+    host_calls = pools.host_calls(1)
+    coordinators = pools.coordinators()
+    precacher = precache.Precacher(
+        conf, db, OWNER.host, clients=computes, images=FakeImages(),
+        notifier=notifications.CacheNotifier(None), host_calls=host_calls,
+        job_runner=coordinators.submit, owner=OWNER)
+    release = threading.Event()
+    host_calls.run(release.wait)  # the pool's one worker is busy: the jobs' calls queue up
+
+    low = precacher.start(_ctxt(), agg_id, [IMG_A], terms={"priority": 10})
+    high = precacher.start(_ctxt(), agg_id, [IMG_B], terms={"priority": 90})
+    deadline = time.monotonic() + 5
+    while host_calls.queued < 4:  # both jobs' two hosts queued
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    release.set()
+    for job in (low, high):
+        deadline = time.monotonic() + 10
+        while jobs.job_get(db, job["uuid"])["state"] != jobs.DONE:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+
+    assert [ids for _, ids in computes.calls] == [[IMG_B], [IMG_B], [IMG_A], [IMG_A]]
