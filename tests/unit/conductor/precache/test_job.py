@@ -641,10 +641,10 @@ def test_hosts_are_looked_up_a_page_at_a_time_and_calls_stay_bounded(conf, db, p
 
     waiting: list[int] = []  # calls submitted and not started, at each submit
 
-    def counting_run(fn: Callable[..., Any], *args: Any) -> None:
+    def counting_run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         waiting.append(len(submitted) - len(computes.calls))
         submitted.append(args[1].host)  # (position, plan, client)
-        real_run(fn, *args)
+        real_run(fn, *args, **kwargs)
 
     monkeypatch.setattr(host_calls, "run", counting_run)
     computes = FakeComputes(delay=0.01)
