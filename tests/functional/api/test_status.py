@@ -13,9 +13,8 @@ import webob
 import webtest
 
 from fleetcache.api import status_auth, status_html
-from fleetcache.common.db import host_images
+from fleetcache.common.db import host_images, models
 from fleetcache.common.db import jobs as db_jobs
-from fleetcache.common.db import models
 from fleetcache.common.db.session import Database
 from tests.functional.api.helpers import LATEST, MEMBER, create_aggregate, fault
 
