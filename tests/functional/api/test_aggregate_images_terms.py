@@ -74,7 +74,8 @@ def test_every_term_reaches_the_conductor_and_the_job_shows_them(
 def test_instants_are_normalized_to_utc(
     app: webtest.TestApp, aggregate: dict[str, object], conductor: StubConductorAPI,
 ) -> None:
-    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=1)
+    later = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=1)).replace(
+        microsecond=0)
     local = later.astimezone(datetime.timezone(datetime.timedelta(hours=2)))
     response = _post(app, {"fleetcache:not_before": local.isoformat()})
     assert response.status_int == 202, response.text
