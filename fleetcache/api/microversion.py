@@ -7,6 +7,15 @@ A version out of range is refused with 406, as Nova does.
 Every minor version between the minimum and the maximum is accepted, as in Nova: those not
 listed in :data:`VERSIONS` behave like the nearest listed version below them. The user-facing
 history is ``rest_api_version_history.md`` beside this module.
+
+fleetcache's own additions have their own axis in the same header, service type
+``fleetcache`` (:data:`EXTENSION_VERSIONS`): every compute number above 2.81 is Nova's, so a
+fleetcache change cannot take one. A request names both as ``OpenStack-API-Version: compute
+2.81, fleetcache 1.1``; without the second it is fleetcache 1.0, and only a request that
+named it gets it echoed (Nova's clients and Tempest see exactly Nova's headers)::
+
+    version = microversion.extension_version(req)   # Version(1, 0) unless asked
+    if version.matches(microversion.EXTENSION_TERMS): ...
 """
 
 from __future__ import annotations
@@ -97,18 +106,50 @@ MIN_VERSION = parse_version_string(VERSIONS[0])
 MAX_VERSION = parse_version_string(VERSIONS[-1])
 
 
-def _requested(headers: Any) -> str | None:
-    # Several services may share the header: "compute 2.81, placement 1.39".
+#: fleetcache's own axis: the service type in ``OpenStack-API-Version`` and its versions,
+#: one comment per version (a section each in rest_api_version_history.md).
+EXTENSION_SERVICE_TYPE = "fleetcache"
+EXTENSION_VERSIONS = [
+    "1.0",  # What compute 2.81 serves: the images/jobs resource, fleetcache:pin_seconds.
+    "1.1",  # A pre-cache request's terms (fleetcache:not_before, window, deadline, limits,
+    #         priority: fleetcache.common.job_terms); a job shows terms and next_start_at.
+]
+EXTENSION_ENVIRON_KEY = "fleetcache.extension_version"
+EXTENSION_MIN_VERSION = parse_version_string(EXTENSION_VERSIONS[0])
+EXTENSION_MAX_VERSION = parse_version_string(EXTENSION_VERSIONS[-1])
+#: From this fleetcache version a pre-cache request may carry its terms.
+EXTENSION_TERMS = Version(1, 1)
+
+
+def _requested(headers: Any, service_type: str = SERVICE_TYPE) -> str | None:
+    # Several services may share the header: "compute 2.81, fleetcache 1.1"; a client may
+    # also send it as several header lines, which WSGI joins with commas.
     for item in (headers.get(HEADER) or "").split(","):
         parts = item.strip().split()
-        if len(parts) == 2 and parts[0].lower() == SERVICE_TYPE:
+        if len(parts) == 2 and parts[0].lower() == service_type:
             return str(parts[1])
+    if service_type != SERVICE_TYPE:
+        return None
     legacy = headers.get(LEGACY_HEADER)
     return str(legacy) if legacy else None
 
 
+def _in_range(text: str, low: Version, high: Version, service_type: str) -> Version:
+    if text.strip().lower() == "latest":
+        return high
+    version = parse_version_string(text)
+    if not version.matches(low, high):
+        raise webob.exc.HTTPNotAcceptable(
+            # Nova's message for compute; the other axis says which it is.
+            explanation=f"Version {'' if service_type == SERVICE_TYPE else service_type + ' '}"
+            f"{version} is not supported by the API. "
+            f"Minimum is {low} and maximum is {high}."
+        )
+    return version
+
+
 def extract_version(headers: Any) -> Version:
-    """The version a request asks for.
+    """The compute version a request asks for.
 
     :raises webob.exc.HTTPBadRequest: for a malformed version string.
     :raises webob.exc.HTTPNotAcceptable: for a version outside ``[MIN_VERSION, MAX_VERSION]``.
@@ -116,15 +157,21 @@ def extract_version(headers: Any) -> Version:
     text = _requested(headers)
     if text is None:
         return MIN_VERSION
-    if text.strip().lower() == "latest":
-        return MAX_VERSION
-    version = parse_version_string(text)
-    if not version.matches(MIN_VERSION, MAX_VERSION):
-        raise webob.exc.HTTPNotAcceptable(
-            explanation=f"Version {version} is not supported by the API. "
-            f"Minimum is {MIN_VERSION} and maximum is {MAX_VERSION}."
-        )
-    return version
+    return _in_range(text, MIN_VERSION, MAX_VERSION, SERVICE_TYPE)
+
+
+def extract_extension_version(headers: Any) -> Version | None:
+    """The fleetcache version a request asks for; ``None`` when it names none.
+
+    :raises webob.exc.HTTPBadRequest: for a malformed version string.
+    :raises webob.exc.HTTPNotAcceptable: for a version outside
+        ``[EXTENSION_MIN_VERSION, EXTENSION_MAX_VERSION]``.
+    """
+    text = _requested(headers, EXTENSION_SERVICE_TYPE)
+    if text is None:
+        return None
+    return _in_range(text, EXTENSION_MIN_VERSION, EXTENSION_MAX_VERSION,
+                     EXTENSION_SERVICE_TYPE)
 
 
 def request_version(req: webob.Request) -> Version:
@@ -133,18 +180,29 @@ def request_version(req: webob.Request) -> Version:
     return version
 
 
+def extension_version(req: webob.Request) -> Version:
+    """The fleetcache version of ``req`` (1.0 when it named none)."""
+    version: Version | None = req.environ.get(EXTENSION_ENVIRON_KEY)
+    return version or EXTENSION_MIN_VERSION
+
+
 class MicroversionMiddleware(util.Middleware):
-    """Parses the request's version and echoes it in the response, as Nova does."""
+    """Parses the request's versions and echoes them in the response, as Nova does; the
+    fleetcache one only when the request named it."""
 
     def process(self, req: webob.Request) -> webob.Response:
         try:
             req.environ[ENVIRON_KEY] = extract_version(req.headers)
+            req.environ[EXTENSION_ENVIRON_KEY] = extract_extension_version(req.headers)
         except webob.exc.HTTPException as exc:
             return fault.from_http_error(exc)
         response = self.forward(req)
         version = str(req.environ[ENVIRON_KEY])
         response.headers[HEADER] = f"{SERVICE_TYPE} {version}"
         response.headers[LEGACY_HEADER] = version
+        extension = req.environ[EXTENSION_ENVIRON_KEY]
+        if extension is not None:
+            response.headers.add(HEADER, f"{EXTENSION_SERVICE_TYPE} {extension}")
         response.headers.add("Vary", f"{HEADER}, {LEGACY_HEADER}")
         return response
 

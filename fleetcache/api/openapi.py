@@ -54,7 +54,8 @@ REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", PREFIX + "/os-aggregates"): aggregate_schemas.CREATE,
     ("PUT", AGG): aggregate_schemas.UPDATE,
     ("POST", AGG + "/action"): {"oneOf": list(aggregate_schemas.ACTIONS.values())},
-    ("POST", AGG + "/images"): image_schemas.CACHE_V2_81,
+    # The widest: the terms from fleetcache 1.1 (each described with what it needs).
+    ("POST", AGG + "/images"): image_schemas.CACHE_FLEETCACHE_1_1,
     # The widest body of each: description from 2.55, networks required from 2.37.
     ("POST", FLAVORS): flavor_schemas.CREATE_V2_55,
     ("PUT", FLAVOR): flavor_schemas.UPDATE_V2_55,
@@ -195,13 +196,27 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
 }
 
 
+#: The routes of fleetcache's own resource, which also read the ``fleetcache`` axis of
+#: ``OpenStack-API-Version`` (``compute 2.81, fleetcache 1.1``).
+EXTENSION_PATHS = frozenset({AGG + "/images", AGG + "/images/jobs",
+                             AGG + "/images/jobs/{job_id}"})
+
+
+def _extension_versions() -> list[str]:
+    low, high = microversion.EXTENSION_MIN_VERSION, microversion.EXTENSION_MAX_VERSION
+    return [str(microversion.Version(high.major, minor))
+            for minor in range(low.minor, high.minor + 1)] + ["latest"]
+
+
 def _version_headers(min_version: microversion.Version | None,
-                     max_version: microversion.Version | None = None) -> list[dict[str, Any]]:
+                     max_version: microversion.Version | None = None,
+                     extension: bool = False) -> list[dict[str, Any]]:
     """The two microversion headers, with the versions the operation is served at.
 
     Without a header a request is served at the minimum version; a route that needs more
     requires ``OpenStack-API-Version`` (404 otherwise, as Nova). A route served up to a
-    version below the maximum is not served at ``latest``.
+    version below the maximum is not served at ``latest``. With ``extension`` the header
+    may also name the fleetcache version (``compute 2.81, fleetcache 1.1``).
     """
     low = min_version or microversion.MIN_VERSION
     high = max_version or microversion.MAX_VERSION
@@ -210,10 +225,16 @@ def _version_headers(min_version: microversion.Version | None,
         for minor in range(low.minor, high.minor + 1)
     ] + (["latest"] if high == microversion.MAX_VERSION else [])
     required = min_version is not None and min_version > microversion.MIN_VERSION
+    values = [f"{microversion.SERVICE_TYPE} {v}" for v in versions]
+    description = "The microversion to serve the request at"
+    if extension:
+        values += [f"{compute}, {microversion.EXTENSION_SERVICE_TYPE} {v}"
+                   for compute in list(values) for v in _extension_versions()]
+        description += (f"; also the fleetcache version, {microversion.EXTENSION_SERVICE_TYPE}"
+                        f" {microversion.EXTENSION_MIN_VERSION} without one")
     headers = [
         {"name": microversion.HEADER, "in": "header", "required": required,
-         "schema": {"enum": [f"{microversion.SERVICE_TYPE} {v}" for v in versions]},
-         "description": "The microversion to serve the request at"},
+         "schema": {"enum": values}, "description": description},
     ]
     if not required:
         headers.append({"name": microversion.LEGACY_HEADER, "in": "header", "required": False,
@@ -246,7 +267,8 @@ def _operation(method: str, path: str, func: Handler, operation_id: str) -> dict
         "operationId": operation_id,
         "summary": doc,
         "parameters": (QUERY_PARAMETERS.get((method, path), [])
-                       + _version_headers(min_version, max_version)),
+                       + _version_headers(min_version, max_version,
+                                          extension=path in EXTENSION_PATHS)),
         "responses": {status: success, **EXTRA_RESPONSES.get((method, path), {}),
                       "default": fault},
     }
@@ -299,8 +321,11 @@ def build_document(declarations: RouteTable, server_url: str = "") -> dict[str, 
             "version": str(microversion.MAX_VERSION),
             "description": "Microversions: send `OpenStack-API-Version: compute X` "
             f"({microversion.MIN_VERSION} to {microversion.MAX_VERSION}; none means "
-            f"{microversion.MIN_VERSION}). Request bodies are JSON (UTF-8, at most "
-            f"{util.MAX_JSON_DEPTH} levels deep, no lone surrogates) sent as "
+            f"{microversion.MIN_VERSION}); fleetcache's own additions to its pre-cache "
+            f"jobs also read `{microversion.EXTENSION_SERVICE_TYPE} X` in the same header "
+            f"({microversion.EXTENSION_MIN_VERSION} to {microversion.EXTENSION_MAX_VERSION}; "
+            "the pre-cache request's fleetcache:* terms need 1.1). Request bodies are JSON "
+            f"(UTF-8, at most {util.MAX_JSON_DEPTH} levels deep, no lone surrogates) sent as "
             "application/json, at most [oslo_middleware] max_request_body_size bytes "
             "(114,688 by default: 413 above, 415 for another media type). See docs/api.md.",
         },

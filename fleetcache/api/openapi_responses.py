@@ -28,6 +28,7 @@ from fleetcache.api.paths import (
     STATUS,
     STATUS_PROGRESS,
 )
+from fleetcache.api.schemas import aggregate_images as image_schemas
 from fleetcache.common.db import jobs as db_jobs
 
 
@@ -64,6 +65,9 @@ _METADATA = {"type": "object", "additionalProperties": {"type": "string"}}
 _NSTR = {"type": ["string", "null"]}
 _INT = {"type": "integer"}
 _COUNTS = {"type": "object", "additionalProperties": _INT}
+#: A job's terms as the job shows them: the request's keys without their prefix.
+_TERMS = {key.removeprefix(image_schemas.TERM_PREFIX): schema
+          for key, schema in image_schemas.TERMS_PROPERTIES.items()}
 
 _HTML_PAGE = {"description": "The status page (HTML)",
               "content": {"text/html": {"schema": {"type": "string"}}}}
@@ -462,8 +466,12 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "properties": {
             "id": _STR, "aggregate_id": _INT, "aggregate_uuid": _STR,
             "image_ids": {"type": "array", "items": _STR},
-            "state": {"enum": ["queued", "running", "catching_up", "done", "failed"]},
+            "state": {"enum": list(db_jobs.JOB_STATES)},
             "error": _NSTR, "catch_up_until": _NSTR,
+            # the request's terms ({} without), and while scheduled when the job starts
+            "terms": {"type": "object", "properties": _TERMS,
+                      "additionalProperties": False},
+            "next_start_at": _NSTR,
             "total_hosts": _INT, "hosts_reported": _INT, "counts": _COUNTS,
             "bytes_downloaded": _INT, "created_at": _STR, "started_at": _NSTR,
             "finished_at": _NSTR, "pin_until": _NSTR, "links": {"type": "array"},
@@ -477,7 +485,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         },
         "required": ["id", "aggregate_id", "aggregate_uuid", "image_ids", "state", "error",
                      "total_hosts", "hosts_reported", "counts", "bytes_downloaded",
-                     "created_at", "started_at", "finished_at", "links", "distribution"],
+                     "created_at", "started_at", "finished_at", "links", "distribution",
+                     "terms", "next_start_at"],
     },
     "HostImageCache": {
         "type": "object",
@@ -505,7 +514,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "JobProgress": {
         "type": "object",
         "properties": {
-            "id": _STR, "state": {"enum": ["queued", "running", "done", "failed"]},
+            "id": _STR, "state": {"enum": list(db_jobs.JOB_STATES)},
             "total_hosts": _INT, "hosts_reported": _INT, "counts": _COUNTS,
         },
         "required": ["id", "state", "total_hosts", "hosts_reported", "counts"],

@@ -4,7 +4,8 @@ the compute clients of the cells."""
 from __future__ import annotations
 
 import threading
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from oslo_config import cfg
 from oslo_policy import policy
@@ -25,7 +26,7 @@ class CacheImagesAPI(Protocol):
 
     def cache_images(
         self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
-        pin_seconds: int | None = None,
+        pin_seconds: int | None = None, terms: Mapping[str, Any] | None = None,
     ) -> JobDict: ...
 
     def sync_host_aggregates(self, ctxt: RequestContext, host: str) -> None: ...

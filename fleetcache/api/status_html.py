@@ -42,6 +42,7 @@ td.num { text-align: right; }
 .error, .failed { background: #fbe0e0; }
 .skipped, .unsupported { background: #fff4d6; }
 .running, .queued { background: #e2ecfb; }
+.scheduled { background: #ede4f7; }
 .reason { display: block; font-size: .9em; color: #633; white-space: pre-wrap; }
 .muted { color: #777; }
 """
@@ -144,6 +145,16 @@ def _from_peers(job: dict[str, Any]) -> str:
             f"copies from the image service)")
 
 
+def _next_start(job: dict[str, Any]) -> str:
+    """`` waiting for its window until T`` for a ``scheduled`` job (its terms' not_before or
+    daily window: the jobs API's ``next_start_at``); empty otherwise."""
+    if job["state"] != "scheduled":
+        return ""
+    until = job.get("next_start_at")
+    text = f"waiting for its window until {until}" if until else "waiting for its window"
+    return f' <span class="reason" data-field="next-start">{_e(text)}</span>'
+
+
 def _jobs_table(view: StatusView) -> str:
     if not view.jobs:
         return '<p class="muted">No pre-cache job yet.</p>'
@@ -157,7 +168,8 @@ def _jobs_table(view: StatusView) -> str:
             f'<td>{images}</td>'
             f'<td class="{_e(job["state"])}" data-field="state">{_e(job["state"])}</td>'
             f'<td><progress max="{max(total, 1)}" value="{done}"></progress> '
-            f'<span data-field="progress-text">{done}/{total} hosts</span></td>'
+            f'<span data-field="progress-text">{done}/{total} hosts</span>'
+            f'{_next_start(job)}</td>'
             f'<td data-field="counts">{_e(_counts(job["counts"]))}</td>'
             f'<td class="num">{_e(human_bytes(job["bytes_downloaded"]))}'
             f'{_e(_from_peers(job))}</td>'

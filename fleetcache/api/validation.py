@@ -34,6 +34,15 @@ def validate(body: Any, schema: dict[str, Any]) -> None:
     if error.validator == "pattern" and isinstance(error.schema, dict):
         # The message would quote the whole pattern (12 KB for a name): say what it means.
         reason = f"{value} is not {error.schema.get('description', 'of the expected form')}"
+    elif error.validator in ("minimum", "maximum"):
+        # jsonschema's own words, with the value shortened and the limit kept (a number of
+        # 400 digits would otherwise push the limit out of the message).
+        side = "less than the minimum" if error.validator == "minimum" else \
+            "greater than the maximum"
+        reason = f"{value} is {side} of {error.validator_value}"
+    elif error.validator == "maxLength":
+        # jsonschema's "... is too long" does not say how long may be.
+        reason = f"{value} is too long (at most {error.validator_value} characters)"
     if path:
         message = f"Invalid input for field/attribute {path}. Value: {value}. {reason}"
     else:

@@ -31,6 +31,12 @@ MICROVERSION = "2.81"
 #: fleetcache's extension key of the pre-cache request body (docs/api.md, "Extension: pinning
 #: the images for a while"): pin the images on the hosts for this many seconds.
 PIN_KEY = "fleetcache:pin_seconds"
+#: How a job's terms are spelled in the request body (docs/api.md, "Extension: a job's
+#: terms"): ``fleetcache:<key>``, at :data:`TERMS_VERSION` of the fleetcache version axis.
+TERMS_PREFIX = "fleetcache:"
+TERMS_VERSION = "1.1"
+#: The version header of a request with terms: both axes in the standard header.
+TERMS_HEADER = f"compute {MICROVERSION}, fleetcache {TERMS_VERSION}"
 #: ``catching_up`` ends a wait too: the first pass is over, and the hosts left ``pending`` are
 #: caught up when they come back, which may be hours later (``[image_cache] catch_up_window``).
 END_STATES = ("done", "failed", "catching_up")
@@ -124,9 +130,11 @@ class ApiClient:
     def url(self, path: str) -> str:
         return path if "://" in path else self.endpoint + path
 
-    def request(self, method: str, path: str, body: Any = None) -> requests.Response:
-        """One request; :raises ApiError: on a connection failure or a status >= 400."""
-        headers = {}
+    def request(self, method: str, path: str, body: Any = None,
+                headers: Mapping[str, str] | None = None) -> requests.Response:
+        """One request (``headers`` beside the session's); :raises ApiError: on a connection
+        failure or a status >= 400."""
+        headers = dict(headers or {})
         try:
             if self.token_source is not None:
                 headers["X-Auth-Token"] = self.token_source() or ""
@@ -172,16 +180,26 @@ class ApiClient:
     # -- pre-cache jobs ---------------------------------------------------------------------
 
     def cache_images(self, aggregate_id: int, image_ids: list[str],
-                     pin_seconds: int | None = None) -> str:
+                     pin_seconds: int | None = None,
+                     terms: Mapping[str, Any] | None = None) -> str:
         """Ask for a pre-cache; :returns: the job's URL (the ``Location`` header).
 
         :param pin_seconds: pin the images on the hosts for this many seconds (the body's
             :data:`PIN_KEY`); the API judges the range and answers 400 naming the limit.
+        :param terms: the job's terms (``not_before``, ``window``...: the keys of
+            docs/api.md without their prefix), sent as ``fleetcache:<key>`` with
+            ``OpenStack-API-Version: ...fleetcache 1.1`` when not empty; the API judges them
+            against the operator's caps and answers 400 naming the key.
         """
         body: dict[str, Any] = {"cache": [{"id": image_id} for image_id in image_ids]}
         if pin_seconds is not None:
             body[PIN_KEY] = pin_seconds
-        response = self.request("POST", f"/os-aggregates/{aggregate_id}/images", body)
+        headers: dict[str, str] = {}
+        if terms:
+            body.update({TERMS_PREFIX + key: value for key, value in terms.items()})
+            headers["OpenStack-API-Version"] = TERMS_HEADER
+        response = self.request("POST", f"/os-aggregates/{aggregate_id}/images", body,
+                                headers=headers)
         location = response.headers.get("Location")
         if not location:
             raise ApiError(response.status_code, "the API named no job (no Location header)")

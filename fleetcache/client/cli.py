@@ -4,6 +4,10 @@ Commands::
 
     fleetcache cache-images AGG IMG [IMG ...] [--wait]   pre-cache images on an aggregate
                             [--pin-seconds SECONDS]      (and pin them for a while)
+                            [--not-before TIME] [--window HH:MM-HH:MM [--timezone NAME]]
+                            [--deadline TIME] [--parallelism N] [--origin-downloads N]
+                            [--host-rate BYTES/s] [--job-rate BYTES/s] [--priority N]
+                                                         on the job's terms (fleetcache 1.1)
     fleetcache jobs list AGG                             the aggregate's pre-cache jobs
     fleetcache jobs show JOB [--aggregate AGG]           one job, per host and image
     fleetcache cache list HOST                           a compute's cached images, sizes,
@@ -42,9 +46,14 @@ PROG = "fleetcache"
 
 
 def _cache_images(api: ApiClient, args: argparse.Namespace) -> int:
+    try:
+        terms = options.terms_from_args(args)
+    except options.TermsUsageError as exc:
+        print(f"{PROG} cache-images: {exc}", file=sys.stderr)
+        return 2
     aggregate = api.find_aggregate(args.aggregate)
     location = api.cache_images(aggregate["id"], list(args.images),
-                                pin_seconds=args.pin_seconds)
+                                pin_seconds=args.pin_seconds, terms=terms)
     job_id = location.rstrip("/").rsplit("/", 1)[-1]
     if not args.wait:
         if args.format != "table":
@@ -75,7 +84,7 @@ def _jobs_show(api: ApiClient, args: argparse.Namespace) -> int:
     job = api.find_job(args.job, aggregate=args.aggregate)
     if args.format == "table" and job["state"] not in ("done", "failed"):
         interim = render.hosts_in_interim_states(job)
-        print(f"Job {job['id']} is {job['state']}: "
+        print(f"Job {job['id']} is {render.job_state(job)}: "
               f"{job.get('hosts_reported', 0)}/{job.get('total_hosts', 0)} hosts reported"
               + (f", {interim}" if interim else ""))
     return _print_job(job, args.format)
@@ -151,6 +160,7 @@ def build_parser(demo: bool = False) -> argparse.ArgumentParser:
     cache.add_argument("--timeout", type=float, default=None,
                        help="with --wait, give up after this many seconds")
     options.add_pin_option(cache)
+    options.add_terms_options(cache)
     options.add_format_option(cache)
     cache.set_defaults(func=_cache_images)
 

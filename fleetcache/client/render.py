@@ -2,9 +2,10 @@
 any API object as JSON or YAML for scripts (:func:`machine_readable`).
 
 Every function takes the job as the API returns it (``GET .../images/jobs/{id}``): ``state``,
-``total_hosts``, ``hosts_reported``, ``counts``, ``distribution`` and, per host, ``images``
-with ``state``, ``reason``, ``bytes_downloaded``, ``download_path``, ``fallback_reason`` and
-``source_host``.
+``total_hosts``, ``hosts_reported``, ``counts``, ``distribution``, ``terms`` and
+``next_start_at`` (a ``scheduled`` job waits for its window until then) and, per host,
+``images`` with ``state``, ``reason``, ``bytes_downloaded``, ``download_path``,
+``fallback_reason`` and ``source_host``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,39 @@ WAITING = "waiting"
 PENDING = "pending"
 #: How the reason of a host ``waiting`` for a peer of its group starts (peer distribution).
 PEER_WAIT = "for a peer"
+#: A job waiting for its window (its terms' ``not_before`` or daily window).
+SCHEDULED = "scheduled"
+#: How a job's terms are named in a summary, in the API's order.
+_TERM_LABELS = (("not_before", "not before"), ("window", "window"), ("deadline", "deadline"),
+                ("parallelism", "parallelism"), ("origin_downloads", "origin downloads"),
+                ("host_bytes_per_second", "host rate"), ("job_bytes_per_second", "job rate"),
+                ("priority", "priority"))
+
+
+def job_state(job: dict[str, Any]) -> str:
+    """The job's state; a ``scheduled`` one says until when it waits:
+    ``scheduled (waiting for its window until T)``."""
+    state = str(job["state"])
+    if state != SCHEDULED:
+        return state
+    until = job.get("next_start_at")
+    return f"{state} (waiting for its window" + (f" until {until})" if until else ")")
+
+
+def terms_text(terms: dict[str, Any] | None) -> str:
+    """A job's terms in one line (``window 22:00-05:00 Europe/Paris, host rate 8.0 MiB/s,
+    priority 80``), or ``""`` without terms."""
+    parts = []
+    for key, label in _TERM_LABELS:
+        value = (terms or {}).get(key)
+        if value is None:
+            continue
+        if key == "window" and isinstance(value, dict):
+            value = f"{value.get('start')}-{value.get('end')} {value.get('timezone')}"
+        elif key.endswith("bytes_per_second"):
+            value = f"{human_bytes(int(value))}/s"
+        parts.append(f"{label} {value}")
+    return ", ".join(parts)
 
 
 def _hosts_in(job: dict[str, Any], state: str) -> int:
@@ -83,7 +117,7 @@ class ProgressBar:
         counts = job.get("counts") or {}
         detail = ", ".join(f"{counts.get(s, 0)} {s}" for s in _FINAL if counts.get(s))
         line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} hosts  "
-                f"{job['state']}" + (f"  ({detail})" if detail else ""))
+                f"{job_state(job)}" + (f"  ({detail})" if detail else ""))
         interim = hosts_in_interim_states(job)
         if interim:
             line += "  " + interim
@@ -164,7 +198,7 @@ def job_summary(job: dict[str, Any]) -> str:
                       if s != "pending" or counts.get(s))  # pending only with catch-up
     elapsed = _elapsed(job.get("started_at"), job.get("finished_at"))
     took = f" in {elapsed:.1f} s" if elapsed is not None else ""
-    line = (f"Job {job['id']} on aggregate {job['aggregate_id']}: {job['state']}{took}, "
+    line = (f"Job {job['id']} on aggregate {job['aggregate_id']}: {job_state(job)}{took}, "
             f"{job.get('total_hosts', 0)} hosts: {parts}; "
             f"{human_bytes(int(job.get('bytes_downloaded') or 0))} downloaded")
     spread = job.get("distribution") or {}
@@ -175,6 +209,8 @@ def job_summary(job: dict[str, Any]) -> str:
                  f"{spread['peer_copies']} copies ({human_bytes(int(spread['bytes_from_peers']))})"
                  f", offload {spread['offload_percent']:.1f} %"
                  + (f", time to all hosts {to_all:.1f} s" if to_all is not None else ""))
+    if job.get("terms"):
+        line += f"\nTerms: {terms_text(job['terms'])}"
     if job.get("error"):
         line += f"\nJob error: {job['error']}"
     for_peers = _hosts_waiting_for_peers(job)
@@ -206,7 +242,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> str:
     table.align = "l"
     for job in jobs:
         counts = job.get("counts") or {}
-        table.add_row([job["id"], job["state"], len(job["image_ids"]),
+        table.add_row([job["id"], job_state(job), len(job["image_ids"]),
                        f"{job.get('hosts_reported', 0)}/{job.get('total_hosts', 0)}",
                        counts.get("error", 0), job.get("created_at") or ""])
     return table.get_string()

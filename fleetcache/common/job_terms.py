@@ -113,7 +113,8 @@ def parse_clock(value: str) -> datetime.time:
 def _zone(name: str) -> zoneinfo.ZoneInfo:
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+    # OSError: a key naming a directory of the zone database ("Europe") is IsADirectoryError.
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise ValueError(f"{name!r} is not a known IANA time zone") from exc
 
 

@@ -285,11 +285,13 @@ class ConductorManager:
     @rpc.expected_exceptions(exception.Invalid, exception.NotFound, exception.ImageFetchError)
     def cache_images(
         self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
-        pin_seconds: int | None = None,
+        pin_seconds: int | None = None, terms: dict[str, Any] | None = None,
     ) -> JobDict:
         """Validate the images, create a pre-cache job on the aggregate and start it.
 
         :param pin_seconds: keep the images on the hosts at least this long from now (1.4).
+        :param terms: the job's terms (``fleetcache.common.job_terms.JobTerms``, 1.7), as the
+            API checked them.
         :returns: the job, ``queued``; it runs on after this call returns
             (:mod:`fleetcache.conductor.precache.job`).
         :raises InvalidInput: when no image is given.
@@ -301,7 +303,7 @@ class ConductorManager:
         if pin_seconds is not None and (not isinstance(pin_seconds, int) or pin_seconds < 1):
             raise exception.InvalidInput(reason=f"bad pin_seconds {pin_seconds!r}")
         return self.state.precacher.start(ctxt, int(aggregate_id), list(image_ids),
-                                          pin_seconds=pin_seconds)
+                                          pin_seconds=pin_seconds, terms=terms)
 
     # -- the boot path -----------------------------------------------------------------------
 

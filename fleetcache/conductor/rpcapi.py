@@ -13,11 +13,13 @@ API version history:
 * 1.4 - cache_images takes pin_seconds
 * 1.5 - report_image_cache images may carry pinned_until
 * 1.6 - register_service takes host_ip
+* 1.7 - cache_images takes terms
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import oslo_messaging as messaging
@@ -30,7 +32,7 @@ from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.services import ServiceDict
 
 TOPIC = "conductor"
-RPC_API_VERSION = "1.6"
+RPC_API_VERSION = "1.7"
 
 
 class ConductorAPI:
@@ -86,25 +88,26 @@ class ConductorAPI:
 
     def cache_images(
         self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
-        pin_seconds: int | None = None,
+        pin_seconds: int | None = None, terms: Mapping[str, Any] | None = None,
     ) -> JobDict:
         """Validate the images, create a pre-cache job and start it; returns the queued job.
 
         :param pin_seconds: pin the images on the hosts for this long (version 1.4).
+        :param terms: the job's terms (``fleetcache.common.job_terms.JobTerms``, checked by
+            the caller), sent at 1.7 when not empty.
         :raises ImageNotFound, ImageNotAvailable: before any host is asked.
         :raises AggregateNotFound:
-        :raises RPCVersionCapped: a pin with ``[upgrade_levels] conductor`` below 1.4.
+        :raises RPCVersionCapped: a pin with ``[upgrade_levels] conductor`` below 1.4, terms
+            with it below 1.7 (a conductor that would ignore them must not get the job).
         """
-        if pin_seconds is None:
-            cctxt = self._prepare("cache_images")
-            return cctxt.call(  # type: ignore[no-any-return]
-                ctxt, "cache_images", aggregate_id=aggregate_id, image_ids=image_ids
-            )
-        cctxt = self._prepare("cache_images", "1.4")
-        return cctxt.call(  # type: ignore[no-any-return]
-            ctxt, "cache_images", aggregate_id=aggregate_id, image_ids=image_ids,
-            pin_seconds=pin_seconds,
-        )
+        kwargs: dict[str, Any] = {"aggregate_id": aggregate_id, "image_ids": image_ids}
+        version = "1.0"
+        if pin_seconds is not None:
+            kwargs["pin_seconds"], version = pin_seconds, "1.4"
+        if terms:
+            kwargs["terms"], version = dict(terms), "1.7"
+        cctxt = self._prepare("cache_images", version)
+        return cctxt.call(ctxt, "cache_images", **kwargs)  # type: ignore[no-any-return]
 
     def report_image_cache(
         self,

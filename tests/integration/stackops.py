@@ -1,13 +1,15 @@
 """Small operations on the running stack that several integration tests share: where a
 compute caches an image (and forgetting it), what Glance says of an image and how often it
-served its data, a pre-cache job read and followed to its end (and its pin's length), the
-``fleetcache`` CLI run against the stack, and freezing a daemon."""
+served its data, a pre-cache job read and followed to its end (and its pin's length), terms
+for a job that waits a little, the ``fleetcache`` CLI run against the stack, and freezing a
+daemon."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime
 import hashlib
+import inspect
 import os
 import signal
 import subprocess
@@ -159,3 +161,43 @@ def fleetcache_cli(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the ``fleetcache`` CLI against the stack as the admin (catalog, Keystone)."""
     return subprocess.run([str(VENV / "bin" / "fleetcache"), *args], env=stack.process_env(),
                           capture_output=True, text=True, timeout=180, check=False)
+
+
+def conductor_takes_terms() -> bool:
+    """Whether this tree's conductor starts a job with its terms (``Precacher.start`` takes
+    them); before it does, a request with terms cannot make a job."""
+    from fleetcache.conductor.precache.job import Precacher
+
+    return "terms" in inspect.signature(Precacher.start).parameters
+
+
+def short_wait_terms(wait: float = 45) -> dict[str, Any]:
+    """A job's terms (the API's keys without ``fleetcache:``) that hold the job ``scheduled``
+    for ``wait`` seconds, then let it run: a daily window around now (UTC, so it is open
+    then), a deadline 15 minutes on, limits within the stack's caps (``[image_cache]
+    precache_concurrency`` 1, no download caps) and a priority."""
+    now = datetime.datetime.now(datetime.UTC)
+    instant = "%Y-%m-%dT%H:%M:%SZ"
+    return {
+        "not_before": (now + datetime.timedelta(seconds=wait)).strftime(instant),
+        "window": {"start": (now - datetime.timedelta(hours=1)).strftime("%H:%M"),
+                   "end": (now + datetime.timedelta(hours=2)).strftime("%H:%M"),
+                   "timezone": "UTC"},
+        "deadline": (now + datetime.timedelta(minutes=15)).strftime(instant),
+        "parallelism": 1,
+        "host_bytes_per_second": 64 * 1024 * 1024,
+        "job_bytes_per_second": 128 * 1024 * 1024,
+        "priority": 70,
+    }
+
+
+def terms_options(terms: dict[str, Any]) -> list[str]:
+    """The clients' options for :func:`short_wait_terms`'s terms."""
+    window = terms["window"]
+    return ["--not-before", terms["not_before"],
+            "--window", f"{window['start']}-{window['end']}", "--timezone", window["timezone"],
+            "--deadline", terms["deadline"], "--parallelism", str(terms["parallelism"]),
+            "--host-rate", f"{terms['host_bytes_per_second'] // (1024 * 1024)}M",
+            "--job-rate", f"{terms['job_bytes_per_second'] // (1024 * 1024)}M",
+            "--priority", str(terms["priority"])]
+

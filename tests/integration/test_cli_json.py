@@ -1,7 +1,8 @@
 """``fleetcache ... -f json`` and ``cache-images --pin-seconds`` on the real stack (issue 23,
 "clients that script"): a script pins a pre-cache, follows it and reads the job, the job list
 and a host's cache as the API's objects, parsed with ``json.loads``; a malformed pin is a
-usage error before any request, and one the API refuses comes back with the API's reason."""
+usage error before any request, and one the API refuses comes back with the API's reason.
+A job's terms (fleetcache 1.1) go the same way: sent by the options, read back as JSON."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from typing import Any
 import pytest
 
 from tests import hostile_images
-from tests.integration.stackops import fleetcache_cli, get_job, pin_length
+from tests.integration.stackops import (
+    conductor_takes_terms,
+    fleetcache_cli,
+    get_job,
+    pin_length,
+    short_wait_terms,
+    terms_options,
+    wait_job_done,
+)
 from tests.integration.test_status_page import upload_image
 
 pytestmark = pytest.mark.integration
@@ -88,3 +97,59 @@ def test_pins_the_cli_or_the_api_refuse(stack: Any, make_aggregate: Any) -> None
         "fleetcache: HTTP 400: Invalid input for field/attribute fleetcache:pin_seconds. "
         "Value: 99999999. 99999999 is greater than the maximum of 31622400\n")
     assert _json(stack, "jobs", "list", agg["name"]) == []  # neither made a job
+
+
+def test_terms_the_cli_or_the_api_refuse(stack: Any, make_aggregate: Any) -> None:
+    agg = make_aggregate(hosts=HOSTS[:1])
+    image = stack.sample_images[0]
+    malformed = fleetcache_cli(stack, "cache-images", agg["name"], image,
+                               "--window", "25:00-05:00")
+    assert malformed.returncode == 2
+    assert "argument --window: '25:00-05:00' is not a daily window" in malformed.stderr
+    above_cap = fleetcache_cli(stack, "cache-images", agg["name"], image, "--parallelism", "2")
+    assert above_cap.returncode == 1
+    assert above_cap.stderr == (
+        "fleetcache: HTTP 400: Invalid input: fleetcache:parallelism: 2 is above the "
+        "operator's limit 1 ([image_cache] precache_concurrency)\n")
+    slow = fleetcache_cli(stack, "cache-images", agg["name"], image, "--host-rate", "1K")
+    assert slow.returncode == 1
+    assert "fleetcache:host_bytes_per_second" in slow.stderr
+    assert "less than the minimum of 16384" in slow.stderr
+    unknown_zone = fleetcache_cli(stack, "cache-images", agg["name"], image,
+                                  "--window", "01:00-05:00", "--timezone", "Europe")
+    assert unknown_zone.returncode == 1
+    assert "fleetcache:window: 'Europe' is not a known IANA time zone" in unknown_zone.stderr
+    assert _json(stack, "jobs", "list", agg["name"]) == []  # no refusal made a job
+
+
+@pytest.mark.skipif(not conductor_takes_terms(),
+                    reason="the conductor does not start a job with its terms yet")
+def test_a_job_with_terms_waits_then_runs_and_shows_them_as_json(
+        stack: Any, make_aggregate: Any, own_image: str) -> None:
+    agg = make_aggregate(hosts=HOSTS)
+    terms = short_wait_terms()
+    created = _json(stack, "cache-images", agg["name"], own_image, *terms_options(terms))
+    assert created["terms"] == terms
+    assert created["state"] in ("queued", "scheduled"), created
+
+    # jobs show exits 1 while the job is not over, whatever the format
+    proc = fleetcache_cli(stack, "jobs", "show", created["id"], "--aggregate", agg["name"],
+                          "-f", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    shown = json.loads(proc.stdout)
+    assert shown["terms"] == terms == get_job(stack, agg["id"], created["id"])["terms"]
+    (listed,) = _json(stack, "jobs", "list", agg["name"])
+    assert listed["terms"] == terms
+    table = fleetcache_cli(stack, "jobs", "show", created["id"])
+    assert "Terms: not before " + terms["not_before"] in table.stdout, table.stdout
+    if shown["state"] == "scheduled":
+        assert shown["next_start_at"] is not None
+        assert "waiting for its window until" in table.stdout
+
+    job = wait_job_done(stack, agg["id"], created["id"], timeout=180)
+    assert job["state"] == "done" and job["next_start_at"] is None, job
+    # no host was asked before not_before
+    assert min(h["images"][0]["updated_at"] for h in job["hosts"]) >= (
+        terms["not_before"].rstrip("Z")), job
+    assert {h["images"][0]["state"] for h in job["hosts"]} == {"cached"}, job
+

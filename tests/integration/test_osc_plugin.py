@@ -19,7 +19,15 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Stack
-from tests.integration.stackops import fleetcache_cli, get_job, pin_length
+from tests.integration.stackops import (
+    conductor_takes_terms,
+    fleetcache_cli,
+    get_job,
+    pin_length,
+    short_wait_terms,
+    terms_options,
+    wait_job_done,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -146,3 +154,71 @@ def test_cache_job_list_refused_to_a_member(stack: Stack, plugin_path: str,
                       user="member", check=False)
     assert proc.returncode != 0
     assert "HTTP 403" in proc.stderr and "Policy doesn't allow" in proc.stderr, proc.stderr
+
+
+def test_show_and_list_take_columns_in_every_machine_format(stack: Stack, plugin_path: str,
+                                                            make_aggregate: Any) -> None:
+    agg = make_aggregate(hosts=("compute1",))
+    image = stack.sample_images[0]
+    created = json.loads(_job_command(stack, plugin_path, "create", agg["name"], image,
+                                      "--wait", "--timeout", "120", "-f", "json").stdout)
+    shown = json.loads(_job_command(stack, plugin_path, "show", created["id"], "-f", "json",
+                                    "-c", "state", "-c", "terms", "-c", "next_start_at"
+                                    ).stdout)
+    assert shown == {"state": "done", "terms": {}, "next_start_at": None}
+    value = _job_command(stack, plugin_path, "show", created["id"], "-f", "value",
+                         "-c", "id", "-c", "state").stdout.split()
+    assert value == [created["id"], "done"]
+    shell = _job_command(stack, plugin_path, "show", created["id"], "-f", "shell",
+                         "-c", "total_hosts").stdout
+    assert shell == 'total_hosts="1"\n'
+    rows = json.loads(_job_command(stack, plugin_path, "list", agg["name"], "--long",
+                                   "-f", "json", "-c", "ID", "-c", "Terms",
+                                   "-c", "Next Start At").stdout)
+    assert rows == [{"ID": created["id"], "Terms": {}, "Next Start At": None}]
+    yaml_rows = _job_command(stack, plugin_path, "list", agg["name"], "-f", "yaml",
+                             "-c", "State").stdout
+    assert yaml_rows.strip() == "- State: done"
+    cli = json.loads(fleetcache_cli(stack, "jobs", "show", created["id"], "-f", "json").stdout)
+    assert {k: v for k, v in cli.items() if k != "links"} == {
+        k: v for k, v in get_job(stack, agg["id"], created["id"]).items() if k != "links"}
+
+
+def test_create_refuses_terms_before_or_through_the_api(stack: Stack, plugin_path: str,
+                                                        make_aggregate: Any) -> None:
+    agg = make_aggregate(hosts=("compute3",))
+    image = stack.sample_images[0]
+    malformed = _job_command(stack, plugin_path, "create", agg["name"], image,
+                             "--job-rate", "8X", check=False)
+    assert malformed.returncode == 2
+    assert "argument --job-rate: '8X' is not a rate" in malformed.stderr, malformed.stderr
+    refused = _job_command(stack, plugin_path, "create", agg["name"], image,
+                           "--deadline", "2000-01-01T00:00:00Z", check=False)
+    assert refused.returncode == 1
+    assert ("HTTP 400: Invalid input: fleetcache:deadline: 2000-01-01T00:00:00Z is already "
+            "past") in refused.stderr, refused.stderr
+    assert json.loads(_job_command(stack, plugin_path, "list", agg["name"],
+                                   "-f", "json").stdout) == []
+
+
+@pytest.mark.skipif(not conductor_takes_terms(),
+                    reason="the conductor does not start a job with its terms yet")
+def test_create_with_terms_and_read_them_back(stack: Stack, plugin_path: str,
+                                              make_aggregate: Any) -> None:
+    agg = make_aggregate(hosts=("compute1", "compute3"))
+    image = stack.sample_images[1]
+    terms = short_wait_terms(wait=30)
+    created = json.loads(_job_command(stack, plugin_path, "create", agg["name"], image,
+                                      *terms_options(terms), "-f", "json").stdout)
+    assert created["terms"] == terms and created["state"] in ("queued", "scheduled")
+    shown = json.loads(_job_command(stack, plugin_path, "show", created["id"], "-f", "json",
+                                    "-c", "terms").stdout)
+    assert shown == {"terms": terms}
+    assert get_job(stack, agg["id"], created["id"])["terms"] == terms
+
+    job = wait_job_done(stack, agg["id"], created["id"], timeout=180)
+    assert job["state"] == "done" and job["terms"] == terms, job
+    shown = json.loads(_job_command(stack, plugin_path, "show", created["id"], "-f", "json",
+                                    "-c", "state", "-c", "next_start_at").stdout)
+    assert shown == {"state": "done", "next_start_at": None}
+

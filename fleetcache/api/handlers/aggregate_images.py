@@ -5,6 +5,10 @@ with an empty body. Beyond Nova, the answer's ``Location`` names the job, and
 ``GET .../images/jobs[/{job_id}]`` shows jobs with their per-host, per-image results (state,
 reason, bytes, and for a download the path it took, ``rbd`` or ``http``, with the reason of
 a fallback from the direct path).
+
+At ``OpenStack-API-Version: fleetcache 1.1`` the request may carry the job's terms
+(:mod:`fleetcache.common.job_terms`: when it may download and how hard it may pull), checked
+against this API's ``[image_cache]`` caps before the conductor is asked.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 import oslo_messaging as messaging
 import webob
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from fleetcache.api import fault, microversion, policy, util, validation
@@ -20,7 +25,7 @@ from fleetcache.api.handlers import aggregates
 from fleetcache.api.policies import aggregate_images as policies
 from fleetcache.api.schemas import aggregate_images as schemas
 from fleetcache.api.state import ApiState
-from fleetcache.common import exception, rpc
+from fleetcache.common import exception, job_terms, rpc
 from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import jobs as db_jobs
 
@@ -38,15 +43,16 @@ def cache_aggregate_images(req: webob.Request) -> webob.Response:
     context = util.get_context(req)
     policy.authorize(state.enforcer, context, policies.IMAGES, target={})
     ident = aggregates.aggregate_id(req)
-    body = validation.extract_body(req, schemas.CACHE_V2_81)
+    body = _request_body(req)
     image_ids = [item["id"] for item in body["cache"]]
     if len(set(image_ids)) != len(image_ids):
         raise exception.InvalidInput("Duplicate images in request")
     pin_seconds = body.get(schemas.PIN_KEY)
+    terms = _terms(state, body)
     db_aggregates.aggregate_get(state.db, ident)  # 404 before the conductor is asked
     try:
         job = state.conductor_api.cache_images(context, ident, image_ids,
-                                               pin_seconds=pin_seconds)
+                                               pin_seconds=pin_seconds, terms=terms or None)
     except exception.AggregateNotFound:
         raise
     except exception.FleetcacheException as exc:
@@ -62,6 +68,45 @@ def cache_aggregate_images(req: webob.Request) -> webob.Response:
     location = util.base_url(req) + job_path(ident, job["uuid"])
     LOG.info("Pre-cache job %s queued for aggregate %s: %s", job["uuid"], ident, image_ids)
     return util.empty_response(202, headers={"Location": location})
+
+
+def _request_body(req: webob.Request) -> dict[str, Any]:
+    """The body, validated at the request's fleetcache version: a term below 1.1 is a 400
+    naming the version it needs rather than an unknown key."""
+    body = util.read_json(req)
+    version = microversion.extension_version(req)
+    if not version.matches(microversion.EXTENSION_TERMS):
+        used = [key for key in schemas.TERMS_KEYS if isinstance(body, dict) and key in body]
+        if used:
+            raise exception.InvalidInput(
+                f"{used[0]} needs OpenStack-API-Version: {microversion.EXTENSION_SERVICE_TYPE} "
+                f"{microversion.EXTENSION_TERMS} or later (this request is at "
+                f"{microversion.EXTENSION_SERVICE_TYPE} {version})")
+        validation.validate(body, schemas.CACHE_V2_81)
+    else:
+        validation.validate(body, schemas.CACHE_FLEETCACHE_1_1)
+    return dict(body)
+
+
+def _terms(state: ApiState, body: dict[str, Any]) -> job_terms.JobTerms:
+    """The request's terms, checked against the operator's caps of this API's configuration.
+
+    :raises InvalidInput: naming the field and the limit (400).
+    """
+    terms = {key[len(schemas.TERM_PREFIX):]: body[key]
+             for key in schemas.TERMS_KEYS if key in body}
+    if not terms:
+        return job_terms.JobTerms()
+    return job_terms.check_terms(terms, caps(state.conf))
+
+
+def caps(conf: cfg.ConfigOpts) -> job_terms.Caps:
+    """The operator's caps a request's terms stay within (``[image_cache]``)."""
+    return job_terms.Caps(
+        parallelism=conf.image_cache.precache_concurrency,
+        origin_downloads=conf.image_cache.max_concurrent_downloads,
+        host_bytes_per_second=conf.image_cache.max_download_bytes_per_second,
+    )
 
 
 def _counts(results: list[db_jobs.JobResultDict]) -> dict[str, int]:
@@ -136,6 +181,11 @@ def format_job(req: webob.Request, job: db_jobs.JobDict, detail: bool) -> dict[s
         "finished_at": util.format_time(job["finished_at"]),
         "pin_until": util.format_time(job["pin_until"]),
         "catch_up_until": util.format_time(job["catch_up_until"]),
+        # fleetcache 1.1: the request's terms ({}: none) and, while the job is scheduled
+        # (waiting for its window), when it next starts.
+        "terms": dict(job.get("terms") or {}),
+        "next_start_at": (util.format_time(job.get("next_start_at"))
+                          if job["state"] == db_jobs.SCHEDULED else None),
         "distribution": _distribution(job),
         "links": [
             {"rel": "self", "href": util.base_url(req) + job_path(job["aggregate_id"], job["uuid"])}

@@ -12,6 +12,13 @@ The commands are osc-lib's ``ShowOne`` and ``Lister``, so they take every output
   ``-f csv`` and ``-c`` (``-c Host -c State``), which nested data does not suit; ``--state``
   keeps the rows in one state.
 
+``create`` takes the job's terms (``--not-before``, ``--window``/``--timezone``,
+``--deadline``, ``--parallelism``, ``--origin-downloads``, ``--host-rate``, ``--job-rate``,
+``--priority``; sent at ``fleetcache 1.1`` only when one is given). ``terms`` shows as
+``key='value'`` in a table and as the API's object under ``-f json|yaml``; a ``scheduled``
+job's ``state`` reads ``scheduled (waiting for its window until T)`` in a table and stays
+``scheduled`` in machine formats, beside ``next_start_at``.
+
 ``create --wait`` follows the job with the progress bar on stderr and exits 1 when the job
 failed (an image errored on some host), after showing it, as ``openstack server create
 --wait`` fails for a server in error; ``show`` exits 0 whatever the job's state.
@@ -23,6 +30,7 @@ import argparse
 import sys
 from typing import Any
 
+from cliff import columns
 from osc_lib import exceptions
 from osc_lib.cli import format_columns
 from osc_lib.command import command
@@ -57,10 +65,26 @@ class HostResultsColumn(format_columns.ListDictColumn):
         return "\n".join(lines)
 
 
+class JobStateColumn(columns.FormattableColumn[str]):
+    """A job's ``state``: the API's word for machine formats; in a table a ``scheduled`` job
+    also says until when it waits for its window."""
+
+    def __init__(self, value: str, next_start_at: str | None = None) -> None:
+        super().__init__(value)
+        self._next_start_at = next_start_at
+
+    def human_readable(self) -> str:
+        return render.job_state({"state": self._value, "next_start_at": self._next_start_at})
+
+    def machine_readable(self) -> str:
+        return str(self._value)
+
+
 #: How ``show`` formats the job's structured keys (the others are scalars).
 JOB_FORMATTERS: dict[str, type[Any]] = {
     "image_ids": format_columns.ListColumn,
     "counts": format_columns.DictColumn,
+    "terms": format_columns.DictColumn,
     "hosts": HostResultsColumn,
 }
 
@@ -74,7 +98,10 @@ def _api(cmd: command.Command) -> ApiClient:
 def job_columns(job: dict[str, Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
     """``ShowOne``'s ``(columns, data)`` for a job: its keys in the API's order."""
     keys = tuple(k for k in job if k not in HIDDEN_JOB_KEYS)
-    data = tuple(JOB_FORMATTERS[k](job[k]) if k in JOB_FORMATTERS else job[k] for k in keys)
+    data = tuple(
+        JobStateColumn(job[k], job.get("next_start_at")) if k == "state"
+        else JOB_FORMATTERS[k](job[k]) if k in JOB_FORMATTERS else job[k]
+        for k in keys)
     return keys, data
 
 
@@ -97,6 +124,7 @@ class CreateCacheJob(command.ShowOne):
         parser.add_argument("aggregate", metavar="<aggregate>", help="aggregate id, uuid or name")
         parser.add_argument("images", metavar="<image>", nargs="+", help="image ids")
         options.add_pin_option(parser, metavar="<seconds>")
+        options.add_terms_options(parser, openstack_style=True)
         parser.add_argument("--wait", action="store_true",
                             help="follow the job with a progress bar on stderr, show it when "
                             "it ends, exit 1 when it failed")
@@ -107,9 +135,13 @@ class CreateCacheJob(command.ShowOne):
     def take_action(self, parsed_args: argparse.Namespace) -> tuple[Any, ...]:
         api = _api(self)
         try:
+            terms = options.terms_from_args(parsed_args)
+        except options.TermsUsageError as exc:
+            raise exceptions.CommandError(str(exc)) from exc
+        try:
             aggregate = api.find_aggregate(parsed_args.aggregate)
             location = api.cache_images(aggregate["id"], list(parsed_args.images),
-                                        pin_seconds=parsed_args.pin_seconds)
+                                        pin_seconds=parsed_args.pin_seconds, terms=terms)
             job = (self._wait(api, location, parsed_args.timeout) if parsed_args.wait
                    else api.get_job(location))
         except ApiError as exc:
@@ -136,13 +168,14 @@ class ListCacheJobs(command.Lister):
 
     COLUMNS = ("ID", "State", "Images", "Hosts Reported", "Total Hosts", "Created At")
     LONG_COLUMNS = ("Counts", "Bytes Downloaded", "Started At", "Finished At", "Pin Until",
-                    "Catch Up Until", "Error")
+                    "Catch Up Until", "Error", "Terms", "Next Start At")
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("aggregate", metavar="<aggregate>", help="aggregate id, uuid or name")
         parser.add_argument("--long", action="store_true",
-                            help="also the counts per state, bytes, times, pin and error")
+                            help="also the counts per state, bytes, times, pin, error, "
+                            "terms and next start")
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> tuple[Any, ...]:
@@ -156,14 +189,17 @@ class ListCacheJobs(command.Lister):
 
     @staticmethod
     def _row(job: dict[str, Any], long: bool) -> tuple[Any, ...]:
-        row = (job["id"], job["state"], format_columns.ListColumn(job["image_ids"]),
+        row = (job["id"], JobStateColumn(job["state"], job.get("next_start_at")),
+               format_columns.ListColumn(job["image_ids"]),
                job.get("hosts_reported", 0), job.get("total_hosts", 0), job.get("created_at"))
         if not long:
             return row
         return row + (format_columns.DictColumn(job.get("counts") or {}),
                       job.get("bytes_downloaded", 0), job.get("started_at"),
                       job.get("finished_at"), job.get("pin_until"),
-                      job.get("catch_up_until"), job.get("error"))
+                      job.get("catch_up_until"), job.get("error"),
+                      format_columns.DictColumn(job.get("terms") or {}),
+                      job.get("next_start_at"))
 
 
 class ShowCacheJob(command.ShowOne):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from typing import Any
 
 import webtest
@@ -36,16 +37,19 @@ class StubConductorAPI:
         self.boot_calls: list[tuple[str, Any]] = []
         #: The ``pin_seconds`` of each ``cache_images`` call.
         self.pins: list[int | None] = []
+        #: The ``terms`` of each ``cache_images`` call (``None``: none sent).
+        self.terms: list[dict[str, Any] | None] = []
         self.error: Exception | None = None
         self.settle: str | None = None
 
     def cache_images(
         self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
-        pin_seconds: int | None = None,
+        pin_seconds: int | None = None, terms: Mapping[str, Any] | None = None,
     ) -> db_jobs.JobDict:
         assert isinstance(ctxt, RequestContext)
         self.calls.append((aggregate_id, list(image_ids)))
         self.pins.append(pin_seconds)
+        self.terms.append(None if terms is None else dict(terms))
         if self.error is not None:
             raise self.error
         aggregate = db_aggregates.aggregate_get(self.db, aggregate_id)
@@ -53,7 +57,7 @@ class StubConductorAPI:
                      models.utcnow() + datetime.timedelta(seconds=pin_seconds))
         return db_jobs.job_create(
             self.db, aggregate_id, aggregate["uuid"], image_ids, len(aggregate["hosts"]), "cond1",
-            pin_until=pin_until,
+            pin_until=pin_until, terms=terms,
         )
 
 

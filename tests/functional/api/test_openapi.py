@@ -44,7 +44,26 @@ def test_query_parameters_and_microversion_headers_are_documented(app: webtest.T
     assert "id" in {p["name"] for p in paths["/v2.1/v2/images"]["get"]["parameters"]}
     (header,) = paths["/v2.1/os-aggregates/{aggregate_id}/images"]["post"]["parameters"]
     assert header["required"] is True
-    assert header["schema"]["enum"] == ["compute 2.81", "compute latest"]
+    assert header["schema"]["enum"][:2] == ["compute 2.81", "compute latest"]
+    # fleetcache's own resource also reads the fleetcache axis (the terms need 1.1).
+    assert "compute 2.81, fleetcache 1.1" in header["schema"]["enum"]
+    assert "compute latest, fleetcache latest" in header["schema"]["enum"]
+    services = paths["/v2.1/os-services"]["get"]["parameters"]
+    assert not any("fleetcache" in str(p["schema"]) for p in services)
+
+
+def test_openapi_documents_the_terms_of_a_request_and_of_a_job(app: webtest.TestApp) -> None:
+    document = app.get("/openapi.json").json
+    images = document["paths"]["/v2.1/os-aggregates/{aggregate_id}/images"]["post"]
+    body = images["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    assert body["fleetcache:window"]["additionalProperties"] is False
+    assert body["fleetcache:priority"]["maximum"] == 100
+    job = document["components"]["schemas"]["Job"]
+    assert {"terms", "next_start_at"} <= set(job["required"])
+    assert "scheduled" in job["properties"]["state"]["enum"]
+    assert set(job["properties"]["terms"]["properties"]) == {
+        "not_before", "window", "deadline", "parallelism", "origin_downloads",
+        "host_bytes_per_second", "job_bytes_per_second", "priority"}
 
 
 def test_response_schemas_have_required_fields(app: webtest.TestApp) -> None:

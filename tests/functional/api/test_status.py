@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import re
 import time
@@ -12,7 +13,7 @@ import webob
 import webtest
 
 from fleetcache.api import status_auth, status_html
-from fleetcache.common.db import host_images
+from fleetcache.common.db import host_images, models
 from fleetcache.common.db import jobs as db_jobs
 from fleetcache.common.db.session import Database
 from tests.functional.api.helpers import LATEST, MEMBER, create_aggregate, fault
@@ -66,6 +67,20 @@ def test_page_says_how_much_came_from_peers(
     text = app.get("/status").text
 
     assert "4.0 KiB (75.0 % from peers, 1 copies from the image service)" in text
+
+
+def test_a_scheduled_job_says_when_it_starts(
+    app: webtest.TestApp, job: db_jobs.JobDict, db: Database
+) -> None:
+    with db.transaction() as session:
+        row = session.query(models.CacheJob).filter_by(uuid=job["uuid"]).one()
+        row.state = db_jobs.SCHEDULED
+        row.next_start_at = datetime.datetime(2026, 12, 1, 1, 0)
+    text = app.get("/status").text
+    assert '<td class="scheduled" data-field="state">scheduled</td>' in text
+    assert "waiting for its window until 2026-12-01T01:00:00.000000" in text
+    progress = app.get("/status/progress").json["jobs"]
+    assert progress[0]["state"] == "scheduled"
 
 
 def test_csp_allows_only_the_inline_script_and_style_by_hash(

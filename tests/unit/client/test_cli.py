@@ -30,7 +30,7 @@ class FakeSession(requests.Session):
         self.sent: list[tuple[str, str, Any, dict[str, str]]] = []
 
     def request(self, method: str, url: str, json: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
-        self.sent.append((method, url, json, dict(self.headers)))
+        self.sent.append((method, url, json, {**self.headers, **(kwargs.get("headers") or {})}))
         return self.answers[(method, url)]
 
 

@@ -120,3 +120,68 @@ def test_the_apis_400_on_a_pin_too_long_is_passed_on(monkeypatch, capsys):
 def test_the_clients_pin_key_is_the_apis() -> None:
     """The client imports nothing of the API, so the key is written in both: they agree."""
     assert api_client.PIN_KEY == api_schema.PIN_KEY
+
+
+def test_cache_images_sends_the_terms_at_fleetcache_1_1(monkeypatch, capsys):
+    job = {**_job("scheduled"), "next_start_at": "2026-11-29T01:00:00.000000",
+           "terms": {"window": {"start": "22:00", "end": "05:00", "timezone": "UTC"}}}
+    status, session = _cli(monkeypatch, _posted(job), "cache-images", "edge", IMG,
+                           "--window", "22:00-05:00", "--host-rate", "8M", "--priority", "70",
+                           "--pin-seconds", "60", "-f", "json")
+    assert status == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["state"] == "scheduled" and shown["terms"] == job["terms"]
+    (post,) = [s for s in session.sent if s[0] == "POST"]
+    assert post[2] == {"cache": [{"id": IMG}], "fleetcache:pin_seconds": 60,
+                       "fleetcache:window": {"start": "22:00", "end": "05:00",
+                                             "timezone": "UTC"},
+                       "fleetcache:host_bytes_per_second": 8 * 1024 * 1024,
+                       "fleetcache:priority": 70}
+    assert post[3]["OpenStack-API-Version"] == "compute 2.81, fleetcache 1.1"
+    # The next request is back at plain 2.81: the header was the post's alone.
+    (get,) = [s for s in session.sent if s[0] == "GET" and s[1] == JOB_URL]
+    assert get[3]["OpenStack-API-Version"] == "compute 2.81"
+
+
+def test_cache_images_without_terms_asks_no_fleetcache_version(monkeypatch, capsys):
+    _, session = _cli(monkeypatch, _posted(_job("queued")), "cache-images", "edge", IMG,
+                      "--pin-seconds", "60")
+    (post,) = [s for s in session.sent if s[0] == "POST"]
+    assert post[3]["OpenStack-API-Version"] == "compute 2.81"
+
+
+def test_a_timezone_without_a_window_is_a_usage_error(monkeypatch, capsys):
+    status, session = _cli(monkeypatch, {}, "cache-images", "edge", IMG, "--timezone", "UTC")
+    assert status == 2 and session.sent == []
+    assert "--timezone" in capsys.readouterr().err
+
+
+def test_a_scheduled_job_says_until_when_it_waits_and_shows_its_terms(monkeypatch, capsys):
+    job = {**_job("scheduled"), "next_start_at": "2026-11-29T01:00:00.000000",
+           "terms": {"window": {"start": "22:00", "end": "05:00", "timezone": "UTC"},
+                     "host_bytes_per_second": 8 * 1024 * 1024, "priority": 70}}
+    status, _ = _cli(monkeypatch, {("GET", f"{BASE}/os-aggregates/7/images/jobs"):
+                                   _response(200, {"jobs": [job]}),
+                                   ("GET", JOB_URL): _response(200, {"job": job})},
+                     "jobs", "show", "job-1", "--aggregate", "edge")
+    out = capsys.readouterr().out
+    assert status == 1  # not over yet
+    assert "Job job-1 is scheduled (waiting for its window until 2026-11-29T01:00:00" in out
+    assert "Terms: window 22:00-05:00 UTC, host rate 8.0 MiB/s, priority 70" in out
+    _cli(monkeypatch, {("GET", f"{BASE}/os-aggregates/7/images/jobs"):
+                       _response(200, {"jobs": [job]})}, "jobs", "list", "edge", "-f", "json")
+    assert json.loads(capsys.readouterr().out)[0]["next_start_at"] == job["next_start_at"]
+
+
+def test_the_clients_terms_are_the_apis() -> None:
+    from fleetcache.client import options
+    from fleetcache.common import job_terms
+
+    assert api_client.TERMS_PREFIX == api_schema.TERM_PREFIX
+    parser = __import__("argparse").ArgumentParser()
+    options.add_terms_options(parser)
+    every = options.terms_from_args(parser.parse_args([
+        "--not-before", "2026-11-29T01:00:00Z", "--window", "01:00-02:00", "--deadline",
+        "2026-11-30T01:00:00Z", "--parallelism", "1", "--origin-downloads", "1",
+        "--host-rate", "1M", "--job-rate", "1M", "--priority", "1"]))
+    assert tuple(every) == job_terms.KEYS

@@ -46,6 +46,8 @@ class FakeApi:
     def __init__(self, job: dict[str, Any]) -> None:
         self.job = job
         self.posted: list[tuple[int, list[str], int | None]] = []
+        #: The ``terms`` of each post.
+        self.terms: list[dict[str, Any] | None] = []
 
     def find_aggregate(self, ident: str) -> dict[str, Any]:
         if ident != "edge":
@@ -63,7 +65,9 @@ class FakeApi:
         return self.job
 
     def cache_images(self, aggregate_id: int, image_ids: list[str],
-                     pin_seconds: int | None = None) -> str:
+                     pin_seconds: int | None = None,
+                     terms: dict[str, Any] | None = None) -> str:
+        self.terms.append(terms)
         if pin_seconds is not None and pin_seconds > 31622400:
             raise ApiError(400, "Invalid input for field/attribute fleetcache:pin_seconds. "
                            f"Value: {pin_seconds}. {pin_seconds} is greater than the maximum "
@@ -187,3 +191,59 @@ def test_create_wait_shows_progress_then_the_job_and_fails_on_errors(
 def test_api_errors_become_command_errors() -> None:
     with pytest.raises(exceptions.CommandError, match="no aggregate"):
         _run(v1.ListCacheJobs, FakeApi(_job()), "nowhere")
+
+
+SCHEDULED = {**_job("scheduled"), "next_start_at": "2026-11-29T01:00:00.000000",
+             "terms": {"window": {"start": "01:00", "end": "05:00", "timezone": "UTC"},
+                       "priority": 80}}
+
+
+def test_create_sends_every_term_option() -> None:
+    api = FakeApi(_job("queued"))
+    status, _ = _run(v1.CreateCacheJob, api, "edge", "img", "--not-before",
+                     "2026-11-29T01:00:00Z", "--window", "22:00-05:00", "--timezone",
+                     "Europe/Paris", "--deadline", "2026-11-30T05:00:00+01:00",
+                     "--parallelism", "4", "--origin-downloads", "2", "--host-rate", "8M",
+                     "--job-rate", "512K", "--priority", "80")
+    assert status == 0
+    assert api.terms == [{
+        "not_before": "2026-11-29T01:00:00Z",
+        "window": {"start": "22:00", "end": "05:00", "timezone": "Europe/Paris"},
+        "deadline": "2026-11-30T05:00:00+01:00", "parallelism": 4, "origin_downloads": 2,
+        "host_bytes_per_second": 8 * 1024 * 1024, "job_bytes_per_second": 512 * 1024,
+        "priority": 80}]
+
+
+def test_create_without_terms_sends_none_and_a_timezone_alone_is_refused() -> None:
+    api = FakeApi(_job("queued"))
+    _run(v1.CreateCacheJob, api, "edge", "img", "--window", "01:00-05:00")
+    assert api.terms == [{"window": {"start": "01:00", "end": "05:00", "timezone": "UTC"}}]
+    _run(v1.CreateCacheJob, api, "edge", "img")
+    assert api.terms[-1] == {}
+    with pytest.raises(exceptions.CommandError, match="--timezone .* --window"):
+        _run(v1.CreateCacheJob, api, "edge", "img", "--timezone", "UTC")
+
+
+def test_show_says_a_scheduled_job_waits_in_a_table_only() -> None:
+    _, out = _run(v1.ShowCacheJob, FakeApi(SCHEDULED), "job-1")
+    assert "scheduled (waiting for its window until 2026-11-29T01:00:00.000000)" in out
+    assert "priority='80'" in out
+    _, out = _run(v1.ShowCacheJob, FakeApi(SCHEDULED), "job-1", "-f", "json")
+    shown = json.loads(out)
+    assert shown["state"] == "scheduled" and shown["terms"] == SCHEDULED["terms"]
+    assert shown["next_start_at"] == "2026-11-29T01:00:00.000000"
+    _, out = _run(v1.ShowCacheJob, FakeApi(SCHEDULED), "job-1", "-f", "value",
+                  "-c", "state", "-c", "next_start_at")
+    assert out == "scheduled\n2026-11-29T01:00:00.000000\n"
+
+
+def test_list_takes_formats_and_columns_and_long_shows_the_terms() -> None:
+    _, out = _run(v1.ListCacheJobs, FakeApi(SCHEDULED), "edge", "-f", "value", "-c", "ID",
+                  "-c", "State")
+    assert out == "job-1 scheduled\n"
+    _, out = _run(v1.ListCacheJobs, FakeApi(SCHEDULED), "edge", "--long", "-f", "yaml",
+                  "-c", "Terms", "-c", "Next Start At")
+    assert yaml.safe_load(out) == [{"Terms": SCHEDULED["terms"],
+                                    "Next Start At": "2026-11-29T01:00:00.000000"}]
+    _, out = _run(v1.ListCacheJobs, FakeApi(SCHEDULED), "edge")
+    assert "scheduled (waiting for its window until" in out

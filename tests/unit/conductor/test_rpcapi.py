@@ -213,3 +213,64 @@ def test_register_sends_the_address_at_1_6_and_without_it_below(cap, sent):
         transports.cleanup()
     assert endpoint.registrations == [{"host": "c1", "binary": "fleetcache-compute",
                                        "topic": "compute", "capabilities": {}, **sent}]
+
+
+class CachingConductor:
+    target = messaging.Target(version="1.7")
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+
+    def cache_images(self, ctxt: Any, **kwargs: Any) -> dict[str, Any]:
+        self.requests.append(kwargs)
+        return {"uuid": "j1"}
+
+
+TERMS = {"window": {"start": "01:00", "end": "05:00", "timezone": "UTC"}, "priority": 80}
+
+
+@pytest.mark.parametrize(("pin", "terms", "version"), [
+    (None, None, "1.0"), (60, None, "1.4"), (None, {}, "1.0"), (None, TERMS, "1.7"),
+    (60, TERMS, "1.7"),
+])
+def test_cache_images_asks_the_lowest_version_its_arguments_need(
+        monkeypatch: pytest.MonkeyPatch, pin: int | None, terms: dict[str, Any] | None,
+        version: str) -> None:
+    conf = make_conf()
+    transports = rpc.Transports(conf)
+    transport = transports.get("fake:///")
+    endpoint = CachingConductor()
+    server = rpc.get_server(transport, rpcapi.TOPIC, "conductor-1", [endpoint])
+    asked: list[str] = []
+    real_prepare = rpc.prepare
+
+    def prepare(client: Any, method: str, v: str, **kwargs: Any) -> Any:
+        asked.append(v)
+        return real_prepare(client, method, v, **kwargs)
+
+    monkeypatch.setattr(rpc, "prepare", prepare)
+    server.start()
+    try:
+        rpcapi.ConductorAPI(conf, transport).cache_images(
+            CTXT, 1, ["a"], pin_seconds=pin, terms=terms)
+    finally:
+        server.stop()
+        server.wait()
+        transports.cleanup()
+    assert asked == [version]
+    [request] = endpoint.requests
+    expected: dict[str, Any] = {"aggregate_id": 1, "image_ids": ["a"]}
+    if pin is not None:
+        expected["pin_seconds"] = pin
+    if terms:
+        expected["terms"] = terms
+    assert request == expected
+
+
+def test_terms_are_refused_by_a_client_capped_below_1_7() -> None:
+    conf = make_conf(upgrade_levels__conductor="1.6")
+    transports = rpc.Transports(conf)
+    client = rpcapi.ConductorAPI(conf, transports.get("fake:///"))
+    with pytest.raises(exception.RPCVersionCapped, match="cache_images needs 1.7"):
+        client.cache_images(CTXT, 1, ["a"], terms=TERMS)
+    transports.cleanup()
