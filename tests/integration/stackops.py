@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import hashlib
-import inspect
 import os
 import signal
 import subprocess
@@ -161,14 +160,6 @@ def fleetcache_cli(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the ``fleetcache`` CLI against the stack as the admin (catalog, Keystone)."""
     return subprocess.run([str(VENV / "bin" / "fleetcache"), *args], env=stack.process_env(),
                           capture_output=True, text=True, timeout=180, check=False)
-
-
-def conductor_takes_terms() -> bool:
-    """Whether this tree's conductor starts a job with its terms (``Precacher.start`` takes
-    them); before it does, a request with terms cannot make a job."""
-    from fleetcache.conductor.precache.job import Precacher
-
-    return "terms" in inspect.signature(Precacher.start).parameters
 
 
 def short_wait_terms(wait: float = 45) -> dict[str, Any]:

@@ -16,7 +16,6 @@ import pytest
 
 from tests import hostile_images
 from tests.integration.stackops import (
-    conductor_takes_terms,
     fleetcache_cli,
     get_job,
     pin_length,
@@ -122,8 +121,6 @@ def test_terms_the_cli_or_the_api_refuse(stack: Any, make_aggregate: Any) -> Non
     assert _json(stack, "jobs", "list", agg["name"]) == []  # no refusal made a job
 
 
-@pytest.mark.skipif(not conductor_takes_terms(),
-                    reason="the conductor does not start a job with its terms yet")
 def test_a_job_with_terms_waits_then_runs_and_shows_them_as_json(
         stack: Any, make_aggregate: Any, own_image: str) -> None:
     agg = make_aggregate(hosts=HOSTS)

@@ -20,7 +20,6 @@ import pytest
 
 from tests.integration.conftest import Stack
 from tests.integration.stackops import (
-    conductor_takes_terms,
     fleetcache_cli,
     get_job,
     pin_length,
@@ -201,8 +200,6 @@ def test_create_refuses_terms_before_or_through_the_api(stack: Stack, plugin_pat
                                    "-f", "json").stdout) == []
 
 
-@pytest.mark.skipif(not conductor_takes_terms(),
-                    reason="the conductor does not start a job with its terms yet")
 def test_create_with_terms_and_read_them_back(stack: Stack, plugin_path: str,
                                               make_aggregate: Any) -> None:
     agg = make_aggregate(hosts=("compute1", "compute3"))

@@ -17,7 +17,6 @@ from typing import Any
 
 import oslo_messaging as messaging
 import webob
-from oslo_config import cfg
 from oslo_log import log as logging
 
 from fleetcache.api import fault, microversion, policy, util, validation
@@ -97,16 +96,7 @@ def _terms(state: ApiState, body: dict[str, Any]) -> job_terms.JobTerms:
              for key in schemas.TERMS_KEYS if key in body}
     if not terms:
         return job_terms.JobTerms()
-    return job_terms.check_terms(terms, caps(state.conf))
-
-
-def caps(conf: cfg.ConfigOpts) -> job_terms.Caps:
-    """The operator's caps a request's terms stay within (``[image_cache]``)."""
-    return job_terms.Caps(
-        parallelism=conf.image_cache.precache_concurrency,
-        origin_downloads=conf.image_cache.max_concurrent_downloads,
-        host_bytes_per_second=conf.image_cache.max_download_bytes_per_second,
-    )
+    return job_terms.check_terms(terms, job_terms.Caps.from_conf(state.conf))
 
 
 def _counts(results: list[db_jobs.JobResultDict]) -> dict[str, int]:
