@@ -170,9 +170,12 @@ def test_a_deadline_ends_the_job_with_the_rest_skipped(stack, make_aggregate):
 
 
 def test_a_job_rate_bounds_what_glance_sends_for_the_job(stack, make_aggregate):
+    """The conductor calls the three hosts at once (``precache_concurrency`` 3): each gets a
+    third of the job's rate."""
     size_mib, rate = 32, 6 * MIB
     agg = make_aggregate(hosts=HOSTS)
-    with raw_image(stack, _random(size_mib), "it-job-rate") as image:
+    with (stack.conductor_options("job-rate", "[image_cache]\nprecache_concurrency = 3\n"),
+          raw_image(stack, _random(size_mib), "it-job-rate") as image):
         job_id = post_job(stack, agg["id"], image["id"], job_bytes_per_second=rate)
 
         done = wait_job_done(stack, agg["id"], job_id, timeout=120)
@@ -190,3 +193,5 @@ def test_a_job_rate_bounds_what_glance_sends_for_the_job(stack, make_aggregate):
               + ", ".join(f"{g.size / g.seconds / MIB:.2f}" for g in gets))
         assert sent == 3 * size_mib * MIB
         assert abs(seen - rate) <= 0.10 * rate
+        starts = sorted(g.started for g in gets)  # type: ignore[type-var]
+        assert starts[-1] - starts[0] < 2, "the three hosts were not called at once"
