@@ -84,11 +84,12 @@ class _ThrottledWriter:
 
 
 class ThrottledSource(ImageSource):
-    """``source``, its downloads sharing ``bucket``; ``show`` is left as it is."""
+    """``source`` (paced at the bucket's rate: :func:`throttled`), its downloads sharing
+    ``bucket``; ``show`` is left as it is."""
 
     def __init__(self, source: ImageSource, bucket: TokenBucket) -> None:
         super().__init__(source.conf)
-        self.source = source.paced(int(bucket.rate))
+        self.source = source
         self.bucket = bucket
 
     def paced(self, rate: int) -> ImageSource:
@@ -115,4 +116,4 @@ def throttled(conf: cfg.ConfigOpts, source: ImageSource) -> ImageSource:
     rate: int = conf.image_cache.max_download_bytes_per_second
     if not rate:
         return source
-    return ThrottledSource(source, TokenBucket(rate, paced_burst(rate)))
+    return ThrottledSource(source.paced(rate), TokenBucket(rate, paced_burst(rate)))

@@ -11,7 +11,12 @@ import time
 import pytest
 
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.imagecache.bandwidth import ThrottledSource, TokenBucket, paced_burst
+from fleetcache.compute.imagecache.bandwidth import (
+    ThrottledSource,
+    TokenBucket,
+    paced_burst,
+    throttled,
+)
 from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms, TermsSource
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta
@@ -103,3 +108,25 @@ def test_the_reason_says_what_was_kept() -> None:
     paused = DownloadPaused("img", kept=12 * MiB, size=32 * MiB)
     assert str(paused) == "paused at the call's end time: 12.0 of 32.0 MiB kept"
     assert DownloadPaused("img").reason == "paused at the call's end time: 0.0 MiB kept"
+
+
+class PacedSource(LocalImageSource):
+    """Notes the rate its paced variant was asked for."""
+
+    def __init__(self, *args: object, rate: int = 0, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.rate = rate
+
+    def paced(self, rate: int) -> PacedSource:
+        return PacedSource(self.conf, rate=rate)
+
+
+@pytest.mark.parametrize(("host_rate", "call_rate"), [(8 * MiB, 2 * MiB), (2 * MiB, 8 * MiB)])
+def test_the_source_is_paced_for_the_stricter_rate(source: LocalImageSource, host_rate: int,
+                                                   call_rate: int) -> None:
+    source.conf.set_override("max_download_bytes_per_second", host_rate, group="image_cache")
+    host = throttled(source.conf, PacedSource(source.conf))
+    assert isinstance(host, ThrottledSource) and host.source.rate == host_rate  # type: ignore[attr-defined]
+    bound = DownloadTerms(bytes_per_second=call_rate).bind(host)
+    assert isinstance(bound, TermsSource) and isinstance(bound.source, ThrottledSource)
+    assert bound.source.source.rate == min(host_rate, call_rate)  # type: ignore[attr-defined]
