@@ -11,10 +11,11 @@ the pause), so a long download over a link that keeps breaking goes on while it 
 and one that stalls stops after ``num_retries`` fruitless retries.
 
 A paced download (:meth:`GlanceImageSource.paced`: the caller's writer holds it to a rate) goes
-through a session of its own whose connections ask for a small socket receive buffer before
-they connect, and reads small chunks: with Linux's receive autotuning, the kernel buffered
-megabytes ahead of the paced reader and Glance sent a capped 32 MiB image at 28.6 MiB/s
-(docs/performance.md, "Capped downloads as the image service sees them").
+through a session of its own whose connections ask for a small socket receive buffer and
+Ethernet-sized segments before they connect, and reads small chunks: with Linux's autotuned
+buffers, the kernels buffered megabytes ahead of the paced reader and Glance sent a capped
+image at more than twice the cap (docs/performance.md, "Capped downloads as the image
+service sees them").
 
 HTTP and keystoneauth errors are translated to the fleetcache exception tree in one place,
 :func:`_translated` and :func:`_check_status`.
@@ -52,6 +53,9 @@ _VERSION_SUFFIX = re.compile(r"/v\d+(\.\d+)?/?$")
 #: Bounds of a paced download's receive buffer (see :func:`paced_buffer`).
 MIN_PACED_BUFFER = 64 * 1024
 MAX_PACED_BUFFER = 4 * 1024 * 1024
+#: The TCP segment size a paced download's connection announces (Ethernet's, with
+#: timestamps): an upper bound, below a path's own.
+PACED_SEGMENT = 1448
 
 
 class _Transient(Exception):
@@ -88,21 +92,25 @@ def _check_status(resp: requests.Response, image_id: str) -> None:
 
 def paced_buffer(rate: int) -> int:
     """The receive buffer asked for a download paced at ``rate`` bytes a second: a
-    sixteenth of a second's worth, rounded down to a power of two, within
+    sixty-fourth of a second's worth, rounded down to a power of two, within
     :data:`MIN_PACED_BUFFER` and :data:`MAX_PACED_BUFFER`.
 
     Linux doubles what ``SO_RCVBUF`` asks and offers about half of it as the TCP window, so
-    the window is about the value: enough for the rate up to a round trip of 1/16 s (62 ms),
-    and at most that much of the image is ever buffered ahead of the reader.
+    the window is about the value: it carries the rate over a round trip of up to 1/64 s
+    (15 ms; longer at rates whose buffer is the minimum), and it bounds how far the sender
+    gets ahead of the reader, with the sender's own buffer, which grows with the window
+    it is offered (docs/performance.md, "Capped downloads as the image service sees them").
     """
-    wanted = min(max(rate // 16, MIN_PACED_BUFFER), MAX_PACED_BUFFER)
+    wanted = min(max(rate // 64, MIN_PACED_BUFFER), MAX_PACED_BUFFER)
     return 1 << (wanted.bit_length() - 1)
 
 
 class _SmallReceiveBuffer(HTTPAdapter):
-    """Connections whose ``SO_RCVBUF`` is set before they connect (set later, it would not
-    bound the window TCP already offered), with urllib3's default option (``TCP_NODELAY``)
-    kept: socket options given replace the defaults."""
+    """Connections that ask, before they connect, for a small receive buffer (set later, it
+    would not bound the window TCP already offered) and Ethernet-sized segments (the MSS
+    they announce: over loopback or jumbo frames, 64 KiB or 9 KiB segments let the sender's
+    buffer grow to megabytes), with urllib3's default option (``TCP_NODELAY``) kept: socket
+    options given replace the defaults."""
 
     def __init__(self, receive_buffer: int) -> None:
         self.receive_buffer = receive_buffer
@@ -112,7 +120,8 @@ class _SmallReceiveBuffer(HTTPAdapter):
                          **pool_kwargs: Any) -> None:
         pool_kwargs["socket_options"] = [
             (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),
-            (socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)]
+            (socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer),
+            (socket.IPPROTO_TCP, socket.TCP_MAXSEG, PACED_SEGMENT)]
         super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
 
 

@@ -68,8 +68,9 @@ MIN_BURST = 64 * 1024
 
 def paced_burst(rate: float) -> float:
     """Tokens a bucket of ``rate`` saves up: a twentieth of a second's worth (at least
-    :data:`MIN_BURST`). A second's worth let a capped 32 MiB download run at 11 MiB/s at
-    the image service for its first seconds."""
+    :data:`MIN_BURST`). A second's worth let the image service send the first second of a
+    capped download at once (docs/performance.md, "Capped downloads as the image service
+    sees them")."""
     return max(rate / 20, MIN_BURST)
 
 
