@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import oslo_messaging as messaging
 from oslo_config import cfg
@@ -19,7 +20,13 @@ from oslo_utils import uuidutils
 from fleetcache.common import exception, rpc
 from fleetcache.common.context import RequestContext
 from fleetcache.compute import rpcapi
-from fleetcache.compute.imagecache import ImageCacheManager, ReportFunc, manager_interval
+from fleetcache.compute.imagecache import (
+    DownloadPaused,
+    DownloadTerms,
+    ImageCacheManager,
+    ReportFunc,
+    manager_interval,
+)
 from fleetcache.compute.instance_disks import InstanceDisks
 from fleetcache.compute.long_calls import LongCallSlots
 from fleetcache.compute.metrics import ComputeMetrics
@@ -65,7 +72,9 @@ class ComputeManager:
 
     def cache_images(self, ctxt: RequestContext, image_ids: list[str],
                      pin_until: float | None = None,
-                     peers: dict[str, list[Peer]] | None = None) -> dict[str, ImageResult]:
+                     peers: dict[str, list[Peer]] | None = None,
+                     until: float | None = None,
+                     bytes_per_second: int | None = None) -> dict[str, ImageResult]:
         """Cache each image in order, then report the cache (the report function); never raises.
 
         A call beyond ``[compute] max_concurrent_long_calls`` is answered at once with every
@@ -76,17 +85,28 @@ class ComputeManager:
         :param pin_until: epoch seconds until which the ageing pass keeps the images (1.2).
         :param peers: per image, hosts of this one's peer group to fetch it from before the
             image service (1.4); the image service still says what the bytes must be.
-        :returns: ``{image_id: {"state": cached|existing|error|unsupported|skipped, "reason":
-            ..., "bytes_downloaded": N, "download_path": rbd|http|peer|None,
+        :param until: epoch seconds at which a download still under way stops within about
+            a second, what it wrote kept as the image's paused download, and the image
+            ``paused``; images not started by then are ``paused`` with 0 bytes (1.5). The
+            next call resumes a paused download (re-checked from its first byte).
+        :param bytes_per_second: the pace of each of this call's downloads, on top of the
+            host's ``[image_cache] max_download_bytes_per_second`` (the stricter wins; 1.5).
+        :returns: ``{image_id: {"state": cached|existing|error|unsupported|skipped|paused,
+            "reason": ..., "bytes_downloaded": N, "download_path": rbd|http|peer|None,
             "fallback_reason": ..., "source_host": ..., "bytes_from_peers": N, "bad_peers":
-            [...]}}``, one entry per requested image.
+            [...], "bytes_resumed": N}}``, one entry per requested image.
         """
         peers = peers if isinstance(peers, dict) else {}
         LOG.debug("cache_images: %s", ", ".join(image_ids))
+        terms = _terms(until, bytes_per_second)
+        if isinstance(terms, str):
+            LOG.warning("cache_images refused: %s", terms)
+            return {image_id: ImageResult(state="error", reason=terms, bytes_downloaded=0)
+                    for image_id in image_ids}
         try:
             with self.long_calls.hold("cache_images"):
                 results = {image_id: self._cache_one(ctxt, image_id, pin_until,
-                                                     peers.get(image_id) or ())
+                                                     peers.get(image_id) or (), terms)
                            for image_id in image_ids}
                 if self.cache_manager is not None:
                     self.cache_manager.report()
@@ -181,13 +201,26 @@ class ComputeManager:
     # -- helpers ----------------------------------------------------------------------------
 
     def _cache_one(self, ctxt: RequestContext, image_id: str,
-                   pin_until: float | None = None, peers: Sequence[Peer] = ()) -> ImageResult:
+                   pin_until: float | None = None, peers: Sequence[Peer] = (),
+                   terms: DownloadTerms | None = None) -> ImageResult:
         started = time.monotonic()
+        # Only what is given: drivers (and doubles) from before peers or terms take neither.
+        kwargs: dict[str, Any] = {}
+        if peers:
+            kwargs["peers"] = peers
+        if terms is not None:
+            kwargs["terms"] = terms
         try:
-            outcome = (self.driver.cache_image(ctxt, image_id, peers=peers) if peers
-                       else self.driver.cache_image(ctxt, image_id))
+            outcome = self.driver.cache_image(ctxt, image_id, **kwargs)
             if pin_until is not None and self.driver.image_cache is not None:
                 self.driver.image_cache.pin(image_id, pin_until)
+        except DownloadPaused as paused:
+            LOG.info("Image %s: %s", image_id, paused.reason)
+            if self.metrics is not None:
+                self.metrics.record_paused()
+            return ImageResult(state=rpcapi.PAUSED, reason=paused.reason,
+                               bytes_downloaded=paused.bytes_downloaded,
+                               bytes_resumed=paused.bytes_resumed)
         except NotImplementedError:
             if self.metrics is not None:
                 self.metrics.record_failure("unsupported")
@@ -220,7 +253,23 @@ class ComputeManager:
             result["source_host"] = outcome.source_host
             result["bytes_from_peers"] = outcome.bytes_from_peers
             result["bad_peers"] = list(outcome.bad_peers)
+        if outcome.bytes_resumed:
+            result["bytes_resumed"] = outcome.bytes_resumed
         return result
+
+
+def _terms(until: object, bytes_per_second: object) -> DownloadTerms | None | str:
+    """The call's terms (None: it has none), or why they are malformed."""
+    if until is None and bytes_per_second is None:
+        return None
+    if until is not None and (not isinstance(until, int | float) or isinstance(until, bool)):
+        return f"bad end time {until!r}"
+    if bytes_per_second is not None and (not isinstance(bytes_per_second, int)
+                                         or isinstance(bytes_per_second, bool)
+                                         or bytes_per_second <= 0):
+        return f"bad rate {bytes_per_second!r} (bytes per second, a positive integer)"
+    return DownloadTerms(until=None if until is None else float(until),
+                         bytes_per_second=bytes_per_second)
 
 
 def _check_serve_request(job_uuid: object, key: object, image_ids: object,

@@ -15,7 +15,7 @@ Metrics (``source`` is ``http``, ``rbd`` or ``peer``, the path the bytes took)::
                                                              published the image)
     fleetcache_compute_image_download_seconds{source}        time to cache one image (histogram)
     fleetcache_compute_image_requests_total{result}          cached, existing, error,
-                                                             unsupported, skipped
+                                                             unsupported, skipped, paused
     fleetcache_compute_image_skips_total{reason}             disk (below disk_free_floor)
     fleetcache_compute_image_verification_failures_total{check}  checksum, signature, format
     fleetcache_compute_image_download_fallbacks_total        rbd -> http
@@ -44,7 +44,7 @@ from fleetcache.compute.imagecache import CacheOutcome, ImageCache
 SOURCES = ("http", "rbd", "peer")
 #: Why peers were given but not (only) used (the first word of ``peer_fallback``).
 PEER_FALLBACKS = ("no_multihash", "peer_failed", "hash_mismatch")
-RESULTS = ("cached", "existing", "error", "unsupported", "skipped")
+RESULTS = ("cached", "existing", "error", "unsupported", "skipped", "paused")
 #: Why a compute refused to cache an image (``skipped``): only the disk floor so far.
 SKIP_REASONS = ("disk",)
 #: Which failures are a verification failure, by the check that refused the bytes.
@@ -139,6 +139,10 @@ class ComputeMetrics:
         """An upload ended having sent ``sent`` bytes; ``in_flight`` are still under way."""
         self.peer_upload_bytes.inc(sent)
         self.peer_uploads.set(in_flight)
+
+    def record_paused(self) -> None:
+        """An image request the call's end time stopped, or never let start (``paused``)."""
+        self.requests["paused"].inc()
 
     def record_skip(self, reason: str) -> None:
         """An image request refused without an error (``skipped``), for ``reason``."""

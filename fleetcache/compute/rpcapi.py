@@ -10,6 +10,7 @@ API version history:
 * 1.2 - cache_images takes pin_until
 * 1.3 - Added get_host_uptime
 * 1.4 - cache_images takes peers; added serve_images (peer distribution)
+* 1.5 - cache_images takes until and bytes_per_second (the call's terms); state paused
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from fleetcache.common.context import RequestContext
 from fleetcache.common.db import compute_states
 
 TOPIC = "compute"
-RPC_API_VERSION = "1.4"
+RPC_API_VERSION = "1.5"
 #: The first version whose computes take peers as sources and serve their cache to them.
 PEERS_VERSION = "1.4"
+#: The first version whose computes take a call's terms: an end time and a rate.
+TERMS_VERSION = "1.5"
 
 # Keys of the capabilities a compute sends with ``register_service`` (the conductor keeps the
 # host's Placement resource provider from them):
@@ -68,11 +71,16 @@ class ImageResult(TypedDict):
     """What a compute did with one image of a ``cache_images`` call.
 
     :ivar state: ``cached`` (downloaded now), ``existing`` (already there; touched),
-        ``error``, ``unsupported`` (the virt driver keeps no image cache) or ``skipped``
+        ``error``, ``unsupported`` (the virt driver keeps no image cache), ``skipped``
         (with the reason :data:`SKIPPED_DISK`: caching it would bring the cache's free space
-        below ``[image_cache] disk_free_floor``).
-    :ivar reason: why, for ``error``, ``unsupported`` and ``skipped``.
-    :ivar bytes_downloaded: bytes fetched from the image source for it.
+        below ``[image_cache] disk_free_floor``) or ``paused`` (1.5: the call's ``until``
+        came first; what was downloaded is kept for the next call, which resumes it; an
+        image not started by then is ``paused`` with 0 bytes).
+    :ivar reason: why, for ``error``, ``unsupported``, ``skipped`` and ``paused``
+        (``paused at the call's end time: 12.0 of 32.0 MiB kept``).
+    :ivar bytes_downloaded: bytes fetched from the image source for it by this call.
+    :ivar bytes_resumed: bytes of it an earlier, paused call had downloaded, re-read and
+        checked by this one (1.5; absent: none).
     :ivar download_path: for a download, where the bytes came from: ``rbd`` (exported from
         Ceph directly), ``http`` (the image source) or ``peer`` (hosts of its peer group
         only). Absent from computes before it existed.
@@ -93,8 +101,11 @@ class ImageResult(TypedDict):
     source_host: NotRequired[str | None]
     bytes_from_peers: NotRequired[int | None]
     bad_peers: NotRequired[list[str]]
+    bytes_resumed: NotRequired[int]
 
 
+#: The state of an image whose download the call's end time stopped, or never let start.
+PAUSED = "paused"
 #: The reason of a ``skipped`` image the compute had no room for.
 SKIPPED_DISK = "disk"
 
@@ -134,9 +145,15 @@ class ComputeAPI:
         """Whether the version cap lets computes be given peers (1.4)."""
         return bool(self.client.can_send_version(PEERS_VERSION))
 
+    @property
+    def takes_terms(self) -> bool:
+        """Whether the version cap lets calls carry an end time and a rate (1.5)."""
+        return bool(self.client.can_send_version(TERMS_VERSION))
+
     def cache_images(
         self, ctxt: RequestContext, host: str, image_ids: list[str],
         pin_until: float | None = None, peers: dict[str, list[Peer]] | None = None,
+        until: float | None = None, bytes_per_second: int | None = None,
     ) -> dict[str, ImageResult]:
         """Have ``host`` cache ``image_ids`` in order; returns each image's outcome.
 
@@ -144,8 +161,13 @@ class ComputeAPI:
             (version 1.2); ``None``: no pin.
         :param peers: per image, the peers to fetch it from before the image service
             (version 1.4); ``None`` or empty: from the image service.
+        :param until: epoch seconds at which downloads still under way stop, their bytes
+            kept for the next call (state ``paused``; version 1.5); ``None``: no end.
+        :param bytes_per_second: the pace of this call's downloads, on top of the host's
+            ``[image_cache] max_download_bytes_per_second`` (version 1.5); ``None``: the
+            host's cap only.
         :raises RPCVersionCapped: a pin with ``[upgrade_levels] compute`` below 1.2, peers
-            below 1.4.
+            below 1.4, an end time or a rate below 1.5.
         NOTE: a download may take many minutes, so the hard limit is ``long_rpc_timeout``; the
         compute's heartbeats every ``rpc_response_timeout / 2`` (call_monitor_timeout) let a
         dead compute be noticed within ``rpc_response_timeout`` instead.
@@ -159,6 +181,10 @@ class ComputeAPI:
             kwargs["pin_until"], version = float(pin_until), "1.2"
         if peers:
             kwargs["peers"], version = peers, PEERS_VERSION
+        if until is not None:
+            kwargs["until"], version = float(until), TERMS_VERSION
+        if bytes_per_second is not None:
+            kwargs["bytes_per_second"], version = int(bytes_per_second), TERMS_VERSION
         cctxt = rpc.prepare(
             self.client, "cache_images", version,
             server=host,

@@ -10,6 +10,13 @@ a row *that bring no new bytes*: a failed attempt that made progress re-arms the
 the pause), so a long download over a link that keeps breaking goes on while it moves forward,
 and one that stalls stops after ``num_retries`` fruitless retries.
 
+A paced download (:meth:`GlanceImageSource.paced`: the caller's writer holds it to a rate) goes
+through a session of its own whose connections ask for a small socket receive buffer and
+Ethernet-sized segments before they connect, and reads small chunks: with Linux's autotuned
+buffers, the kernels buffered megabytes ahead of the paced reader and Glance sent a capped
+image at more than twice the cap (docs/performance.md, "Capped downloads as the image
+service sees them").
+
 HTTP and keystoneauth errors are translated to the fleetcache exception tree in one place,
 :func:`_translated` and :func:`_check_status`.
 """
@@ -17,17 +24,21 @@ HTTP and keystoneauth errors are translated to the fleetcache exception tree in 
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import re
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import requests
 from keystoneauth1 import exceptions as ksa_exc
 from keystoneauth1 import session as ksa_session
 from oslo_config import cfg
+from requests.adapters import HTTPAdapter
 
 from fleetcache.common import exception, service_auth
 from fleetcache.common.context import RequestContext
@@ -39,6 +50,12 @@ T = TypeVar("T")
 _RETRY_STATUSES = frozenset({502, 503, 504})
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-\d+/(?:\d+|\*)")
 _VERSION_SUFFIX = re.compile(r"/v\d+(\.\d+)?/?$")
+#: Bounds of a paced download's receive buffer (see :func:`paced_buffer`).
+MIN_PACED_BUFFER = 64 * 1024
+MAX_PACED_BUFFER = 4 * 1024 * 1024
+#: The TCP segment size a paced download's connection announces (Ethernet's, with
+#: timestamps): an upper bound, below a path's own.
+PACED_SEGMENT = 1448
 
 
 class _Transient(Exception):
@@ -73,12 +90,56 @@ def _check_status(resp: requests.Response, image_id: str) -> None:
     raise exception.ImageFetchError(image_id=image_id, reason=f"{detail}: {body}".rstrip(": "))
 
 
-def _load_session(conf: cfg.ConfigOpts) -> tuple[ksa_session.Session, bool]:
+def paced_buffer(rate: int) -> int:
+    """The receive buffer asked for a download paced at ``rate`` bytes a second: a
+    sixty-fourth of a second's worth, rounded down to a power of two, within
+    :data:`MIN_PACED_BUFFER` and :data:`MAX_PACED_BUFFER`.
+
+    Linux doubles what ``SO_RCVBUF`` asks and offers about half of it as the TCP window, so
+    the window is about the value: it carries the rate over a round trip of up to 1/64 s
+    (15 ms; longer at rates whose buffer is the minimum), and it bounds how far the sender
+    gets ahead of the reader, with the sender's own buffer, which grows with the window
+    it is offered (docs/performance.md, "Capped downloads as the image service sees them").
+    """
+    wanted = min(max(rate // 64, MIN_PACED_BUFFER), MAX_PACED_BUFFER)
+    return 1 << (wanted.bit_length() - 1)
+
+
+class _SmallReceiveBuffer(HTTPAdapter):
+    """Connections that ask, before they connect, for a small receive buffer (set later, it
+    would not bound the window TCP already offered) and Ethernet-sized segments (the MSS
+    they announce: over loopback or jumbo frames, 64 KiB or 9 KiB segments let the sender's
+    buffer grow to megabytes), with urllib3's default option (``TCP_NODELAY``) kept: socket
+    options given replace the defaults."""
+
+    def __init__(self, receive_buffer: int) -> None:
+        self.receive_buffer = receive_buffer
+        super().__init__()
+
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False,
+                         **pool_kwargs: Any) -> None:
+        pool_kwargs["socket_options"] = [
+            (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),
+            (socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer),
+            (socket.IPPROTO_TCP, socket.TCP_MAXSEG, PACED_SEGMENT)]
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+
+
+def _load_session(conf: cfg.ConfigOpts, receive_buffer: int | None = None,
+                  ) -> tuple[ksa_session.Session, bool]:
     """The keystoneauth session of ``[glance]`` and whether it carries service auth.
 
+    :param receive_buffer: ``SO_RCVBUF`` of its connections; None: the kernel's autotuning.
     :raises InvalidConfiguration: for a mistake in the ``[glance]`` auth options.
     """
-    sess, auth = service_auth.load_session(conf, "glance", app_name="fleetcache")
+    kwargs: dict[str, object] = {}
+    if receive_buffer is not None:
+        http = requests.Session()
+        adapter = _SmallReceiveBuffer(receive_buffer)
+        http.mount("https://", adapter)
+        http.mount("http://", adapter)
+        kwargs["session"] = http
+    sess, auth = service_auth.load_session(conf, "glance", app_name="fleetcache", **kwargs)
     return sess, auth is not None
 
 
@@ -101,6 +162,23 @@ class GlanceImageSource(ImageSource):
         self.num_retries: int = opts.num_retries
         self.chunk_size: int = opts.download_chunk_size
         self.timeout: float = opts.request_timeout
+        #: The paced variants by receive buffer, built once each (:meth:`paced`).
+        self._paced: dict[int, GlanceImageSource] = {}
+        self._paced_lock = threading.Lock()
+
+    def paced(self, rate: int) -> GlanceImageSource:
+        """This source with a session whose connections ask for :func:`paced_buffer`
+        ``(rate)`` of receive buffer, reading chunks of half that (at most
+        ``download_chunk_size``); one per buffer size, shared by the variants."""
+        buffer = paced_buffer(rate)
+        with self._paced_lock:
+            variant = self._paced.get(buffer)
+            if variant is None:
+                variant = copy.copy(self)
+                variant.session, _ = _load_session(self.conf, buffer)
+                variant.chunk_size = min(self.chunk_size, buffer // 2)
+                self._paced[buffer] = variant
+        return variant
 
     def show(self, ctxt: RequestContext, image_id: str) -> ImageMeta:
         def attempt(n: int) -> ImageMeta:

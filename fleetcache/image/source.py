@@ -152,6 +152,13 @@ class ImageSource:
         """
         raise NotImplementedError
 
+    def paced(self, rate: int) -> ImageSource:
+        """This source tuned for downloads its caller paces at ``rate`` bytes a second (the
+        writer it is given takes that long per chunk): for a network source, reads and
+        receive buffers small enough that the sender is held to the pace too, not only the
+        caller. The default: the source itself."""
+        return self
+
     @staticmethod
     def check_active(meta: ImageMeta) -> ImageMeta:
         """Return ``meta`` if the image can be downloaded.

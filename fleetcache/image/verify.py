@@ -226,13 +226,16 @@ def download_verified(
     progress: ProgressCallback | None = None,
     observers: Sequence[Callable[[Buffer], None]] = (),
     aligned_sink: bool = False,
+    keep_on: tuple[type[BaseException], ...] = (),
 ) -> int:
     """Stream image ``meta`` from ``source`` into ``sink``, verifying it in the same pass.
 
     Each ``observer`` (e.g. a format inspector's ``feed``) sees every byte once, in order, in
     the writer thread; an error it raises aborts the download. ``sink`` is not flushed or
     synced: that is the caller's (it knows what the file is for). ``aligned_sink``: as for
-    :class:`VerifyingWriter`.
+    :class:`VerifyingWriter`. ``keep_on``: errors of the source (a download stopped on
+    purpose) after which every chunk it handed over is still written to ``sink`` before the
+    error is raised on, so the caller may keep a prefix of the image with nothing missing.
 
     :returns: bytes written.
     :raises ImageFetchError: on a size or hash mismatch, or when the transfer failed.
@@ -241,6 +244,9 @@ def download_verified(
     writer = VerifyingWriter(sink, ImageVerifier(meta), observers, aligned_sink=aligned_sink)
     try:
         source.download(ctxt, meta, writer, progress)
+    except keep_on:
+        writer.close()
+        raise
     except BaseException:
         writer.abort()
         raise

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fleetcache.compute.imagecache import PART_MARK, cache_name
+from fleetcache.compute.imagecache import PART_MARK, PAUSED_MARK, cache_name
 from tests.integration.glance_log import GlanceRequest
 from tests.waiting import wait_for
 
@@ -53,11 +53,19 @@ def partial_files(stack: Any, host: str, image_id: str) -> list[Path]:
     return sorted(base.glob(f".{cache_name(image_id)}{PART_MARK}*"))
 
 
+def paused_file(stack: Any, host: str, image_id: str) -> Path:
+    """Where compute ``host`` keeps the paused download of ``image_id`` (a call's end time
+    stopped it), if it has one."""
+    return Path(stack.computes[host]) / "_base" / f".{cache_name(image_id)}{PAUSED_MARK}"
+
+
 def forget(stack: Any, image_id: str) -> None:
-    """Remove ``image_id`` (and any partial download of it) from every compute's cache, so
-    that the stack, shared by the whole session, holds no trace of a test's image."""
+    """Remove ``image_id`` (and any partial or paused download of it) from every compute's
+    cache, so that the stack, shared by the whole session, holds no trace of a test's
+    image."""
     for host in stack.computes:
         cached_file(stack, host, image_id).unlink(missing_ok=True)
+        paused_file(stack, host, image_id).unlink(missing_ok=True)
         for partial in partial_files(stack, host, image_id):
             partial.unlink(missing_ok=True)
 

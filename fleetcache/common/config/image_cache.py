@@ -61,6 +61,27 @@ Related options:
 """,
     ),
     cfg.IntOpt(
+        "partial_keep_seconds",
+        default=2 * 86400,
+        min=0,
+        help="""
+Seconds a paused download is kept for the next request of its image to resume.
+
+A pre-cache request with an end time stops the downloads still under way at that time and
+keeps what they wrote beside the cache's temporary files; the next request for the image
+re-reads and checks those bytes, then downloads only the rest. The cache manager removes a
+paused download last written longer ago than this (whether or not base images are
+removed); it is never listed, reported or served to peers.
+
+Possible values:
+* 0: paused downloads are removed at the next pass.
+* A positive integer: seconds.
+
+Related options:
+* ``manager_interval``
+""",
+    ),
+    cfg.IntOpt(
         "precache_concurrency",
         default=1,
         min=1,
@@ -137,7 +158,9 @@ second, shared by all the downloads of the host.
 
 Possible values:
 * 0: no cap.
-* A positive integer: the cap (a token bucket allows bursts of up to one second's worth).
+* A positive integer: the cap (a token bucket allows bursts of a twentieth of a second's
+  worth; the downloads read in small chunks through small socket buffers, so that the image
+  service sees the cap too, not only the compute).
 """,
     ),
     cfg.StrOpt(

@@ -10,6 +10,10 @@ use of it.
   the download checks, format safety in one pass) and its publication as a cached base;
 * :mod:`~fleetcache.compute.imagecache.download_paths`: the paths a download takes (peers,
   Ceph's direct path, the image source) and the fallbacks between them;
+* :mod:`~fleetcache.compute.imagecache.terms`: a call's end time and rate for its downloads,
+  :class:`DownloadPaused`;
+* :mod:`~fleetcache.compute.imagecache.paused`: paused downloads kept for the next call and
+  resumed through the checks;
 * :mod:`~fleetcache.compute.imagecache.direct`: the direct path from Ceph (``rbd://``
   locations), an image source streaming the privileged ``rbd export``;
 * :mod:`~fleetcache.compute.imagecache.files`: early writeback, quiet unlink, directory fsync;
@@ -40,18 +44,28 @@ from fleetcache.compute.imagecache.download import (
 )
 from fleetcache.compute.imagecache.files import EarlyWriteback, fsync_dir
 from fleetcache.compute.imagecache.index import CacheIndex, IndexRecord
-from fleetcache.compute.imagecache.layout import LOCK_PREFIX, PART_MARK, cache_name, is_partial
+from fleetcache.compute.imagecache.layout import (
+    LOCK_PREFIX,
+    PART_MARK,
+    PAUSED_MARK,
+    cache_name,
+    is_partial,
+)
+from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms
 
 __all__ = [
     "DEFAULT_INTERVAL",
     "LOCK_PREFIX",
     "PART_MARK",
+    "PAUSED_MARK",
     "CacheEntry",
     "CacheIndex",
     "CacheOutcome",
     "CachedImage",
     "CheckFactory",
     "DownloadCheck",
+    "DownloadPaused",
+    "DownloadTerms",
     "EarlyWriteback",
     "ImageCache",
     "ImageCacheManager",

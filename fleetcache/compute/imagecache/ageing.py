@@ -12,7 +12,11 @@ A pass (Nova's ``ImageCacheManager.update``), every ``[image_cache] manager_inte
    the pin: a download holds that lock, and a fetch, a pin or a new disk writes under it, so
    none loses its image; pins that have expired are dropped first, and their files then age
    as usual;
-4. the bytes freed are logged, index records whose file is gone pruned
+4. paused downloads (:mod:`~fleetcache.compute.imagecache.paused`) last written before
+   ``now - partial_keep_seconds`` are removed (:meth:`ImageCache.remove_old_paused`, under
+   the image's lock, skipped while a request holds it), whatever
+   ``remove_unused_base_images`` says: they are no image of the cache;
+5. the bytes freed are logged, index records whose file is gone pruned
    (:meth:`ImageCache.prune_index`), and the cache's contents reported through the injected
    report function (the compute service sends them to the conductor).
 
@@ -63,6 +67,8 @@ class PassResult:
     unknown_disks: list[str]
     #: Kept because a pre-cache request pinned them (a subset of ``kept``).
     pinned: list[str] = dataclasses.field(default_factory=list)
+    #: Paused downloads removed (paths).
+    removed_paused: list[str] = dataclasses.field(default_factory=list)
 
 
 def manager_interval(conf: cfg.ConfigOpts) -> float | None:
@@ -109,9 +115,10 @@ class ImageCacheManager:
                 freed += entry.disk_usage
             else:
                 kept.append(entry.name)
+        removed_paused = self.cache.remove_old_paused(now - opts.partial_keep_seconds)
         self.cache.prune_index()
         result = PassResult(removed, freed, sorted(users.bases.keys() & {e.name for e in entries}),
-                            kept, users.unknown, pinned)
+                            kept, users.unknown, pinned, removed_paused)
         self._log(result, len(entries))
         self.report()
         return result

@@ -7,6 +7,14 @@ shared by all the downloads of the host, and the source's thread sleeps when the
 empty. The source then reads its socket more slowly, so TCP's flow control slows the image
 service down as well, and the cap holds for the host as a whole however many downloads run.
 
+The link, not only the compute, must see the cap: the source is asked for its paced variant
+(:meth:`~fleetcache.image.source.ImageSource.paced`: for Glance, small reads and a small
+socket receive buffer, :mod:`fleetcache.image.glance`), and the bucket saves up only
+:func:`paced_burst`, a twentieth of a second's worth, so that neither a saved second nor the
+kernel's buffers let the image service run ahead of the cap (docs/performance.md, "Capped
+downloads as the image service sees them"). A call's own rate (:mod:`~fleetcache.compute.
+imagecache.terms`) is paced the same way, in a bucket of its own.
+
 NOTE: hand-written rather than a library: the candidates (``token-bucket``, ``pyrate-limiter``)
 count requests, not bytes, or bring storage back-ends for a dozen lines of arithmetic.
 """
@@ -54,6 +62,18 @@ class TokenBucket:
         return wait
 
 
+#: The least a bucket may save up: one small read's worth (:func:`paced_burst`).
+MIN_BURST = 64 * 1024
+
+
+def paced_burst(rate: float) -> float:
+    """Tokens a bucket of ``rate`` saves up: a twentieth of a second's worth (at least
+    :data:`MIN_BURST`). A second's worth let the image service send the first second of a
+    capped download at once (docs/performance.md, "Capped downloads as the image service
+    sees them")."""
+    return max(rate / 20, MIN_BURST)
+
+
 class _ThrottledWriter:
     def __init__(self, writer: Writer, bucket: TokenBucket) -> None:
         self.writer = writer
@@ -65,12 +85,18 @@ class _ThrottledWriter:
 
 
 class ThrottledSource(ImageSource):
-    """``source``, its downloads sharing ``bucket``; ``show`` is left as it is."""
+    """``source`` (paced at the bucket's rate: :func:`throttled`), its downloads sharing
+    ``bucket``; ``show`` is left as it is."""
 
     def __init__(self, source: ImageSource, bucket: TokenBucket) -> None:
         super().__init__(source.conf)
         self.source = source
         self.bucket = bucket
+
+    def paced(self, rate: int) -> ImageSource:
+        """The same cap over ``source`` paced at the stricter of ``rate`` and the cap."""
+        return ThrottledSource(self.source.paced(min(rate, int(self.bucket.rate))),
+                               self.bucket)
 
     def show(self, ctxt: RequestContext, image_id: str) -> ImageMeta:
         return self.source.show(ctxt, image_id)
@@ -91,4 +117,4 @@ def throttled(conf: cfg.ConfigOpts, source: ImageSource) -> ImageSource:
     rate: int = conf.image_cache.max_download_bytes_per_second
     if not rate:
         return source
-    return ThrottledSource(source, TokenBucket(rate))
+    return ThrottledSource(source.paced(rate), TokenBucket(rate, paced_burst(rate)))

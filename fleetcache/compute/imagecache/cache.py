@@ -17,6 +17,14 @@ location of this compute's cluster is first exported from Ceph through the same 
 any failure of that attempt leaves nothing and the image is downloaded from the source
 instead, the reason kept in the outcome and logged, and counted.
 
+A call's terms (:mod:`~fleetcache.compute.imagecache.terms`: an end time and a rate) apply to
+its downloads; one stopped at the end time keeps its bytes as the image's paused download
+(:mod:`~fleetcache.compute.imagecache.paused`), which the next fetch resumes over HTTP after
+re-reading it through the checks. A paused download is hidden like a download under way:
+never listed, reported, indexed or served; :meth:`ImageCache.remove_old_paused` (the ageing
+pass) drops those older than ``[image_cache] partial_keep_seconds``, and a fetch drops its
+image's when the image service no longer knows the image.
+
 With peers (:mod:`fleetcache.compute.peers`, a pre-cache job's sources), an image with a
 multihash is first fetched from them through the same pipeline; metadata still comes from the
 image source only. Peers that fail in transport hand over to the next peer, then to the
@@ -46,6 +54,7 @@ from typing import Any
 from oslo_concurrency import lockutils
 from oslo_config import cfg
 
+from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache.direct import RbdDirect
 from fleetcache.compute.imagecache.download import CheckFactory
@@ -60,8 +69,11 @@ from fleetcache.compute.imagecache.layout import (
     is_partial,
     locks_dir,
     partial_prefix,
+    paused_cache_name,
+    paused_name,
 )
 from fleetcache.compute.imagecache.pins import PinStore
+from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 
@@ -91,6 +103,8 @@ class CacheOutcome:
     peer_fallback: str | None = None
     #: Peers whose bytes failed verification (size, hash, signature or format).
     bad_peers: tuple[str, ...] = ()
+    #: Bytes taken from the image's paused download (re-read and checked, not fetched).
+    bytes_resumed: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +160,10 @@ class ImageCache:
 
     def path_for(self, image_id: str) -> str:
         return os.path.join(self.base_dir, cache_name(image_id))
+
+    def paused_file(self, image_id: str) -> str:
+        """Where the paused download of ``image_id`` is kept (if it has one)."""
+        return os.path.join(self.base_dir, paused_name(image_id))
 
     def ensure_dirs(self) -> None:
         os.makedirs(self.base_dir, exist_ok=True)
@@ -228,8 +246,9 @@ class ImageCache:
 
     def fetch(self, ctxt: RequestContext, image_id: str,
               progress: ProgressCallback | None = None,
-              peers: Sequence[Peer] = ()) -> CacheOutcome:
-        """Make sure ``image_id`` is cached and indexed: touch it if present, else download it.
+              peers: Sequence[Peer] = (), terms: DownloadTerms | None = None) -> CacheOutcome:
+        """Make sure ``image_id`` is cached and indexed: touch it if present, else download it
+        (resuming its paused download, if it has one, over HTTP).
 
         :param peers: hosts that hold the image, tried in order before the origin, only when
             the image service gives the image a multihash (``os_hash_algo`` of
@@ -240,6 +259,7 @@ class ImageCache:
             (the direct path, then HTTP).
             Bytes refused by a check (hash, signature, format), whoever sent them, are
             dropped and the image is fetched again from the origin from byte 0.
+        :param terms: the call's end time and rate (:mod:`~.terms`); None: neither.
         :returns: ``downloaded=False`` for a hit (including one that another request filled
             while this one waited for the lock), else ``downloaded=True`` and the bytes
             written, the path they took and, with peers, where they came from.
@@ -249,21 +269,32 @@ class ImageCache:
         :raises ImageSignatureVerificationFailed: from the signature check.
         :raises ImageFetchError: the download or its verification failed, the file could not
             be written or converted. In every case nothing is left behind.
+        :raises DownloadPaused: the call's end time came before the image was complete: what
+            was received is kept as its paused download (none if it had not started).
         """
         self.ensure_dirs()
         with self.lock(image_id):
             if self._hit(image_id):
                 return CacheOutcome(downloaded=False)
-            meta = self.source.show(ctxt, image_id)
+            meta = self._show(ctxt, image_id)
             if meta.id == image_id:
-                return self._fill(ctxt, meta, progress, peers)
+                return self._fill(ctxt, meta, progress, peers, terms)
         # The image service spells the id otherwise (an upper-case id asked of a Glance on a
         # case-insensitive database): the base, its lock and its index entry go by the
         # service's spelling, so that every spelling finds the one base.
         with self.lock(meta.id):
             if self._hit(meta.id):
                 return CacheOutcome(downloaded=False)
-            return self._fill(ctxt, meta, progress, peers)
+            return self._fill(ctxt, meta, progress, peers, terms)
+
+    def _show(self, ctxt: RequestContext, image_id: str) -> ImageMeta:
+        """The image's metadata; an image the service no longer knows loses its paused
+        download (we hold its lock)."""
+        try:
+            return self.source.show(ctxt, image_id)
+        except exception.ImageNotFound:
+            unlink(self.paused_file(image_id))
+            raise
 
     def _hit(self, image_id: str) -> bool:
         """Touch and index ``image_id`` if it is cached; the caller holds its lock."""
@@ -273,12 +304,20 @@ class ImageCache:
         return True
 
     def _fill(self, ctxt: RequestContext, meta: ImageMeta,
-              progress: ProgressCallback | None, peers: Sequence[Peer]) -> CacheOutcome:
+              progress: ProgressCallback | None, peers: Sequence[Peer],
+              terms: DownloadTerms | None) -> CacheOutcome:
         """Download ``meta`` into the cache and index it; the caller holds its lock."""
         self._remove_partials(meta.id)
         started = time.monotonic()
-        got = self.paths.download(ctxt, self.source, meta, self.path_for(meta.id),
-                                  partial_prefix(meta.id), progress, peers)
+        try:
+            got = self.paths.download(ctxt, self.source, meta, self.path_for(meta.id),
+                                      partial_prefix(meta.id), progress, peers, terms,
+                                      self.paused_file(meta.id))
+        except DownloadPaused as paused:
+            LOG.info("Image %s: %s (%d bytes fetched, %d resumed, in %.2f s)", meta.id,
+                     paused.reason, paused.bytes_downloaded, paused.bytes_resumed,
+                     time.monotonic() - started)
+            raise
         fsync_dir(self.base_dir)
         published = got.published
         self._record(meta.id, published.disk_format, published.base_format)
@@ -291,7 +330,8 @@ class ImageCache:
                             fallback_reason=got.fallback, source_host=got.source_host,
                             bytes_from_peers=got.bytes_from_peers,
                             bytes_from_origin=got.bytes_from_origin,
-                            peer_fallback=got.peer_fallback, bad_peers=got.bad_peers)
+                            peer_fallback=got.peer_fallback, bad_peers=got.bad_peers,
+                            bytes_resumed=got.bytes_resumed)
 
     def base_format(self, image_id: str, disk_format: str, planned: str) -> str:
         """The format the cached base of ``image_id`` is stored in; the caller holds the
@@ -358,6 +398,30 @@ class ImageCache:
             except lockutils.AcquireLockFailedException:
                 continue
             LOG.warning("Removed partial download %s left by an earlier process", path)
+            removed.append(path)
+        return removed
+
+    def paused_files(self) -> list[str]:
+        """Paths of the paused downloads, sorted."""
+        return sorted(e.path for e in self._scan() if paused_cache_name(e.name))
+
+    def remove_old_paused(self, cutoff: float) -> list[str]:
+        """Remove the paused downloads last written before ``cutoff`` (epoch seconds), each
+        under its image's lock, re-checked once taken (one whose lock is held, being resumed
+        or written, is skipped). :returns: the paths removed."""
+        removed = []
+        for path in self.paused_files():
+            name = paused_cache_name(os.path.basename(path))
+            assert name is not None
+            try:
+                with self.lock_entry(name, blocking=False):
+                    if os.stat(path, follow_symlinks=False).st_mtime >= cutoff:
+                        continue
+                    os.unlink(path)
+            except (lockutils.AcquireLockFailedException, FileNotFoundError):
+                continue
+            LOG.info("Removed paused download %s (written before %s)", path,
+                     time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(cutoff)))
             removed.append(path)
         return removed
 

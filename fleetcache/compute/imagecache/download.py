@@ -13,12 +13,16 @@ pass over the bytes:
 
 The download goes to a unique temporary name in the cache directory; any failure, a refused
 image included, removes it, so a refused image never lands in the cache and its reason is the
-exception's message.
+exception's message. The one exception is a download stopped at its call's end time
+(:class:`~fleetcache.compute.imagecache.terms.DownloadPaused`): every byte received is
+written, and the file becomes the image's paused download
+(:mod:`~fleetcache.compute.imagecache.paused`), never a cached base.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -31,9 +35,12 @@ from fleetcache.common.context import RequestContext
 from fleetcache.compute import imagebackend
 from fleetcache.compute.imagecache.files import unlink
 from fleetcache.compute.imagecache.odirect import file_sink
+from fleetcache.compute.imagecache.terms import DownloadPaused
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, download_verified
 from fleetcache.image.format_safety import StreamInspection, inspect_image
 from fleetcache.image.source import Buffer
+
+LOG = logging.getLogger(__name__)
 
 
 class DownloadCheck(Protocol):
@@ -100,10 +107,15 @@ def _prepare(conf: cfg.ConfigOpts, ctxt: RequestContext, meta: ImageMeta,
 
 def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestContext,
                      meta: ImageMeta, factories: Sequence[CheckFactory], final: str,
-                     tmp_prefix: str, progress: ProgressCallback | None = None) -> Published:
+                     tmp_prefix: str, progress: ProgressCallback | None = None,
+                     keep: str | None = None) -> Published:
     """Download ``meta`` to ``<tmp_prefix>XXXX`` beside ``final``, check it, publish it.
 
+    :param keep: where a download stopped at its call's end time keeps its bytes (its
+        file is renamed there, replacing what was there); None: nothing is kept.
     :returns: the bytes downloaded and the formats of the published base.
+    :raises DownloadPaused: the source stopped at the call's end time, with ``kept`` (the
+        bytes now in ``keep``) and ``size`` set.
     :raises ImageNotAvailable: the image has no disk format (nothing is downloaded).
     :raises ImageFormatRejected, ImageSignatureVerificationFailed: the image is refused.
     :raises ImageFetchError: the download or its verification failed, the file could not be
@@ -114,9 +126,14 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
     try:
         with os.fdopen(fd, "wb") as f:
             sink = file_sink(f)
-            written = download_verified(
-                source, ctxt, meta, sink, progress,
-                [*(c.feed for c in checks), inspection.feed], aligned_sink=sink.direct)
+            try:
+                written = download_verified(
+                    source, ctxt, meta, sink, progress,
+                    [*(c.feed for c in checks), inspection.feed], aligned_sink=sink.direct,
+                    keep_on=(DownloadPaused,))
+            except DownloadPaused:
+                sink.finish()  # what was received is in the file, for the next call
+                raise
             sink.finish()
             os.fsync(f.fileno())
         for check in checks:
@@ -128,6 +145,9 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
                 check.before_conversion(inspected.virtual_size)
         os.chmod(tmp, 0o644)
         publish(plan, meta.id, tmp, final)
+    except DownloadPaused as paused:
+        _keep(tmp, keep, meta, paused)
+        raise
     except OSError as exc:
         unlink(tmp)
         raise exception.ImageFetchError(
@@ -136,6 +156,24 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
         unlink(tmp)
         raise
     return Published(written, plan.disk_format, plan.base_format)
+
+
+def _keep(tmp: str, keep: str | None, meta: ImageMeta, paused: DownloadPaused) -> None:
+    """Make the stopped download ``tmp`` the image's paused download ``keep`` (durable; an
+    empty one is not kept) and note its size in ``paused``."""
+    paused.size = meta.size
+    paused.kept = 0
+    try:
+        kept = os.path.getsize(tmp)
+        if keep is not None and kept:
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, keep)
+            paused.kept = kept
+    except OSError:
+        LOG.exception("Image %s: cannot keep the paused download %s", meta.id, tmp)
+    finally:
+        unlink(tmp)
 
 
 def publish(plan: imagebackend.DiskPlan, image_id: str, downloaded: str, final: str) -> None:

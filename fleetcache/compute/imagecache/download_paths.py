@@ -12,7 +12,18 @@ fallbacks between them; every path feeds the same checked download
 * **rbd**: the direct path from Ceph (:mod:`~fleetcache.compute.imagecache.direct`) for an
   image with an ``rbd://`` location of this compute's cluster; any failure leaves nothing
   and falls back to HTTP, the reason kept;
-* **http**: the image source.
+* **http**: the image source; a paused download of the image
+  (:mod:`~fleetcache.compute.imagecache.paused`) is resumed there: its bytes re-read through
+  the checks, the rest asked of the source from its end (``Range``). Bytes of a resumed
+  download refused by a check are dropped with the paused file and the image is fetched
+  again from byte 0 in the same call. The other paths start from byte 0 and drop the
+  paused download.
+
+A call's terms (:mod:`~fleetcache.compute.imagecache.terms`) apply to every path: each
+download's source is bound to them, and a download stopped at the call's end time is kept as
+the image's paused download (whatever its path) and raised as
+:class:`~fleetcache.compute.imagecache.terms.DownloadPaused`, with what this call fetched and
+resumed.
 
 Metadata always comes from the image source (the caller's ``meta``), never from a peer.
 """
@@ -30,6 +41,9 @@ from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache.direct import RbdDirect
 from fleetcache.compute.imagecache.download import CheckFactory, Published, download_checked
+from fleetcache.compute.imagecache.files import unlink
+from fleetcache.compute.imagecache.paused import NotResumable, ResumedSource, kept_bytes
+from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms
 from fleetcache.compute.peers.source import PeersFailed, PeerSource
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
@@ -41,6 +55,8 @@ LOG = logging.getLogger(__name__)
 REFUSED_BYTES: tuple[type[Exception], ...] = (
     exception.ImageChecksumMismatch, exception.ImageSignatureVerificationFailed,
     exception.ImageFormatRejected)
+#: Errors after which a paused download is dropped and the image fetched from byte 0.
+_RESUME_FAILED: tuple[type[Exception], ...] = (*REFUSED_BYTES, NotResumable)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +72,22 @@ class Fetched:
     bytes_from_origin: int = 0
     peer_fallback: str | None = None
     bad_peers: tuple[str, ...] = ()
+    #: Bytes taken from the image's paused download (not fetched by this call).
+    bytes_resumed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class _Download:
+    """One image's download: where it goes and on what terms (the fields every path
+    passes on)."""
+
+    meta: ImageMeta
+    final: str
+    prefix: str
+    progress: ProgressCallback | None
+    terms: DownloadTerms
+    #: The image's paused download (kept there when this one pauses).
+    paused: str | None
 
 
 class DownloadPaths:
@@ -75,27 +107,64 @@ class DownloadPaths:
 
     def download(self, ctxt: RequestContext, source: ImageSource, meta: ImageMeta,
                  final: str, prefix: str, progress: ProgressCallback | None,
-                 peers: Sequence[Peer] = ()) -> Fetched:
+                 peers: Sequence[Peer] = (), terms: DownloadTerms | None = None,
+                 paused: str | None = None) -> Fetched:
         """Download ``meta`` (as ``source`` describes it) to ``final`` through a temporary
         ``<prefix>XXXX`` beside it (the caller holds the image's lock).
 
+        :param terms: the call's end time and rate; None: neither.
+        :param paused: the image's paused download: resumed over HTTP, dropped by the other
+            paths, and where this download keeps its bytes if it pauses; None: no pausing.
+        :raises DownloadPaused: the call's end time came first (before the download started:
+            nothing kept but what was there).
         :raises: as :meth:`~fleetcache.compute.imagecache.cache.ImageCache.fetch`; nothing
-            is left behind.
+            else is left behind.
         """
+        job = _Download(meta, final, prefix, progress, terms or DownloadTerms(), paused)
+        if job.terms.expired():
+            raise DownloadPaused(meta.id, kept=kept_bytes(paused) if paused else 0,
+                                 size=meta.size)
         if peers and peer_hash(meta):
-            return self._from_peers(ctxt, source, meta, final, prefix, progress, peers)
-        got = self._from_origin(ctxt, source, meta, final, prefix, progress)
+            return self._from_peers(ctxt, source, job, peers)
+        got = self._from_origin(ctxt, source, job)
         return dataclasses.replace(got, peer_fallback="no_multihash") if peers else got
 
-    def _from_peers(self, ctxt: RequestContext, origin: ImageSource, meta: ImageMeta,
-                    final: str, prefix: str, progress: ProgressCallback | None,
+    def _checked(self, ctxt: RequestContext, source: ImageSource, job: _Download,
+                 resume: str | None = None) -> tuple[Published, int]:
+        """One checked download from ``source`` under the job's terms (``resume``: first the
+        bytes of that paused download), kept if it pauses.
+
+        :returns: its publication, and the bytes taken from ``resume``.
+        """
+        bound = job.terms.bind(source)
+        reader = ResumedSource(resume, bound) if resume is not None else None
+        try:
+            published = download_checked(self.conf, reader or bound, ctxt, job.meta,
+                                         self.checks, job.final, job.prefix, job.progress,
+                                         job.paused)
+        except DownloadPaused as exc:
+            exc.bytes_resumed = reader.resumed if reader is not None else 0
+            exc.bytes_downloaded = max(exc.kept - exc.bytes_resumed, 0)
+            raise
+        return published, reader.resumed if reader is not None else 0
+
+    def _drop_paused(self, job: _Download) -> None:
+        if job.paused is not None and kept_bytes(job.paused):
+            LOG.info("Image %s: dropping its paused download (this path starts from byte 0)",
+                     job.meta.id)
+            unlink(job.paused)
+
+    def _from_peers(self, ctxt: RequestContext, origin: ImageSource, job: _Download,
                     peers: Sequence[Peer]) -> Fetched:
         """One checked download from ``peers`` (then the origin resuming); on any failure,
         the origin from byte 0."""
+        meta = job.meta
+        self._drop_paused(job)
         source = PeerSource(self.conf, peers, origin=origin)
         try:
-            published = download_checked(self.conf, source, ctxt, meta, self.checks, final,
-                                         prefix, progress)
+            published, _ = self._checked(ctxt, source, job)
+        except DownloadPaused:
+            raise
         except REFUSED_BYTES as exc:
             bad = source.contributors
             if not bad:
@@ -103,14 +172,12 @@ class DownloadPaths:
             why = f"hash_mismatch: {','.join(bad)}"
             LOG.warning("Image %s: bytes from peers %s refused (%s); fetching it from the "
                         "origin", meta.id, ", ".join(bad), exc)
-            return self._after_peers(ctxt, origin, meta, final, prefix, progress, source, why,
-                                     bad)
+            return self._after_peers(ctxt, origin, job, source, why, bad)
         except Exception as exc:  # whatever went wrong, the origin is the way out
             why = (f"peer_failed: {exc.kwargs.get('reason')}" if isinstance(exc, PeersFailed)
                    else f"peer_failed: {source.failure()}: {type(exc).__name__}: {exc}")
             LOG.warning("Image %s: %s; fetching it from the origin", meta.id, why)
-            return self._after_peers(ctxt, origin, meta, final, prefix, progress, source, why,
-                                     ())
+            return self._after_peers(ctxt, origin, job, source, why, ())
         from_origin = source.bytes_from_origin
         return Fetched(published, "http" if from_origin else "peer",
                        source_host=source.last_peer, bytes_from_peers=source.bytes_from_peers,
@@ -118,30 +185,34 @@ class DownloadPaths:
                        peer_fallback=f"peer_failed: {source.failure()}" if from_origin
                        else None)
 
-    def _after_peers(self, ctxt: RequestContext, origin: ImageSource, meta: ImageMeta,
-                     final: str, prefix: str, progress: ProgressCallback | None,
+    def _after_peers(self, ctxt: RequestContext, origin: ImageSource, job: _Download,
                      source: PeerSource, why: str, bad: tuple[str, ...]) -> Fetched:
         """The origin download from byte 0 after peers failed, counting the peers' bytes."""
-        got = self._from_origin(ctxt, origin, meta, final, prefix, progress)
+        self._drop_paused(job)  # a peer download that failed may not be resumed
+        got = self._from_origin(ctxt, origin, job)
         return dataclasses.replace(
             got, source_host=source.last_peer, bytes_from_peers=source.bytes_from_peers,
             bytes_from_origin=got.bytes_from_origin + source.bytes_from_origin,
             peer_fallback=why, bad_peers=bad)
 
-    def _from_origin(self, ctxt: RequestContext, source: ImageSource, meta: ImageMeta,
-                     final: str, prefix: str, progress: ProgressCallback | None) -> Fetched:
+    def _from_origin(self, ctxt: RequestContext, source: ImageSource,
+                     job: _Download) -> Fetched:
         """One checked download from Ceph when the direct path applies, else, or when it
         fails in any way (nothing of it is left), over HTTP."""
+        meta = job.meta
         route = self.direct.route(meta) if self.direct is not None else None
         fallback = route.fallback if route is not None else None
         if route is not None and route.location is not None:
             assert self.direct is not None
-            rbd = self.direct.source(route.location, os.path.dirname(final), prefix)
+            self._drop_paused(job)
+            rbd = self.direct.source(route.location, os.path.dirname(job.final), job.prefix)
             try:
-                published = download_checked(self.conf, rbd, ctxt, meta, self.checks, final,
-                                             prefix, progress)
+                published, _ = self._checked(ctxt, rbd, job)
+            except DownloadPaused:
+                raise
             except Exception as exc:
                 fallback = f"{type(exc).__name__}: {exc}"
+                self._drop_paused(job)
             else:
                 return Fetched(published, "rbd", bytes_from_origin=published.bytes_downloaded)
         if fallback is not None:
@@ -150,13 +221,50 @@ class DownloadPaths:
                         "(fallback %d on this host): %s", meta.id, self.direct_fallbacks,
                         fallback)
         try:
-            published = download_checked(self.conf, source, ctxt, meta, self.checks, final,
-                                         prefix, progress)
+            return self._http(ctxt, source, job, fallback)
+        except DownloadPaused:
+            raise
         except exception.FleetcacheException as exc:
             if fallback is None:
                 raise
             raise both_failed(exc, fallback) from exc
+
+    def _http(self, ctxt: RequestContext, source: ImageSource, job: _Download,
+              fallback: str | None) -> Fetched:
+        """The HTTP download, resuming the image's paused download when there is one."""
+        resume = self._resumable(job)
+        if resume is not None:
+            try:
+                published, resumed = self._checked(ctxt, source, job, resume)
+            except _RESUME_FAILED as exc:
+                LOG.warning("Image %s: resuming its paused download failed (%s); dropping it "
+                            "and downloading the image from byte 0", job.meta.id, exc)
+                self._drop_paused(job)
+            else:
+                unlink(resume)
+                fetched = published.bytes_downloaded - resumed
+                return Fetched(dataclasses.replace(published, bytes_downloaded=fetched),
+                               "http", fallback, bytes_from_origin=fetched,
+                               bytes_resumed=resumed)
+        published, _ = self._checked(ctxt, source, job)
         return Fetched(published, "http", fallback, bytes_from_origin=published.bytes_downloaded)
+
+    def _resumable(self, job: _Download) -> str | None:
+        """The image's paused download to resume, if it has one that fits the image (one
+        larger than the image is dropped)."""
+        if job.paused is None:
+            return None
+        kept = kept_bytes(job.paused)
+        if not kept:
+            return None
+        size = job.meta.size
+        if size is not None and kept > size:
+            LOG.warning("Image %s: its paused download holds %d bytes, the image %d; dropping "
+                        "it", job.meta.id, kept, size)
+            unlink(job.paused)
+            return None
+        LOG.info("Image %s: resuming its paused download at byte %d", job.meta.id, kept)
+        return job.paused
 
 
 def peer_hash(meta: ImageMeta) -> bool:

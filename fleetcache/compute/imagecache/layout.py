@@ -2,6 +2,7 @@
 
     <instances_path>/<[image_cache] subdirectory_name>/<sha1(image_id)>   a cached image
     <instances_path>/<[image_cache] subdirectory_name>/.<sha1>.part-XXXX  a download under way
+    <instances_path>/<[image_cache] subdirectory_name>/.<sha1>.paused     a paused download
     <instances_path>/locks/fleetcache-<sha1>                               its lock file
     <instances_path>/image_ids/<[image_cache] subdirectory_name>/<sha1>   its index record
     <instances_path>/image_pins/<[image_cache] subdirectory_name>/<sha1>  its pin, if any
@@ -26,6 +27,9 @@ from fleetcache.common.cache_dir import cache_dir as cache_dir  # re-exported
 LOCK_PREFIX = "fleetcache-"
 #: Marks a download under way: ``.<sha1>.part-XXXX`` (hidden, so never taken for an image).
 PART_MARK = ".part-"
+#: Marks a paused download (:mod:`~fleetcache.compute.imagecache.paused`): ``.<sha1>.paused``
+#: (hidden like a download under way, but without its mark: start-up leaves it alone).
+PAUSED_MARK = ".paused"
 #: Directory of the index records, beside the cache directory (which holds images only).
 INDEX_DIR = "image_ids"
 #: Directory of the pins (:mod:`~fleetcache.compute.imagecache.pins`), beside the index.
@@ -45,6 +49,19 @@ def partial_prefix(image_id: str) -> str:
 def is_partial(name: str) -> bool:
     """Whether a cache directory entry is a download under way (or left by a crash)."""
     return name.startswith(".") and PART_MARK in name
+
+
+def paused_name(image_id: str) -> str:
+    """File name of the paused download of ``image_id``."""
+    return f".{cache_name(image_id)}{PAUSED_MARK}"
+
+
+def paused_cache_name(name: str) -> str | None:
+    """The cache file name a paused download's file ``name`` belongs to (None: ``name`` is
+    not a paused download's)."""
+    if not (name.startswith(".") and name.endswith(PAUSED_MARK)):
+        return None
+    return name[1:-len(PAUSED_MARK)] or None
 
 
 def locks_dir(conf: cfg.ConfigOpts) -> str:

@@ -26,7 +26,7 @@ from fleetcache.common.context import RequestContext
 from fleetcache.common.rbd_settings import RbdSettings
 from fleetcache.compute import config_check, imagebackend
 from fleetcache.compute.imagebackend.selection import IMAGE_TYPES
-from fleetcache.compute.imagecache import CacheOutcome, ImageCache, RbdDirect
+from fleetcache.compute.imagecache import CacheOutcome, DownloadTerms, ImageCache, RbdDirect
 from fleetcache.compute.imagecache.bandwidth import throttled
 from fleetcache.compute.imagecache.disk_floor import DiskFloor
 from fleetcache.compute.rpcapi import IMAGE_TYPE_CAPABILITY, Peer
@@ -92,5 +92,6 @@ class DiskDriver(ComputeDriver):
         self.image_cache.remove_stale_partials()
 
     def cache_image(self, ctxt: RequestContext, image_id: str,
-                    peers: Sequence[Peer] = ()) -> CacheOutcome:
-        return self.image_cache.fetch(ctxt, image_id, peers=peers)
+                    peers: Sequence[Peer] = (),
+                    terms: DownloadTerms | None = None) -> CacheOutcome:
+        return self.image_cache.fetch(ctxt, image_id, peers=peers, terms=terms)

@@ -27,7 +27,7 @@ from stevedore.exception import NoMatches
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute import host_uptime
-from fleetcache.compute.imagecache import CacheOutcome, ImageCache
+from fleetcache.compute.imagecache import CacheOutcome, DownloadTerms, ImageCache
 from fleetcache.compute.rpcapi import Peer
 
 DRIVER_NAMESPACE = "fleetcache.compute.drivers"
@@ -65,13 +65,16 @@ class ComputeDriver:
         return host_uptime.host_uptime()
 
     def cache_image(self, ctxt: RequestContext, image_id: str,
-                    peers: Sequence[Peer] = ()) -> CacheOutcome:
+                    peers: Sequence[Peer] = (),
+                    terms: DownloadTerms | None = None) -> CacheOutcome:
         """Make sure ``image_id`` is in this host's image cache.
 
         A hit renews the image's lease in the cache (touch) and returns ``downloaded=False``.
         ``peers``: hosts of this one's peer group to fetch it from before the image service.
+        ``terms``: the call's end time and rate (:mod:`~fleetcache.compute.imagecache.terms`).
 
         :raises NotImplementedError: when the driver has no image cache.
+        :raises DownloadPaused: the call's end time came before the image was cached.
         """
         raise NotImplementedError("this virt driver does not cache images")
 

@@ -3,7 +3,9 @@
 It touches no disk and starts no threads, so one process can hold a thousand of them. Its
 knobs are ``[fake_driver]``: ``cache_delay`` stands in for a download, ``fail_images`` makes
 chosen images fail, ``unsupported`` makes it behave like a driver without an image cache.
-Like the disk driver, two overlapping requests for one image "download" it once.
+Like the disk driver, two overlapping requests for one image "download" it once, and a
+call's end time (``terms.until``) pauses an image not started, or whose delay runs past it
+(in memory, nothing is kept: the next call starts it again).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.imagecache import CacheOutcome
+from fleetcache.compute.imagecache import CacheOutcome, DownloadPaused, DownloadTerms
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.compute.virt.driver import ComputeDriver
 
@@ -38,7 +40,8 @@ class FakeDriver(ComputeDriver):
         self._lock = threading.Lock()
 
     def cache_image(self, ctxt: RequestContext, image_id: str,
-                    peers: Sequence[Peer] = ()) -> CacheOutcome:
+                    peers: Sequence[Peer] = (),
+                    terms: DownloadTerms | None = None) -> CacheOutcome:
         opts = self.conf.fake_driver
         if opts.unsupported:
             raise NotImplementedError("fake driver configured as unsupported")
@@ -50,13 +53,15 @@ class FakeDriver(ComputeDriver):
                 return CacheOutcome(downloaded=False)
             waiting_for = self._in_flight.get(image_id)
             if waiting_for is None:
+                if terms is not None and terms.expired():
+                    raise DownloadPaused(image_id)
                 done = self._in_flight[image_id] = threading.Event()
         if waiting_for is not None:  # another request is "downloading" it
             waiting_for.wait()
             return CacheOutcome(downloaded=False)
         try:
             if opts.cache_delay:
-                time.sleep(opts.cache_delay)
+                _delay(opts.cache_delay, image_id, terms)
             with self._lock:
                 self.cached_images.add(image_id)
         finally:
@@ -64,3 +69,12 @@ class FakeDriver(ComputeDriver):
                 del self._in_flight[image_id]
             done.set()
         return CacheOutcome(downloaded=True)
+
+
+def _delay(seconds: float, image_id: str, terms: DownloadTerms | None) -> None:
+    """Sleep ``seconds`` ("download"), or until the call's end time and pause."""
+    until = terms.until if terms is not None else None
+    if until is not None and time.time() + seconds >= until:
+        time.sleep(max(until - time.time(), 0.0))
+        raise DownloadPaused(image_id)
+    time.sleep(seconds)

@@ -60,7 +60,7 @@ def test_capped_client_refuses_1_1_methods_before_sending(
 def test_uncapped_client_sends_1_1_only_for_the_new_methods(
         conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
     client = rpcapi.ComputeAPI(conf, old_compute)
-    assert client.version_cap == rpcapi.RPC_API_VERSION == "1.4"
+    assert client.version_cap == rpcapi.RPC_API_VERSION == "1.5"
     assert client.cache_images(CTXT, conf.host, ["a"])["a"]["state"] == "existing"
     with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
         client.delete_instance_disk(CTXT, conf.host, str(uuid.uuid4()))
@@ -123,3 +123,20 @@ def test_cache_images_asks_for_1_4_only_with_peers_and_serve_images_needs_it(
         capped.cache_images(CTXT, conf.host, ["a"], peers={"a": [peer]})
     with pytest.raises(exception.RPCVersionCapped, match=r"serve_images needs 1\.4"):
         capped.serve_images(CTXT, conf.host, "job", "k" * 64, ["a"], 2e9)
+
+
+def test_cache_images_asks_for_1_5_only_with_terms(
+        conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
+    client = rpcapi.ComputeAPI(conf, old_compute)
+    assert client.takes_terms
+    assert client.cache_images(CTXT, conf.host, ["a"], until=None,
+                               bytes_per_second=None)["a"]["state"] == "existing"
+    for terms in ({"until": 2e9}, {"bytes_per_second": 8 << 20}):
+        with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
+            client.cache_images(CTXT, conf.host, ["a"], **terms)  # type: ignore[arg-type]
+    conf.set_override("compute", "1.4", group="upgrade_levels")
+    capped = rpcapi.ComputeAPI(conf, old_compute)
+    assert not capped.takes_terms and capped.takes_peers
+    for terms in ({"until": 2e9}, {"bytes_per_second": 8 << 20}):
+        with pytest.raises(exception.RPCVersionCapped, match=r"cache_images needs 1\.5"):
+            capped.cache_images(CTXT, conf.host, ["a"], **terms)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.image.glance import GlanceImageSource
+from fleetcache.image.glance import GlanceImageSource, paced_buffer
 from fleetcache.image.source import ImageMeta
 from tests.unit.image.fakeglance import FakeGlance
 from tests.unit.image.fixtures import make_conf
@@ -128,6 +128,41 @@ def test_download_streams_in_configured_chunks(glance: FakeGlance) -> None:
     source.download(CTXT, ImageMeta.from_dict(body), out, seen.append)
     assert out.getvalue() == DATA
     assert max(sizes) == 1024 * 1024 and seen[-1] == len(DATA)
+
+
+@pytest.mark.parametrize(("rate", "buffer"), [
+    (1024, 64 * 1024), (8 * 1024 * 1024, 128 * 1024), (12 * 1024 * 1024, 128 * 1024),
+    (10**9, 4 * 1024 * 1024)])
+def test_a_paced_downloads_buffer_is_a_sixty_fourth_of_a_second_within_bounds(
+        rate: int, buffer: int) -> None:
+    assert paced_buffer(rate) == buffer
+
+
+def test_a_paced_variant_reads_small_chunks_over_small_receive_buffers(
+        glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    source = _source(glance.url, chunk=4 * 1024 * 1024)
+    rate = 8 * 1024 * 1024
+    paced = source.paced(rate)
+    assert paced is source.paced(rate) and paced.paced(rate) is paced  # one per buffer
+    assert source.paced(rate // 4) is not paced
+    adapter = paced.session.session.get_adapter(glance.url)
+    options = adapter.poolmanager.connection_pool_kw["socket_options"]
+    assert (socket.SOL_SOCKET, socket.SO_RCVBUF, paced_buffer(rate)) in options
+    assert (socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1448) in options
+    assert source.session.session.get_adapter(glance.url) is not adapter
+    sizes: list[int] = []
+
+    class Recorder(io.BytesIO):
+        def write(self, data: bytes, /) -> int:  # type: ignore[override]
+            sizes.append(len(data))
+            return super().write(data)
+
+    out = Recorder()
+    paced.download(CTXT, ImageMeta.from_dict(body), out)
+    assert out.getvalue() == DATA
+    assert max(sizes) == paced_buffer(rate) // 2 == paced.chunk_size
+    assert source.chunk_size == 4 * 1024 * 1024  # the unpaced source is left as it was
 
 
 def test_download_resumes_with_range_after_a_cut(glance: FakeGlance) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.imagecache import CacheOutcome
+from fleetcache.compute.imagecache import CacheOutcome, DownloadPaused, DownloadTerms
 from fleetcache.compute.virt.fake import FakeDriver
 from tests.unit.image.fixtures import make_conf
 
@@ -45,6 +45,19 @@ def test_cache_delay_stands_in_for_a_download() -> None:
     started = time.monotonic()
     driver.cache_image(CTXT, "img")
     assert time.monotonic() - started < 0.1
+
+
+def test_an_end_time_pauses_a_delay_that_runs_past_it_and_an_image_not_started() -> None:
+    driver = FakeDriver(make_conf(fake_driver__cache_delay=5.0))
+    started = time.monotonic()
+    with pytest.raises(DownloadPaused):
+        driver.cache_image(CTXT, "img", terms=DownloadTerms(until=time.time() + 0.1))
+    assert 0.05 < time.monotonic() - started < 1
+    with pytest.raises(DownloadPaused):
+        driver.cache_image(CTXT, "img", terms=DownloadTerms(until=time.time() - 1))
+    assert driver.cached_images == set()  # nothing kept in memory: the next call starts over
+    driver.conf.set_override("cache_delay", 0, group="fake_driver")
+    assert driver.cache_image(CTXT, "img", terms=DownloadTerms(until=time.time() + 60))
 
 
 def test_overlapping_requests_wait_for_the_first() -> None:
