@@ -46,14 +46,13 @@ from fleetcache.common.db.aggregates import AggregateDict
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.db.services import ServiceDict
 from fleetcache.common.servicegroup import service_is_up
-from fleetcache.compute.rpcapi import ImageResult
+from fleetcache.compute.rpcapi import PAUSED, ImageResult
 from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.precache.hostcall import ComputeClient
 from fleetcache.conductor.precache.job import Precacher
 from fleetcache.conductor.precache.ownership import JobOwner
 from fleetcache.conductor.precache.results import (
     CACHED_STATES,
-    PAUSED,
     checked_replies,
     same_result_per_image,
 )

@@ -35,13 +35,12 @@ from fleetcache.common.db import jobs
 from fleetcache.common.db.cells import CellDict
 from fleetcache.common.db.compute_states import ComputeState, PeerSite
 from fleetcache.common.db.session import Database
-from fleetcache.compute.rpcapi import ImageResult, Peer
+from fleetcache.compute.rpcapi import PAUSED, ImageResult, Peer
 from fleetcache.conductor.metrics import ConductorMetrics
 from fleetcache.conductor.precache.hostpool import HostCallPool
 from fleetcache.conductor.precache.origin import DownloadGate, GateClosed
 from fleetcache.conductor.precache.peers import Assignment, PeerPlanner
 from fleetcache.conductor.precache.results import (
-    PAUSED,
     checked_replies,
     same_result_per_image,
 )

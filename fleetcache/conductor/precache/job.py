@@ -57,7 +57,7 @@ from fleetcache.common.db.jobs import JobDict
 from fleetcache.common.db.models import utcnow as models_utcnow
 from fleetcache.common.db.session import Database
 from fleetcache.common.servicegroup import service_is_up
-from fleetcache.compute.rpcapi import ImageResult
+from fleetcache.compute.rpcapi import PAUSED, ImageResult
 from fleetcache.conductor.metrics import ConductorMetrics
 from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.precache.hostcall import ComputeClients, HostCaller, HostPlan
@@ -67,7 +67,6 @@ from fleetcache.conductor.precache.ownership import JobOwner
 from fleetcache.conductor.precache.peers import PeerPlanner, PeerQuarantine
 from fleetcache.conductor.precache.results import (
     CACHED_STATES,
-    PAUSED,
     JobStats,
     ResultWriter,
     same_result_per_image,

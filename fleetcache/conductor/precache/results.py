@@ -21,15 +21,12 @@ from collections.abc import Callable, Mapping
 
 from fleetcache.common.db import jobs
 from fleetcache.common.db.session import Database
-from fleetcache.compute.rpcapi import ImageResult
+from fleetcache.compute.rpcapi import PAUSED, ImageResult
 
 LOG = logging.getLogger(__name__)
 
 #: States that mean the image is in the host's cache.
 CACHED_STATES = ("cached", "existing")
-#: A compute's answer for an image whose download the call's end time cut (compute RPC 1.5),
-#: its bytes kept for the next call: never stored, the job asks the host again.
-PAUSED = "paused"
 
 #: Called once the results it came with are stored (sends that host's notification).
 AfterWrite = Callable[[], None]
