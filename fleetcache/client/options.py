@@ -29,7 +29,8 @@ FORMATS = ("table", "json", "yaml")
 DEFAULT_TIMEZONE = "UTC"
 #: The rate suffixes: binary multiples, as ``8M`` for 8 MiB/s.
 RATE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-_RATE_RE = re.compile(r"^\s*(\d{1,16})\s*([kmgt]?)(?:i?b)?(?:/s)?\s*$", re.IGNORECASE)
+#: Bytes only: a lower-case ``b`` (``8Mb``) reads as bits to most people and is refused.
+_RATE_RE = re.compile(r"^\s*(\d{1,16})\s*([kmgtKMGT]?)(?:[iI]?B)?(?:/s)?\s*$")
 _CLOCK = r"(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d)?"
 _WINDOW_RE = re.compile(rf"^\s*({_CLOCK})\s*-\s*({_CLOCK})\s*$")
 
@@ -196,6 +197,8 @@ def terms_from_args(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, dest, None)
         if value is not None:
             terms[key] = value
+    # The API's order (fleetcache.common.job_terms.KEYS: the client imports nothing of the
+    # services).
     order = ("not_before", "window", "deadline", "parallelism", "origin_downloads",
              "host_bytes_per_second", "job_bytes_per_second", "priority")
     return {key: terms[key] for key in order if key in terms}

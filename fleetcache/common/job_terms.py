@@ -91,6 +91,10 @@ def parse_instant(value: str) -> datetime.datetime:
     parsed = datetime.datetime.fromisoformat(value)
     if parsed.tzinfo is None:
         raise ValueError(f"{value!r} has no time zone offset (add Z for UTC)")
+    # Days are added to instants (the next window): keep far from datetime's ends, where
+    # astimezone and date arithmetic raise OverflowError.
+    if not 2000 <= parsed.year <= 9000:
+        raise ValueError(f"{value!r} is not between the years 2000 and 9000")
     return parsed.astimezone(datetime.UTC)
 
 
@@ -245,7 +249,9 @@ def _daily_period(window: Window, earliest: datetime.datetime) -> Period:
     # day whose window a DST change made empty.
     for offset in (-1, 0, 1, 2):
         opens, closes = _window_bounds(window, local_day + datetime.timedelta(days=offset))
-        if closes > earliest and closes > opens:
+        # Compared in UTC: two times of one zone compare by wall clock, which would take a
+        # window inside a spring-forward gap for a non-empty one.
+        if closes.astimezone(datetime.UTC) > max(earliest, opens.astimezone(datetime.UTC)):
             return Period(max(opens, earliest).astimezone(datetime.UTC),
                           closes.astimezone(datetime.UTC))
     raise AssertionError("a non-empty daily window always comes again")

@@ -52,8 +52,8 @@ def cache_aggregate_images(req: webob.Request) -> webob.Response:
     try:
         job = state.conductor_api.cache_images(context, ident, image_ids,
                                                pin_seconds=pin_seconds, terms=terms or None)
-    except exception.AggregateNotFound:
-        raise
+    except (exception.AggregateNotFound, exception.RPCVersionCapped):
+        raise  # 404; 409: the conductor is capped below what the request needs
     except exception.FleetcacheException as exc:
         # As Nova: whatever the conductor refuses (missing or unusable image) is a 400.
         return fault.fault_response(400, exc.message, exc.error_code)

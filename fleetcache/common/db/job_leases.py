@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from typing import Any
 
 from sqlalchemy import and_, case, exists, func, or_, select, update
 from sqlalchemy.orm import Session
@@ -185,15 +186,21 @@ class CatchingUp:
     aggregate_id: int
     image_ids: list[str]
     catch_up_until: datetime.datetime | None
+    #: The request's terms (its deadline ends catch-up too).
+    terms: dict[str, Any]
+    #: The aggregate's hosts when the job was created (None for jobs that predate it).
+    hosts: list[str] | None
 
 
 def jobs_catching_up(db: Database, owner: str) -> list[CatchingUp]:
     """``owner``'s ``catching_up`` jobs."""
     job = models.CacheJob
-    query = (select(job.uuid, job.aggregate_id, job.image_ids, job.catch_up_until)
+    query = (select(job.uuid, job.aggregate_id, job.image_ids, job.catch_up_until, job.terms,
+                    job.hosts)
              .where(job.owner == owner, job.state == jobs.CATCHING_UP))
     with db.transaction() as session:
-        return [CatchingUp(u, a, list(i), c) for u, a, i, c in session.execute(query)]
+        return [CatchingUp(u, a, list(i), c, dict(t or {}), None if h is None else list(h))
+                for u, a, i, c, t, h in session.execute(query)]
 
 
 def jobs_add_host(db: Database, host: str, now: datetime.datetime) -> list[str]:
@@ -248,10 +255,12 @@ def job_unfinished_hosts(db: Database, job_uuid: str,
 
 
 def job_end_at_deadline(db: Database, job_uuid: str, aggregate_hosts: list[str],
-                        now: datetime.datetime) -> int:
+                        now: datetime.datetime, owner: str | None = None) -> int:
     """The job's deadline passed: every image of its hosts without a final result (none,
-    ``waiting`` or ``pending``) ends ``skipped`` saying so, and the job ``done``.
+    ``waiting`` or ``pending``) ends ``skipped`` saying so (the bytes a paused download
+    kept stay counted), and the job ``done``.
 
+    :param owner: only if the job is still this conductor's.
     :returns: the results it settled.
     """
     result = models.CacheJobResult
@@ -259,6 +268,8 @@ def job_end_at_deadline(db: Database, job_uuid: str, aggregate_hosts: list[str],
     reason = f"the job's deadline passed at {stamp} before this host finished"
     with db.transaction() as session:
         job = jobs._lookup(session, job_uuid)
+        if owner is not None and job.owner != owner:
+            return 0
         hosts = list(job.hosts) if job.hosts is not None else list(aggregate_hosts)
         final = set(session.execute(
             select(result.host, result.image_id).where(
@@ -270,11 +281,11 @@ def job_end_at_deadline(db: Database, job_uuid: str, aggregate_hosts: list[str],
             for image_id in job.image_ids:
                 if (host, image_id) in final:
                     continue
-                fields = {"state": "skipped", "reason": reason, "bytes_downloaded": 0,
-                          "updated_at": now}
+                fields = {"state": "skipped", "reason": reason, "updated_at": now}
                 row_id = stored.get((host, image_id))
                 if row_id is None:
-                    session.add(result(job_id=job.id, host=host, image_id=image_id, **fields))
+                    session.add(result(job_id=job.id, host=host, image_id=image_id,
+                                       bytes_downloaded=0, **fields))
                 else:
                     session.execute(update(result).where(result.id == row_id).values(**fields))
                 settled += 1

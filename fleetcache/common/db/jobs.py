@@ -252,12 +252,34 @@ def job_set_state(db: Database, job_uuid: str, state: str, error: str | None = N
             job.error = error
 
 
-def job_schedule(db: Database, job_uuid: str, next_start_at: datetime.datetime) -> None:
-    """The job waits for its window: ``scheduled`` until ``next_start_at`` (naive UTC)."""
+def job_schedule(db: Database, job_uuid: str, next_start_at: datetime.datetime,
+                 owner: str | None = None) -> bool:
+    """The job waits for its window: ``scheduled`` until ``next_start_at`` (naive UTC).
+
+    :param owner: only if the job is still this conductor's (a run that stalled past its
+        lease lost the job to another, which schedules it itself).
+    :returns: whether it did.
+    """
     with db.transaction() as session:
         job = _lookup(session, job_uuid)
+        if owner is not None and job.owner != owner:
+            return False
         job.state = SCHEDULED
         job.next_start_at = next_start_at
+        return True
+
+
+def job_claim_due(db: Database, job_uuid: str, owner: str) -> bool:
+    """Take a due ``scheduled`` job of ``owner`` to ``queued``, once: a compare-and-set, so
+    that a job whose run waits for a coordinator thread is not started again by the next
+    look, nor by a conductor that lost it. :returns: whether this caller may start it."""
+    job = models.CacheJob
+    with db.transaction() as session:
+        result = session.execute(
+            update(job).where(job.uuid == job_uuid, job.owner == owner,
+                              job.state == SCHEDULED)
+            .values(state=QUEUED).execution_options(synchronize_session=False))
+        return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
 def jobs_due(db: Database, owner: str, now: datetime.datetime) -> list[str]:

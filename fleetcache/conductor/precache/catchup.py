@@ -46,7 +46,7 @@ from fleetcache.common.db.aggregates import AggregateDict
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.db.services import ServiceDict
 from fleetcache.common.servicegroup import service_is_up
-from fleetcache.compute.rpcapi import PAUSED, ImageResult
+from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.precache.hostcall import ComputeClient
 from fleetcache.conductor.precache.job import Precacher
@@ -55,6 +55,7 @@ from fleetcache.conductor.precache.results import (
     CACHED_STATES,
     checked_replies,
     same_result_per_image,
+    unpaused,
 )
 
 LOG = logging.getLogger(__name__)
@@ -109,7 +110,12 @@ class CatchUp:
         """End the jobs whose window closed, then ask every pending host that is back."""
         now = utcnow()
         for job in job_leases.jobs_catching_up(self.db, self.owner.owner):
-            if job.catch_up_until is not None and job.catch_up_until <= now:
+            if job.terms and job_terms.past_deadline(job.terms, now.replace(tzinfo=datetime.UTC)):
+                settled = job_leases.job_end_at_deadline(self.db, job.job_uuid, job.hosts or [],
+                                                         now, owner=self.owner.owner)
+                LOG.warning("Pre-cache job %s reached its deadline while catching up: %d "
+                            "pending result(s) skipped", job.job_uuid, settled)
+            elif job.catch_up_until is not None and job.catch_up_until <= now:
                 closed = job_leases.job_close_window(self.db, job.job_uuid, now)
                 LOG.warning("Catch-up window of pre-cache job %s closed: %d pending "
                             "result(s) skipped", job.job_uuid, closed)
@@ -209,11 +215,8 @@ class CatchUp:
                 LOG.warning("Catch-up of compute %s in pre-cache job %s failed (%s: %s); it "
                             "stays pending", host, job_uuid, type(exc).__name__, exc)
                 return
-            results.update({
-                i: r if r["state"] != PAUSED else ImageResult(
-                    state=jobs.PENDING, bytes_downloaded=r["bytes_downloaded"],
-                    reason="paused at the end of the job's window")
-                for i, r in checked_replies(replies, asked).items()})
+            results.update(unpaused(checked_replies(replies, asked), jobs.PENDING,
+                                    "paused at the end of the job's window"))
         self._record(ctxt, job, aggregate, host, results)
 
     def _cache(self, ctxt: RequestContext, client: ComputeClient, job: jobs.JobDict, host: str,
@@ -226,7 +229,7 @@ class CatchUp:
         :raises GateClosed: the conductor stopped while the host waited.
         """
         gate = self.precacher.gate
-        kwargs = {**_pin(job), **_terms(client, job)}
+        kwargs = {**_pin(job), **_terms(client, job, self.precacher.host_calls.size)}
         if gate is None or not gate.enabled:
             return client.cache_images(ctxt, host, image_ids, **kwargs)
         replies: dict[str, ImageResult] = {}
@@ -254,9 +257,10 @@ class CatchUp:
             LOG.info("Pre-cache job %s done: every pending host caught up", job_uuid)
 
 
-def _terms(client: ComputeClient, job: jobs.JobDict) -> dict[str, Any]:
-    """The job's window end and pace for a compute that takes them (compute RPC 1.5): a host
-    caught up alone gets the stricter of the request's per-host and job rates."""
+def _terms(client: ComputeClient, job: jobs.JobDict, at_once: int) -> dict[str, Any]:
+    """The job's window end and pace for a compute that takes them (compute RPC 1.5): the
+    stricter of the request's per-host rate and its job rate shared by the ``at_once``
+    hosts catch-up may ask together (the conductor's pool)."""
     terms = job["terms"]
     if not terms or not client.takes_terms:
         return {}
@@ -264,7 +268,9 @@ def _terms(client: ComputeClient, job: jobs.JobDict) -> dict[str, Any]:
     period = job_terms.next_period(terms, datetime.datetime.now(datetime.UTC))
     if period is not None and period.closes is not None:
         kwargs["until"] = period.closes.timestamp()
-    rates = [terms[k] for k in ("host_bytes_per_second", "job_bytes_per_second") if k in terms]
+    rates = [int(terms["host_bytes_per_second"])] if "host_bytes_per_second" in terms else []
+    if "job_bytes_per_second" in terms:
+        rates.append(max(1, int(terms["job_bytes_per_second"]) // max(1, at_once)))
     if rates:
         kwargs["bytes_per_second"] = min(rates)
     return kwargs

@@ -38,7 +38,7 @@ from fleetcache.common.db.session import Database
 from fleetcache.compute.rpcapi import PAUSED, ImageResult, Peer
 from fleetcache.conductor.metrics import ConductorMetrics
 from fleetcache.conductor.precache.hostpool import HostCallPool
-from fleetcache.conductor.precache.origin import DownloadGate, GateClosed
+from fleetcache.conductor.precache.origin import DownloadGate, GateClosed, WaitAbandoned
 from fleetcache.conductor.precache.peers import Assignment, PeerPlanner
 from fleetcache.conductor.precache.results import (
     checked_replies,
@@ -260,8 +260,12 @@ class HostCaller:
                      image_id: str) -> dict[str, ImageResult]:
         """One image from the image service, under a download lease when the image
         service's downloads are limited (:mod:`~.origin`)."""
-        with self._origin_lease(host, image_id, Assignment()):
-            return self._call(client, host, [image_id])
+        try:
+            with self._origin_lease(host, image_id, Assignment()):
+                return self._call(client, host, [image_id])
+        except WaitAbandoned:
+            return same_result_per_image([image_id], PAUSED, "the job's window closed while "
+                                         "it waited for a download slot")
 
     def _cache_from_peers(self, client: ComputeClient, plan: HostPlan, site: PeerSite,
                           image_id: str) -> ImageResult:
@@ -277,10 +281,14 @@ class HostCaller:
                                      stopping=self.host_calls.stopping))
         reply: ImageResult | None = None
         try:
-            with self._origin_lease(host, image_id, assignment):
-                replies = self._call(
-                    client, host, [image_id],
-                    peers={image_id: assignment.peers} if assignment.peers else None)
+            try:
+                with self._origin_lease(host, image_id, assignment):
+                    replies = self._call(
+                        client, host, [image_id],
+                        peers={image_id: assignment.peers} if assignment.peers else None)
+            except WaitAbandoned:
+                replies = same_result_per_image([image_id], PAUSED, "the job's window closed "
+                                                "while it waited for a download slot")
             # Checked before the planner reads it: a malformed reply is this image's error.
             reply = checked_replies(replies, [image_id])[image_id]
         finally:
@@ -305,8 +313,15 @@ class HostCaller:
             if gate is not None and gate.enabled:
                 held.enter_context(gate.hold(host, image_id, self.uuid, on_wait=show,
                                              stopping=self.host_calls.stopping,
-                                             priority=self.priority))
+                                             priority=self.priority,
+                                             give_up=self._window_closed))
             yield
+
+    def _window_closed(self) -> bool:
+        """Whether the job's window closed (or its deadline came): a host waiting for a
+        download slot stops waiting then, for the next window."""
+        return bool(self.terms) and not job_terms.is_open(
+            self.terms, datetime.datetime.now(datetime.UTC))
 
     @contextlib.contextmanager
     def _job_slot(self, slots: threading.BoundedSemaphore,
@@ -320,6 +335,9 @@ class HostCaller:
             if self.host_calls.stopping.is_set():
                 raise GateClosed("the conductor stopped while the host waited for a download "
                                  "slot of its job")
+            if self._window_closed():
+                raise WaitAbandoned("the job's window closed while the host waited for one "
+                                    "of its download slots")
             if not told:
                 told = True
                 show(f"the job's origin_downloads ({self.terms.get('origin_downloads')}) "

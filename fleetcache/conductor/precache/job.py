@@ -70,6 +70,7 @@ from fleetcache.conductor.precache.results import (
     JobStats,
     ResultWriter,
     same_result_per_image,
+    unpaused,
 )
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image import source as image_source
@@ -179,7 +180,10 @@ class Precacher:
             len(aggregate["hosts"]), self.host, hosts=aggregate["hosts"], pin_until=pin_until,
             owner=owner.owner if owner else None,
             lease_expires_at=owner.lease_until() if owner else None,
-            catch_up_until=owner.catch_up_until() if owner else None, terms=checked,
+            # A job that waits for its window catches up from its first opening on.
+            catch_up_until=(owner.catch_up_until(period.opens.replace(tzinfo=None))
+                            if owner else None),
+            terms=checked,
         )
         if period.opens > now:
             opens = period.opens.replace(tzinfo=None)
@@ -262,9 +266,12 @@ class PrecacheJob:
         self._deferred = 0
         #: A job keeps at most twice the pool's size of calls submitted at once, and no more
         #: than its own ``parallelism``: those submitted are all that can run.
-        self._queued = threading.BoundedSemaphore(
-            min(2 * precacher.host_calls.size,
-                self.terms.get("parallelism") or 2 * precacher.host_calls.size))
+        #: NOTE: ``origin_downloads`` bounds it too: a call beyond it would hold a worker of
+        #: the conductor's shared pool only to wait for the job's own download slot.
+        self._queued = threading.BoundedSemaphore(min(
+            2 * precacher.host_calls.size,
+            self.terms.get("parallelism") or 2 * precacher.host_calls.size,
+            self.terms.get("origin_downloads") or 2 * precacher.host_calls.size))
 
     def launch(self) -> None:
         """Run the job in the background; a job that cannot start is marked failed."""
@@ -379,14 +386,20 @@ class PrecacheJob:
         :returns: False when no window opens before the deadline (the job then ends: its
             hosts without a final result are ``skipped``, :meth:`_finish`).
         """
-        db = self.precacher.db
+        db, owner = self.precacher.db, self.precacher.owner
+        mine = owner.owner if owner is not None else None
         now = datetime.datetime.now(datetime.UTC)
         period = job_terms.next_period(self.terms, now)
         if period is None:
             job_leases.job_end_at_deadline(db, self.uuid, self.hosts,
-                                           now.replace(tzinfo=None))
+                                           now.replace(tzinfo=None), owner=mine)
             return False
-        jobs.job_schedule(db, self.uuid, period.opens.replace(tzinfo=None))
+        # A compute whose clock runs ahead cuts its call before the window's end here: the
+        # job is then due at once, and asked again until this conductor sees the end too.
+        if not jobs.job_schedule(db, self.uuid, period.opens.replace(tzinfo=None), owner=mine):
+            LOG.warning("Image pre-cache job %s is another conductor's now: this run stops "
+                        "without scheduling it", self.uuid)
+            return True
         LOG.info("Image pre-cache job %s: %d host(s) wait for its next window, at %s",
                  self.uuid, self._deferred, job_terms.format_instant(period.opens))
         return True
@@ -508,10 +521,8 @@ class PrecacheJob:
             if not job_terms.past_deadline(self.terms, datetime.datetime.now(datetime.UTC)):
                 self._host_deferred(position, results)
                 return
-            results = {i: r if r["state"] != PAUSED else ImageResult(
-                state="skipped", bytes_downloaded=r["bytes_downloaded"],
-                reason=f"the job's deadline ({self.terms.get('deadline')}) passed first")
-                for i, r in results.items()}
+            results = unpaused(results, "skipped",
+                               f"the job's deadline ({self.terms.get('deadline')}) passed first")
         host = self.hosts[position]
         payload = notifications.AggregateCachePayload(
             id=self.aggregate["id"], uuid=self.aggregate["uuid"], name=self.aggregate["name"],
@@ -535,11 +546,7 @@ class PrecacheJob:
         """A host cut at the window's end: its finished images are stored as they are, the
         paused ones ``waiting`` (with the bytes kept), and it is asked in the next window."""
         host = self.hosts[position]
-        stored = {i: r if r["state"] != PAUSED else ImageResult(
-            state=jobs.WAITING, bytes_downloaded=r["bytes_downloaded"],
-            reason=f"paused at the end of the job's window: {r.get('reason') or ''}".rstrip(
-                ": "))
-            for i, r in results.items()}
+        stored = unpaused(results, jobs.WAITING, "paused at the end of the job's window")
         with self._lock:
             if self._done[position]:
                 return

@@ -67,6 +67,11 @@ class GateClosed(RuntimeError):
     """The conductor is stopping while a host waited for a download slot."""
 
 
+class WaitAbandoned(RuntimeError):
+    """The host's job gave up waiting for a download slot (its window closed, its deadline
+    came): the host is asked again in the job's next window, or ends at its deadline."""
+
+
 class DownloadGate:
     """The conductor's side of the download leases: take, renew, give back.
 
@@ -115,7 +120,8 @@ class DownloadGate:
     def hold(self, host: str, image_id: str, job_uuid: str | None = None,
              on_wait: Callable[[str], None] | None = None,
              stopping: threading.Event | None = None, *,
-             priority: int = job_terms.DEFAULT_PRIORITY) -> Iterator[None]:
+             priority: int = job_terms.DEFAULT_PRIORITY,
+             give_up: Callable[[], bool] | None = None) -> Iterator[None]:
         """Run the body under a lease for ``host``'s download of ``image_id``, waiting for a
         free slot first (no limit set: at once).
 
@@ -124,12 +130,15 @@ class DownloadGate:
         :param stopping: set when the conductor stops; the wait then ends.
         :param priority: the job's priority: while the host waits, no host of a job of a
             lower priority, of any conductor, takes a slot it could take.
+        :param give_up: asked after each refused attempt; True ends the wait.
         :raises GateClosed: when ``stopping`` (or :meth:`stop`) ended the wait.
+        :raises WaitAbandoned: when ``give_up`` did.
         """
         if not self.enabled:
             yield
             return
-        lease_id = self._acquire(host, image_id, job_uuid, on_wait, stopping, priority)
+        lease_id = self._acquire(host, image_id, job_uuid, on_wait, stopping, priority,
+                                 give_up)
         try:
             yield
         finally:
@@ -147,7 +156,8 @@ class DownloadGate:
 
     def _acquire(self, host: str, image_id: str, job_uuid: str | None,
                  on_wait: Callable[[str], None] | None,
-                 stopping: threading.Event | None, priority: int) -> int:
+                 stopping: threading.Event | None, priority: int,
+                 give_up: Callable[[], bool] | None) -> int:
         delay, told = FIRST_RETRY, False
         waiter_id: int | None = None
         try:
@@ -170,6 +180,9 @@ class DownloadGate:
                 if self._wait(delay * random.uniform(0.5, 1.0), stopping):  # noqa: S311
                     raise GateClosed(f"the conductor stopped while {host} waited for a "
                                      f"download slot of image {image_id}")
+                if give_up is not None and give_up():
+                    raise WaitAbandoned(f"{host} stopped waiting for a download slot of "
+                                        f"image {image_id}")
                 delay = min(delay * 2, MAX_RETRY)
         finally:
             if waiter_id is not None:

@@ -41,6 +41,17 @@ def same_result_per_image(
     return {i: ImageResult(state=state, reason=reason, bytes_downloaded=0) for i in image_ids}
 
 
+def unpaused(results: Mapping[str, ImageResult], state: str,
+             reason: str) -> dict[str, ImageResult]:
+    """``results`` with each ``paused`` one (a download its call's end time cut) in
+    ``state``: ``waiting`` for the job's next window, ``pending`` for catch-up's, ``skipped``
+    at the deadline; its bytes and the compute's words (what it kept) go with it."""
+    return {i: r if r["state"] != PAUSED else ImageResult(
+        state=state, bytes_downloaded=r["bytes_downloaded"],
+        reason=f"{reason}: {r['reason']}" if r.get("reason") else reason)
+        for i, r in results.items()}
+
+
 def checked_replies(replies: Mapping[str, ImageResult],
                     image_ids: list[str]) -> dict[str, ImageResult]:
     """A compute's ``cache_images`` replies for ``image_ids``, each made a valid result: a

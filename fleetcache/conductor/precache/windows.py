@@ -31,6 +31,9 @@ from fleetcache.conductor.precache.takeover import carry_on
 
 LOG = logging.getLogger(__name__)
 
+#: Seconds before a job that could not be started in its window is tried again.
+RETRY_SECONDS = 30
+
 
 class JobWindows:
     """Starts this conductor's scheduled jobs when their window opens.
@@ -52,33 +55,45 @@ class JobWindows:
         handled = []
         for job_uuid in jobs.jobs_due(self.precacher.db, self.owner.owner, utcnow()):
             try:
-                self.start(job_uuid)
+                if self.start(job_uuid):
+                    handled.append(job_uuid)
             except Exception:
-                LOG.exception("Could not start image pre-cache job %s in its window", job_uuid)
-                job_leases.job_end_first_pass(self.precacher.db, job_uuid,
-                                              error="could not be started in its window")
-            handled.append(job_uuid)
+                # NOTE: a failure here is most likely passing (the image service answering
+                # 503 to the images' look-up, the conductor stopping): the job is left
+                # scheduled and tried again, not failed for good.
+                LOG.exception("Could not start image pre-cache job %s in its window; trying "
+                              "again in %d s", job_uuid, RETRY_SECONDS)
+                jobs.job_schedule(self.precacher.db, job_uuid,
+                                  utcnow() + datetime.timedelta(seconds=RETRY_SECONDS),
+                                  owner=self.owner.owner)
         return handled
 
-    def start(self, job_uuid: str) -> None:
-        """Carry on a due job, or end it when no window opens before its deadline."""
-        db = self.precacher.db
-        job = jobs.job_get(db, job_uuid)
+    def start(self, job_uuid: str) -> bool:
+        """Carry on a due job, or end it when no window opens before its deadline.
+
+        :returns: whether it did (False: another look, or another conductor, had it).
+        """
+        db, owner = self.precacher.db, self.owner.owner
         now = datetime.datetime.now(datetime.UTC)
+        job = jobs.job_get(db, job_uuid)
         period = job_terms.next_period(job["terms"], now)
+        if period is not None and period.opens > now:  # computed on another conductor's clock
+            jobs.job_schedule(db, job_uuid, period.opens.replace(tzinfo=None), owner=owner)
+            return False
+        if not jobs.job_claim_due(db, job_uuid, owner):
+            return False
         if period is None:
             settled = job_leases.job_end_at_deadline(db, job_uuid, job["hosts"] or [],
-                                                     now.replace(tzinfo=None))
+                                                     now.replace(tzinfo=None), owner=owner)
             LOG.info("Image pre-cache job %s: its deadline passed while it waited for its "
                      "window; %d result(s) skipped", job_uuid, settled)
-            self._notify_end(job)
-            return
-        if period.opens > now:  # a window computed on another conductor's clock
-            jobs.job_schedule(db, job_uuid, period.opens.replace(tzinfo=None))
-            return
+            if job["started_at"] is not None:  # a job never started sent no start either
+                self._notify_end(job)
+            return True
         LOG.info("Image pre-cache job %s: its window is open until %s", job_uuid,
                  "its end" if period.closes is None else job_terms.format_instant(period.closes))
         carry_on(self.precacher, job)
+        return True
 
     def _notify_end(self, job: jobs.JobDict) -> None:
         try:

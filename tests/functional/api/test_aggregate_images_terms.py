@@ -226,3 +226,11 @@ def test_a_scheduled_job_shows_when_it_starts(
     assert shown["next_start_at"] == starts.strftime("%Y-%m-%dT%H:%M:%S.%f")
     (listed,) = app.get(JOBS, headers=LATEST).json["jobs"]
     assert listed["next_start_at"] == shown["next_start_at"]
+
+
+@pytest.mark.parametrize("terms", [
+    {"fleetcache:deadline": "9999-12-31T23:59:59-05:00"},
+    {"fleetcache:not_before": "0001-01-01T00:00:00+01:00"},
+])
+def test_an_instant_near_the_ends_of_time_is_a_400(app, aggregate, terms):
+    assert _post(app, terms).status_int == 400

@@ -74,3 +74,33 @@ def test_terms_from_args_in_the_apis_order_and_empty_without_options() -> None:
         "timezone"] == options.DEFAULT_TIMEZONE
     with pytest.raises(options.TermsUsageError, match="--window"):
         options.terms_from_args(_parse("--timezone", "UTC"))
+
+
+def test_the_clients_terms_come_in_the_apis_order():
+    """The client keeps its own list (it imports nothing of the services): the same as the
+    one definition of the terms."""
+    import argparse
+
+    from fleetcache.client import options
+    from fleetcache.common import job_terms
+
+    parser = argparse.ArgumentParser()
+    options.add_terms_options(parser)
+    args = parser.parse_args([
+        "--priority", "60", "--job-rate", "8M", "--host-rate", "1M", "--origin-downloads", "1",
+        "--parallelism", "2", "--deadline", "2030-01-01T00:00:00Z", "--window", "01:00-05:00",
+        "--not-before", "2029-01-01T00:00:00Z"])
+    assert tuple(options.terms_from_args(args)) == job_terms.KEYS
+
+
+def test_a_rate_in_bits_is_refused():
+    import argparse
+
+    import pytest
+
+    from fleetcache.client import options
+
+    for bits in ("8Mb", "1Gb/s", "8mib"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            options.rate(bits)
+    assert options.rate("8MiB/s") == options.rate("8M") == 8 * 2**20

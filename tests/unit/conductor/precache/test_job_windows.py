@@ -193,31 +193,16 @@ def test_parallelism_bounds_the_jobs_calls_in_flight(conf, db, pools):
     assert len(computes.calls) == 6 and computes.max_in_flight == 2
 
 
-def test_origin_downloads_bound_the_jobs_downloads_and_show_the_wait(conf, db, pools):
+def test_origin_downloads_bound_the_jobs_downloads(conf, db, pools):
+    """A job with ``origin_downloads`` 1 calls one host at a time (a second call would only
+    hold a worker of the shared pool while it waits for the job's slot)."""
     conf.set_override("precache_concurrency", 4, group="image_cache")
     agg_id = make_aggregate(db, ["h1", "h2", "h3"])
-    computes = TermsComputes(delay=1.2)
-    seen_waiting: list[str] = []
-
-    def watch() -> None:
-        while not stop.is_set():
-            for job in jobs.job_list(db):
-                seen_waiting.extend(r["reason"] for r in job["results"]
-                                    if r["state"] == jobs.WAITING)
-            time.sleep(0.05)
-
-    stop = threading.Event()
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        _precacher(conf, db, computes, pools).start(_ctxt(), agg_id, [IMG_A],
-                                                    terms={"origin_downloads": 1})
-    finally:
-        stop.set()
-        watcher.join()
+    computes = TermsComputes(delay=0.3)
+    _precacher(conf, db, computes, pools).start(_ctxt(), agg_id, [IMG_A],
+                                                terms={"origin_downloads": 1})
 
     assert len(computes.calls) == 3 and computes.max_in_flight == 1
-    assert any("origin_downloads (1)" in reason for reason in seen_waiting)
 
 
 def test_the_job_rate_is_shared_by_the_calls_that_can_run_at_once(conf, db, pools):
@@ -384,3 +369,90 @@ def test_a_higher_priority_jobs_hosts_are_called_first(conf, db, pools):
             time.sleep(0.02)
 
     assert [ids for _, ids in computes.calls] == [[IMG_B], [IMG_B], [IMG_A], [IMG_A]]
+
+
+def test_a_due_job_is_launched_once_while_its_coordinator_waits(conf, db, pools):
+    """The job stays ``scheduled`` until its run starts: the next look of the windows must
+    not launch it again while the run waits for a coordinator thread."""
+    conf.set_override("precache_concurrency", 4, group="image_cache")
+    agg_id = make_aggregate(db, ["h1"])
+    launched: list[Any] = []  # a busy coordinator pool: the run waits for a worker
+    precacher = precache.Precacher(
+        conf, db, OWNER.host, clients=TermsComputes(), images=FakeImages(),
+        notifier=notifications.CacheNotifier(FakeNotifier()), host_calls=pools.host_calls(4),
+        job_runner=launched.append, owner=OWNER)
+    windows = JobWindows(precacher, OWNER)
+    job = precacher.start(_ctxt(), agg_id, [IMG_A], terms={"not_before": _instant(0.2)})
+    time.sleep(0.3)
+
+    assert windows.start_due() == [job["uuid"]]
+    assert windows.start_due() == []  # the next look, the run still queued
+    assert len(launched) == 1 and jobs.job_get(db, job["uuid"])["state"] == jobs.QUEUED
+
+
+def test_a_run_that_lost_its_job_does_not_reschedule_it(conf, db, pools):
+    """The job is taken over (another owner, running) while this run's call is cut at the
+    window's end: the stale run leaves the new owner's job alone."""
+
+    class Stolen(TermsComputes):
+        def cache_images(self, ctxt: Any, host: str, image_ids: list[str],
+                         **kwargs: Any) -> Any:
+            with db.transaction() as session:
+                session.execute(update(models.CacheJob).values(
+                    owner="conductor2:two", state=jobs.RUNNING))
+            return super().cache_images(ctxt, host, image_ids, **kwargs)
+
+    conf.set_override("precache_concurrency", 4, group="image_cache")
+    agg_id = make_aggregate(db, ["h1"])
+    precacher = _precacher(conf, db, Stolen(slow=("h1",)), pools)
+    window = {"start": _clock(-60), "end": _clock(1.0), "timezone": "UTC"}
+    job = precacher.start(_ctxt(), agg_id, [IMG_A], terms={"window": window})
+
+    stored = jobs.job_get(db, job["uuid"])
+    assert (stored["owner"], stored["state"]) == ("conductor2:two", jobs.RUNNING)
+
+
+def test_a_catching_up_job_ends_at_its_deadline_while_its_host_stays_down(conf, db, pools):
+    from fleetcache.common.db import services as db_services
+    from fleetcache.conductor.precache.catchup import CatchUp
+
+    precacher, owner, job = _catching_up(conf, db, TermsComputes(), pools,
+                                         {"deadline": _instant(0.5)})
+    service = db_services.service_get(db, "down", "fleetcache-compute")
+    db_services.service_update(db, service["id"], forced_down=True)  # it stays down
+    time.sleep(0.6)
+    CatchUp(precacher, owner).sweep()
+
+    assert jobs.job_get(db, job["uuid"])["state"] == jobs.DONE
+    state, reason = results_by_host(db, job["uuid"])["down"][IMG_A]
+    assert state == "skipped" and "deadline" in reason
+
+
+def test_a_window_that_closes_ends_the_wait_for_a_download_slot(conf, db, pools):
+    """h1 holds the image service's one slot until the window's end; h2, waiting for a
+    slot, stops waiting then: it is left for the next window, without a call."""
+    from fleetcache.common.db.download_leases import Limits
+    from fleetcache.conductor.precache.origin import DownloadGate
+
+    conf.set_override("precache_concurrency", 4, group="image_cache")
+    agg_id = make_aggregate(db, ["h1", "h2"])
+    computes = TermsComputes(slow=("h1",))
+    gate = DownloadGate(db, "conductor1/1", Limits(total=1), lease_seconds=30)
+    try:
+        precacher = precache.Precacher(
+            conf, db, OWNER.host, clients=computes, images=FakeImages(),
+            notifier=notifications.CacheNotifier(None), host_calls=pools.host_calls(4),
+            job_runner=lambda f: f(), owner=OWNER, gate=gate)
+        window = {"start": _clock(-60), "end": _clock(1.5), "timezone": "UTC"}
+        started = time.monotonic()
+        job = precacher.start(_ctxt(), agg_id, [IMG_A], terms={"window": window})
+        elapsed = time.monotonic() - started
+    finally:
+        gate.stop()
+
+    assert [h for h, _ in computes.kwargs] == ["h1"]  # h2 was never called
+    assert jobs.job_get(db, job["uuid"])["state"] == jobs.SCHEDULED
+    by_host = results_by_host(db, job["uuid"])
+    assert by_host["h1"][IMG_A][0] == by_host["h2"][IMG_A][0] == jobs.WAITING
+    assert "paused at the end of the job's window" in by_host["h2"][IMG_A][1]
+    assert elapsed < 6  # not until a slot would have come free
