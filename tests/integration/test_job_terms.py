@@ -63,6 +63,12 @@ def clock(at: datetime.datetime) -> str:
     return at.astimezone(UTC).strftime("%H:%M:%S")
 
 
+def api_time(value: str) -> datetime.datetime:
+    """A time as the API shows it (UTC, without an offset), aware."""
+    parsed = datetime.datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 def images_of(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {h["host"]: h["images"][0] for h in job["hosts"]}
 
@@ -88,7 +94,7 @@ def test_a_job_posted_outside_its_window_starts_when_it_opens(stack, make_aggreg
 
         job = get_job(stack, agg["id"], job_id)
         assert job["state"] == "scheduled", job
-        assert datetime.datetime.fromisoformat(job["next_start_at"]) == opens, job
+        assert api_time(job["next_start_at"]) == opens, job
         assert job["terms"]["window"] == window
         stack.restart_conductor()
         assert datetime.datetime.now(UTC) < opens - datetime.timedelta(seconds=3), \
@@ -133,7 +139,7 @@ def test_a_window_that_closes_pauses_the_download_and_the_next_finishes_it(
         kept = result["bytes_downloaded"]
         assert 0 < kept < size_mib * MIB, result
         assert not cached_file(stack, host, image["id"]).exists()
-        next_start = datetime.datetime.fromisoformat(job["next_start_at"])
+        next_start = api_time(job["next_start_at"])
         assert next_start - now > datetime.timedelta(hours=23)
 
         bring_next_window_forward(stack, job_id, {"host_bytes_per_second": rate})
@@ -165,7 +171,7 @@ def test_a_deadline_ends_the_job_with_the_rest_skipped(stack, make_aggregate):
             assert result["state"] == "skipped", (host, result)
             assert "deadline" in result["reason"], (host, result)
             assert not cached_file(stack, host, image["id"]).exists()
-        finished = datetime.datetime.fromisoformat(done["finished_at"])
+        finished = api_time(done["finished_at"])
         assert finished - deadline < datetime.timedelta(seconds=10)
 
 
