@@ -77,8 +77,8 @@ Targets (judged on the median round; the worst round beside it):
 
 The last line is the headline ``p2p: ... ratio=R``, R = origin-only T / store-and-forward T
 at the largest N in one group (median rounds), with cut-through's T, bound, flatness (T at
-the largest N / T at the smallest) and origin copies beside. A missed target is printed ``FAIL``, not an
-exit status: the figures depend on the machine's load.
+the largest N / T at the smallest) and origin copies beside. A missed target is printed
+``FAIL``, not an exit status: the figures depend on the machine's load.
 
 Run (root, Tier A): ``flock /tmp/fc-bench.lock .venv/bin/python bench/p2p.py [--size-mib 32
 --origin-mibps 4 --host-mibps 32 --hosts 2 4 8 16 32 --groups 1 2 --rounds 3]``
