@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Peer distribution (issue 22): time to all hosts and origin bytes, origin-only beside
-store-and-forward, N computes' real data planes behind a thin link to the image service.
+store-and-forward and cut-through, N computes' real data planes behind a thin link to the
+image service.
 
 What runs (one process each, :mod:`multiprocessing` spawn):
 
@@ -15,17 +16,23 @@ What runs (one process each, :mod:`multiprocessing` spawn):
   pipe in place of the RPC bus;
 * **the control plane**: the real ``PeerPlanner`` of the conductor, driven here as the
   conductor's pre-cache job drives it: for each host, in the job's order, all at once
-  (``precache_concurrency`` >= N), ``assign``, then the host's ``cache_images`` with the
-  assigned peers, then ``finished`` with a client whose ``serve_images`` asks that host to
-  pin the image and open the job's grant.
+  (``precache_concurrency`` >= N), ``assign`` (with the host's client, as the job's host
+  call does: with cut-through the planner's ``serve_images`` makes it a source of its
+  download at once), then the host's ``cache_images`` with the assigned peers, then
+  ``finished`` with a client whose ``serve_images`` asks that host to pin the image and open
+  the job's grant.
 
-Modes, side by side in each round of the same run (their order alternates):
+Modes, side by side in each round of the same run (their order rotates):
 
 * ``origin-only``: every host from the origin (the baseline: fleetcache without peers);
-* ``store-and-forward``: the planner (``peer_max_uploads`` = 1 by default: holders double
-  per round);
-* ``cut-through`` is **not implemented** in fleetcache (docs/peer-distribution.md, "Limits
-  today"): printed as such, never measured nor faked.
+* ``store-and-forward``: the planner with ``[image_cache] peer_cut_through = False``
+  (``peer_max_uploads`` = 1 by default: holders double per round);
+* ``cut-through``: the planner with ``peer_cut_through = True`` (the default): a host is a
+  source from the start of its download, its image server streaming the download as it is
+  written; with one upload per source the hosts of a group form a chain.
+
+The computes are the same in all three (``peer_cut_through`` on: a compute streams only what
+the planner asked it to serve before its download).
 
 Links (``--tier``):
 
@@ -59,7 +66,9 @@ have been the bound): printed, never judged.
 
 Targets (judged on the median round; the worst round beside it):
 
-* origin bytes <= 1.05 copies per group (store-and-forward);
+* origin bytes <= 1.05 copies per group (store-and-forward and cut-through);
+* cut-through T(N) <= 1.3 x (S/B_o + S/B_h), and T(largest N) / T(smallest N) <= 1.5 in
+  each number of groups (the issue's: T(32) / T(2));
 * store-and-forward T(N) <= 1.2 x (S/B_o + ceil(log2(N/G)) x S/B_h), the issue's bound. With
   ``peer_max_uploads`` = k > 1 the planner's own model is different: a source serves k
   receivers at B_h/k each, so each round takes k S/B_h and holders grow (k+1)-fold: T ~
@@ -67,11 +76,12 @@ Targets (judged on the median round; the worst round beside it):
 * origin-only beside, so the gain is a ratio from the same run (expected T ~ (N/G) S/B_o).
 
 The last line is the headline ``p2p: ... ratio=R``, R = origin-only T / store-and-forward T
-at the largest N in one group (median rounds). A missed target is printed ``FAIL``, not an
-exit status: the figures depend on the machine's load.
+at the largest N in one group (median rounds), with cut-through's T, bound, flatness (T at
+the largest N / T at the smallest) and origin copies beside. A missed target is printed
+``FAIL``, not an exit status: the figures depend on the machine's load.
 
 Run (root, Tier A): ``flock /tmp/fc-bench.lock .venv/bin/python bench/p2p.py [--size-mib 32
---origin-mibps 4 --host-mibps 32 --hosts 2 4 8 16 --groups 1 2 --rounds 3]``
+--origin-mibps 4 --host-mibps 32 --hosts 2 4 8 16 32 --groups 1 2 --rounds 3]``
 """
 
 from __future__ import annotations
@@ -124,7 +134,7 @@ WIRE_PER_PAYLOAD = 1514 / 1448
 #: Largest spread of two counts of origin bytes, as a share of one copy of the image.
 AGREE = 0.01
 CHUNK = 256 * 1024
-MODES = ("origin-only", "store-and-forward")
+MODES = ("origin-only", "store-and-forward", "cut-through")
 CLONE_NEWNET = 0x40000000
 
 
@@ -135,12 +145,12 @@ def parse_args() -> argparse.Namespace:
                         help="B_o, each group's link to the origin (MiB/s)")
     parser.add_argument("--host-mibps", type=float, default=32.0,
                         help="B_h, each compute's upload and download (MiB/s)")
-    parser.add_argument("--hosts", type=int, nargs="+", default=[2, 4, 8, 16],
+    parser.add_argument("--hosts", type=int, nargs="+", default=[2, 4, 8, 16, 32],
                         help="N, the computes of each point")
     parser.add_argument("--groups", type=int, nargs="+", default=[1, 2],
                         help="G, peer groups (the hosts spread evenly over them)")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="rounds of store-and-forward per point")
+                        help="rounds of store-and-forward and of cut-through per point")
     parser.add_argument("--baseline-rounds", type=int, default=1,
                         help="rounds of origin-only per point (its T is (N/G) S/B_o: one round "
                         "shows the slope; each costs minutes at large N)")
@@ -778,7 +788,7 @@ class Bench:
                 return host.cache_images(image_id, [])
             call = from_origin
         else:
-            call = self._planned(image_id, hosts)
+            call = self._planned(image_id, hosts, cut_through=mode == "cut-through")
         with concurrent.futures.ThreadPoolExecutor(n) as pool:
             futures = {h.name: pool.submit(call, h) for h in hosts}
             for name, future in futures.items():
@@ -824,19 +834,21 @@ class Bench:
             bench_cpu=(cpu_after - cpu_before) / wall / (os.cpu_count() or 1),
             machine_cpu=busy / total if total else 0.0)
 
-    def _planned(self, image_id: str,
-                 hosts: list[Host]) -> Callable[[Host], tuple[dict[str, Any], float, float]]:
-        """The conductor's per-host call with the real PeerPlanner."""
+    def _planned(self, image_id: str, hosts: list[Host], cut_through: bool
+                 ) -> Callable[[Host], tuple[dict[str, Any], float, float]]:
+        """The conductor's per-host call with the real PeerPlanner (``peer_cut_through`` as
+        the mode says)."""
         from fleetcache.common.db.compute_states import PeerSite
         from fleetcache.conductor.precache.peers import PeerPlanner, PeerQuarantine
 
         job = str(uuid.uuid4())
+        self.conf.set_override("peer_cut_through", cut_through, group="image_cache")
         planner = PeerPlanner(self.conf, self.ctxt, job, PeerQuarantine(3600))
         client = BenchServeClient({h.name: h for h in hosts})
 
         def call(host: Host) -> tuple[dict[str, Any], float, float]:
             site = PeerSite(url=host.url, group=f"cell{host.group}", address=host.address)
-            assignment = planner.assign(host.name, site, image_id)
+            assignment = planner.assign(host.name, site, image_id, client=client)
             try:
                 got = host.cache_images(image_id, list(assignment.peers))
             except BaseException:
@@ -876,8 +888,6 @@ def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     for desc in links_desc:
         print(f"links: {desc}")
-    print("cut-through: NOT IMPLEMENTED in fleetcache (docs/peer-distribution.md, 'Limits "
-          "today'): not measured")
     print(f"{'mode':>18} {'G':>2} {'N':>3} {'T med':>7} {'T worst':>7} {'p50':>6} {'p99':>6} "
           f"{'orig/G':>6} {'GETs':>4} {'peer MiB':>8} {'upl':>3} {'cpu':>5} {'mach':>5}  "
           "counts / notes")
@@ -967,8 +977,13 @@ def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
               f"{base / t:.2f}x")
         if groups == min(args.groups) and n == max(args.hosts):
             headline_ratio = base / t
+    print("targets (cut-through, median of the valid rounds):")
+    for groups in sorted(args.groups):
+        _report_cut_through(by_key, summary, args, groups)
     g0, n0 = min(args.groups), max(args.hosts)
     sf = by_key.get(("store-and-forward", g0, n0), [])
+    ct = by_key.get(("cut-through", g0, n0), [])
+    n_min = min(args.hosts)
     print(headline(
         "p2p", headline_ratio, tier=args.tier, size_mib=args.size_mib,
         origin_mibps=args.origin_mibps, host_mibps=args.host_mibps, groups=g0, hosts=n0,
@@ -978,8 +993,60 @@ def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
         bound_s=round(bound_issue(size, b_o, b_h, n0, g0), 2),
         origin_copies_per_group=round(max((p.copies_per_group(size) for p in sf),
                                           default=math.nan), 3),
-        invalid_points=sum(p.invalid for p in points), cut_through="not_implemented"))
+        cut_through_s=round(summary.get(("cut-through", g0, n0), math.nan), 2),
+        cut_through_worst_s=round(max((p.wall for p in ct), default=math.nan), 2),
+        cut_through_bound_s=round(bound_cut_through(size, b_o, b_h), 2),
+        cut_through_flatness=round(summary.get(("cut-through", g0, n0), math.nan)
+                                   / summary.get(("cut-through", g0, n_min), math.nan), 3),
+        cut_through_copies_per_group=round(max((p.copies_per_group(size) for p in ct),
+                                               default=math.nan), 3),
+        invalid_points=sum(p.invalid for p in points)))
     return failed
+
+
+def bound_cut_through(size: int, b_o: float, b_h: float) -> float:
+    """The issue's cut-through bound: 1.3 x (S/B_o + S/B_h), whatever N."""
+    return 1.3 * (size / b_o + size / b_h)
+
+
+def _report_cut_through(by_key: dict[tuple[str, int, int], list[Point]],
+                        summary: dict[tuple[str, int, int], float],
+                        args: argparse.Namespace, groups: int) -> None:
+    """Print the cut-through targets of ``groups``: each N against the bound, the flatness
+    T(largest N) / T(smallest N) <= 1.5, origin copies per group <= 1.05."""
+    size = args.size_mib * MIB
+    b_o, b_h = args.origin_mibps * MIB, args.host_mibps * MIB
+    bound = bound_cut_through(size, b_o, b_h)
+    any_invalid = False
+    for n in sorted(args.hosts):
+        rows = by_key.get(("cut-through", groups, n), [])
+        if not rows:
+            continue
+        valid = [p for p in rows if not p.invalid]
+        any_invalid = any_invalid or not valid
+        t = summary[("cut-through", groups, n)]
+        copies = max(p.copies_per_group(size) for p in valid or rows)
+        verdict_t = "PASS" if t <= bound else "FAIL"
+        verdict_c = "PASS" if copies <= 1.05 else "FAIL"
+        if args.smoke:
+            verdict_t = verdict_c = "not judged (smoke)"
+        elif not valid:
+            verdict_t, verdict_c = (f"INVALID (machine CPU-bound; would be {verdict_t})",
+                                    f"INVALID (would be {verdict_c})")
+        sf = summary.get(("store-and-forward", groups, n), math.nan)
+        print(f"  G={groups} N={n:>2}: T {t:.2f} s (worst {max(p.wall for p in rows):.2f}) "
+              f"<= 1.3 x ({size / b_o:.3g} + {size / b_h:.3g}) = {bound:.2f} s: {verdict_t}; "
+              f"origin copies per group (worst round) {copies:.3f} <= 1.05: {verdict_c}; "
+              f"store-and-forward {sf:.2f} s")
+    lo, hi = min(args.hosts), max(args.hosts)
+    if ("cut-through", groups, lo) in summary and ("cut-through", groups, hi) in summary:
+        flat = summary[("cut-through", groups, hi)] / summary[("cut-through", groups, lo)]
+        verdict = "PASS" if flat <= 1.5 else "FAIL"
+        if args.smoke:
+            verdict = "not judged (smoke)"
+        elif any_invalid:
+            verdict = f"INVALID (a point was CPU-bound; would be {verdict})"
+        print(f"  G={groups}: T({hi}) / T({lo}) = {flat:.3f} <= 1.5: {verdict}")
 
 
 # -- main -------------------------------------------------------------------------------------
@@ -1051,7 +1118,7 @@ def main() -> int:
                 log(f"{groups} group(s), {hosts} computes up ({links.describe()})")
                 for n in args.hosts:
                     for rnd in range(max(args.rounds, args.baseline_rounds)):
-                        modes = MODES if rnd % 2 == 0 else MODES[::-1]
+                        modes = MODES[rnd % len(MODES):] + MODES[:rnd % len(MODES)]
                         for mode in modes:
                             wanted = (args.baseline_rounds if mode == "origin-only"
                                       else args.rounds)

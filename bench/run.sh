@@ -58,8 +58,9 @@ declare -A SELF_CONTAINED=(
     [conductor_memory]="--hosts 1000 10000"
     [metrics_hooks]="--hosts 1000 --images 3 --rounds 15"
     # peer distribution in network namespaces behind tc tbf (root): origin-only beside
-    # store-and-forward, 4 MiB/s per site to the origin, 32 MiB/s per compute (issue 22)
-    [p2p]="--size-mib 32 --origin-mibps 4 --host-mibps 32 --hosts 2 4 8 16 --groups 1 2 --rounds 3"
+    # store-and-forward and cut-through, 4 MiB/s per site to the origin, 32 MiB/s per
+    # compute (issue 22)
+    [p2p]="--size-mib 32 --origin-mibps 4 --host-mibps 32 --hosts 2 4 8 16 32 --groups 1 2 --rounds 3"
 )
 # The bench each name runs, where it is not the name's own.
 declare -A SCRIPT=([fanout_download]=fanout)

@@ -31,6 +31,7 @@ from fleetcache.compute.instance_disks import InstanceDisks
 from fleetcache.compute.long_calls import LongCallSlots
 from fleetcache.compute.metrics import ComputeMetrics
 from fleetcache.compute.peers import ServeGrants
+from fleetcache.compute.peers.inflight import expect_download
 from fleetcache.compute.rpcapi import ImageResult, Peer
 from fleetcache.compute.virt import driver as virt_driver
 
@@ -123,8 +124,11 @@ class ComputeManager:
 
         Only images cached with their own bytes are served (a base converted for the disk
         backend is not what the image service holds), each pinned until ``until`` so that
-        the ageing pass keeps it while peers may still ask. A host without an image server
-        serves nothing.
+        the ageing pass keeps it while peers may still ask. With ``[image_cache]
+        peer_cut_through``, an image with no base here yet is served too, from its download
+        once it runs (:func:`~fleetcache.compute.peers.inflight.expect_download`); the
+        conductor asks again when it is complete, which pins it. A host without an image
+        server serves nothing.
 
         :returns: the images served.
         :raises InvalidInput: a malformed job id, key, image list or time.
@@ -134,7 +138,8 @@ class ComputeManager:
             return []
         _check_serve_request(job_uuid, key, image_ids, until)
         served = [i for i in dict.fromkeys(image_ids)
-                  if cache.servable(i) is not None and cache.pin(i, until)]
+                  if (cache.servable(i) is not None and cache.pin(i, until))
+                  or expect_download(self.conf, cache, i)]
         grants.open(job_uuid, key, served, until)
         LOG.info("Serving %d of %d image(s) to the peers of job %s until %s", len(served),
                  len(image_ids), job_uuid, time.strftime("%H:%M:%S", time.gmtime(until)))

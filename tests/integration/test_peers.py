@@ -267,3 +267,40 @@ def test_the_image_server_serves_only_what_a_credential_names(stack, cell1, imag
     for what, resp in refused.items():
         assert resp.status_code in (400, 401, 403, 404), (what, resp.status_code)
         assert len(resp.content) < 1024, what  # an error, never image bytes
+
+
+def _log_lines(stack: Any, host: str, *needles: str) -> list[int]:
+    """The line number in ``host``'s log of the first line holding each of ``needles``."""
+    lines = stack.log_file(host).read_text(errors="replace").splitlines()
+    return [next((n for n, line in enumerate(lines) if needle in line), -1)
+            for needle in needles]
+
+
+@pytest.mark.parametrize("cut_through", [True, False], ids=["cut-through",
+                                                            "store-and-forward"])
+def test_with_cut_through_the_first_host_is_a_source_before_its_download_ends(
+        stack, make_aggregate, image, cut_through):
+    aggregate = make_aggregate(hosts=CELL1)
+    options = PEERS_ON + f"peer_cut_through = {str(cut_through).lower()}\n"
+    with stack.conductor_options("peers", options):
+        resp = stack.api_request("POST", f"os-aggregates/{aggregate['id']}/images",
+                                 microversion=MV, json={"cache": [{"id": image["id"]}]})
+        assert resp.status_code == 202, resp.text
+        job_id = resp.headers["Location"].rsplit("/", 1)[-1]
+        job = wait_job_done(stack, aggregate["id"], job_id, timeout=300)
+
+    assert job["state"] == "done", job
+    results = {h["host"]: h["images"][0] for h in job["hosts"]}
+    assert len(file_gets(stack, image["id"], at_least=1)) == 1  # one copy for the cell
+    (receiver,) = [h for h, r in results.items() if r["download_path"] == "peer"]
+    (source,) = [h for h in CELL1 if h != receiver]
+    assert results[receiver]["source_host"] == source, results
+    assert results[receiver]["bytes_from_peers"] == image["size"]
+    for host in CELL1:
+        assert file_sha512(cached_file(stack, host, image["id"])) == image["os_hash_value"]
+    # The source agreed to serve (its grant) before its own download ended with cut-through,
+    # after it without.
+    served, cached = _log_lines(stack, source, f"to the peers of job {job_id}",
+                                f"Cached image {image['id']}")
+    assert served >= 0 and cached >= 0, (served, cached)
+    assert (served < cached) is cut_through, (served, cached)

@@ -48,6 +48,27 @@ sends image bytes in clear unless mutual TLS is configured.
         default=8790,
         help="(compute) The TCP port of the image server.",
     ),
+    cfg.BoolOpt(
+        "peer_cut_through",
+        default=True,
+        help="""
+Whether a host still downloading an image serves the bytes it has already written (with
+``peer_distribution``), so that the hosts of a group form chains and trees instead of
+rounds of whole copies: the time to all hosts then stays nearly flat in the group's size.
+
+On a conductor, a host becomes a source of an image as soon as its own download of it is
+assigned (``serve_images`` before its ``cache_images``), not once it finished; on a
+compute, ``serve_images`` accepts an image that is not cached yet, and the image server
+streams the download under way: what is written, then what comes, up to the image's size
+(waiting at most ``peer_stall_timeout`` for more; a failed download ends the response
+short, and the receiver resumes from its next source). Every receiver still verifies the
+whole image against the image service's record. False: a host serves an image only once it
+holds all of it (store-and-forward).
+
+Related options:
+* peer_distribution, peer_max_uploads, peer_stall_timeout
+""",
+    ),
     cfg.IntOpt(
         "peer_max_uploads",
         default=1,

@@ -74,6 +74,7 @@ from fleetcache.compute.imagecache.layout import (
 )
 from fleetcache.compute.imagecache.pins import PinStore
 from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms
+from fleetcache.compute.peers.inflight import InFlight
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 
@@ -141,6 +142,8 @@ class ImageCache:
         self.index = CacheIndex(conf)
         #: Images a pre-cache request pinned (:mod:`~.pins`); written under the image's lock.
         self.pins = PinStore(conf)
+        #: Downloads under way, which the image server may stream (cut-through).
+        self.in_flight = InFlight()
 
     @property
     def direct_fallbacks(self) -> int:
@@ -306,6 +309,14 @@ class ImageCache:
     def _fill(self, ctxt: RequestContext, meta: ImageMeta,
               progress: ProgressCallback | None, peers: Sequence[Peer],
               terms: DownloadTerms | None) -> CacheOutcome:
+        """:meth:`_download`, registered as under way for the image server (cut-through)."""
+        with self.in_flight.downloading(meta.id, meta.size, self.base_dir,
+                                        partial_prefix(meta.id)):
+            return self._download(ctxt, meta, progress, peers, terms)
+
+    def _download(self, ctxt: RequestContext, meta: ImageMeta,
+                  progress: ProgressCallback | None, peers: Sequence[Peer],
+                  terms: DownloadTerms | None) -> CacheOutcome:
         """Download ``meta`` into the cache and index it; the caller holds its lock."""
         self._remove_partials(meta.id)
         started = time.monotonic()

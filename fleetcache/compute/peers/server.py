@@ -14,7 +14,8 @@ What it refuses, and how (every refusal is counted by reason, :attr:`PeerServer.
   401; a valid token for another server, image or address, or for an image not granted to its
   job here: 403 (:mod:`fleetcache.common.peer_tokens`, :mod:`~.grants`);
 * an image not cached, converted (not the image's own bytes) or not a regular file (the base
-  is opened with ``O_NOFOLLOW``, then ``fstat``-ed): 404;
+  is opened with ``O_NOFOLLOW``, then ``fstat``-ed): 404, unless it is being downloaded here
+  (below);
 * several ranges, or one it cannot satisfy: 416;
 * more than ``[image_cache] peer_max_uploads`` uploads at once: 503 with ``Retry-After``.
 
@@ -26,6 +27,16 @@ trickling bytes holds no worker for longer), and every send must progress within
 share ``[image_cache] max_upload_bytes_per_second`` (a
 :class:`~fleetcache.compute.imagecache.bandwidth.TokenBucket`); without it the file is sent
 with ``sendfile``. One request per connection (``Connection: close``).
+
+**Cut-through** (``[image_cache] peer_cut_through``): a granted image that is not cached but
+is being downloaded here (:mod:`~.inflight`; or is about to be: ``serve_images`` accepted it,
+and the server waits up to ``send_timeout`` for its download to start) is sent from the
+download's temporary file, opened once as the base is: the bytes written, then each new
+byte as it is written, up to the size the image service gave (the ``Content-Length``, or
+``Content-Range``'s total). A ``Range`` within or beyond the written part is served the same
+way. When the download fails, its file goes before the end, or it makes no progress for
+``send_timeout`` seconds, the connection is closed short: the receiver resumes from its next
+source. Once published, new requests are served from the base.
 """
 
 from __future__ import annotations
@@ -50,6 +61,13 @@ from oslo_config import cfg
 from fleetcache.common import exception, peer_tokens
 from fleetcache.compute.imagecache.bandwidth import TokenBucket
 from fleetcache.compute.peers.grants import ServeGrants
+from fleetcache.compute.peers.inflight import (
+    DONE,
+    FAILED,
+    RUNNING,
+    DownloadEnded,
+    GrowingFile,
+)
 
 if TYPE_CHECKING:
     from fleetcache.compute.imagecache.cache import ImageCache
@@ -194,6 +212,7 @@ class PeerServer:
         self.header_timeout = header_timeout
         self.send_timeout: float = send_timeout or opts.peer_stall_timeout
         self.max_uploads: int = opts.peer_max_uploads
+        self.cut_through: bool = opts.peer_cut_through
         rate: int = opts.max_upload_bytes_per_second
         self.bucket = TokenBucket(rate) if rate else None
         self.denied: collections.Counter[str] = collections.Counter()
@@ -270,19 +289,20 @@ class PeerServer:
                 self._answer(sock, exc)
             return
         try:
-            fd, image_id = self._authorize(method, target, headers, _plain_ip(remote))
+            fd, image_id, growing = self._authorize(method, target, headers, _plain_ip(remote))
         except _Refused as exc:
             self._answer(sock, exc)
             return
         with os.fdopen(fd, "rb") as f:
             try:
-                self._send_file(sock, f, method, headers.get("range"), image_id)
+                self._send_file(sock, f, method, headers.get("range"), image_id, growing)
             except OSError as exc:  # the client left
                 LOG.info("Peer request for %s from %s ended: %s", image_id, remote, exc)
 
     def _authorize(self, method: str, target: str, headers: dict[str, str],
-                   remote: str) -> tuple[int, str]:
-        """The open base file and image id the request may read. :raises _Refused:"""
+                   remote: str) -> tuple[int, str, GrowingFile | None]:
+        """The open file (the base, or a download under way: its :class:`GrowingFile`) and
+        image id the request may read. :raises _Refused:"""
         if method not in ("GET", "HEAD"):
             raise _Refused(405, "method", {"Allow": "GET, HEAD"})
         match = _ROUTE.fullmatch(target)
@@ -296,7 +316,7 @@ class PeerServer:
                 check_ip=self.conf.image_cache.peer_check_source_address)
             if not self.grants.allows(claims.job, image_id):
                 raise peer_tokens.PeerDenied("not_granted", f"{image_id} for {claims.job}")
-            fd = _open_regular(self.cache.servable(image_id))
+            fd, growing = self._open_image(image_id)
             if fd is None:
                 raise peer_tokens.PeerDenied("not_cached", image_id)
         except peer_tokens.PeerDenied as exc:
@@ -305,11 +325,32 @@ class PeerServer:
                       else 404 if exc.reason == "not_cached" else 403)
             extra = {"WWW-Authenticate": peer_tokens.SCHEME} if status == 401 else {}
             raise _Refused(status, exc.reason, extra) from exc
-        return fd, image_id
+        return fd, image_id, growing
+
+    def _open_image(self, image_id: str) -> tuple[int | None, GrowingFile | None]:
+        """The cached base of ``image_id`` if it may be served, else (cut-through) the file
+        of its download under way, waiting up to ``send_timeout`` for an expected download
+        to start; ``(None, None)``: neither."""
+        deadline = time.monotonic() + self.send_timeout
+        in_flight = self.cache.in_flight
+        while True:
+            fd = _open_regular(self.cache.servable(image_id))
+            download = in_flight.get(image_id)
+            if fd is not None or download is None or not self.cut_through:
+                return fd, None
+            if download.state == RUNNING and download.size is not None:
+                fd = _open_regular(download.partial_path())
+                if fd is not None:
+                    return fd, GrowingFile(fd, download, in_flight, self.send_timeout)
+            elif download.state in (DONE, FAILED):  # a converted base is not served
+                return _open_regular(self.cache.servable(image_id)), None
+            if time.monotonic() >= deadline:
+                return None, None
+            in_flight.wait(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def _send_file(self, sock: socket.socket, f: Any, method: str, range_: str | None,
-                   image_id: str) -> None:
-        size = os.fstat(f.fileno()).st_size
+                   image_id: str, growing: GrowingFile | None = None) -> None:
+        size = growing.size if growing is not None else os.fstat(f.fileno()).st_size
         try:
             span = parse_range(range_, size)
         except RangeNotSatisfiable as exc:
@@ -327,12 +368,13 @@ class PeerServer:
             self._answer(sock, _Refused(503, "busy", {"Retry-After": str(RETRY_AFTER)}))
             return
         try:
-            self._upload(sock, f, status, headers, first, last - first + 1, image_id)
+            self._upload(sock, f, status, headers, first, last - first + 1, image_id, growing)
         finally:
             self._uploads.release()
 
     def _upload(self, sock: socket.socket, f: Any, status: int, headers: dict[str, str],
-                offset: int, count: int, image_id: str) -> None:
+                offset: int, count: int, image_id: str,
+                growing: GrowingFile | None = None) -> None:
         with self._lock:
             self._in_flight += 1
             in_flight = self._in_flight
@@ -342,11 +384,13 @@ class PeerServer:
         try:
             self._respond(sock, status, headers)
             sock.settimeout(self.send_timeout)
-            if self.bucket is None:
-                sent = sock.sendfile(f, offset, count) if count else 0
+            if growing is not None:
+                while sent < count:
+                    ready = min(growing.wait_beyond(offset + sent), offset + count)
+                    sent += self._send_span(sock, f, offset + sent, ready - offset - sent)
             else:
-                sent = self._send_throttled(sock, f.fileno(), offset, count)
-        except OSError as exc:
+                sent = self._send_span(sock, f, offset, count)
+        except (OSError, DownloadEnded) as exc:
             LOG.info("Peer upload of %s stopped after %d of %d bytes: %s", image_id, sent,
                      count, exc)
         finally:
@@ -355,6 +399,14 @@ class PeerServer:
                 in_flight = self._in_flight
             if self.metrics is not None:
                 self.metrics.record_peer_upload(sent, in_flight)
+
+    def _send_span(self, sock: socket.socket, f: Any, offset: int, count: int) -> int:
+        """Send ``count`` bytes of ``f`` from ``offset``: :returns: the bytes sent."""
+        if not count:
+            return 0
+        if self.bucket is None:
+            return sock.sendfile(f, offset, count)
+        return self._send_throttled(sock, f.fileno(), offset, count)
 
     def _send_throttled(self, sock: socket.socket, fd: int, offset: int, count: int) -> int:
         assert self.bucket is not None

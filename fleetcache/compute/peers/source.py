@@ -38,6 +38,11 @@ LOG = logging.getLogger(__name__)
 
 #: Seconds to open a TCP connection to a peer of the same site.
 CONNECT_TIMEOUT = 5.0
+#: Largest chunk read from a peer before it is written. A source still downloading
+#: (cut-through) sends each chunk once it is written, so every hop of a chain delays the
+#: bytes by about one chunk at the peer's rate: small enough for long chains, large enough
+#: for few Python round trips (docs/performance.md, "Peer distribution").
+PEER_CHUNK = 1024 * 1024
 #: The route of the image server (:mod:`~fleetcache.compute.peers.server`).
 ROUTE = "/v1/images/"
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
@@ -85,7 +90,7 @@ class PeerSource(ImageSource):
         self.origin = origin
         self.session = session or _session()
         self._own_session = session is None
-        self.chunk_size: int = conf.glance.download_chunk_size
+        self.chunk_size: int = min(conf.glance.download_chunk_size, PEER_CHUNK)
         self.stall_timeout: float = conf.image_cache.peer_stall_timeout
         self.attempts: list[PeerAttempt] = []
 

@@ -278,7 +278,7 @@ class HostCaller:
         show = functools.partial(self._show_waiting, host, image_id)
         assignment = (Assignment() if image_id in plan.holds else
                       planner.assign(host, site, image_id, on_wait=show,
-                                     stopping=self.host_calls.stopping))
+                                     stopping=self.host_calls.stopping, client=client))
         reply: ImageResult | None = None
         try:
             try:

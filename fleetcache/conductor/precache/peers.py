@@ -12,6 +12,16 @@ image service implied last. A host that finishes becomes a holder once it agreed
 of a group grow about ``peer_max_uploads + 1`` fold per round: about log N rounds, about one
 copy per group from the image service.
 
+With ``peer_cut_through`` (the default), a host becomes a source as soon as its own download
+is assigned, before its ``cache_images`` call (``serve_images`` on a compute doing
+cut-through accepts an image it is about to download, and its image server streams the
+download as it is written): the hosts of a group then form chains and trees fed from the one
+download from the image service, and the time to all hosts stays nearly flat in N. Such a
+*partial* holder is offered after the complete ones of equal load; once its download ends it
+is a holder like any other if it holds the image (``serve_images`` again, which pins it),
+else it is no source any more. A compute that refuses (an older one, or one without
+cut-through) becomes a source once it finished, as without cut-through.
+
 A host waits for a peer at most ``peer_wait_timeout`` seconds, then fetches from the image
 service. A source whose bytes failed a receiver's verification is quarantined for
 ``peer_quarantine_time`` (:class:`PeerQuarantine`, shared by the conductor's jobs); one that
@@ -111,6 +121,8 @@ class _Holder:
     #: Epoch seconds its grant (and the credentials naming it) ends.
     until: float
     uploads: int = 0
+    #: Whether its own download is still under way (cut-through).
+    partial: bool = False
 
 
 @dataclasses.dataclass
@@ -141,6 +153,7 @@ class PeerPlanner:
         self.origin_per_group: int = opts.origin_downloads_per_group
         self.candidates: int = opts.peer_candidates
         self.wait_timeout: float = float(opts.peer_wait_timeout)
+        self.cut_through: bool = opts.peer_cut_through
         #: A grant lasts twice the longest call a receiver may make; renewed past half of it.
         self.grant_seconds = 2.0 * float(conf.long_rpc_timeout)
         self.key = peer_tokens.new_key()
@@ -154,14 +167,25 @@ class PeerPlanner:
 
     def assign(self, host: str, site: PeerSite, image_id: str,
                on_wait: Callable[[str], None] | None = None,
-               stopping: threading.Event | None = None) -> Assignment:
+               stopping: threading.Event | None = None,
+               client: ServeClient | None = None) -> Assignment:
         """Where ``host`` (of ``site``) takes ``image_id`` from; waits for a peer while its
         group's image service slots are taken and no holder has a free upload slot, at most
-        ``peer_wait_timeout`` seconds.
+        ``peer_wait_timeout`` seconds. With cut-through and ``client`` (the host's cell's
+        compute RPC client), the host is then offered as a source of its download under
+        way, if it agrees (``serve_images``).
 
         :param on_wait: called once, with what it waits for, when the host has to wait.
         :raises GateClosed: when ``stopping`` was set while it waited.
         """
+        assignment = self._assign(host, site, image_id, on_wait, stopping)
+        if self.cut_through and client is not None:
+            self._offer_partial(host, site, image_id, client)
+        return assignment
+
+    def _assign(self, host: str, site: PeerSite, image_id: str,
+                on_wait: Callable[[str], None] | None,
+                stopping: threading.Event | None) -> Assignment:
         deadline = self._monotonic() + self.wait_timeout
         told = False
         with self._cond:
@@ -219,8 +243,13 @@ class PeerPlanner:
                 state.origin -= 1
             if result is not None:
                 self._learn(assignment, result)
-            if holder is not None:
+            partial = state.holders.get(host)
+            if holder is not None and partial is not None:  # its receivers stay counted
+                partial.partial, partial.until = False, holder.until
+            elif holder is not None:
                 state.holders[host] = holder
+            elif partial is not None:  # its download failed, or its base is not served
+                del state.holders[host]
             self._cond.notify_all()
 
     # -- helpers ----------------------------------------------------------------------------
@@ -243,7 +272,20 @@ class PeerPlanner:
                 if h.host != host and h.host not in self._failed and h.host not in self.quarantine]
 
     def _by_load(self, state: _ImageGroup, host: str) -> list[_Holder]:
-        return sorted(self._usable(state, host), key=lambda h: (h.uploads, h.host))
+        return sorted(self._usable(state, host), key=lambda h: (h.uploads, h.partial, h.host))
+
+    def _offer_partial(self, host: str, site: PeerSite, image_id: str,
+                       client: ServeClient) -> None:
+        """Make ``host``, whose download of ``image_id`` is about to start, a source of it
+        if it agrees (cut-through; a compute that does not refuses an image it lacks)."""
+        until = self._clock() + self.grant_seconds
+        if not self._serve(client, host, image_id, until):
+            return
+        with self._cond:
+            state = self._groups.setdefault((site["group"], image_id), _ImageGroup())
+            if host not in state.holders:
+                state.holders[host] = _Holder(host, site, client, until, partial=True)
+            self._cond.notify_all()
 
     def _free_holder(self, state: _ImageGroup, host: str) -> _Holder | None:
         free = [h for h in self._by_load(state, host) if h.uploads < self.max_uploads]

@@ -1,0 +1,197 @@
+"""Downloads under way on this compute, for cut-through (``[image_cache] peer_cut_through``):
+:class:`InFlight`, and :class:`GrowingFile`, the image server's view of one download's file.
+
+The image cache registers each download it runs (:meth:`InFlight.downloading`, around its
+fill, under the image's lock): the image, the size the image service gave, and where its
+temporary file is (the cache directory and the download's partial prefix; the file is found
+there, a regular file, never a path from a request). ``serve_images`` registers an image
+this host is about to download for a job (:meth:`InFlight.expect`). The image server then
+streams such a file while it grows (:class:`GrowingFile`): the bytes below its size on disk
+are written (each write is a ``write(2)`` that returned; nothing is preallocated), so
+everything up to there is sent, then it waits for more, up to the image's size.
+
+Whoever reads these bytes verifies the whole image against the image service's record when it
+ends, as for any peer: a download that later fails its own verification has only fed bytes
+that the receiver's check rejects too. A download that fails or is abandoned (its file gone
+before the image's size was reached) ends every stream of it short, and one that makes no
+progress for ``stall_timeout`` seconds ends them too; the receiver then resumes from its
+next source with ``Range``.
+
+::
+
+    with cache.in_flight.downloading(meta.id, meta.size, cache.base_dir, prefix):
+        ...download into <base_dir>/<prefix>XXXX, publish it...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from oslo_config import cfg
+
+#: States of a download: announced by ``serve_images``, under way, published, failed.
+EXPECTED, RUNNING, DONE, FAILED = "expected", "running", "done", "failed"
+#: Seconds between two looks at a growing file's size (state changes wake at once).
+POLL = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
+class Download:
+    """One download of an image on this host, as last registered.
+
+    :ivar size: bytes, as the image service gave them; None: unknown (never streamed).
+    :ivar generation: increases with every registration (a new download is another file).
+    """
+
+    image_id: str
+    state: str
+    generation: int
+    size: int | None = None
+    directory: str = ""
+    prefix: str = ""
+
+    def partial_path(self) -> str | None:
+        """The download's temporary file: the newest regular file of ``directory`` whose
+        name starts with ``prefix`` (links and FIFOs skipped), or None while there is none."""
+        if self.state != RUNNING or not self.prefix:
+            return None
+        best: tuple[float, int, str] | None = None
+        with contextlib.suppress(FileNotFoundError), os.scandir(self.directory) as it:
+            for entry in it:
+                if not entry.name.startswith(self.prefix):
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode):
+                        key = (st.st_mtime, st.st_size, entry.path)
+                        best = key if best is None or key > best else best
+        return best[2] if best is not None else None
+
+
+class InFlight:
+    """The downloads of this compute's image cache, by image id (thread-safe).
+
+    Only the last download of each image is kept (a few dozen bytes each).
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._downloads: dict[str, Download] = {}
+        self._generation = 0
+
+    def get(self, image_id: str) -> Download | None:
+        with self._cond:
+            return self._downloads.get(image_id)
+
+    def expect(self, image_id: str) -> None:
+        """``image_id`` is about to be downloaded here (a job made this host its source);
+        a download under way stays as it is."""
+        with self._cond:
+            current = self._downloads.get(image_id)
+            if current is None or current.state != RUNNING:
+                self._set(Download(image_id, EXPECTED, self._next()))
+
+    @contextlib.contextmanager
+    def downloading(self, image_id: str, size: int | None, directory: str,
+                    prefix: str) -> Iterator[None]:
+        """Register the download of ``image_id`` into ``directory/<prefix>...`` while the
+        block runs: ``done`` when it returns, ``failed`` when it raises."""
+        with self._cond:
+            generation = self._next()
+            self._set(Download(image_id, RUNNING, generation, size, directory, prefix))
+        state = FAILED
+        try:
+            yield
+            state = DONE
+        finally:
+            with self._cond:
+                current = self._downloads.get(image_id)
+                if current is not None and current.generation == generation:
+                    self._set(dataclasses.replace(current, state=state))
+
+    def wait(self, timeout: float) -> None:
+        """Until any download changes state, at most ``timeout`` seconds."""
+        with self._cond:
+            self._cond.wait(timeout)
+
+    def _next(self) -> int:
+        self._generation += 1
+        return self._generation
+
+    def _set(self, download: Download) -> None:
+        self._downloads[download.image_id] = download
+        self._cond.notify_all()
+
+
+class DownloadEnded(Exception):
+    """A growing file will not reach the image's size: failed, abandoned or stalled."""
+
+
+class GrowingFile:
+    """The open temporary file ``fd`` of ``download``, as it grows.
+
+    :param stall_timeout: seconds without growth before :meth:`wait_beyond` gives up.
+    :param clock: monotonic seconds (tests pass their own).
+    """
+
+    def __init__(self, fd: int, download: Download, in_flight: InFlight, stall_timeout: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.fd = fd
+        self.download = download
+        self.in_flight = in_flight
+        self.stall_timeout = stall_timeout
+        self._clock = clock
+        assert download.size is not None
+        self.size: int = download.size
+
+    def wait_beyond(self, offset: int) -> int:
+        """The bytes written so far, once there are more than ``offset`` (at most the
+        image's size).
+
+        :raises DownloadEnded: the download failed, its file was removed or it made no
+            progress for ``stall_timeout`` seconds before passing ``offset``.
+        """
+        deadline = self._clock() + self.stall_timeout
+        while True:
+            st = os.fstat(self.fd)
+            written = min(st.st_size, self.size)
+            if written > offset:
+                return written
+            current = self.in_flight.get(self.download.image_id)
+            if current is None or current.generation != self.download.generation:
+                raise DownloadEnded("replaced by another download")
+            if current.state == FAILED:
+                raise DownloadEnded("the download failed")
+            if st.st_nlink == 0 or current.state == DONE:
+                raise DownloadEnded(f"the file ended at byte {written} of {self.size}")
+            if self._clock() >= deadline:
+                raise DownloadEnded(f"no progress for {self.stall_timeout:.0f} s at byte "
+                                    f"{written}")
+            self.in_flight.wait(POLL)
+
+
+class _Cache(Protocol):
+    """What :func:`expect_download` needs of the image cache (``ImageCache``)."""
+
+    @property
+    def in_flight(self) -> InFlight: ...
+
+    def path_for(self, image_id: str) -> str: ...
+
+
+def expect_download(conf: cfg.ConfigOpts, cache: _Cache, image_id: str) -> bool:
+    """Whether this host serves ``image_id`` from its coming download (``serve_images`` of a
+    conductor doing cut-through): ``[image_cache] peer_cut_through`` is on and the image has
+    no base here at all (a converted or unindexed base is never served); it is then
+    registered as expected."""
+    if not conf.image_cache.peer_cut_through or os.path.lexists(cache.path_for(image_id)):
+        return False
+    cache.in_flight.expect(image_id)
+    return True

@@ -1,0 +1,302 @@
+"""Cut-through on real sockets: a real :class:`PeerServer` streaming a download under way (a
+file a writer thread appends to, or a real image cache fetching from a slow origin) to
+plain HTTP clients and to a real receiving :class:`ImageCache`."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pathlib
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from oslo_concurrency import lockutils
+from oslo_config import cfg
+
+from fleetcache.common import exception
+from fleetcache.common.context import RequestContext
+from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
+from fleetcache.compute.imagecache import ImageCache
+from fleetcache.compute.imagecache.layout import LOCK_PREFIX, partial_prefix
+from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
+from fleetcache.image.local import LocalImageSource, add_image
+from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
+from tests.unit.image.fixtures import make_conf
+
+CTXT = RequestContext()
+CHUNK = 64 * 1024
+DATA = os.urandom(16 * CHUNK + 5)
+JOB = str(uuid.uuid4())
+KEY = new_key()
+
+
+class SlowOrigin(LocalImageSource):
+    """The image service of the test, sending a chunk every ``pause`` seconds; with
+    ``fail_at``, the transfer fails once that many bytes were sent and ``fail_when`` is set."""
+
+    pause = 0.02
+    fail_at: int | None = None
+    fail_when = threading.Event()
+
+    def download_from(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
+                      offset: int, progress: ProgressCallback | None = None) -> int:
+        origin = self
+
+        class Slow:
+            sent = offset
+
+            def write(self, data: Any, /) -> int:
+                if origin.fail_at is not None and self.sent >= origin.fail_at:
+                    origin.fail_when.wait(10)
+                    raise exception.ImageFetchError(image_id=meta.id, reason="origin died")
+                time.sleep(origin.pause)
+                self.sent += len(data)
+                return writer.write(data)
+
+        return super().download_from(ctxt, meta, Slow(), offset, progress)
+
+
+class OtherHost(ImageCache):
+    """The receiver's cache, with thread locks of its own: computes are processes of their
+    own, and oslo.concurrency's thread locks are per process and name (the image's)."""
+
+    _semaphores = lockutils.Semaphores()
+
+    def lock_entry(self, name: str,
+                   blocking: bool = True) -> contextlib.AbstractContextManager[Any]:
+        return lockutils.lock(name, lock_file_prefix=LOCK_PREFIX, external=True,
+                              lock_path=self.lock_path, blocking=blocking,
+                              semaphores=self._semaphores)
+
+
+def _conf(tmp_path: pathlib.Path, host: str, **overrides: Any) -> cfg.ConfigOpts:
+    return make_conf(host=host, instances_path=str(tmp_path / host),
+                     image_source__local_directory=str(tmp_path / "images"),
+                     glance__download_chunk_size=CHUNK,
+                     image_cache__peer_listen_address="127.0.0.1",
+                     image_cache__peer_listen_port=0,
+                     image_cache__peer_stall_timeout=1, **overrides)
+
+
+@pytest.fixture
+def image(tmp_path: pathlib.Path) -> ImageMeta:
+    return add_image(str(tmp_path / "images"), io.BytesIO(DATA))
+
+
+@pytest.fixture
+def source_cache(tmp_path: pathlib.Path) -> ImageCache:
+    """compute-a's cache, empty, filled from a slow origin."""
+    conf = _conf(tmp_path, "compute-a")
+    cache = ImageCache(conf, SlowOrigin(conf))
+    cache.ensure_dirs()
+    return cache
+
+
+@pytest.fixture
+def server(source_cache: ImageCache, image: ImageMeta) -> Iterator[PeerServer]:
+    grants = ServeGrants()
+    grants.open(JOB, KEY, [image.id], time.time() + 600)
+    running = PeerServer(source_cache.conf, source_cache, grants)
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _auth(image_id: str) -> str:
+    return mint(KEY, PeerClaims(job=JOB, image_id=image_id, requester="compute-b",
+                                requester_ip="127.0.0.1", server="compute-a",
+                                expires=time.time() + 60))
+
+
+def _get(server: PeerServer, image_id: str, **headers: str) -> requests.Response:
+    headers["Authorization"] = _auth(image_id)
+    return requests.get(f"{server.url}/v1/images/{image_id}", headers=headers, timeout=10)
+
+
+def _raw_get(server: PeerServer, image_id: str) -> tuple[bytes, bytes]:
+    """The head and the body of a GET, read to the connection's end (short or not)."""
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"GET /v1/images/{image_id} HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                     f"{_auth(image_id)}\r\n\r\n".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return head, body
+
+
+@contextlib.contextmanager
+def _writing(cache: ImageCache, image: ImageMeta, upto: int = len(DATA), fail: bool = False,
+             pause: float = 0.01, hold: threading.Event | None = None
+             ) -> Iterator[threading.Thread]:
+    """A download of ``image`` under way in ``cache`` (as the cache registers its fill): a
+    thread appends DATA's first ``upto`` bytes to a partial file, then (once ``hold`` is
+    set, if given) the download ends, failed when ``fail`` (its file removed, as the cache's
+    pipeline does)."""
+    path = pathlib.Path(cache.base_dir) / f"{partial_prefix(image.id)}test"
+    done = threading.Event()
+
+    def write() -> None:
+        with open(path, "wb") as f:
+            for i in range(0, upto, CHUNK):
+                f.write(DATA[i:min(i + CHUNK, upto)])
+                f.flush()
+                time.sleep(pause)
+        done.set()
+
+    def run() -> None:
+        with contextlib.suppress(RuntimeError), cache.in_flight.downloading(
+                image.id, image.size, cache.base_dir, partial_prefix(image.id)):
+            write()
+            if hold is not None:
+                hold.wait(10)
+            if fail:
+                path.unlink()
+                raise RuntimeError("hash mismatch")
+            os.replace(path, cache.path_for(image.id))
+            cache.index.record(image.id, "raw", "raw")
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        thread.join(10)
+
+
+def test_a_download_under_way_is_streamed_whole_as_it_is_written(
+        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
+    with _writing(source_cache, image):
+        time.sleep(0.03)
+        resp = _get(server, image.id)
+        tail = _get(server, image.id, Range=f"bytes={len(DATA) - 10}-")
+    assert (resp.status_code, resp.headers["Content-Length"]) == (200, str(len(DATA)))
+    assert resp.content == DATA
+    assert (tail.status_code, tail.content) == (206, DATA[-10:])  # beyond the written part
+    assert tail.headers["Content-Range"] == f"bytes {len(DATA) - 10}-{len(DATA) - 1}/{len(DATA)}"
+    assert server.responses == {200: 1, 206: 1}
+
+
+def test_a_failed_download_ends_the_response_short(
+        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
+    with _writing(source_cache, image, upto=5 * CHUNK, fail=True):
+        time.sleep(0.03)
+        head, body = _raw_get(server, image.id)
+    assert head.startswith(b"HTTP/1.1 200 ") and f"Content-Length: {len(DATA)}".encode() in head
+    assert body == DATA[:5 * CHUNK]
+    resp = _get(server, image.id)  # the failed download is no source any more
+    assert (resp.status_code, resp.content) == (404, b"")
+
+
+def test_a_stalled_download_ends_the_response_after_the_stall_timeout(
+        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
+    hold = threading.Event()
+    with _writing(source_cache, image, upto=3 * CHUNK, pause=0, hold=hold, fail=True):
+        time.sleep(0.05)
+        started = time.monotonic()
+        _, body = _raw_get(server, image.id)  # the download neither grows nor ends
+        waited = time.monotonic() - started
+        hold.set()
+    assert body == DATA[:3 * CHUNK] and 0.9 < waited < 5
+
+
+def test_an_expected_image_is_served_once_its_download_starts(
+        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
+    source_cache.in_flight.expect(image.id)
+    got: list[requests.Response] = []
+    reader = threading.Thread(target=lambda: got.append(_get(server, image.id)))
+    reader.start()
+    time.sleep(0.3)
+    with _writing(source_cache, image):
+        reader.join(10)
+    assert got[0].status_code == 200 and got[0].content == DATA
+
+
+def test_an_expected_image_whose_download_never_starts_is_not_found(
+        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
+    source_cache.in_flight.expect(image.id)
+    started = time.monotonic()
+    resp = _get(server, image.id)
+    assert (resp.status_code, server.denied["not_cached"]) == (404, 1)
+    assert 0.9 < time.monotonic() - started < 5  # peer_stall_timeout
+
+
+def test_without_cut_through_a_download_under_way_is_not_served(
+        tmp_path: pathlib.Path, image: ImageMeta) -> None:
+    conf = _conf(tmp_path, "compute-a", image_cache__peer_cut_through=False)
+    cache = ImageCache(conf, SlowOrigin(conf))
+    cache.ensure_dirs()
+    grants = ServeGrants()
+    grants.open(JOB, KEY, [image.id], time.time() + 600)
+    server = PeerServer(conf, cache, grants)
+    server.start()
+    try:
+        with _writing(cache, image):
+            time.sleep(0.03)
+            resp = _get(server, image.id)
+    finally:
+        server.stop()
+    assert resp.status_code == 404
+
+
+def test_a_receiver_takes_the_whole_image_from_a_source_still_downloading(
+        tmp_path: pathlib.Path, server: PeerServer, source_cache: ImageCache,
+        image: ImageMeta) -> None:
+    """The real thing: compute-a's cache fetches from a slow origin while compute-b's
+    fetches from compute-a; both publish the image, compute-b without an origin byte."""
+    conf = _conf(tmp_path, "compute-b")
+    receiver = OtherHost(conf, SlowOrigin(conf))
+    source = threading.Thread(target=source_cache.fetch, args=(CTXT, image.id))
+    source.start()
+    time.sleep(0.05)
+    assert source_cache.in_flight.get(image.id).state == "running"  # type: ignore[union-attr]
+    outcome = receiver.fetch(CTXT, image.id, peers=[Peer(host="compute-a", url=server.url,
+                                                         authorization=_auth(image.id))])
+    source.join(10)
+    assert server.responses == {200: 1}
+    assert (outcome.download_path, outcome.source_host) == ("peer", "compute-a")
+    assert (outcome.bytes_from_peers, outcome.bytes_from_origin) == (len(DATA), 0)
+    for cache in (source_cache, receiver):
+        assert pathlib.Path(cache.path_for(image.id)).read_bytes() == DATA
+        assert not cache.partial_files()
+
+
+def test_a_source_whose_origin_dies_hands_the_receiver_over_to_the_origin(
+        tmp_path: pathlib.Path, server: PeerServer, source_cache: ImageCache,
+        image: ImageMeta) -> None:
+    """compute-a's download fails half way: compute-b's stream of it ends short, and
+    compute-b resumes from the origin with Range; only the image's own bytes are published."""
+    assert isinstance(source_cache.source, SlowOrigin)
+    source_cache.source.fail_at = 8 * CHUNK
+    source_cache.source.fail_when = threading.Event()
+    conf = _conf(tmp_path, "compute-b")
+    receiver = OtherHost(conf, SlowOrigin(conf))
+    failed: list[BaseException] = []
+
+    def fetch() -> None:
+        try:
+            source_cache.fetch(CTXT, image.id)
+        except exception.ImageFetchError as exc:
+            failed.append(exc)
+
+    source = threading.Thread(target=fetch)
+    source.start()
+    time.sleep(0.05)
+    threading.Timer(0.5, source_cache.source.fail_when.set).start()  # once compute-b streams
+    outcome = receiver.fetch(CTXT, image.id, peers=[Peer(host="compute-a", url=server.url,
+                                                         authorization=_auth(image.id))])
+    source.join(10)
+    assert failed and not os.path.exists(source_cache.path_for(image.id))
+    assert outcome.download_path == "http" and 0 < outcome.bytes_from_peers < len(DATA)
+    assert outcome.bytes_from_peers + outcome.bytes_from_origin == len(DATA)
+    assert pathlib.Path(receiver.path_for(image.id)).read_bytes() == DATA

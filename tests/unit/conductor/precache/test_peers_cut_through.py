@@ -1,0 +1,124 @@
+"""Unit tests of the peer planner with cut-through (fleetcache.conductor.precache.peers,
+``[image_cache] peer_cut_through``): a host is a source from the start of its download, if
+it agrees, complete holders before partial ones, and a partial holder whose download did not
+end in a served base is no source any more."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from oslo_config import cfg
+
+from fleetcache.common import config
+from fleetcache.compute.rpcapi import ImageResult
+from fleetcache.conductor.precache.peers import Assignment
+from tests.unit.conductor.precache.test_peers import (
+    IMG,
+    Serving,
+    cached,
+    in_thread,
+    planner,
+    site,
+)
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    made = cfg.ConfigOpts()
+    config.register_all(made)
+    made([])
+    made.set_override("peer_wait_timeout", 5, group="image_cache")
+    made.set_override("peer_max_uploads", 1, group="image_cache")
+    return made
+
+
+def test_a_host_fetching_from_the_image_service_is_a_source_at_once(conf):
+    plan, serving = planner(conf), Serving()
+
+    first = plan.assign("h1", site("h1"), IMG, client=serving)
+    second = plan.assign("h2", site("h2"), IMG, client=serving)  # no wait for h1 to finish
+
+    assert first == Assignment(origin_slot=True)
+    assert second.source == "h1" and [p["host"] for p in second.peers] == ["h1"]
+    assert [(host, images) for host, _, images, _ in serving.calls] == [
+        ("h1", [IMG]), ("h2", [IMG])]
+
+
+def test_with_one_upload_per_source_the_hosts_form_a_chain(conf):
+    plan, serving = planner(conf), Serving()
+
+    sources = [plan.assign(h, site(h), IMG, client=serving).source
+               for h in ("h1", "h2", "h3", "h4")]
+    fourth = plan.assign("h5", site("h5"), IMG, client=serving)
+
+    assert sources == [None, "h1", "h2", "h3"]
+    # The next is given its free predecessor, then the busy ones, least loaded first.
+    assert [p["host"] for p in fourth.peers] == ["h4", "h1"]
+
+
+def test_a_complete_holder_comes_before_a_partial_one_of_equal_load(conf):
+    conf.set_override("peer_max_uploads", 2, group="image_cache")
+    plan, serving = planner(conf), Serving()
+    first = plan.assign("h1", site("h1"), IMG, client=serving)
+    to_h2 = plan.assign("h2", site("h2"), IMG, client=serving)
+    plan.finished("h1", site("h1"), IMG, first, cached(), serving)
+
+    third = plan.assign("h3", site("h3"), IMG, client=serving)
+
+    # h1 (complete, one receiver) and h2 (partial, none): the least loaded first...
+    assert [p["host"] for p in third.peers] == ["h2", "h1"]
+    plan.finished("h2", site("h2"), IMG, to_h2, cached(source_host="h1"), serving)
+    # ...then, at equal load (none), the complete h1 before the partial h3.
+    assert [p["host"] for p in plan.assign("h4", site("h4"), IMG, client=serving).peers] == [
+        "h1", "h3"]
+
+
+def test_a_host_that_refuses_a_download_under_way_is_a_source_once_it_finished(conf):
+    plan = planner(conf)
+    old = Serving(refuse=("h1",))
+    first = plan.assign("h1", site("h1"), IMG, client=old)
+    thread, out = in_thread(lambda: plan.assign("h2", site("h2"), IMG, client=Serving()))
+    time.sleep(0.3)
+    assert out == []  # h1 is no source yet, and the group's image service slot is taken
+
+    plan.finished("h1", site("h1"), IMG, first, cached(), Serving())
+    thread.join(5)
+
+    assert out[0].source == "h1"
+
+
+@pytest.mark.parametrize(("result", "serves"), [
+    (None, True),  # the call failed
+    (ImageResult(state="error", reason="hash mismatch", bytes_downloaded=0), True),
+    (cached(), False),  # cached, but its base is not served (converted)
+])
+def test_a_partial_holder_whose_download_gave_no_served_base_is_no_source(conf, result,
+                                                                          serves):
+    plan, serving = planner(conf), Serving()
+    first = plan.assign("h1", site("h1"), IMG, client=serving)
+
+    plan.finished("h1", site("h1"), IMG, first, result,
+                  serving if serves else Serving(refuse=("h1",)))
+
+    assert plan.assign("h2", site("h2"), IMG) == Assignment(origin_slot=True)
+
+
+def test_a_partial_holder_that_finished_keeps_its_receivers_counted(conf):
+    plan, serving = planner(conf), Serving()
+    first = plan.assign("h1", site("h1"), IMG, client=serving)
+    plan.assign("h2", site("h2"), IMG, client=serving)
+
+    plan.finished("h1", site("h1"), IMG, first, cached(), serving)
+    third = plan.assign("h3", site("h3"), IMG)
+
+    assert third.source == "h2"  # h1's one upload slot is still h2's
+
+
+def test_without_cut_through_no_host_is_asked_to_serve_before_it_finished(conf):
+    conf.set_override("peer_cut_through", False, group="image_cache")
+    plan, serving = planner(conf), Serving()
+
+    plan.assign("h1", site("h1"), IMG, client=serving)
+
+    assert serving.calls == []
