@@ -20,8 +20,13 @@ Metrics::
                                                            an image from the image service:
                                                            no_multihash, peer_failed,
                                                            hash_mismatch, no_peer_in_time
-    fleetcache_jobs{state}                                 pre-cache jobs: queued, running, done,
-                                                           failed
+    fleetcache_conductor_group_download_bytes_total{group,source}
+                                                           with peer distribution on: bytes of
+                                                           each peer group's downloads, from
+                                                           the image service (origin) or from
+                                                           peers (peer)
+    fleetcache_jobs{state}                                 pre-cache jobs: queued, scheduled,
+                                                           running, catching_up, done, failed
 """
 
 from __future__ import annotations
@@ -68,6 +73,26 @@ class ConductorMetrics:
         self.results = {s: results.labels(s) for s in jobs.RESULT_STATES}
         self.downloads = {s: downloads.labels(s) for s in SOURCES}
         self.bytes = {s: data.labels(s) for s in SOURCES}
+        #: Label children per peer group, made on a group's first download (groups are the
+        #: operator's cells and sites: few, and known only once computes report them).
+        self._group_bytes = Counter(
+            "fleetcache_conductor_group_download_bytes", "Bytes of each peer group's "
+            "downloads in jobs with peer distribution, from the image service or from peers",
+            ["group", "source"], registry=registry)
+
+    def record_group(self, group: str, results: Mapping[str, ImageResult]) -> None:
+        """Count one host's downloaded bytes for its peer ``group``: what crossed the group's
+        link from the image service (``origin``) and what its peers sent (``peer``)."""
+        from_peers = origin = 0
+        for result in results.values():
+            if result["state"] == "cached":
+                peers = result.get("bytes_from_peers") or 0
+                from_peers += peers
+                origin += result["bytes_downloaded"] - peers
+        if origin:
+            self._group_bytes.labels(group, "origin").inc(origin)
+        if from_peers:
+            self._group_bytes.labels(group, "peer").inc(from_peers)
 
     def record_host(self, results: Mapping[str, ImageResult]) -> None:
         """Count one finished host's results (once per host).

@@ -42,6 +42,7 @@ from tests.integration.stackops import (
     raw_image,
     wait_job_done,
 )
+from tests.integration.test_metrics import scrape, value
 
 pytestmark = pytest.mark.integration
 
@@ -69,6 +70,8 @@ def test_a_job_fetches_one_copy_per_cell_from_glance_the_rest_from_peers(
         assert resp.status_code == 202, resp.text
         job = wait_job_done(stack, aggregate["id"], resp.headers["Location"].rsplit("/", 1)[-1],
                             timeout=300)
+        # The conductor restarted with peers on: its counters hold this job alone.
+        metrics = scrape(stack.env["FLEETCACHE_METRICS_CONDUCTOR"])
 
     assert job["state"] == "done", job
     results = {h["host"]: h["images"][0] for h in job["hosts"]}
@@ -86,6 +89,11 @@ def test_a_job_fetches_one_copy_per_cell_from_glance_the_rest_from_peers(
     assert job["distribution"]["peer_copies"] == 1
     assert job["distribution"]["bytes_from_peers"] == image["size"]
     assert job["distribution"]["time_to_all_hosts"] > 0
+    group_bytes = "fleetcache_conductor_group_download_bytes_total"
+    assert value(metrics, group_bytes, group="cell1", source="origin") == image["size"]
+    assert value(metrics, group_bytes, group="cell1", source="peer") == image["size"]
+    assert value(metrics, group_bytes, group="cell2", source="origin") == image["size"]
+    assert value(metrics, group_bytes, group="cell2", source="peer") == 0
 
 
 # -- playing the conductor ------------------------------------------------------------------

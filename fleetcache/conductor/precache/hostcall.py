@@ -185,6 +185,8 @@ class HostCaller:
             results = self._results(plan, asked, replies)
         except Exception as exc:
             results = self._failed(plan, exc)
+        if metrics is not None and plan.site is not None and self.planner is not None:
+            metrics.record_group(plan.site["group"], results)
         self._host_done(position, results)
 
     def _client(self, plan: HostPlan) -> ComputeClient:

@@ -66,6 +66,26 @@ def test_results_downloads_and_fallbacks_counted_per_host(conf, db):
     assert _value(registry, "fleetcache_conductor_image_download_fallbacks_total") == 2
 
 
+def test_group_bytes_split_origin_and_peer_per_group():
+    registry = CollectorRegistry()
+    metrics = ConductorMetrics(registry)
+    metrics.record_group("cell1", {
+        IMG_A: {"state": "cached", "reason": None, "bytes_downloaded": 100,
+                "download_path": "peer", "bytes_from_peers": 100},
+        IMG_B: {"state": "cached", "reason": None, "bytes_downloaded": 50,
+                "download_path": "http", "bytes_from_peers": 20}})
+    metrics.record_group("cell2/rack7", {
+        IMG_A: {"state": "cached", "reason": None, "bytes_downloaded": 100,
+                "download_path": "http"},
+        IMG_B: {"state": "error", "reason": "boom", "bytes_downloaded": 0}})
+
+    name = "fleetcache_conductor_group_download_bytes_total"
+    assert _value(registry, name, group="cell1", source="peer") == 120
+    assert _value(registry, name, group="cell1", source="origin") == 30
+    assert _value(registry, name, group="cell2/rack7", source="origin") == 100
+    assert _value(registry, name, group="cell2/rack7", source="peer") == 0
+
+
 def test_jobs_by_state_come_from_the_database(db):
     registry = CollectorRegistry()
     registry.register(JobStateCollector(db))
