@@ -129,28 +129,6 @@ def _hosts(results: list[db_jobs.JobResultDict]) -> list[dict[str, Any]]:
     return list(by_host.values())
 
 
-def _distribution(job: db_jobs.JobDict) -> dict[str, Any]:
-    """Where the job's downloads came from: copies taken from the image service (Glance or
-    Ceph) and from peers, their bytes, the share peers took off the image service, and the
-    seconds from the job's start to its last host's result (once every host has one)."""
-    downloads = [r for r in job["results"] if r["state"] == "cached"]
-    from_peers = sum(r["bytes_from_peers"] or 0 for r in downloads)
-    total = sum(r["bytes_downloaded"] for r in downloads)
-    reported = [r for r in job["results"] if r["state"] in db_jobs.FINAL_RESULT_STATES]
-    started, elapsed = job["started_at"], None
-    if started is not None and reported and len({r["host"] for r in reported}) >= job[
-            "total_hosts"]:
-        elapsed = round((max(r["updated_at"] for r in reported) - started).total_seconds(), 3)
-    return {
-        "origin_copies": sum(1 for r in downloads if r["download_path"] != "peer"),
-        "peer_copies": sum(1 for r in downloads if r["download_path"] == "peer"),
-        "bytes_from_origin": total - from_peers,
-        "bytes_from_peers": from_peers,
-        "offload_percent": round(100.0 * from_peers / total, 1) if total else 0.0,
-        "time_to_all_hosts": elapsed,
-    }
-
-
 def format_job(req: webob.Request, job: db_jobs.JobDict, detail: bool) -> dict[str, Any]:
     """A job as the API shows it; ``detail`` adds the per-host results."""
     results = job["results"]
@@ -176,7 +154,7 @@ def format_job(req: webob.Request, job: db_jobs.JobDict, detail: bool) -> dict[s
         "terms": dict(job.get("terms") or {}),
         "next_start_at": (util.format_time(job.get("next_start_at"))
                           if job["state"] == db_jobs.SCHEDULED else None),
-        "distribution": _distribution(job),
+        "distribution": db_jobs.job_distribution(job),
         "links": [
             {"rel": "self", "href": util.base_url(req) + job_path(job["aggregate_id"], job["uuid"])}
         ],

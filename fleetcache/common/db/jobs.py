@@ -105,6 +105,40 @@ class JobDict(TypedDict):
     results: list[JobResultDict]
 
 
+class JobDistribution(TypedDict):
+    """Where a job's downloads came from (peer distribution's figures)."""
+
+    origin_copies: int
+    peer_copies: int
+    bytes_from_origin: int
+    bytes_from_peers: int
+    offload_percent: float
+    time_to_all_hosts: float | None
+
+
+def job_distribution(job: JobDict) -> JobDistribution:
+    """Where the job's downloads came from: copies taken from the image service (Glance or
+    Ceph) and from peers, their bytes, the share peers took off the image service, and the
+    seconds from the job's start to its last host's result (once every host has one). The
+    API's job view and the job's end notification give it."""
+    downloads = [r for r in job["results"] if r["state"] == "cached"]
+    from_peers = sum(r["bytes_from_peers"] or 0 for r in downloads)
+    total = sum(r["bytes_downloaded"] for r in downloads)
+    reported = [r for r in job["results"] if r["state"] in FINAL_RESULT_STATES]
+    started, elapsed = job["started_at"], None
+    if (started is not None and reported
+            and len({r["host"] for r in reported}) >= job["total_hosts"]):
+        elapsed = round((max(r["updated_at"] for r in reported) - started).total_seconds(), 3)
+    return JobDistribution(
+        origin_copies=sum(1 for r in downloads if r["download_path"] != "peer"),
+        peer_copies=sum(1 for r in downloads if r["download_path"] == "peer"),
+        bytes_from_origin=total - from_peers,
+        bytes_from_peers=from_peers,
+        offload_percent=round(100.0 * from_peers / total, 1) if total else 0.0,
+        time_to_all_hosts=elapsed,
+    )
+
+
 def _job_dict(job: models.CacheJob,
               results: list[models.CacheJobResult] | None = None) -> JobDict:
     """:param results: the results to give (default: all the job's)."""

@@ -310,8 +310,20 @@ class PrecacheJob:
         if error is None and self._deferred and self._schedule_next():
             return
         self._finish(error, time.monotonic() - started)
-        self.precacher.notifier.end(
-            self.ctxt, notifications.aggregate_payload(self.aggregate, self.uuid))
+        self.precacher.notifier.end(self.ctxt, self._end_payload())
+
+    def _end_payload(self) -> notifications.AggregateEndPayload:
+        """The end notification's payload, with where the job's downloads came from.
+
+        NOTE: reads the job's results once more, as the API's view of the job does; a job
+        whose results cannot be read still ends with its notification, without them."""
+        distribution = None
+        try:
+            distribution = jobs.job_distribution(jobs.job_get(self.precacher.db, self.uuid))
+        except Exception as exc:
+            LOG.warning("Job %s: its end notification goes without its distribution: %s",
+                        self.uuid, exc)
+        return notifications.end_payload(self.aggregate, self.uuid, distribution)
 
     def _fan_out(self) -> str | None:
         """Settle or submit every host, then wait for all. :returns: an error, if the job broke

@@ -9,10 +9,11 @@ the job.
 from __future__ import annotations
 
 import logging
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from fleetcache.common.context import RequestContext
 from fleetcache.common.db.aggregates import AggregateDict
+from fleetcache.common.db.jobs import JobDistribution
 
 LOG = logging.getLogger(__name__)
 
@@ -30,6 +31,14 @@ class AggregatePayload(TypedDict):
     hosts: list[str]
     metadata: dict[str, str]
     job_uuid: str
+
+
+class AggregateEndPayload(AggregatePayload):
+    """The end's payload: the aggregate and the job, and where the job's downloads came
+    from (``fleetcache.common.db.jobs.job_distribution``: origin and peer copies, their
+    bytes, offload, time to all hosts), as the job resource shows it."""
+
+    distribution: NotRequired[JobDistribution]
 
 
 class AggregateCachePayload(TypedDict):
@@ -62,6 +71,18 @@ def aggregate_payload(aggregate: AggregateDict, job_uuid: str) -> AggregatePaylo
     )
 
 
+def end_payload(aggregate: AggregateDict, job_uuid: str,
+                distribution: JobDistribution | None) -> AggregateEndPayload:
+    """The end's payload; ``distribution`` left out when ``None`` (it could not be read)."""
+    payload = AggregateEndPayload(
+        id=aggregate["id"], uuid=aggregate["uuid"], name=aggregate["name"],
+        hosts=list(aggregate["hosts"]), metadata=dict(aggregate["metadata"]),
+        job_uuid=job_uuid)
+    if distribution is not None:
+        payload["distribution"] = distribution
+    return payload
+
+
 class CacheNotifier:
     """Sends the three pre-cache notifications through an oslo.messaging notifier.
 
@@ -78,7 +99,7 @@ class CacheNotifier:
     def progress(self, ctxt: RequestContext, payload: AggregateCachePayload) -> None:
         self._send(ctxt, PROGRESS, dict(payload))
 
-    def end(self, ctxt: RequestContext, payload: AggregatePayload) -> None:
+    def end(self, ctxt: RequestContext, payload: AggregateEndPayload) -> None:
         self._send(ctxt, END, dict(payload))
 
     def _send(self, ctxt: RequestContext, event_type: str, payload: dict[str, Any]) -> None:

@@ -101,5 +101,6 @@ class JobWindows:
                                                             job["aggregate_uuid"])
         except Exception:  # a deleted aggregate: nobody follows the job by it any more
             return
-        self.precacher.notifier.end(get_admin_context(),
-                                    notifications.aggregate_payload(aggregate, job["uuid"]))
+        self.precacher.notifier.end(get_admin_context(), notifications.end_payload(
+            aggregate, job["uuid"],
+            jobs.job_distribution(jobs.job_get(self.precacher.db, job["uuid"]))))

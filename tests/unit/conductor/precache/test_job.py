@@ -684,3 +684,23 @@ def test_a_finished_job_goes_with_its_last_reference_not_the_garbage_collector(
         assert made[0]() is None
     finally:
         gc.enable()
+
+
+def test_the_end_notification_says_where_the_downloads_came_from(conf, db, pools):
+    agg_id = make_aggregate(db, ["h1", "h2"])
+    computes, notifier = FakeComputes({
+        "h1": lambda ids: {i: {"state": "cached", "reason": None, "bytes_downloaded": 10,
+                               "download_path": "http"} for i in ids},
+        "h2": lambda ids: {i: {"state": "cached", "reason": None, "bytes_downloaded": 10,
+                               "download_path": "peer", "source_host": "h1",
+                               "bytes_from_peers": 10} for i in ids},
+    }), FakeNotifier()
+    job = make_precacher(conf, db, computes, pools, notifier).start(_ctxt(), agg_id, [IMG_A])
+
+    (end,) = notifier.events(notifications.END)
+    assert end["job_uuid"] == job["uuid"]
+    distribution = end["distribution"]
+    assert (distribution["origin_copies"], distribution["peer_copies"]) == (1, 1)
+    assert (distribution["bytes_from_origin"], distribution["bytes_from_peers"]) == (10, 10)
+    assert distribution["offload_percent"] == 50.0
+    assert distribution["time_to_all_hosts"] is not None
