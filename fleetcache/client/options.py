@@ -116,23 +116,25 @@ def rate(value: str) -> int:
 
 def count(value: str) -> int:
     """``--parallelism``/``--origin-downloads``'s type: a whole number, 1 or more."""
-    try:
-        number = int(value, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{number} is not 1 or more")
-    return number
+    return _whole(value, 1, None, "is not 1 or more")
 
 
 def priority(value: str) -> int:
     """``--priority``'s type: a whole number from 0 to 100."""
+    return _whole(value, 0, 100, "is not from 0 to 100")
+
+
+def _whole(value: str, least: int, most: int | None, out_of_range: str) -> int:
+    """``value`` as a whole number within ``least``..``most`` (``None``: no top).
+
+    :raises argparse.ArgumentTypeError: naming what was given and what is expected.
+    """
     try:
         number = int(value, 10)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if not 0 <= number <= 100:
-        raise argparse.ArgumentTypeError(f"{number} is not from 0 to 100")
+    if number < least or (most is not None and number > most):
+        raise argparse.ArgumentTypeError(f"{number} {out_of_range}")
     return number
 
 
