@@ -1190,6 +1190,8 @@ def main() -> int:
                                     f"{sum(point.origin_log) / MIB:.1f} MiB, from the origin "
                                     f"{len((point.fault or {}).get('from_origin', {}))} "
                                     f"host(s), machine CPU {point.machine_cpu:.0%}")
+                                for line in p2p_faults.round_lines(point):
+                                    log(f"  {line}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return report(points, args, descs, (load_before, loadavg()), time.monotonic() - started)

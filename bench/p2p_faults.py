@@ -297,21 +297,29 @@ def report(points: list[Any], size: int, summary: dict[tuple[str, int, int], flo
               + f"; every host verified, nothing partial: {'yes' if verified else 'NO'}"
               + (f"; INVALID {invalid}/{len(rows)}" if invalid else ""))
         for i, p in enumerate(rows):
-            f = p.fault
-            fired = (f"{f['fired_after_s']:.2f} s" if f["fired_after_s"] is not None
-                     else "from the start" if kind == "liar" else "never")
-            print(f"      round {i + 1}: T {p.wall:.2f}; victim {f['victim']} (fired {fired}, "
-                  f"sent {f['victim_sent'] / MIB:.1f} MiB); origin {len(f['from_origin'])} "
-                  f"host(s): " + ", ".join(f"{h} [{why[:70]}]" for h, why
-                                           in sorted(f["from_origin"].items()))
-                  + f"; bad_peers {f['bad_peers']}; quarantined {f['quarantined']}; "
-                  f"verified {f['verified']}/{f['hosts']}, partial files {f['partials']}")
-            for r in f["resumes"]:
-                refetched = ("" if r["refetched"] is None
-                             else f", re-fetched {r['refetched'] / MIB:.3f} MiB")
-                print(f"        resume: {r['host']} left {r['left']} after "
-                      f"{r['written'] / MIB:.2f} MiB written ({r['why']}) -> {r['next']}"
-                      f"{refetched}")
+            for line in round_lines(p, f"round {i + 1}: "):
+                print(f"      {line}")
+
+
+def round_lines(p: Any, prefix: str = "") -> list[str]:
+    """What happened in fault point ``p``: the victim, the hosts that used the origin and
+    why, the quarantine, the checks, then one line per resume."""
+    f = p.fault
+    fired = (f"{f['fired_after_s']:.2f} s" if f["fired_after_s"] is not None
+             else "from the start" if f["kind"] == "liar" else "never")
+    lines = [f"{prefix}T {p.wall:.2f}; victim {f['victim']} (fired {fired}, sent "
+             f"{f['victim_sent'] / MIB:.1f} MiB); origin per group "
+             f"{[round(b / MIB, 1) for b in p.origin_log]} MiB by {len(f['from_origin'])} "
+             "host(s): " + ", ".join(f"{h} [{why[:70]}]" for h, why
+                                      in sorted(f["from_origin"].items()))
+             + f"; bad_peers {f['bad_peers']}; quarantined {f['quarantined']}; verified "
+             f"{f['verified']}/{f['hosts']}, partial files {f['partials']}"]
+    for r in f["resumes"]:
+        refetched = ("" if r["refetched"] is None
+                     else f", re-fetched {r['refetched'] / MIB:.3f} MiB")
+        lines.append(f"  resume: {r['host']} left {r['left']} after {r['written'] / MIB:.2f} "
+                     f"MiB written ({r['why']}) -> {r['next']}{refetched}")
+    return lines
 
 
 def median_of(values: list[float]) -> float:
