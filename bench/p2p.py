@@ -75,13 +75,28 @@ Targets (judged on the median round; the worst round beside it):
   S/B_o + k ceil(log_(k+1)(N/G)) x S/B_h at most, printed beside (informative);
 * origin-only beside, so the gain is a ratio from the same run (expected T ~ (N/G) S/B_o).
 
+Faults (``--faults kill stall liar``, :mod:`p2p_faults`): in the same run, after each
+round's fault-free points, the same modes (``--fault-modes``) with one source of group 0
+faulty: the group's first holder killed or stalled once it has sent S/2 bytes, or lying
+(one byte flipped per piece it uploads). ``--peer-stall-timeout`` sets the computes'
+``peer_stall_timeout`` for every point of the run (the fault-free ones included), and
+``--fault-stall`` how long a stalled source sends nothing. Reported per fault point beside
+the fault-free median: T, origin copies per group (the same counts, which must agree), the
+hosts that used the origin and why, ``bad_peers`` and the planner's quarantine, each resume
+with its re-fetched bytes (at most one chunk), and each host's base hashed (no partial file
+left). No target is tuned for them: a liar's victims each fetch the image from the origin,
+so that case exceeds 1.05 copies per group by design, and is reported as it is.
+
 The last line is the headline ``p2p: ... ratio=R``, R = origin-only T / store-and-forward T
 at the largest N in one group (median rounds), with cut-through's T, bound, flatness (T at
 the largest N / T at the smallest) and origin copies beside. A missed target is printed
 ``FAIL``, not an exit status: the figures depend on the machine's load.
 
 Run (root, Tier A): ``flock /tmp/fc-bench.lock .venv/bin/python bench/p2p.py [--size-mib 32
---origin-mibps 4 --host-mibps 32 --hosts 2 4 8 16 32 --groups 1 2 --rounds 3]``
+--origin-mibps 4 --host-mibps 32 --hosts 2 4 8 16 32 --groups 1 2 --rounds 3]``; the fault runs:
+``... --hosts 8 16 --groups 1 2 --rounds 2 --baseline-rounds 0 --faults kill stall liar
+--fault-rounds 2 --peer-stall-timeout 5``; ``--smoke`` runs one fault point (a kill, with
+cut-through, at N = 4).
 """
 
 from __future__ import annotations
