@@ -987,6 +987,10 @@ def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
                 notes.append("ERRORS: " + "; ".join(p.errors))
             if p.fallbacks:
                 notes.append("fallbacks: " + "; ".join(p.fallbacks))
+            if p.fault and (p.fault["verified"] != p.fault["hosts"] or p.fault["partials"]):
+                notes.append(f"NOT VERIFIED: {p.fault['verified']}/{p.fault['hosts']} bases "
+                             f"hashed right, {p.fault['partials']} partial file(s) left")
+                failed = 1
             if not agree or p.errors:
                 failed = 1
         wire = "".join(f", {k} {min(v):.4f}-{max(v):.4f}x the log" for k, v in ratios.items())
