@@ -75,13 +75,28 @@ Targets (judged on the median round; the worst round beside it):
   S/B_o + k ceil(log_(k+1)(N/G)) x S/B_h at most, printed beside (informative);
 * origin-only beside, so the gain is a ratio from the same run (expected T ~ (N/G) S/B_o).
 
+Faults (``--faults kill stall liar``, :mod:`p2p_faults`): in the same run, after each
+round's fault-free points, the same modes (``--fault-modes``) with one source of group 0
+faulty: the group's first holder killed or stalled once it has sent S/2 bytes, or lying
+(one byte flipped per piece it uploads). ``--peer-stall-timeout`` sets the computes'
+``peer_stall_timeout`` for every point of the run (the fault-free ones included), and
+``--fault-stall`` how long a stalled source sends nothing. Reported per fault point beside
+the fault-free median: T, origin copies per group (the same counts, which must agree), the
+hosts that used the origin and why, ``bad_peers`` and the planner's quarantine, each resume
+with its re-fetched bytes (at most one chunk), and each host's base hashed (no partial file
+left). No target is tuned for them: a liar's victims each fetch the image from the origin,
+so that case exceeds 1.05 copies per group by design, and is reported as it is.
+
 The last line is the headline ``p2p: ... ratio=R``, R = origin-only T / store-and-forward T
 at the largest N in one group (median rounds), with cut-through's T, bound, flatness (T at
 the largest N / T at the smallest) and origin copies beside. A missed target is printed
 ``FAIL``, not an exit status: the figures depend on the machine's load.
 
 Run (root, Tier A): ``flock /tmp/fc-bench.lock .venv/bin/python bench/p2p.py [--size-mib 32
---origin-mibps 4 --host-mibps 32 --hosts 2 4 8 16 32 --groups 1 2 --rounds 3]``
+--origin-mibps 4 --host-mibps 32 --hosts 2 4 8 16 32 --groups 1 2 --rounds 3]``; the fault runs:
+``... --hosts 8 16 --groups 1 2 --rounds 2 --baseline-rounds 0 --faults kill stall liar
+--fault-rounds 2 --peer-stall-timeout 5``; ``--smoke`` runs one fault point (a kill, with
+cut-through, at N = 4).
 """
 
 from __future__ import annotations
@@ -117,6 +132,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("PYTHONWARNINGS", "ignore")
 warnings.simplefilter("ignore")
 
+import p2p_faults  # noqa: E402
 from _benchlib import headline, loadavg, log, median, parse_with_smoke, tree_cpu  # noqa: E402
 
 MIB = 1024 * 1024
@@ -161,8 +177,22 @@ def parse_args() -> argparse.Namespace:
                         "userspace token buckets (lower fidelity)")
     parser.add_argument("--workdir", default="/var/tmp",
                         help="where the computes' caches and the origin's file live")
+    parser.add_argument("--faults", nargs="*", choices=p2p_faults.FAULTS, default=[],
+                        help="fault runs beside the fault-free ones (bench/p2p_faults.py)")
+    parser.add_argument("--fault-modes", nargs="+", choices=MODES[1:], default=list(MODES[1:]),
+                        help="the modes the faults are run in")
+    parser.add_argument("--fault-hosts", type=int, nargs="+", default=None,
+                        help="the N of the fault runs (default: every N of --hosts)")
+    parser.add_argument("--fault-rounds", type=int, default=1,
+                        help="rounds of each fault run per point")
+    parser.add_argument("--peer-stall-timeout", type=int, default=30,
+                        help="[image_cache] peer_stall_timeout of the computes (all rounds)")
+    parser.add_argument("--fault-stall", type=float, default=None,
+                        help="seconds a stalling source sends nothing (default: 3 x "
+                        "--peer-stall-timeout)")
     return parse_with_smoke(parser, {"size_mib": 4, "hosts": [2, 4], "groups": [1],
-                                     "rounds": 1, "baseline_rounds": 1})
+                                     "rounds": 1, "baseline_rounds": 1, "faults": ["kill"],
+                                     "fault_modes": ["cut-through"], "fault_hosts": [4]})
 
 
 # -- links ------------------------------------------------------------------------------------
@@ -550,7 +580,8 @@ def host_main(netns: str | None, calls: multiprocessing.connection.Connection,
     opts = {"peer_distribution": True, "peer_listen_address": spec["address"],
             "peer_listen_port": spec["port"], "peer_max_uploads": spec["max_uploads"],
             "max_upload_bytes_per_second": spec["upload_cap"],
-            "max_download_bytes_per_second": spec["download_cap"]}
+            "max_download_bytes_per_second": spec["download_cap"],
+            "peer_stall_timeout": spec["stall_timeout"]}
     for name, value in opts.items():
         conf.set_override(name, value, group="image_cache")
     driver = DiskDriver(conf, GlanceImageSource(conf))
@@ -560,6 +591,9 @@ def host_main(netns: str | None, calls: multiprocessing.connection.Connection,
     manager = ComputeManager(conf, driver, grants=grants)
     server = PeerServer(conf, driver.image_cache, grants, metrics)
     server.start()
+    faults = p2p_faults.HostFaults(
+        server, lambda: PeerServer(conf, driver.image_cache, grants, metrics),
+        driver.image_cache)
     ctxt = context.get_admin_context()
     cache = driver.image_cache
 
@@ -595,9 +629,11 @@ def host_main(netns: str | None, calls: multiprocessing.connection.Connection,
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(path)
             control.send(None)
+        elif cmd.startswith("fault_"):
+            control.send(faults.command(cmd, args))
         else:
             break
-    server.stop()
+    faults.server.stop()
 
 
 class Host:
@@ -692,6 +728,10 @@ class Point:
     errors: list[str]
     bench_cpu: float
     machine_cpu: float
+    #: A fault point: what :class:`p2p_faults.FaultRun` gathered (``mode`` is then
+    #: ``<base_mode>+<fault>``).
+    fault: dict[str, Any] | None = None
+    base_mode: str = ""
 
     @property
     def invalid(self) -> bool:
@@ -742,12 +782,14 @@ class Bench:
                 "instances_path": str(self.work / f"compute{i}"),
                 "origin_url": links.origin_urls[links.group_of(i)],
                 "port": 0 if tier_b else PEER_PORT, "max_uploads": self.args.peer_max_uploads,
-                "upload_cap": b_h if tier_b else 0, "download_cap": b_h if tier_b else 0}))
+                "upload_cap": b_h if tier_b else 0, "download_cap": b_h if tier_b else 0,
+                "stall_timeout": self.args.peer_stall_timeout}))
         if not self.origin_conn.poll(60):
             raise RuntimeError("the origin did not start within 60 s")
         self.origin_conn.recv()
         for host in self.hosts:
             host.ready()
+        self.sha512 = str(files["main"][1]["os_hash_value"])
 
     def stop(self) -> None:
         for host in self.hosts:
@@ -771,7 +813,8 @@ class Bench:
         for mode in MODES:
             self.run_point(mode, len(self.hosts), kind="warm")
 
-    def run_point(self, mode: str, n: int, kind: str = "main") -> Point:
+    def run_point(self, mode: str, n: int, kind: str = "main", fault: str | None = None
+                  ) -> Point:
         hosts = self.hosts[:n]
         image_id = str(uuid.uuid4())
         self._origin("add", (image_id, kind))
@@ -782,13 +825,16 @@ class Bench:
         cpu_before, machine_before = tree_cpu(os.getpid()), machine_cpu()
         results: dict[str, tuple[dict[str, Any], float, float]] = {}
         call: Callable[[Host], tuple[dict[str, Any], float, float]]
+        injected = (p2p_faults.FaultRun(fault, self.size, self.args.fault_stall)
+                    if fault else None)
         started = time.time()
         if mode == "origin-only":
             def from_origin(host: Host) -> tuple[dict[str, Any], float, float]:
                 return host.cache_images(image_id, [])
             call = from_origin
         else:
-            call = self._planned(image_id, hosts, cut_through=mode == "cut-through")
+            call = self._planned(image_id, hosts, cut_through=mode == "cut-through",
+                                 fault=injected)
         with concurrent.futures.ThreadPoolExecutor(n) as pool:
             futures = {h.name: pool.submit(call, h) for h in hosts}
             for name, future in futures.items():
@@ -798,14 +844,18 @@ class Bench:
         log_after = self._origin("stats")
         wire_after = self.links.origin_counters()
         uploads = {h.name: h.control("stats") for h in hosts}
+        fault_info = None
+        if injected is not None:
+            fault_info = injected.collect(hosts, image_id, self.sha512, results, started)
+            if injected.victim is not None:  # its armed uploads, the one cut short included
+                uploads[injected.victim.name]["sent"] = fault_info["victim_sent"]
         for host in hosts:
             host.control("drop", image_id)
         groups = self.links.groups
         origin_results = [0] * groups
         for host in hosts:
             result = results[host.name][0]
-            origin_results[host.group] += (int(result.get("bytes_downloaded") or 0)
-                                           - int(result.get("bytes_from_peers") or 0))
+            origin_results[host.group] += p2p_faults.origin_bytes(result)
         finish = [end - started for _, _, end in results.values()]
         paths: dict[str, int] = {}
         for result, _, _ in results.values():
@@ -814,7 +864,8 @@ class Bench:
         busy = machine_after[0] - machine_before[0]
         total = machine_after[1] - machine_before[1]
         return Point(
-            mode=mode, hosts=n, groups=groups, wall=wall, p50=nearest_rank(finish, 0.5),
+            mode=f"{mode}+{fault}" if fault else mode, base_mode=mode, fault=fault_info,
+            hosts=n, groups=groups, wall=wall, p50=nearest_rank(finish, 0.5),
             p99=nearest_rank(finish, 0.99),
             origin_log=[a - b for a, b in zip(log_after["body_bytes"],
                                               log_before["body_bytes"], strict=True)],
@@ -834,7 +885,8 @@ class Bench:
             bench_cpu=(cpu_after - cpu_before) / wall / (os.cpu_count() or 1),
             machine_cpu=busy / total if total else 0.0)
 
-    def _planned(self, image_id: str, hosts: list[Host], cut_through: bool
+    def _planned(self, image_id: str, hosts: list[Host], cut_through: bool,
+                 fault: p2p_faults.FaultRun | None = None
                  ) -> Callable[[Host], tuple[dict[str, Any], float, float]]:
         """The conductor's per-host call with the real PeerPlanner (``peer_cut_through`` as
         the mode says)."""
@@ -845,10 +897,14 @@ class Bench:
         self.conf.set_override("peer_cut_through", cut_through, group="image_cache")
         planner = PeerPlanner(self.conf, self.ctxt, job, PeerQuarantine(3600))
         client = BenchServeClient({h.name: h for h in hosts})
+        if fault is not None:
+            fault.planner = planner
 
         def call(host: Host) -> tuple[dict[str, Any], float, float]:
             site = PeerSite(url=host.url, group=f"cell{host.group}", address=host.address)
             assignment = planner.assign(host.name, site, image_id, client=client)
+            if fault is not None:
+                fault.on_assigned(host, assignment)
             try:
                 got = host.cache_images(image_id, list(assignment.peers))
             except BaseException:
@@ -909,7 +965,10 @@ def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
         for p in rows:
             log_bytes, res_bytes = sum(p.origin_log), sum(p.origin_results)
             agree = abs(log_bytes - res_bytes) <= AGREE * size
-            agree = agree and abs(p.peer_bytes - p.uploaded) <= AGREE * size
+            if p.fault:  # a source cut short sent bytes its receiver never wrote
+                agree = agree and p.uploaded >= p.peer_bytes - AGREE * size
+            else:
+                agree = agree and abs(p.peer_bytes - p.uploaded) <= AGREE * size
             for kind, values in p.wire.items():
                 wire_bytes, slack = sum(values), AGREE * max(log_bytes, size)
                 if kind == "tc":  # per wire segment: the log plus each segment's headers
@@ -928,6 +987,10 @@ def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
                 notes.append("ERRORS: " + "; ".join(p.errors))
             if p.fallbacks:
                 notes.append("fallbacks: " + "; ".join(p.fallbacks))
+            if p.fault and (p.fault["verified"] != p.fault["hosts"] or p.fault["partials"]):
+                notes.append(f"NOT VERIFIED: {p.fault['verified']}/{p.fault['hosts']} bases "
+                             f"hashed right, {p.fault['partials']} partial file(s) left")
+                failed = 1
             if not agree or p.errors:
                 failed = 1
         wire = "".join(f", {k} {min(v):.4f}-{max(v):.4f}x the log" for k, v in ratios.items())
@@ -980,6 +1043,7 @@ def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
     print("targets (cut-through, median of the valid rounds):")
     for groups in sorted(args.groups):
         _report_cut_through(by_key, summary, args, groups)
+    p2p_faults.report(points, size, summary)
     g0, n0 = min(args.groups), max(args.hosts)
     sf = by_key.get(("store-and-forward", g0, n0), [])
     ct = by_key.get(("cut-through", g0, n0), [])
@@ -1094,6 +1158,8 @@ def _cleanup_all() -> None:
 
 def main() -> int:
     args = parse_args()
+    if args.fault_stall is None:
+        args.fault_stall = 3.0 * args.peer_stall_timeout
     if args.tier == "A":
         NetnsLinks.check()
     atexit.register(_cleanup_all)
@@ -1116,8 +1182,12 @@ def main() -> int:
             with bench_for(args, groups, hosts, work, files) as (bench, links):
                 descs.append(f"G={groups}: {links.describe()}")
                 log(f"{groups} group(s), {hosts} computes up ({links.describe()})")
+                fault_hosts = args.hosts if args.fault_hosts is None else args.fault_hosts
                 for n in args.hosts:
-                    for rnd in range(max(args.rounds, args.baseline_rounds)):
+                    faults = args.faults if n in fault_hosts else []
+                    rounds = max(args.rounds, args.baseline_rounds,
+                                 args.fault_rounds if faults else 0)
+                    for rnd in range(rounds):
                         modes = MODES[rnd % len(MODES):] + MODES[:rnd % len(MODES)]
                         for mode in modes:
                             wanted = (args.baseline_rounds if mode == "origin-only"
@@ -1130,6 +1200,17 @@ def main() -> int:
                                 f", origin {sum(point.origin_log) / MIB:.1f} MiB, peers "
                                 f"{point.peer_bytes / MIB:.1f} MiB, machine CPU "
                                 f"{point.machine_cpu:.0%}")
+                        for fault in faults if rnd < args.fault_rounds else []:
+                            for mode in args.fault_modes:
+                                point = bench.run_point(mode, n, fault=fault)
+                                points.append(point)
+                                log(f"G={groups} N={n} round {rnd + 1} {mode} {fault}: T "
+                                    f"{point.wall:.2f} s, origin "
+                                    f"{sum(point.origin_log) / MIB:.1f} MiB, from the origin "
+                                    f"{len((point.fault or {}).get('from_origin', {}))} "
+                                    f"host(s), machine CPU {point.machine_cpu:.0%}")
+                                for line in p2p_faults.round_lines(point):
+                                    log(f"  {line}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return report(points, args, descs, (load_before, loadavg()), time.monotonic() - started)
