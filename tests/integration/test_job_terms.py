@@ -102,7 +102,7 @@ def test_a_job_posted_outside_its_window_starts_when_it_opens(stack, make_aggreg
         assert datetime.datetime.now(UTC) < opens - datetime.timedelta(seconds=3), \
             "the restart took too long for this test's window"
         wait_for(lambda: datetime.datetime.now(UTC) >= opens - datetime.timedelta(seconds=2),
-                 "the window's opening to come near", 30)
+                 "the window's opening to come near", 60)
         assert file_gets(stack, image["id"]) == []
         assert get_job(stack, agg["id"], job_id)["state"] == "scheduled"
 
