@@ -101,9 +101,9 @@ def start_peer_server(conf: cfg.ConfigOpts, driver: virt_driver.ComputeDriver,
     :raises InvalidConfiguration: when it cannot listen on its address and port, or
         ``[image_cache] peer_ssl_*`` is set in part or its files cannot be loaded.
     """
+    peer_tls.load(conf)  # all or none, whatever else is on: the client side uses them too
     if not conf.image_cache.peer_distribution:
         return None
-    peer_tls.load(conf)  # all or none, even where no image cache serves (the client uses it)
     if driver.image_cache is None:
         LOG.warning("[image_cache] peer_distribution is on but virt driver %s keeps no image "
                     "cache: this host serves no peer", type(driver).__name__)

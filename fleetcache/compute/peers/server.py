@@ -298,7 +298,12 @@ class PeerServer:
         """Answer 503 on a connection no worker is free for, in the accepting thread, so
         within a bounded time: the answer is tiny, then what the client sent by then is read
         for at most ``OVERFLOW_DRAIN`` seconds and dropped (closing a socket with unread
-        data resets the connection, and the client would see a reset, not the 503)."""
+        data resets the connection, and the client would see a reset, not the 503). With
+        TLS nothing is answered (a handshake has no place in the accepting thread): the
+        connection is closed, and the client goes on to its next source as from a refused
+        connection."""
+        if self.ssl_context is not None:
+            return
         with contextlib.suppress(OSError):
             sock.settimeout(OVERFLOW_DRAIN)
             self._respond(sock, 503, {"Retry-After": str(RETRY_AFTER)})

@@ -23,6 +23,7 @@ from fleetcache.common.context import RequestContext
 from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
 from fleetcache.compute.imagecache import ImageCache
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
+from fleetcache.compute.peers.server import SPARE_WORKERS
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta
 from tests.tls_certs import CertFiles, TestCA, self_signed
@@ -261,6 +262,24 @@ def test_a_silent_client_is_cut_at_the_header_deadline(
             for sock in silent:
                 sock.close()
         assert not server.denied  # a client that said nothing was refused nothing
+
+
+def test_connections_beyond_every_worker_are_closed_at_once(
+        tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants,
+        pki: dict[str, CertFiles]) -> None:
+    cache = _source_cache(tmp_path, image, pki["compute-a"])
+    with _running(cache, grants, header_timeout=5) as server:
+        idle = [socket.create_connection(("127.0.0.1", _port(server)), timeout=5)
+                for _ in range(1 + SPARE_WORKERS)]  # every worker waits for a handshake
+        try:
+            wait_for(lambda: server.active_connections == len(idle), "every worker busy", 5)
+            started = time.monotonic()
+            assert _tls_get(server, image.id, pki["compute-b"], pki["compute-b"].ca) == b""
+            assert time.monotonic() - started < 1
+        finally:
+            for sock in idle:
+                sock.close()
+        assert not server.responses and not server.denied
 
 
 def test_a_client_trickling_its_handshake_is_cut_at_the_header_deadline(
