@@ -333,3 +333,28 @@ def test_a_half_configured_server_does_not_start(
                        match="peer_ssl_cert_file set without peer_ssl_key_file, "
                        "peer_ssl_ca_file"):
         PeerServer(conf, cache, grants)
+
+
+def test_stopping_the_server_ends_a_tls_upload_under_way(
+        tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants,
+        pki: dict[str, CertFiles]) -> None:
+    conf = _conf(tmp_path, "compute-a", pki["compute-a"],
+                 image_cache__max_upload_bytes_per_second=2 * CHUNK)
+    cache = ImageCache(conf, LocalImageSource(conf))
+    cache.fetch(CTXT, image.id)
+    server = PeerServer(conf, cache, grants)
+    server.start()
+    context = ssl.create_default_context(cafile=pki["compute-b"].ca)
+    context.load_cert_chain(pki["compute-b"].cert, pki["compute-b"].key)
+    with socket.create_connection(("127.0.0.1", _port(server)), timeout=5) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+        sock.sendall(_request(image.id))
+        got = sock.recv(65536)
+        assert got.startswith(b"HTTP/1.1 200 ")  # the upload is under way, throttled
+        started = time.monotonic()
+        server.stop()
+        assert time.monotonic() - started < 2
+        with contextlib.suppress(OSError):  # cut short
+            while chunk := sock.recv(65536):
+                got += chunk
+        assert len(got) < len(DATA)
