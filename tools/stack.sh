@@ -56,6 +56,11 @@
 # operator's choice that the benchmarks run both ways (docs/performance.md, "Hash speed per
 # core").
 #
+# FLEETCACHE_STACK_PEER_TLS=1 runs the computes' peer image servers over mutual TLS
+# ([image_cache] peer_ssl_*, docs/peer-distribution.md): `up` makes a CA of the stack's own and
+# one certificate per compute (openssl, P-256, the compute's my_ip as IP SAN) in
+# .stack/peer-tls. Default 0: plain HTTP.
+#
 # STACK_GLANCE_PORT, STACK_API_PORT, STACK_API_BACKEND_PORT, STACK_PLACEMENT_PORT, STACK_PLACEMENT_DB, STACK_KEYSTONE_PORT,
 # STACK_KEYSTONE_DB, STACK_VHOST_PREFIX
 # (vhosts <prefix>, <prefix>_cell1, <prefix>_cell2, which must exist) and tools/ceph.sh's STACK_CEPH_* ports with
@@ -70,6 +75,7 @@ GLANCE_VENV=$STACK/glance-venv
 GLANCE_REQS=$ROOT/tools/glance/requirements.txt
 GLANCE_DIR=$STACK/glance
 GLANCE_HASHING_ALGORITHM=${FLEETCACHE_GLANCE_HASHING_ALGORITHM:-sha512}
+PEER_TLS=${FLEETCACHE_STACK_PEER_TLS:-0}
 [[ $GLANCE_HASHING_ALGORITHM =~ ^(sha1|sha256|sha384|sha512|sha3_256|sha3_512|blake2b|md5)$ ]] \
     || { echo "stack: FLEETCACHE_GLANCE_HASHING_ALGORITHM=$GLANCE_HASHING_ALGORITHM is not a" \
         "hashlib algorithm Glance accepts" >&2; exit 2; }
@@ -596,7 +602,39 @@ compute_port = $port
 # tests turn it on).
 peer_distribution = true
 peer_listen_port = $peer_port
+$(peer_tls_options "$host")
 EOF
+}
+
+make_peer_certs() {  # with FLEETCACHE_STACK_PEER_TLS=1: a CA and each compute's certificate
+    [[ $PEER_TLS == 1 ]] || return 0
+    local dir=$STACK/peer-tls entry host my_ip
+    # The address a compute's image server listens on and registers: its my_ip, which the
+    # stack leaves to its default (fleetcache.common.config.default).
+    my_ip=$("$VENV_BIN/python" -c 'from oslo_utils import netutils; print(netutils.get_my_ipv4())')
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+        -subj "/CN=fleetcache stack peer CA" -keyout "$dir/ca.key" -out "$dir/ca.crt" \
+        >>"$LOG/peer-tls.log" 2>&1 || fail peer-tls "openssl could not make the peer CA"
+    for entry in "${COMPUTES[@]}"; do
+        host=${entry%%:*}
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$host" \
+            -keyout "$dir/$host.key" -out "$dir/$host.csr" >>"$LOG/peer-tls.log" 2>&1 \
+            && openssl x509 -req -in "$dir/$host.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
+                -CAcreateserial -days 30 -out "$dir/$host.crt" -extfile <(printf \
+                'subjectAltName=IP:%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$my_ip") \
+                >>"$LOG/peer-tls.log" 2>&1 \
+            || fail peer-tls "openssl could not make $host's peer certificate"
+    done
+    log "peer TLS: CA and certificates for $my_ip in $dir"
+}
+
+peer_tls_options() {  # host: its [image_cache] peer_ssl_* lines (none without peer TLS)
+    [[ $PEER_TLS == 1 ]] || return 0
+    local dir=$STACK/peer-tls
+    printf 'peer_ssl_cert_file = %s\npeer_ssl_key_file = %s\npeer_ssl_ca_file = %s\n' \
+        "$dir/$1.crt" "$dir/$1.key" "$dir/ca.crt"
 }
 
 manage() {  # fleetcache-manage on the stack's config, output to its log
@@ -839,6 +877,7 @@ cmd_up() {
     write_fleetcache_config
     write_api_front_config
     write_conductor_config
+    make_peer_certs
     local n=0
     for entry in "${COMPUTES[@]}"; do
         n=$((n + 1))

@@ -30,6 +30,7 @@ from fleetcache.compute.imagecache import CachedImage, ReportFunc
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.metrics import ComputeMetrics, ImageCacheCollector
 from fleetcache.compute.peers import PeerServer, ServeGrants
+from fleetcache.compute.peers import tls as peer_tls
 from fleetcache.compute.virt import driver as virt_driver
 from fleetcache.conductor.rpcapi import ConductorAPI
 
@@ -97,8 +98,10 @@ def start_peer_server(conf: cfg.ConfigOpts, driver: virt_driver.ComputeDriver,
     peer_distribution``), listening; ``None`` when peer distribution is off or the driver
     keeps no image cache.
 
-    :raises InvalidConfiguration: when it cannot listen on its address and port.
+    :raises InvalidConfiguration: when it cannot listen on its address and port, or
+        ``[image_cache] peer_ssl_*`` is set in part or its files cannot be loaded.
     """
+    peer_tls.load(conf)  # all or none, whatever else is on: the client side uses them too
     if not conf.image_cache.peer_distribution:
         return None
     if driver.image_cache is None:

@@ -37,10 +37,11 @@ from typing import Any
 SCHEME = "FleetcachePeer"
 
 #: Every reason a :class:`PeerDenied` may carry (the first seven are :func:`verify`'s; the
-#: image server adds the last two).
+#: image server adds the last three: ``tls`` is a failed mutual TLS handshake, before any
+#: request).
 REASONS = (
     "malformed", "unknown_job", "bad_signature", "wrong_server", "wrong_image", "expired",
-    "wrong_address", "not_granted", "not_cached",
+    "wrong_address", "not_granted", "not_cached", "tls",
 )
 #: Reasons that mean "no valid credential" (HTTP 401); the others are 403 or 404.
 UNAUTHENTICATED = frozenset({"malformed", "unknown_job", "bad_signature", "expired"})

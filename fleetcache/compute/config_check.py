@@ -23,6 +23,7 @@ from fleetcache.common.disk_formats import DISK_FORMATS, INSPECTABLE_FORMATS, RA
 from fleetcache.compute import long_calls
 from fleetcache.compute.imagebackend import backends, mapping, selection
 from fleetcache.compute.imagecache.disk_floor import Floor
+from fleetcache.compute.peers import tls as peer_tls
 from fleetcache.image import qemu
 
 LOG = logging.getLogger(__name__)
@@ -113,8 +114,25 @@ def _disk_floor_problems(conf: cfg.ConfigOpts) -> list[Problem]:
     return []
 
 
+def _peer_tls_problems(conf: cfg.ConfigOpts) -> list[Problem]:
+    """``[image_cache] peer_ssl_*``: all or none (the image server refuses to start with
+    some), and files that load."""
+    problem = peer_tls.config_problem(conf)
+    if problem is not None:
+        return [Problem(ERROR, "[image_cache] peer_ssl_*", "all or none", problem)]
+    files = peer_tls.load(conf)
+    if files is None:
+        return []
+    try:
+        peer_tls.server_context(files)
+    except exception.InvalidConfiguration as exc:
+        return [Problem(ERROR, "[image_cache] peer_ssl_*", "PEM files that load",
+                        exc.kwargs.get("reason") or str(exc))]
+    return []
+
+
 def _other_problems(conf: cfg.ConfigOpts) -> list[Problem]:
-    problems = _disk_floor_problems(conf)
+    problems = _disk_floor_problems(conf) + _peer_tls_problems(conf)
     if conf.libvirt.images_type == "rbd" and not conf.force_raw_images:
         problems.append(
             Problem(

@@ -140,10 +140,58 @@ source, resuming with a ``Range`` request at the bytes already written.
 ]
 
 
+peer_tls_opts: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "peer_ssl_cert_file",
+        help="""
+(compute) PEM certificate of this host for mutual TLS between peers: its image server
+presents it to the hosts that fetch from it, and it presents it to the image servers it
+fetches from.
+
+Set ``peer_ssl_cert_file``, ``peer_ssl_key_file`` and ``peer_ssl_ca_file`` together (or none
+of them: plain HTTP, the default); a compute with only some of them set does not start. With
+them, the image server accepts only TLS 1.2 or later from a client whose certificate the CA
+signed (a connection without one is refused during the handshake, before any HTTP), still
+asks each request for the conductor's credential, and reports an ``https://`` URL; this
+host fetches only from ``https://`` peers whose certificate the CA signed for the address it
+connects to. The certificate must hold the image server's address (``peer_listen_address``,
+else ``my_ip``) as an IP subject alternative name.
+
+Possible values:
+* the path of a PEM file (the certificate, then any intermediates)
+
+Related options:
+* peer_ssl_key_file, peer_ssl_ca_file, peer_listen_address
+""",
+    ),
+    cfg.StrOpt(
+        "peer_ssl_key_file",
+        help="""
+(compute) PEM private key (unencrypted) of ``peer_ssl_cert_file``.
+
+Related options:
+* peer_ssl_cert_file, peer_ssl_ca_file
+""",
+    ),
+    cfg.StrOpt(
+        "peer_ssl_ca_file",
+        help="""
+(compute) PEM certificates of the CA that signs the peers' certificates: the only trust root
+of peer TLS, on both sides (the system's CAs are never used). Use a CA of its own for the
+fleet's computes: any certificate it signed is accepted as a peer.
+
+Related options:
+* peer_ssl_cert_file, peer_ssl_key_file
+""",
+    ),
+]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_group(image_cache_group)
     conf.register_opts(peer_opts, group=image_cache_group)
+    conf.register_opts(peer_tls_opts, group=image_cache_group)
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
-    return [(image_cache_group, peer_opts)]
+    return [(image_cache_group, [*peer_opts, *peer_tls_opts])]

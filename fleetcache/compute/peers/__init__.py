@@ -6,7 +6,9 @@ other, verified end to end, the conductor choosing the sources.
 * :mod:`~fleetcache.compute.peers.server`: :class:`PeerServer`, the read-only image server;
 * :mod:`~fleetcache.compute.peers.source`: :class:`PeerSource`, the client, an image source
   feeding the image cache's one-pass verification (:class:`Peer`, one source as the
-  conductor names it, is :mod:`fleetcache.compute.rpcapi`'s).
+  conductor names it, is :mod:`fleetcache.compute.rpcapi`'s);
+* :mod:`~fleetcache.compute.peers.tls`: optional mutual TLS of both
+  (``[image_cache] peer_ssl_*``).
 
 The tokens themselves are :mod:`fleetcache.common.peer_tokens` (the conductor mints them).
 """

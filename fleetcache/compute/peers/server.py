@@ -28,6 +28,15 @@ share ``[image_cache] max_upload_bytes_per_second`` (a
 :class:`~fleetcache.compute.imagecache.bandwidth.TokenBucket`); without it the file is sent
 with ``sendfile``. One request per connection (``Connection: close``).
 
+**Mutual TLS** (``[image_cache] peer_ssl_*``, :mod:`~.tls`): each accepted connection is
+wrapped in a worker, never in the accepting thread, and its handshake must end within the
+same ``header_timeout`` deadline as the request head that follows (a client that connects
+and sends nothing, or trickles its handshake, is cut then). A client without a certificate
+signed by the peers' CA (none, self-signed, another CA's) or that speaks plain HTTP fails
+the handshake: the connection is closed with no HTTP answer, and the refusal is counted as
+``tls``. The credential is still required on top. Uploads are then encrypted in this
+process (no ``sendfile``).
+
 **Cut-through** (``[image_cache] peer_cut_through``): a granted image that is not cached but
 is being downloaded here (:mod:`~.inflight`; or is about to be: ``serve_images`` accepted it,
 and the server waits up to ``send_timeout`` for its download to start) is sent from the
@@ -51,6 +60,7 @@ import os
 import re
 import socket
 import socketserver
+import ssl
 import stat
 import threading
 import time
@@ -60,6 +70,7 @@ from oslo_config import cfg
 
 from fleetcache.common import exception, peer_tokens
 from fleetcache.compute.imagecache.bandwidth import TokenBucket
+from fleetcache.compute.peers import tls
 from fleetcache.compute.peers.grants import ServeGrants
 from fleetcache.compute.peers.inflight import (
     DONE,
@@ -74,7 +85,8 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-#: Seconds a client has to send its whole request head.
+#: Seconds a client has to complete its TLS handshake (with TLS) and send its whole request
+#: head.
 HEADER_TIMEOUT = 10.0
 #: Largest request head read (a token is a few hundred bytes).
 MAX_HEAD = 8192
@@ -161,16 +173,20 @@ class _Listener(socketserver.TCPServer):
         self.pool.submit(self._work, request, client_address)
 
     def _work(self, request: socket.socket, client_address: Any) -> None:
-        with self._active_lock:
-            self.sockets.add(request)
+        sock = request
         try:
-            self.owner.serve_connection(request, client_address[0])
+            # NOTE(peer-tls): wrapping hands the descriptor to the TLS socket; from here on
+            # only ``sock`` may be shut down and closed.
+            sock = self.owner.wrap(request)
+            with self._active_lock:
+                self.sockets.add(sock)
+            self.owner.serve_connection(sock, client_address[0])
         except Exception:
             LOG.exception("Peer request from %s failed", client_address[0])
         finally:
-            self.shutdown_request(request)
+            self.shutdown_request(sock)
             with self._active_lock:
-                self.sockets.discard(request)
+                self.sockets.discard(sock)
             self.free.release()
 
     @property
@@ -183,7 +199,9 @@ class _Listener(socketserver.TCPServer):
         with self._active_lock:
             for sock in self.sockets:
                 with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+                    # The TCP connection itself: a TLS socket's own ``shutdown`` would drop
+                    # its TLS state under the worker still sending on it.
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 class PeerServer:
@@ -193,8 +211,13 @@ class PeerServer:
     :param header_timeout: seconds to receive a request head.
     :param send_timeout: seconds a send may make no progress (default: ``[image_cache]
         peer_stall_timeout``).
-    :ivar denied: refused requests by reason (:data:`fleetcache.common.peer_tokens.REASONS`).
+    :raises InvalidConfiguration: ``[image_cache] peer_ssl_*`` set in part, or its files
+        cannot be loaded.
+    :ivar denied: refused requests by reason (:data:`fleetcache.common.peer_tokens.REASONS`;
+        ``tls``: a failed handshake).
     :ivar responses: answered requests by status code.
+    :ivar ssl_context: the server's TLS context (``[image_cache] peer_ssl_*``), or None:
+        plain HTTP.
     """
 
     def __init__(self, conf: cfg.ConfigOpts, cache: ImageCache, grants: ServeGrants,
@@ -215,6 +238,8 @@ class PeerServer:
         self.cut_through: bool = opts.peer_cut_through
         rate: int = opts.max_upload_bytes_per_second
         self.bucket = TokenBucket(rate) if rate else None
+        files = tls.load(conf)
+        self.ssl_context = tls.server_context(files) if files is not None else None
         self.denied: collections.Counter[str] = collections.Counter()
         self.responses: collections.Counter[int] = collections.Counter()
         self._uploads = threading.BoundedSemaphore(self.max_uploads)
@@ -225,10 +250,12 @@ class PeerServer:
 
     @property
     def url(self) -> str:
-        """What this compute advertises to the conductor: ``http://<addr>:<port>``."""
+        """What this compute advertises to the conductor: ``http://<addr>:<port>``, or
+        ``https://`` with TLS."""
         host = f"[{self.address}]" if ":" in self.address else self.address
         port = self._listener.server_address[1] if self._listener else self.port
-        return f"http://{host}:{port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://{host}:{port}"
 
     @property
     def active_connections(self) -> int:
@@ -271,7 +298,12 @@ class PeerServer:
         """Answer 503 on a connection no worker is free for, in the accepting thread, so
         within a bounded time: the answer is tiny, then what the client sent by then is read
         for at most ``OVERFLOW_DRAIN`` seconds and dropped (closing a socket with unread
-        data resets the connection, and the client would see a reset, not the 503)."""
+        data resets the connection, and the client would see a reset, not the 503). With
+        TLS nothing is answered (a handshake has no place in the accepting thread): the
+        connection is closed, and the client goes on to its next source as from a refused
+        connection."""
+        if self.ssl_context is not None:
+            return
         with contextlib.suppress(OSError):
             sock.settimeout(OVERFLOW_DRAIN)
             self._respond(sock, 503, {"Retry-After": str(RETRY_AFTER)})
@@ -280,10 +312,22 @@ class PeerServer:
             while time.monotonic() < deadline and sock.recv(MAX_HEAD):
                 pass
 
+    def wrap(self, sock: socket.socket) -> socket.socket:
+        """``sock`` as the worker serves it: a TLS socket whose handshake has not started
+        yet (:meth:`serve_connection` runs it under the header deadline), or ``sock``
+        itself without TLS."""
+        if self.ssl_context is None:
+            return sock
+        return self.ssl_context.wrap_socket(sock, server_side=True,
+                                            do_handshake_on_connect=False)
+
     def serve_connection(self, sock: socket.socket, remote: str) -> None:
-        """Answer the one request of ``sock``, from ``remote``."""
+        """Answer the one request of ``sock`` (from :meth:`wrap`), from ``remote``."""
+        deadline = time.monotonic() + self.header_timeout
+        if isinstance(sock, ssl.SSLSocket) and not self._handshake(sock, remote, deadline):
+            return
         try:
-            method, target, headers = _read_head(sock, self.header_timeout)
+            method, target, headers = _read_head(sock, deadline)
         except _Refused as exc:
             if exc.status:
                 self._answer(sock, exc)
@@ -298,6 +342,23 @@ class PeerServer:
                 self._send_file(sock, f, method, headers.get("range"), image_id, growing)
             except OSError as exc:  # the client left
                 LOG.info("Peer request for %s from %s ended: %s", image_id, remote, exc)
+
+    def _handshake(self, sock: ssl.SSLSocket, remote: str, deadline: float) -> bool:
+        """Run the TLS handshake of ``sock`` before ``deadline`` (the socket's timeout
+        bounds the whole handshake, not each read); False: it failed, nothing is to be
+        answered. A failure of the peer's certificate or protocol is counted as ``tls``;
+        a client that leaves or is too slow is not counted, as without TLS."""
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.do_handshake()
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
+            return False  # it left before the handshake ended
+        except ssl.SSLError as exc:
+            self._count_denial("tls", _plain_ip(remote), exc)
+            return False
+        except OSError:  # a timeout or a reset
+            return False
+        return True
 
     def _authorize(self, method: str, target: str, headers: dict[str, str],
                    remote: str) -> tuple[int, str, GrowingFile | None]:
@@ -449,11 +510,10 @@ class PeerServer:
         LOG.warning("Peer request from %s denied: %s", remote, exc)
 
 
-def _read_head(sock: socket.socket, timeout: float) -> tuple[str, str, dict[str, str]]:
+def _read_head(sock: socket.socket, deadline: float) -> tuple[str, str, dict[str, str]]:
     """``(method, target, headers)`` of the request on ``sock`` (header names lower-case),
-    received whole within ``timeout`` seconds. :raises _Refused: status 0 (no answer: the
-    client was too slow or left), 400 or 431."""
-    deadline = time.monotonic() + timeout
+    received whole before ``deadline`` (``time.monotonic``). :raises _Refused: status 0 (no
+    answer: the client was too slow or left), 400 or 431."""
     data = b""
     while b"\r\n\r\n" not in data:
         left = deadline - time.monotonic()

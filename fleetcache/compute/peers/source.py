@@ -14,6 +14,11 @@ When every peer failed after some bytes arrived, and ``origin`` can start mid-im
 comes from the origin in the same stream; otherwise :class:`PeersFailed` is raised and the
 caller downloads from the origin from byte 0.
 
+With mutual TLS (``[image_cache] peer_ssl_*``, :mod:`~.tls`) the session presents this
+host's certificate and accepts only a server certificate signed by the peers' CA for the
+address it connects to; a plain ``http://`` peer is then left unasked (its credential and
+bytes would travel in clear).
+
 Metadata never comes from a peer: :meth:`PeerSource.show` refuses, and ``download`` takes the
 image service's ``meta``.
 """
@@ -23,13 +28,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import ssl
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import requests
+import requests.adapters
 from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.compute.peers import tls
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 from fleetcache.image.source import Writer
@@ -88,7 +97,8 @@ class PeerSource(ImageSource):
         super().__init__(conf)
         self.peers = tuple(peers)
         self.origin = origin
-        self.session = session or _session()
+        self.tls = tls.load(conf)
+        self.session = session or _session(self.tls)
         self._own_session = session is None
         self.chunk_size: int = min(conf.glance.download_chunk_size, PEER_CHUNK)
         self.stall_timeout: float = conf.image_cache.peer_stall_timeout
@@ -173,11 +183,14 @@ class PeerSource(ImageSource):
         """Write the image from ``offset`` on as ``peer`` sends it; ``attempt.bytes`` grows
         with every chunk written. :raises _Left: the peer failed (errors of ``writer``, a
         refused format for one, propagate as they are)."""
+        url = image_url(peer, meta.id)
+        if self.tls is not None and not url.startswith("https://"):
+            raise _Left("a plain HTTP peer while [image_cache] peer_ssl_* is set")
         headers = {"Authorization": peer["authorization"], "Accept-Encoding": "identity"}
         if offset:
             headers["Range"] = f"bytes={offset}-"
         try:
-            resp = self.session.get(image_url(peer, meta.id), headers=headers, stream=True,
+            resp = self.session.get(url, headers=headers, stream=True,
                                     allow_redirects=False,
                                     timeout=(CONNECT_TIMEOUT, self.stall_timeout))
         except (requests.RequestException, ValueError) as exc:
@@ -198,12 +211,34 @@ class PeerSource(ImageSource):
             raise _Left(f"body ended at byte {offset + attempt.bytes} of {end}")
 
 
-def _session() -> requests.Session:
+def _session(files: tls.PeerTLSFiles | None = None) -> requests.Session:
     """A session for peers only: no proxy from the environment (a proxy would see the token
-    and hide the requester's address) and no ``.netrc`` credentials."""
+    and hide the requester's address) and no ``.netrc`` credentials; with ``files``, mutual
+    TLS (:func:`~.tls.client_context`) for ``https://`` peers.
+
+    :raises InvalidConfiguration: the TLS files cannot be loaded.
+    """
     session = requests.Session()
     session.trust_env = False
+    if files is not None:
+        # NOTE(peer-tls): ``verify`` names the CA so that requests never adds its own bundle
+        # to the context (it loads the CA file given into it).
+        session.verify = files.ca_file
+        session.mount("https://", _TLSAdapter(tls.client_context(files)))
     return session
+
+
+class _TLSAdapter(requests.adapters.HTTPAdapter):
+    """An adapter whose connections use ``context`` (urllib3's ``ssl_context``)."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.context = context
+        super().__init__()
+
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False,
+                         **pool_kwargs: Any) -> None:
+        super().init_poolmanager(connections, maxsize, block, ssl_context=self.context,
+                                 **pool_kwargs)
 
 
 def _chunks(resp: requests.Response, size: int) -> Iterator[bytes]:

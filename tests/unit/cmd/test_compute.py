@@ -177,3 +177,15 @@ def test_the_old_pool_of_8_keeps_starting_with_7_long_calls_and_a_warning(
         assert "max_concurrent_long_calls (24) is not below" in caplog.text
     finally:
         transports.cleanup()
+
+
+def test_peer_tls_set_in_part_exits_2_naming_the_options(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = ("compute_driver = fake\n[image_cache]\n"
+            f"peer_ssl_cert_file = {tmp_path}/c.pem\npeer_ssl_ca_file = {tmp_path}/ca.pem\n")
+    assert _main(tmp_path, text) == EXIT_CONFIG
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert ("[image_cache] peer_ssl_cert_file, peer_ssl_ca_file set without "
+            "peer_ssl_key_file") in line
+    assert "Traceback" not in line

@@ -192,3 +192,13 @@ def test_good_disk_free_floor_passes(tmp_path: pathlib.Path, floor: str) -> None
     conf = load(tmp_path, f"[image_cache]\ndisk_free_floor = {floor}\n")
     assert not [p for p in config_check.check_config(conf, strict=True)
                 if "disk_free_floor" in p.option]
+
+
+def test_peer_tls_set_in_part_or_unloadable_is_an_error(tmp_path: pathlib.Path) -> None:
+    conf = load(tmp_path, f"[image_cache]\npeer_ssl_cert_file = {tmp_path}/c.pem\n")
+    assert ("error", "[image_cache] peer_ssl_*", "all or none") in rules(
+        config_check.check_config(conf, strict=False))
+    conf = load(tmp_path, f"[image_cache]\npeer_ssl_cert_file = {tmp_path}/c.pem\n"
+                f"peer_ssl_key_file = {tmp_path}/c.key\npeer_ssl_ca_file = {tmp_path}/ca.pem\n")
+    assert ("error", "[image_cache] peer_ssl_*", "PEM files that load") in rules(
+        config_check.check_config(conf, strict=False))
