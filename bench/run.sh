@@ -4,7 +4,7 @@
 #
 #   bench/run.sh            all of them, with the parameters docs/performance.md quotes
 #   bench/run.sh NAME...    only those (fanout, convert, schedule, download, rbd,
-#                           conductor_memory, metrics_hooks, p2p)
+#                           conductor_memory, metrics_hooks, p2p, peer_tls)
 #   bench/run.sh --smoke [NAME...]   each once at a tiny size (its --smoke; fanout in both
 #                           modes), no figure judged: proves every bench still runs (make
 #                           test, through tools/run-integration.sh). Under 3 minutes.
@@ -61,6 +61,8 @@ declare -A SELF_CONTAINED=(
     # store-and-forward and cut-through, 4 MiB/s per site to the origin, 32 MiB/s per
     # compute (issue 22)
     [p2p]="--size-mib 32 --origin-mibps 4 --host-mibps 32 --hosts 2 4 8 16 32 --groups 1 2 --rounds 3"
+    # one peer transfer over plain HTTP, then over mutual TLS ([image_cache] peer_ssl_*)
+    [peer_tls]="--size-mib 512 --rounds 4"
 )
 # The bench each name runs, where it is not the name's own.
 declare -A SCRIPT=([fanout_download]=fanout)
@@ -68,7 +70,8 @@ declare -A ON_STACK=(
     [download]="--size-mib 1024 --rounds 3"
     [rbd]="--size-mib 1024 --rounds 3"
 )
-ORDER=(fanout fanout_download convert schedule conductor_memory metrics_hooks p2p download rbd)
+ORDER=(fanout fanout_download convert schedule conductor_memory metrics_hooks p2p peer_tls download
+       rbd)
 read -r -a HASHES <<<"${BENCH_GLANCE_HASHES:-sha512 sha256}"
 if ((SMOKE)); then
     for name in "${!SELF_CONTAINED[@]}"; do SELF_CONTAINED[$name]="--smoke"; done

@@ -175,7 +175,7 @@ class _Listener(socketserver.TCPServer):
     def _work(self, request: socket.socket, client_address: Any) -> None:
         sock = request
         try:
-            # NOTE(peer-tls): wrapping hands the descriptor to the TLS socket; from here on
+            # NOTE: wrapping hands the descriptor to the TLS socket; from here on
             # only ``sock`` may be shut down and closed.
             sock = self.owner.wrap(request)
             with self._active_lock:

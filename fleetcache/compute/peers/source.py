@@ -98,7 +98,7 @@ class PeerSource(ImageSource):
         self.peers = tuple(peers)
         self.origin = origin
         self.tls = tls.load(conf)
-        self.session = session or _session(self.tls)
+        self.session = session or peer_session(self.tls)
         self._own_session = session is None
         self.chunk_size: int = min(conf.glance.download_chunk_size, PEER_CHUNK)
         self.stall_timeout: float = conf.image_cache.peer_stall_timeout
@@ -211,7 +211,7 @@ class PeerSource(ImageSource):
             raise _Left(f"body ended at byte {offset + attempt.bytes} of {end}")
 
 
-def _session(files: tls.PeerTLSFiles | None = None) -> requests.Session:
+def peer_session(files: tls.PeerTLSFiles | None = None) -> requests.Session:
     """A session for peers only: no proxy from the environment (a proxy would see the token
     and hide the requester's address) and no ``.netrc`` credentials; with ``files``, mutual
     TLS (:func:`~.tls.client_context`) for ``https://`` peers.
@@ -221,7 +221,7 @@ def _session(files: tls.PeerTLSFiles | None = None) -> requests.Session:
     session = requests.Session()
     session.trust_env = False
     if files is not None:
-        # NOTE(peer-tls): ``verify`` names the CA so that requests never adds its own bundle
+        # NOTE: ``verify`` names the CA so that requests never adds its own bundle
         # to the context (it loads the CA file given into it).
         session.verify = files.ca_file
         session.mount("https://", _TLSAdapter(tls.client_context(files)))
