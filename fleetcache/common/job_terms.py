@@ -257,6 +257,22 @@ def _daily_period(window: Window, earliest: datetime.datetime) -> Period:
     raise AssertionError("a non-empty daily window always comes again")
 
 
+def call_rate(terms: Mapping[str, Any], at_once: int) -> int | None:
+    """Bytes a second for each host call of a job: the stricter of its per-host rate and
+    its job rate shared by the ``at_once`` calls that can download together; ``None``:
+    neither is set.
+
+    NOTE: a fixed share keeps the job's sum under its rate without the conductor following
+    each download; the price is a slower tail once fewer hosts than that remain
+    (docs/fleet-operations.md)."""
+    rates = []
+    if terms.get("host_bytes_per_second"):
+        rates.append(int(terms["host_bytes_per_second"]))
+    if terms.get("job_bytes_per_second"):
+        rates.append(max(1, int(terms["job_bytes_per_second"]) // max(1, at_once)))
+    return min(rates) if rates else None
+
+
 def is_open(terms: Mapping[str, Any], now: datetime.datetime) -> bool:
     """Whether a job with ``terms`` may start a download at ``now``."""
     period = next_period(terms, now)

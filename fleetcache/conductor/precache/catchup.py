@@ -268,11 +268,9 @@ def _terms(client: ComputeClient, job: jobs.JobDict, at_once: int) -> dict[str, 
     period = job_terms.next_period(terms, datetime.datetime.now(datetime.UTC))
     if period is not None and period.closes is not None:
         kwargs["until"] = period.closes.timestamp()
-    rates = [int(terms["host_bytes_per_second"])] if "host_bytes_per_second" in terms else []
-    if "job_bytes_per_second" in terms:
-        rates.append(max(1, int(terms["job_bytes_per_second"]) // max(1, at_once)))
-    if rates:
-        kwargs["bytes_per_second"] = min(rates)
+    rate = job_terms.call_rate(terms, at_once)
+    if rate is not None:
+        kwargs["bytes_per_second"] = rate
     return kwargs
 
 

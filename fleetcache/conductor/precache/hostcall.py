@@ -248,8 +248,9 @@ class HostCaller:
         if peers:
             kwargs["peers"] = peers
         if self.terms:
-            period = job_terms.next_period(self.terms, datetime.datetime.now(datetime.UTC))
-            if period is None or period.opens > datetime.datetime.now(datetime.UTC):
+            now = datetime.datetime.now(datetime.UTC)
+            period = job_terms.next_period(self.terms, now)
+            if period is None or period.opens > now:
                 return same_result_per_image(image_ids, PAUSED, "the job's window is closed")
             if client.takes_terms:
                 if period.closes is not None:

@@ -445,25 +445,15 @@ class PrecacheJob:
             origin_slots=threading.BoundedSemaphore(origin) if origin else None)
 
     def _call_rate(self) -> int | None:
-        """Bytes a second for each host call's downloads: the request's per-host rate, and
-        its job rate shared by the most calls of this run that can download at once (its
-        parallelism, its ``origin_downloads``, the image service's slots, its hosts).
-
-        NOTE: a fixed share keeps the job's sum under its rate without the conductor
-        following each download; the price is a slower tail once fewer hosts than that
-        remain (docs/fleet-operations.md)."""
-        terms, rates = self.terms, []
-        if terms.get("host_bytes_per_second"):
-            rates.append(int(terms["host_bytes_per_second"]))
-        if terms.get("job_bytes_per_second"):
-            gate = self.precacher.gate
-            at_once = min(n for n in (
-                terms.get("parallelism") or self.precacher.host_calls.size,
-                terms.get("origin_downloads") or len(self.hosts),
-                gate.limits.total if gate is not None and gate.limits.total else len(self.hosts),
-                len(self.hosts)) if n) if self.hosts else 1
-            rates.append(max(1, int(terms["job_bytes_per_second"]) // max(1, at_once)))
-        return min(rates) if rates else None
+        """Bytes a second for each host call's downloads (:func:`~fleetcache.common.
+        job_terms.call_rate`), the job rate shared by the most calls of this run that can
+        download at once: its parallelism, its ``origin_downloads``, the image service's
+        slots, its hosts."""
+        terms, hosts, gate = self.terms, len(self.hosts), self.precacher.gate
+        limits = (terms.get("parallelism") or self.precacher.host_calls.size,
+                  terms.get("origin_downloads"),
+                  gate.limits.total if gate is not None else None, hosts)
+        return job_terms.call_rate(terms, min(n for n in limits if n) if hosts else 1)
 
     def _plans(self) -> Iterator[tuple[int, HostPlan]]:
         """Each host's position in :attr:`hosts` and its plan, with its compute service looked
