@@ -11,6 +11,18 @@ _ACCESS_LINE = re.compile(
     r'(?P<status>\d+) (?P<size>\d+) (?P<seconds>[\d.]+) (?P<request_id>\S+) ')
 #: The last field: when the request started (tools/glance/gunicorn_hooks.py).
 _STARTED = re.compile(r' (?P<started>\d+\.\d+)$')
+#: The chunk the stack's Glance reads its file store in, and counts a response's bytes by
+#: (``filesystem_store_chunk_size``, tools/glance/glance-api.conf.in).
+GLANCE_CHUNK = 4 * 1024 * 1024
+
+
+def most_counted_for_cut(kept: int) -> int:
+    """The most Glance's log counts for a GET its client cut after ``kept`` bytes arrived.
+
+    Glance counts every chunk its store yielded: the one holding the kept offset, and the
+    next one it was writing while the kernels held what the client had not read yet.
+    """
+    return -(-kept // GLANCE_CHUNK) * GLANCE_CHUNK + GLANCE_CHUNK
 
 
 @dataclasses.dataclass(frozen=True)
