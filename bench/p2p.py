@@ -584,7 +584,8 @@ def host_main(netns: str | None, calls: multiprocessing.connection.Connection,
             "peer_stall_timeout": spec["stall_timeout"]}
     for name, value in opts.items():
         conf.set_override(name, value, group="image_cache")
-    driver = DiskDriver(conf, GlanceImageSource(conf))
+    origin = GlanceImageSource(conf)
+    driver = DiskDriver(conf, origin)
     driver.init_host(spec["host"])
     grants = ServeGrants()
     metrics = _UploadMetrics()
@@ -593,7 +594,7 @@ def host_main(netns: str | None, calls: multiprocessing.connection.Connection,
     server.start()
     faults = p2p_faults.HostFaults(
         server, lambda: PeerServer(conf, driver.image_cache, grants, metrics),
-        driver.image_cache)
+        driver.image_cache, origin)
     ctxt = context.get_admin_context()
     cache = driver.image_cache
 
@@ -853,9 +854,11 @@ class Bench:
             host.control("drop", image_id)
         groups = self.links.groups
         origin_results = [0] * groups
+        dead = fault_info["dead"] if fault_info is not None else None
         for host in hosts:
             result = results[host.name][0]
-            origin_results[host.group] += p2p_faults.origin_bytes(result)
+            origin_results[host.group] += p2p_faults.origin_bytes(
+                result, fault_info["victim_from_origin"] if host.name == dead else None)
         finish = [end - started for _, _, end in results.values()]
         paths: dict[str, int] = {}
         for result, _, _ in results.values():
@@ -881,7 +884,7 @@ class Bench:
             fallbacks=[f"{name}: {r.get('fallback_reason')}" for name, (r, _, _)
                        in results.items() if r.get("fallback_reason")],
             errors=[f"{name}: {r.get('reason')}" for name, (r, _, _) in results.items()
-                    if r["state"] != "cached"],
+                    if r["state"] != "cached" and name != dead],
             bench_cpu=(cpu_after - cpu_before) / wall / (os.cpu_count() or 1),
             machine_cpu=busy / total if total else 0.0)
 

@@ -5,9 +5,13 @@ Faults (``--faults``), each injected into the **first holder of group 0** (the h
 planner gave the group's image-service slot: the head of the chain with cut-through, the
 first source with store-and-forward):
 
-* ``kill``: once its image server has sent S/2 bytes, the server is stopped (the
-  connections under way reset, new ones refused: the source is dead to its peers; its own
-  download goes on). Its receivers resume from their next source with ``Range``.
+* ``kill``: once its image server has sent S/2 bytes, the host dies: its server is stopped
+  (the connections under way reset, new ones refused) and its own download from the origin
+  fails at its next chunk (the host's call ends ``failed``; what it took from the origin is
+  counted). Its receivers resume from their next source with ``Range``, the image service
+  last. (Until 2026-11-29 only the server was stopped and the victim's download went on: a
+  fault that cannot happen to a compute, whose image server lives in its own process, and
+  that cost its receiver's resume a second copy of what the victim was still fetching.)
 * ``stall``: once it has sent S/2 bytes, the upload under way sends nothing for
   ``--fault-stall`` seconds (longer than ``peer_stall_timeout``, which the run sets with
   ``--peer-stall-timeout``), then goes on (its receiver has left by then).
@@ -77,13 +81,15 @@ class HostFaults:
     """In a compute's process: the fault armed on its image server, and the checks after a
     point (``fault_*`` control commands of ``bench/p2p.py``'s ``host_main``)."""
 
-    def __init__(self, server: Any, make_server: Callable[[], Any], cache: Any) -> None:
+    def __init__(self, server: Any, make_server: Callable[[], Any], cache: Any,
+                 origin: Any) -> None:
         self.server = server
         self._make_server = make_server
         self.cache = cache
         self.lock = threading.Lock()
         self._reset()
         self._wrap(server)
+        self._wrap_origin(origin)
         install_attempt_log()
 
     def _reset(self) -> None:
@@ -92,8 +98,12 @@ class HostFaults:
         self.stall = 0.0
         self.fired_at: float | None = None
         self.killed = False
+        #: Set when a kill fires: the host's own download fails from then on.
+        self.dead = False
         self.sent = 0
         self.sent_to: dict[str, int] = {}
+        #: Bytes this host wrote from the origin while the fault was armed.
+        self.from_origin = 0
 
     def _wrap(self, server: Any) -> None:
         original = server._send_span
@@ -104,6 +114,30 @@ class HostFaults:
             return self._send(sock, f, offset, count)
 
         server._send_span = send_span
+
+    def _wrap_origin(self, origin: Any) -> None:
+        """The host's downloads from the origin: counted while a fault is armed, and failing
+        at their next chunk once the host was killed."""
+        from fleetcache.common import exception
+
+        original = origin.download_from
+        faults = self
+
+        def download_from(ctxt: Any, meta: Any, writer: Any, offset: int,
+                          progress: Any = None) -> int:
+            class Dying:
+                def write(self, data: Any, /) -> int:
+                    if faults.dead:
+                        raise exception.ImageFetchError(image_id=meta.id,
+                                                        reason="bench fault: the host died")
+                    if faults.kind is not None:
+                        with faults.lock:
+                            faults.from_origin += len(data)
+                    return int(writer.write(data))
+
+            return int(original(ctxt, meta, Dying(), offset, progress))
+
+        origin.download_from = download_from
 
     def _send(self, sock: Any, f: Any, offset: int, count: int) -> int:
         remote = str(sock.getpeername()[0])
@@ -130,6 +164,7 @@ class HostFaults:
             if fire:
                 self.fired_at = time.time()
             if self.kind == "kill" and self.fired_at is not None:
+                self.dead = True
                 if fire:
                     threading.Thread(target=self._kill, daemon=True).start()
                 raise ConnectionAbortedError("bench fault: the source was killed")
@@ -149,7 +184,7 @@ class HostFaults:
         if cmd == "fault_heal":  # the point ended: report, and serve again if killed
             with self.lock:
                 out = {"kind": self.kind, "fired_at": self.fired_at, "sent": self.sent,
-                       "sent_to": dict(self.sent_to)}
+                       "sent_to": dict(self.sent_to), "from_origin": self.from_origin}
                 self.kind = None
             while self.fired_at is not None and out["kind"] == "kill" and not self.killed:
                 time.sleep(0.05)
@@ -218,11 +253,17 @@ class FaultRun:
         stats = victim.control("fault_heal") if victim is not None else {}
         resumes = []
         verified = partial = 0
+        dead = victim.name if victim is not None and stats.get("killed") else None
         for host in hosts:
             attempts = host.control("fault_attempts", image_id)
             check = host.control("fault_verify", (image_id, sha512))
-            verified += bool(check["hash_ok"])
+            verified += bool(check["hash_ok"]) or host.name == dead
             partial += len(check["partials"])
+            # What the victim sent this host less what it wrote of them, over all its
+            # attempts at the victim: shown once, at its first attempt left.
+            from_victim = sum(a["bytes"] for a in attempts
+                              if victim is not None and a["host"] == victim.name)
+            shown = False
             for i, attempt in enumerate(attempts):
                 if attempt["outcome"] == "done" or not attempt["peer"]:
                     continue
@@ -232,8 +273,9 @@ class FaultRun:
                     nxt = "origin (from byte 0)" if not reason.startswith(
                         "peer_failed") else "origin"
                 refetch = None
-                if victim is not None and attempt["host"] == victim.name:
-                    refetch = stats.get("sent_to", {}).get(host.address, 0) - attempt["bytes"]
+                if victim is not None and attempt["host"] == victim.name and not shown:
+                    shown = True
+                    refetch = stats.get("sent_to", {}).get(host.address, 0) - from_victim
                 resumes.append({"host": host.name, "left": attempt["host"],
                                 "written": attempt["bytes"], "why": attempt["outcome"][:60],
                                 "next": nxt, "refetched": refetch})
@@ -248,6 +290,7 @@ class FaultRun:
                 "fired_after_s": (stats["fired_at"] - started) if stats.get("fired_at")
                 else None,
                 "killed": stats.get("killed"), "victim_sent": stats.get("sent", 0),
+                "dead": dead, "victim_from_origin": stats.get("from_origin", 0),
                 "resumes": resumes, "from_origin": from_origin,
                 "bad_peers": sorted({str(b) for r, _, _ in results.values()
                                      for b in r.get("bad_peers") or []}),
@@ -255,9 +298,13 @@ class FaultRun:
                 "partials": partial}
 
 
-def origin_bytes(result: dict[str, Any]) -> int:
+def origin_bytes(result: dict[str, Any], died_with: int | None = None) -> int:
     """The bytes ``result``'s host took from the origin: after a hash mismatch the whole
-    image from byte 0 (the peers' bytes were discarded), else what peers did not send."""
+    image from byte 0 (the peers' bytes were discarded), else what peers did not send; for a
+    host killed by the fault, ``died_with``, what it wrote from the origin before it died (its
+    failed result counts none)."""
+    if died_with is not None:
+        return died_with
     downloaded = int(result.get("bytes_downloaded") or 0)
     if str(result.get("fallback_reason") or "").startswith("hash_mismatch"):
         return downloaded
@@ -314,11 +361,18 @@ def round_lines(p: Any, prefix: str = "") -> list[str]:
                                       in sorted(f["from_origin"].items()))
              + f"; bad_peers {f['bad_peers']}; quarantined {f['quarantined']}; verified "
              f"{f['verified']}/{f['hosts']}, partial files {f['partials']}"]
+    asked_again: dict[str, int] = {}
     for r in f["resumes"]:
+        if not r["written"] and r["why"].startswith("HTTP 503"):  # told to ask again
+            asked_again[r["host"]] = asked_again.get(r["host"], 0) + 1
+            continue
         refetched = ("" if r["refetched"] is None
                      else f", re-fetched {r['refetched'] / MIB:.3f} MiB")
         lines.append(f"  resume: {r['host']} left {r['left']} after {r['written'] / MIB:.2f} "
                      f"MiB written ({r['why']}) -> {r['next']}{refetched}")
+    if asked_again:
+        lines.append("  503 (busy, or not that far yet; asked again): " + ", ".join(
+            f"{host} x{count}" for host, count in sorted(asked_again.items())))
     return lines
 
 

@@ -104,8 +104,11 @@ no host of the group holds it. The global limits (``max_concurrent_downloads_per
         default=300,
         min=0,
         help="""
-(conductor) Seconds a host waits for a peer of its group to hold an image (or to have a free
-upload slot) before it fetches from the image service.
+(conductor and compute) Seconds a host waits for a peer before it fetches from the image
+service: on the conductor, for a peer of its group to hold an image (or to have a free upload
+slot); on the compute, for a byte from its peers once they failed, while any of them may
+still send (it sent bytes in its last attempt, or answered 503: busy, or its own download is
+not that far yet); a peer that refuses the connection or answers 404 is given up at once.
 """,
     ),
     cfg.IntOpt(

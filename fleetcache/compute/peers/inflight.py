@@ -151,6 +151,10 @@ class GrowingFile:
         assert download.size is not None
         self.size: int = download.size
 
+    def holds_beyond(self, offset: int) -> bool:
+        """Whether more than ``offset`` bytes are written already."""
+        return os.fstat(self.fd).st_size > offset
+
     def wait_beyond(self, offset: int) -> int:
         """The bytes written so far, once there are more than ``offset`` (at most the
         image's size).

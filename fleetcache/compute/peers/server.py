@@ -43,9 +43,12 @@ and the server waits up to ``send_timeout`` for its download to start) is sent f
 download's temporary file, opened once as the base is: the bytes written, then each new
 byte as it is written, up to the size the image service gave (the ``Content-Length``, or
 ``Content-Range``'s total). A ``Range`` within or beyond the written part is served the same
-way. When the download fails, its file goes before the end, or it makes no progress for
-``send_timeout`` seconds, the connection is closed short: the receiver resumes from its next
-source. Once published, new requests are served from the base.
+way, except that a ``Range`` from beyond the written part (a receiver resuming after its
+source failed) is answered 503 with ``Retry-After: 1`` at once: the receiver asks again
+soon instead of waiting on a download that may be stalled too. When the download fails, its
+file goes before the end, or it makes no progress for ``send_timeout`` seconds, the
+connection is closed short: the receiver resumes from its next source, or asks again (it
+got bytes). Once published, new requests are served from the base.
 """
 
 from __future__ import annotations
@@ -97,6 +100,9 @@ SPARE_WORKERS = 4
 OVERFLOW_DRAIN = 0.1
 #: Seconds a refused client is told to wait (``Retry-After``).
 RETRY_AFTER = 5
+#: Seconds a client resuming beyond what a download under way wrote is told to wait: the
+#: bytes may come any moment (its own source resumed), so it asks again soon.
+NOT_YET_RETRY_AFTER = 1
 #: Bytes read and sent per step when the upload is throttled.
 SEND_CHUNK = 256 * 1024
 _ROUTE = re.compile(r"/v1/images/([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
@@ -424,6 +430,12 @@ class PeerServer:
         status = 206 if span is not None else 200
         if method == "HEAD":
             self._respond(sock, status, headers)
+            return
+        if growing is not None and first and not growing.holds_beyond(first):
+            # A receiver resuming (its source failed): waiting here for this host's own
+            # download, stalled too maybe, would end its stream empty and lose it as a source.
+            self._answer(sock, _Refused(503, "not_yet",
+                                        {"Retry-After": str(NOT_YET_RETRY_AFTER)}))
             return
         if not self._uploads.acquire(blocking=False):
             self._answer(sock, _Refused(503, "busy", {"Retry-After": str(RETRY_AFTER)}))

@@ -9,7 +9,17 @@ a body of another length, or sends no byte for ``[image_cache] peer_stall_timeou
 next peer is asked for the rest with ``Range: bytes=<written>-``. So a failure costs at most
 the chunk that was in flight.
 
-When every peer failed after some bytes arrived, and ``origin`` can start mid-image
+A peer left is not given up at once: while any peer may still send (it sent bytes in its last
+attempt, or answered 503/429: busy, or not that far in its own download yet), the list is
+walked again, after the least ``Retry-After`` of those answers when no byte came, until
+``[image_cache] peer_wait_timeout`` seconds pass without a byte. A peer is given up when an
+attempt neither sent a byte nor asked to be retried (refused connection, 404, a wrong size):
+a host that died, not one that stalls. So a stalled source, and every host of a cut-through
+chain behind it, waits for the bytes its group already fetched instead of taking them from
+the image service again (issue 22: about one copy per group, faults included); the image
+service is the way out only when no peer is left or the wait ran out.
+
+When no peer is left after some bytes arrived, and ``origin`` can start mid-image
 (:meth:`~fleetcache.image.source.ImageSource.download_from`, Glance's ``Range``), the rest
 comes from the origin in the same stream; otherwise :class:`PeersFailed` is raised and the
 caller downloads from the origin from byte 0.
@@ -29,7 +39,8 @@ import dataclasses
 import logging
 import re
 import ssl
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import requests
@@ -54,6 +65,14 @@ CONNECT_TIMEOUT = 5.0
 PEER_CHUNK = 1024 * 1024
 #: The route of the image server (:mod:`~fleetcache.compute.peers.server`).
 ROUTE = "/v1/images/"
+#: Statuses after which a peer is asked again (after its ``Retry-After``).
+RETRY_STATUSES = frozenset({429, 503})
+#: Seconds waited for a peer that asked to be retried without saying when, and the longest
+#: ``Retry-After`` taken (a longer one is read as this).
+DEFAULT_RETRY_AFTER = 5.0
+MAX_RETRY_AFTER = 60.0
+#: Least pause between two walks of the peers that sent nothing (no busy loop).
+MIN_PAUSE = 0.2
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 
 
@@ -66,6 +85,8 @@ class PeerAttempt:
     outcome: str = "done"
     #: False for the origin taking over (``host`` is then ``origin``).
     peer: bool = True
+    #: Seconds after which the peer asked to be asked again; None: it did not.
+    retry_after: float | None = None
 
 
 class PeersFailed(exception.ImageFetchError):
@@ -82,18 +103,30 @@ def image_url(peer: Peer, image_id: str) -> str:
 
 
 class _Left(Exception):
-    """A peer is left for the next source; the message says why."""
+    """A peer is left for the next source; the message says why.
+
+    :ivar retry_after: seconds after which the peer asked to be asked again (it is busy, or
+        its own download is not that far yet); None: it did not.
+    """
+
+    def __init__(self, why: str, retry_after: float | None = None) -> None:
+        super().__init__(why)
+        self.retry_after = retry_after
 
 
 class PeerSource(ImageSource):
     """``meta``'s bytes from ``peers`` in order, then the rest from ``origin`` if given.
 
+    :param clock: monotonic seconds, and ``sleep``: the pause between two walks of the peers
+        (tests pass their own).
     :ivar attempts: one per source asked, in order (the origin's host is ``origin``).
     """
 
     def __init__(self, conf: cfg.ConfigOpts, peers: Sequence[Peer],
                  origin: ImageSource | None = None,
-                 session: requests.Session | None = None) -> None:
+                 session: requests.Session | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(conf)
         self.peers = tuple(peers)
         self.origin = origin
@@ -102,7 +135,10 @@ class PeerSource(ImageSource):
         self._own_session = session is None
         self.chunk_size: int = min(conf.glance.download_chunk_size, PEER_CHUNK)
         self.stall_timeout: float = conf.image_cache.peer_stall_timeout
+        self.wait_timeout: float = float(conf.image_cache.peer_wait_timeout)
         self.attempts: list[PeerAttempt] = []
+        self._clock = clock
+        self._sleep = sleep
 
     @property
     def bytes_from_peers(self) -> int:
@@ -150,19 +186,42 @@ class PeerSource(ImageSource):
     def _download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
                   progress: ProgressCallback | None) -> int:
         written = 0
-        for peer in self.peers:
-            attempt = PeerAttempt(peer["host"])
-            self.attempts.append(attempt)
-            try:
-                self._stream(peer, meta, writer, written, attempt, progress)
-            except _Left as exc:
-                attempt.outcome = str(exc)
-                LOG.warning("Image %s: peer %s left after %d bytes: %s", meta.id,
-                            peer["host"], attempt.bytes, exc)
-            written += attempt.bytes
-            if attempt.outcome == "done" or written == meta.size:  # only the end got lost
-                return written
+        live = list(self.peers)
+        patience = self._clock() + self.wait_timeout
+        while live:
+            pauses: list[float] = []
+            for peer in list(live):
+                attempt = self._attempt(peer, meta, writer, written, progress)
+                written += attempt.bytes
+                if attempt.outcome == "done" or written == meta.size:  # only the end got lost
+                    return written
+                if attempt.bytes:
+                    patience = self._clock() + self.wait_timeout
+                    pauses.append(0.0)
+                elif attempt.retry_after is not None:
+                    pauses.append(attempt.retry_after)
+                else:
+                    live.remove(peer)  # dead to us: refused, not found, another size
+            left = patience - self._clock()
+            if not live or left <= 0:
+                break
+            pause = min(pauses)
+            if pause:
+                self._sleep(min(max(pause, MIN_PAUSE), left))
         return self._resume_from_origin(ctxt, meta, writer, written, progress)
+
+    def _attempt(self, peer: Peer, meta: ImageMeta, writer: Writer, written: int,
+                 progress: ProgressCallback | None) -> PeerAttempt:
+        """Ask ``peer`` for the image from byte ``written``: :returns: what it did."""
+        attempt = PeerAttempt(peer["host"])
+        self.attempts.append(attempt)
+        try:
+            self._stream(peer, meta, writer, written, attempt, progress)
+        except _Left as exc:
+            attempt.outcome, attempt.retry_after = str(exc), exc.retry_after
+            LOG.warning("Image %s: peer %s left after %d bytes: %s", meta.id,
+                        peer["host"], attempt.bytes, exc)
+        return attempt
 
     def _resume_from_origin(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
                             written: int, progress: ProgressCallback | None) -> int:
@@ -271,8 +330,22 @@ def _check_response(resp: requests.Response, meta: ImageMeta, offset: int) -> in
             raise _Left(f"asked bytes from {offset}, got Content-Range "
                         f"{resp.headers.get('Content-Range')!r}")
         total = int(match.group(3))
+    elif resp.status_code in RETRY_STATUSES:
+        raise _Left(f"HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After")))
     else:
         raise _Left(f"HTTP {resp.status_code}")
     if total is None or (meta.size is not None and total != meta.size):
         raise _Left(f"serves {total} bytes, the image has {meta.size}")
     return total
+
+
+def retry_after(value: str | None) -> float:
+    """The seconds of a ``Retry-After`` in seconds (an HTTP date, or none, is read as
+    :data:`DEFAULT_RETRY_AFTER`), at most :data:`MAX_RETRY_AFTER`."""
+    try:
+        seconds = float(value) if value is not None else DEFAULT_RETRY_AFTER
+    except ValueError:
+        seconds = DEFAULT_RETRY_AFTER
+    if not 0 <= seconds < float("inf"):
+        seconds = DEFAULT_RETRY_AFTER
+    return min(seconds, MAX_RETRY_AFTER)

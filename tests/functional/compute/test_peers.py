@@ -128,7 +128,9 @@ def _published(cache: ImageCache, image_id: str) -> bytes:
 
 class Double:
     """A peer that misbehaves as told: ``flip`` one byte, ``die`` or ``stall`` after ``cut``
-    bytes, else serve honestly (with Range). Records the ``Range`` header of each request."""
+    bytes, answer 503 (``busy``), or do so only the first time it is asked (``stall-once``,
+    ``busy-once``), else serve honestly (with Range). Records the ``Range`` header of each
+    request."""
 
     def __init__(self, mode: str = "honest", cut: int = 0) -> None:
         self.mode, self.cut = mode, cut
@@ -154,10 +156,19 @@ class Double:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def answer(self, h: http.server.BaseHTTPRequestHandler) -> None:
-        body, first = bytearray(DATA if self.mode != "other" else DATA[:-1]), 0
-        if self.mode.startswith("flip"):
+        mode = self.mode
+        if mode.endswith("-once"):
+            mode = mode.removesuffix("-once") if len(self.ranges) == 1 else "honest"
+        if mode == "busy":
+            h.send_response(503)
+            h.send_header("Retry-After", "1")
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        body, first = bytearray(DATA if mode != "other" else DATA[:-1]), 0
+        if mode.startswith("flip"):
             body[len(body) // 2] ^= 0x01
-        if self.mode == "missing":  # its copy was aged out
+        if mode == "missing":  # its copy was aged out
             h.send_error(404)
             return
         rng = h.headers.get("Range")
@@ -169,10 +180,10 @@ class Double:
             h.send_response(200)
         h.send_header("Content-Length", str(len(body) - first))
         h.end_headers()
-        if self.mode in ("die", "stall", "flip-die"):
+        if mode in ("die", "stall", "flip-die"):
             h.wfile.write(body[first:self.cut])
             h.wfile.flush()
-            if self.mode == "stall":
+            if mode == "stall":
                 self.release.wait(10)
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)
@@ -282,10 +293,65 @@ def test_a_stalled_peer_is_left_for_the_real_server_resuming(
     assert _published(receiver, image.id) == DATA
 
 
+def test_a_busy_peer_is_asked_again_after_its_retry_after(
+        receiver: ImageCache, image: ImageMeta, doubles: list[Double]) -> None:
+    doubles.append(busy := Double("busy-once"))
+    started = time.monotonic()
+    outcome = receiver.fetch(CTXT, image.id, peers=[_peer(busy, image.id, "busy")])
+    assert time.monotonic() - started >= 1  # its Retry-After
+    assert busy.ranges == [None, None]
+    assert (outcome.download_path, outcome.source_host, outcome.bytes_from_origin) == (
+        "peer", "busy", 0)
+    assert _origin(receiver).offsets == []
+    assert _published(receiver, image.id) == DATA
+
+
+def test_a_stalled_peer_that_comes_back_is_waited_for_not_the_origin(
+        receiver: ImageCache, image: ImageMeta, doubles: list[Double]) -> None:
+    doubles.append(stalled := Double("stall-once", 3 * CHUNK))
+    outcome = receiver.fetch(CTXT, image.id, peers=[_peer(stalled, image.id, "stalled")])
+    assert len(stalled.ranges) == 2 and stalled.ranges[0] is None
+    resumed_at = int(str(stalled.ranges[1]).split("=")[1].rstrip("-"))
+    assert 2 * CHUNK <= resumed_at <= 3 * CHUNK
+    assert (outcome.download_path, outcome.bytes_from_origin) == ("peer", 0)
+    assert outcome.bytes_from_peers - len(DATA) <= CHUNK
+    assert _origin(receiver).offsets == []
+    assert _published(receiver, image.id) == DATA
+
+
+def test_a_peer_busy_for_longer_than_the_wait_is_given_up_for_the_origin(
+        tmp_path: pathlib.Path, image: ImageMeta, doubles: list[Double]) -> None:
+    conf = _conf(tmp_path, "compute-b", image_cache__peer_wait_timeout=2)
+    receiver = ImageCache(conf, OriginSource(conf))
+    doubles.append(busy := Double("busy"))
+    started = time.monotonic()
+    outcome = receiver.fetch(CTXT, image.id, peers=[_peer(busy, image.id, "busy")])
+    waited = time.monotonic() - started
+    assert 2 <= waited < 4 and 2 <= len(busy.ranges) <= 4
+    assert outcome.download_path == "http" and _origin(receiver).offsets == [0]
+    assert outcome.peer_fallback == "peer_failed: busy: HTTP 503"
+    assert _published(receiver, image.id) == DATA
+
+
+def test_a_peer_refusing_connections_is_given_up_at_once(
+        receiver: ImageCache, image: ImageMeta) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    started = time.monotonic()
+    outcome = receiver.fetch(CTXT, image.id, peers=[Peer(host="dead", url=dead,
+                                                         authorization=_auth(image.id))])
+    assert time.monotonic() - started < 1  # not peer_wait_timeout (300 s)
+    assert outcome.download_path == "http" and _origin(receiver).offsets == [0]
+    assert str(outcome.peer_fallback).startswith("peer_failed: dead: cannot connect")
+    assert _published(receiver, image.id) == DATA
+
+
 def test_when_every_peer_fails_the_origin_resumes_at_the_bytes_written(
         receiver: ImageCache, image: ImageMeta, doubles: list[Double]) -> None:
     doubles.append(dying := Double("die", 4 * CHUNK))
     outcome = receiver.fetch(CTXT, image.id, peers=[_peer(dying, image.id, "dying")])
+    assert len(dying.ranges) <= 3  # asked again while it sent bytes, not until the wait ends
     [offset] = _origin(receiver).offsets
     assert 3 * CHUNK <= offset <= 4 * CHUNK
     assert outcome.download_path == "http"

@@ -39,11 +39,14 @@ KEY = new_key()
 
 class SlowOrigin(LocalImageSource):
     """The image service of the test, sending a chunk every ``pause`` seconds; with
-    ``fail_at``, the transfer fails once that many bytes were sent and ``fail_when`` is set."""
+    ``fail_at``, the transfer fails once that many bytes were sent and ``fail_when`` is set;
+    with ``stall_at``, it sends nothing for ``stall_for`` seconds once that many were sent."""
 
     pause = 0.02
     fail_at: int | None = None
     fail_when = threading.Event()
+    stall_at: int | None = None
+    stall_for = 0.0
 
     def download_from(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
                       offset: int, progress: ProgressCallback | None = None) -> int:
@@ -56,6 +59,9 @@ class SlowOrigin(LocalImageSource):
                 if origin.fail_at is not None and self.sent >= origin.fail_at:
                     origin.fail_when.wait(10)
                     raise exception.ImageFetchError(image_id=meta.id, reason="origin died")
+                if origin.stall_at is not None and self.sent >= origin.stall_at:
+                    origin.stall_at = None
+                    time.sleep(origin.stall_for)
                 time.sleep(origin.pause)
                 self.sent += len(data)
                 return writer.write(data)
@@ -210,6 +216,20 @@ def test_a_stalled_download_ends_the_response_after_the_stall_timeout(
     assert body == DATA[:3 * CHUNK] and 0.9 < waited < 5
 
 
+def test_a_resume_beyond_the_written_part_is_told_at_once_to_ask_again_soon(
+        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
+    hold = threading.Event()
+    with _writing(source_cache, image, upto=3 * CHUNK, pause=0, hold=hold, fail=True):
+        time.sleep(0.05)
+        started = time.monotonic()
+        beyond = _get(server, image.id, Range=f"bytes={3 * CHUNK}-")
+        waited = time.monotonic() - started
+        hold.set()
+    assert (beyond.status_code, beyond.headers["Retry-After"]) == (503, "1")
+    assert waited < 0.5  # not the stall timeout (1 s) on a download that does not grow
+    assert server.denied == {} and server.responses == {503: 1}
+
+
 def test_an_expected_image_is_served_once_its_download_starts(
         server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
     source_cache.in_flight.expect(image.id)
@@ -299,4 +319,28 @@ def test_a_source_whose_origin_dies_hands_the_receiver_over_to_the_origin(
     assert failed and not os.path.exists(source_cache.path_for(image.id))
     assert outcome.download_path == "http" and 0 < outcome.bytes_from_peers < len(DATA)
     assert outcome.bytes_from_peers + outcome.bytes_from_origin == len(DATA)
+    assert pathlib.Path(receiver.path_for(image.id)).read_bytes() == DATA
+
+
+def test_a_receiver_waits_out_its_sources_stall_instead_of_the_origin(
+        tmp_path: pathlib.Path, server: PeerServer, source_cache: ImageCache,
+        image: ImageMeta) -> None:
+    """compute-a's own download stalls for 2.5 s (its origin stopped sending) while compute-b
+    streams it: compute-b's stream ends at the stall timeout (1 s), compute-b is told to ask
+    again until compute-a's file grows, and takes every byte from compute-a: none from the
+    origin (a chain behind a stalled host does not all go to the image service)."""
+    assert isinstance(source_cache.source, SlowOrigin)
+    source_cache.source.stall_at, source_cache.source.stall_for = 6 * CHUNK, 2.5
+    conf = _conf(tmp_path, "compute-b")
+    receiver = OtherHost(conf, SlowOrigin(conf))
+    source = threading.Thread(target=source_cache.fetch, args=(CTXT, image.id))
+    source.start()
+    time.sleep(0.05)
+    outcome = receiver.fetch(CTXT, image.id, peers=[Peer(host="compute-a", url=server.url,
+                                                         authorization=_auth(image.id))])
+    source.join(10)
+    assert (outcome.download_path, outcome.source_host) == ("peer", "compute-a")
+    assert (outcome.bytes_from_peers, outcome.bytes_from_origin) == (len(DATA), 0)
+    assert outcome.peer_fallback is None
+    assert server.responses.get(503, 0) >= 1 and server.responses.get(206, 0) >= 1
     assert pathlib.Path(receiver.path_for(image.id)).read_bytes() == DATA
