@@ -24,6 +24,7 @@ from fleetcache.compute.imagecache import (
     DownloadPaused,
     DownloadTerms,
     ImageCacheManager,
+    PeerBytesRefused,
     ReportFunc,
     manager_interval,
 )
@@ -75,7 +76,8 @@ class ComputeManager:
                      pin_until: float | None = None,
                      peers: dict[str, list[Peer]] | None = None,
                      until: float | None = None,
-                     bytes_per_second: int | None = None) -> dict[str, ImageResult]:
+                     bytes_per_second: int | None = None,
+                     origin_after_refused_peers: bool = True) -> dict[str, ImageResult]:
         """Cache each image in order, then report the cache (the report function); never raises.
 
         A call beyond ``[compute] max_concurrent_long_calls`` is answered at once with every
@@ -92,6 +94,10 @@ class ComputeManager:
             next call resumes a paused download (re-checked from its first byte).
         :param bytes_per_second: the pace of each of this call's downloads, on top of the
             host's ``[image_cache] max_download_bytes_per_second`` (the stricter wins; 1.5).
+        :param origin_after_refused_peers: False: an image whose peer bytes a check refused
+            is not fetched again from the image service by this call but ``error`` with
+            ``fallback_reason`` ``hash_mismatch: <peers>`` and ``bad_peers``: the conductor
+            names its next source (1.6).
         :returns: ``{image_id: {"state": cached|existing|error|unsupported|skipped|paused,
             "reason": ..., "bytes_downloaded": N, "download_path": rbd|http|peer|None,
             "fallback_reason": ..., "source_host": ..., "bytes_from_peers": N, "bad_peers":
@@ -99,7 +105,7 @@ class ComputeManager:
         """
         peers = peers if isinstance(peers, dict) else {}
         LOG.debug("cache_images: %s", ", ".join(image_ids))
-        terms = _terms(until, bytes_per_second)
+        terms = _terms(until, bytes_per_second, origin_after_refused_peers)
         if isinstance(terms, str):
             LOG.warning("cache_images refused: %s", terms)
             return {image_id: ImageResult(state="error", reason=terms, bytes_downloaded=0)
@@ -219,6 +225,15 @@ class ComputeManager:
             outcome = self.driver.cache_image(ctxt, image_id, **kwargs)
             if pin_until is not None and self.driver.image_cache is not None:
                 self.driver.image_cache.pin(image_id, pin_until)
+        except PeerBytesRefused as refused:
+            if self.metrics is not None:
+                self.metrics.record_failure("error", refused)
+            return ImageResult(
+                state="error", reason=str(refused),
+                bytes_downloaded=refused.bytes_from_peers + refused.bytes_from_origin,
+                download_path="peer", fallback_reason=f"hash_mismatch: "
+                f"{','.join(refused.bad_peers)}", source_host=refused.bad_peers[-1],
+                bytes_from_peers=refused.bytes_from_peers, bad_peers=list(refused.bad_peers))
         except DownloadPaused as paused:
             LOG.info("Image %s: %s", image_id, paused.reason)
             if self.metrics is not None:
@@ -250,8 +265,13 @@ class ComputeManager:
         if self.metrics is not None:
             self.metrics.record_outcome(outcome, time.monotonic() - started)
         state = "cached" if outcome.downloaded else "existing"
+        # With peers, every byte fetched counts, wasted ones included (refused peer bytes,
+        # then the origin's copy): ``bytes_from_peers`` is a part of ``bytes_downloaded``,
+        # so that the rest is what came from the image service.
+        fetched = (outcome.bytes_from_peers + outcome.bytes_from_origin
+                   if peers and outcome.downloaded else outcome.bytes_downloaded)
         result = ImageResult(state=state, reason=None,
-                             bytes_downloaded=outcome.bytes_downloaded,
+                             bytes_downloaded=fetched,
                              download_path=outcome.download_path,
                              fallback_reason=outcome.peer_fallback or outcome.fallback_reason)
         if peers:  # a call without peers answers as before 1.4
@@ -263,9 +283,12 @@ class ComputeManager:
         return result
 
 
-def _terms(until: object, bytes_per_second: object) -> DownloadTerms | None | str:
+def _terms(until: object, bytes_per_second: object,
+           origin_after_refused_peers: object = True) -> DownloadTerms | None | str:
     """The call's terms (None: it has none), or why they are malformed."""
-    if until is None and bytes_per_second is None:
+    if not isinstance(origin_after_refused_peers, bool):
+        return f"bad origin_after_refused_peers {origin_after_refused_peers!r}"
+    if until is None and bytes_per_second is None and origin_after_refused_peers:
         return None
     if until is not None and (not isinstance(until, int | float) or isinstance(until, bool)):
         return f"bad end time {until!r}"
@@ -274,7 +297,8 @@ def _terms(until: object, bytes_per_second: object) -> DownloadTerms | None | st
                                          or bytes_per_second <= 0):
         return f"bad rate {bytes_per_second!r} (bytes per second, a positive integer)"
     return DownloadTerms(until=None if until is None else float(until),
-                         bytes_per_second=bytes_per_second)
+                         bytes_per_second=bytes_per_second,
+                         origin_after_refused_peers=origin_after_refused_peers)
 
 
 def _check_serve_request(job_uuid: object, key: object, image_ids: object,

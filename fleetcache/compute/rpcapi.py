@@ -11,6 +11,7 @@ API version history:
 * 1.3 - Added get_host_uptime
 * 1.4 - cache_images takes peers; added serve_images (peer distribution)
 * 1.5 - cache_images takes until and bytes_per_second (the call's terms); state paused
+* 1.6 - cache_images takes origin_after_refused_peers
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from fleetcache.common.context import RequestContext
 from fleetcache.common.db import compute_states
 
 TOPIC = "compute"
-RPC_API_VERSION = "1.5"
+RPC_API_VERSION = "1.6"
 #: The first version whose computes take peers as sources and serve their cache to them.
 PEERS_VERSION = "1.4"
 #: The first version whose computes take a call's terms: an end time and a rate.
 TERMS_VERSION = "1.5"
+#: The first version whose computes leave the source after refused peer bytes to the caller.
+REFUSED_PEERS_VERSION = "1.6"
 
 # Keys of the capabilities a compute sends with ``register_service`` (the conductor keeps the
 # host's Placement resource provider from them):
@@ -150,10 +153,17 @@ class ComputeAPI:
         """Whether the version cap lets calls carry an end time and a rate (1.5)."""
         return bool(self.client.can_send_version(TERMS_VERSION))
 
+    @property
+    def reports_refused_peers(self) -> bool:
+        """Whether the version cap lets calls leave the source after refused peer bytes to
+        the conductor (1.6)."""
+        return bool(self.client.can_send_version(REFUSED_PEERS_VERSION))
+
     def cache_images(
         self, ctxt: RequestContext, host: str, image_ids: list[str],
         pin_until: float | None = None, peers: dict[str, list[Peer]] | None = None,
         until: float | None = None, bytes_per_second: int | None = None,
+        origin_after_refused_peers: bool = True,
     ) -> dict[str, ImageResult]:
         """Have ``host`` cache ``image_ids`` in order; returns each image's outcome.
 
@@ -166,8 +176,12 @@ class ComputeAPI:
         :param bytes_per_second: the pace of this call's downloads, on top of the host's
             ``[image_cache] max_download_bytes_per_second`` (version 1.5); ``None``: the
             host's cap only.
+        :param origin_after_refused_peers: False: an image whose peer bytes a check refused
+            comes back ``error`` with ``bad_peers`` instead of being fetched again from the
+            image service (version 1.6); True: as before 1.6.
         :raises RPCVersionCapped: a pin with ``[upgrade_levels] compute`` below 1.2, peers
-            below 1.4, an end time or a rate below 1.5.
+            below 1.4, an end time or a rate below 1.5, ``origin_after_refused_peers`` False
+            below 1.6.
         NOTE: a download may take many minutes, so the hard limit is ``long_rpc_timeout``; the
         compute's heartbeats every ``rpc_response_timeout / 2`` (call_monitor_timeout) let a
         dead compute be noticed within ``rpc_response_timeout`` instead.
@@ -185,6 +199,8 @@ class ComputeAPI:
             kwargs["until"], version = float(until), TERMS_VERSION
         if bytes_per_second is not None:
             kwargs["bytes_per_second"], version = int(bytes_per_second), TERMS_VERSION
+        if not origin_after_refused_peers:
+            kwargs["origin_after_refused_peers"], version = False, REFUSED_PEERS_VERSION
         cctxt = rpc.prepare(
             self.client, "cache_images", version,
             server=host,

@@ -8,7 +8,8 @@ on, ``peer_listen_port`` 18801-18803).
   peer, and every copy is Glance's bytes.
 * Playing the conductor over the bus (compute RPC 1.4): a peer that serves flipped bytes (a
   test double) is caught by the receiver's verification, nothing of it published, the image
-  fetched from Glance and the liar named; a peer that dies mid-transfer is resumed from the
+  fetched from Glance and the liar named (at 1.6, on the conductor's ask, given back
+  without a Glance GET); a peer that dies mid-transfer is resumed from the
   next peer with ``Range``; a credential for another job, image or server, a path instead of
   an image id, or no credential: refused by the compute's image server, nothing served.
 """
@@ -206,6 +207,27 @@ def test_flipped_bytes_from_a_peer_are_never_published(stack, cell1, image):
     assert result["bad_peers"] == ["liar"]
     assert file_sha512(cached_file(stack, "compute2", image["id"])) == image["os_hash_value"]
     assert len(file_gets(stack, image["id"], at_least=before + 1)) == before + 1
+
+
+def test_flipped_bytes_are_given_back_to_a_conductor_of_1_6(stack, cell1, image):
+    """Compute RPC 1.6: the conductor names the next source, so the compute drops the bytes
+    and asks Glance nothing (a chain of cut-through relays would each fetch a copy)."""
+    data = bytearray(image["data"])
+    data[len(data) // 2] ^= 0xFF
+    before = len(file_gets(stack, image["id"]))
+    forget_on(stack, "compute2", image["id"])
+
+    with double(lambda h, start: _send(h, bytes(data[start:]), start, len(data))) as url:
+        peer = Peer(host="liar", url=url, authorization="FleetcachePeer x.y")
+        result = cell1.cache_images(_ctxt(), "compute2", [image["id"]],
+                                    peers={image["id"]: [peer]},
+                                    origin_after_refused_peers=False)[image["id"]]
+
+    assert (result["state"], result["bad_peers"], result["fallback_reason"]) == (
+        "error", ["liar"], "hash_mismatch: liar"), result
+    assert result["bytes_from_peers"] == image["size"]
+    assert not cached_file(stack, "compute2", image["id"]).exists()
+    assert len(file_gets(stack, image["id"])) == before  # nothing from Glance
 
 
 def test_a_peer_that_dies_mid_transfer_is_resumed_from_the_next_with_range(

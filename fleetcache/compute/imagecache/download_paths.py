@@ -8,7 +8,8 @@ fallbacks between them; every path feeds the same checked download
   when it can (the image service's ``Range``), else the image comes from the origin from
   byte 0. Bytes refused by a check
   (hash, signature, format), whoever sent them, are dropped and the image is fetched again
-  from the origin from byte 0, the peers that sent them named;
+  from the origin from byte 0, the peers that sent them named; or, when the call's terms
+  leave that to the conductor, :class:`PeerBytesRefused` is raised (nothing kept);
 * **rbd**: the direct path from Ceph (:mod:`~fleetcache.compute.imagecache.direct`) for an
   image with an ``rbd://`` location of this compute's cluster; any failure leaves nothing
   and falls back to HTTP, the reason kept;
@@ -57,6 +58,25 @@ REFUSED_BYTES: tuple[type[Exception], ...] = (
     exception.ImageFormatRejected)
 #: Errors after which a paused download is dropped and the image fetched from byte 0.
 _RESUME_FAILED: tuple[type[Exception], ...] = (*REFUSED_BYTES, NotResumable)
+
+
+class PeerBytesRefused(exception.ImageFetchError):
+    """Bytes from peers failed a check and the call's terms leave the next source to the
+    conductor (``origin_after_refused_peers`` False): nothing of them is kept.
+
+    :ivar bad_peers: the peers whose bytes were written, in order.
+    :ivar bytes_from_peers: the bytes they sent (wasted), and ``bytes_from_origin``: those
+        the origin sent after them (an origin resume), wasted too.
+    """
+
+    msg_fmt = "Image %(image_id)s: bytes from peers %(peers)s refused: %(reason)s"
+
+    def __init__(self, image_id: str, bad_peers: tuple[str, ...], reason: str,
+                 bytes_from_peers: int, bytes_from_origin: int) -> None:
+        super().__init__(image_id=image_id, peers=", ".join(bad_peers), reason=reason)
+        self.bad_peers = bad_peers
+        self.bytes_from_peers = bytes_from_peers
+        self.bytes_from_origin = bytes_from_origin
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +189,11 @@ class DownloadPaths:
             bad = source.contributors
             if not bad:
                 raise  # refused before any peer byte: the image itself, not a peer
+            if not job.terms.origin_after_refused_peers:
+                LOG.warning("Image %s: bytes from peers %s refused (%s); the conductor "
+                            "names the next source", meta.id, ", ".join(bad), exc)
+                raise PeerBytesRefused(meta.id, bad, str(exc), source.bytes_from_peers,
+                                       source.bytes_from_origin) from exc
             why = f"hash_mismatch: {','.join(bad)}"
             LOG.warning("Image %s: bytes from peers %s refused (%s); fetching it from the "
                         "origin", meta.id, ", ".join(bad), exc)

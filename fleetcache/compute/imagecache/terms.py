@@ -1,4 +1,5 @@
-"""A ``cache_images`` call's terms for its downloads: an end time and a rate (RPC 1.5).
+"""A ``cache_images`` call's terms for its downloads: an end time and a rate (RPC 1.5), and
+who names the source after refused peer bytes (1.6).
 
 :class:`DownloadTerms` is what the conductor asks of one call: ``until`` (epoch seconds), the
 time at which a download still in flight stops, keeping what it wrote as a paused download
@@ -64,15 +65,22 @@ class DownloadPaused(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class DownloadTerms:
-    """One call's terms (both optional: ``DownloadTerms()`` changes nothing).
+    """One call's terms (all optional: ``DownloadTerms()`` changes nothing).
 
     :ivar until: epoch seconds at which downloads in flight stop; None: no end.
     :ivar bytes_per_second: the pace of each of this call's downloads; None: the host's cap
         only.
+    :ivar origin_after_refused_peers: whether a download whose peer bytes a check refused is
+        fetched again from the origin in the same call (1.4), or left to the conductor
+        (False, RPC 1.6: :class:`~fleetcache.compute.imagecache.download_paths.
+        PeerBytesRefused`), which gives one host of the group the origin and the others a
+        peer: every host behind a lying peer in a cut-through chain relayed its bytes, and
+        each fetching the image again from the origin at once would cost a copy per host.
     """
 
     until: float | None = None
     bytes_per_second: int | None = None
+    origin_after_refused_peers: bool = True
 
     def expired(self, now: float | None = None) -> bool:
         """Whether ``until`` has passed."""

@@ -57,10 +57,14 @@ class ComputeClient(Protocol):
     @property
     def takes_terms(self) -> bool: ...
 
+    @property
+    def reports_refused_peers(self) -> bool: ...
+
     def cache_images(
         self, ctxt: RequestContext, host: str, image_ids: list[str],
         pin_until: float | None = None, peers: dict[str, list[Peer]] | None = None,
         until: float | None = None, bytes_per_second: int | None = None,
+        origin_after_refused_peers: bool = True,
     ) -> dict[str, ImageResult]: ...
 
     def serve_images(self, ctxt: RequestContext, host: str, job_uuid: str, key: str,
@@ -240,13 +244,19 @@ class HostCaller:
         return {} if self.pin_until is None else {"pin_until": self.pin_until}
 
     def _call(self, client: ComputeClient, host: str, image_ids: list[str],
-              peers: dict[str, list[Peer]] | None = None) -> dict[str, ImageResult]:
+              peers: dict[str, list[Peer]] | None = None,
+              report_refused: bool = False) -> dict[str, ImageResult]:
         """The host's ``cache_images`` call for ``image_ids``, under the job's terms: none
         outside its window (every image ``paused``, for the next one), and, for a compute
-        that takes them, an end time at the window's close and the job's pace."""
+        that takes them, an end time at the window's close and the job's pace.
+
+        :param report_refused: have refused peer bytes come back (1.6) rather than the
+            compute fetching the image again from the image service."""
         kwargs: dict[str, Any] = self._pin()
         if peers:
             kwargs["peers"] = peers
+            if report_refused:
+                kwargs["origin_after_refused_peers"] = False
         if self.terms:
             now = datetime.datetime.now(datetime.UTC)
             period = job_terms.next_period(self.terms, now)
@@ -274,7 +284,29 @@ class HostCaller:
                           image_id: str) -> ImageResult:
         """One image of a host in a job with peers: from the source the planner assigns (an
         image its cache report holds: at once, from wherever it is), then the host offered
-        as a source in turn."""
+        as a source in turn.
+
+        A compute of RPC 1.6 gives back peer bytes a check refused instead of fetching the
+        image again from the image service; the planner then learns who sent them and
+        assigns a second source: one host of the group gets the image service, the others
+        a peer (with cut-through, the victims of a lying peer that relayed its bytes down a
+        chain would otherwise each fetch the image from the image service at once). The
+        second call fetches from the image service after refused bytes, as before 1.6.
+        """
+        report = client.reports_refused_peers
+        reply = self._cache_assigned(client, plan, site, image_id, report)
+        if report and is_refused(reply):
+            LOG.info("Job %s: %s refused bytes from peers %s for image %s; assigning another "
+                     "source", self.uuid, plan.host, ", ".join(reply.get("bad_peers") or []),
+                     image_id)
+            reply = after_refused(reply, self._cache_assigned(client, plan, site, image_id,
+                                                              report=False))
+        return reply
+
+    def _cache_assigned(self, client: ComputeClient, plan: HostPlan, site: PeerSite,
+                        image_id: str, report: bool) -> ImageResult:
+        """One call for one image from the source the planner assigns, then the planner
+        told what came of it."""
         planner = self.planner
         assert planner is not None
         host = plan.host
@@ -288,7 +320,8 @@ class HostCaller:
                 with self._origin_lease(host, image_id, assignment):
                     replies = self._call(
                         client, host, [image_id],
-                        peers={image_id: assignment.peers} if assignment.peers else None)
+                        peers={image_id: assignment.peers} if assignment.peers else None,
+                        report_refused=report)
             except WaitAbandoned:
                 replies = same_result_per_image([image_id], PAUSED, "the job's window closed "
                                                 "while it waited for a download slot")
@@ -357,3 +390,24 @@ class HostCaller:
             jobs.job_record_hosts(self.db, self.uuid, {host: {image_id: waiting}})
         except Exception as exc:  # only the display suffers; the host is still called
             LOG.warning("Could not show %s waiting in job %s: %s", host, self.uuid, exc)
+
+
+def is_refused(reply: ImageResult) -> bool:
+    """Whether ``reply`` gives back peer bytes a check refused (RPC 1.6: ``error`` naming the
+    peers, nothing fetched from the image service after them)."""
+    return reply["state"] == "error" and bool(reply.get("bad_peers"))
+
+
+def after_refused(refused: ImageResult, second: ImageResult) -> ImageResult:
+    """The image's result after a second source: ``second``'s, counting the refused call's
+    bytes (fetched, then dropped) and naming its bad peers and why the second was needed."""
+    bad = list(dict.fromkeys([*(refused.get("bad_peers") or []),
+                              *(second.get("bad_peers") or [])]))
+    return ImageResult(**{
+        **second,
+        "bytes_downloaded": refused["bytes_downloaded"] + second["bytes_downloaded"],
+        "bytes_from_peers": (refused.get("bytes_from_peers") or 0)
+        + (second.get("bytes_from_peers") or 0),
+        "bad_peers": bad,
+        "fallback_reason": second.get("fallback_reason") or refused.get("fallback_reason"),
+    })

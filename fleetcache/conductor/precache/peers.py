@@ -24,8 +24,12 @@ cut-through) becomes a source once it finished, as without cut-through.
 
 A host waits for a peer at most ``peer_wait_timeout`` seconds, then fetches from the image
 service. A source whose bytes failed a receiver's verification is quarantined for
-``peer_quarantine_time`` (:class:`PeerQuarantine`, shared by the conductor's jobs); one that
-failed a receiver otherwise (dead, stalled, refused) is not used again by the job.
+``peer_quarantine_time`` (:class:`PeerQuarantine`, shared by the conductor's jobs) if it
+held a verified copy of its own: with cut-through a host relays bytes before it checked
+them, so a host named by its receiver whose own download was refused too only relayed a liar's
+bytes and is not quarantined (one named before its own outcome is known is not offered
+again until it is: quarantined then if verified). A source that failed a receiver otherwise
+(dead, stalled, refused) is not used again by the job.
 
 Each job run has its own key (:func:`~fleetcache.common.peer_tokens.new_key`), given to the
 sources with ``serve_images``; each receiver's credential names the job, the image, both
@@ -123,6 +127,8 @@ class _Holder:
     uploads: int = 0
     #: Whether its own download is still under way (cut-through).
     partial: bool = False
+    #: The peer that download streams from (None: the image service).
+    fed_by: str | None = None
 
 
 @dataclasses.dataclass
@@ -163,6 +169,12 @@ class PeerPlanner:
         self._groups: dict[tuple[str, str], _ImageGroup] = {}
         #: Sources that failed a receiver of this job in transport: not used again.
         self._failed: set[str] = set()
+        #: Hosts whose own download held peer bytes a check refused (relays, cut-through),
+        #: those whose download ended with a verified copy, and those a receiver named for
+        #: refused bytes before their own outcome was known (not used until it is).
+        self._relays: set[str] = set()
+        self._verified: set[str] = set()
+        self._suspects: set[str] = set()
         self._cond = threading.Condition()
 
     def assign(self, host: str, site: PeerSite, image_id: str,
@@ -180,7 +192,7 @@ class PeerPlanner:
         """
         assignment = self._assign(host, site, image_id, on_wait, stopping)
         if self.cut_through and client is not None:
-            self._offer_partial(host, site, image_id, client)
+            self._offer_partial(host, site, image_id, client, assignment.source)
         return assignment
 
     def _assign(self, host: str, site: PeerSite, image_id: str,
@@ -242,7 +254,11 @@ class PeerPlanner:
             if assignment.origin_slot:
                 state.origin -= 1
             if result is not None:
-                self._learn(assignment, result)
+                self._learn(host, assignment, result)
+                if result.get("bad_peers"):
+                    self._drop_relays_of(state, [host, *[
+                        str(b) for b in result.get("bad_peers") or []
+                        if str(b) in self.quarantine]])
             partial = state.holders.get(host)
             if holder is not None and partial is not None:  # its receivers stay counted
                 partial.partial, partial.until = False, holder.until
@@ -254,38 +270,76 @@ class PeerPlanner:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _learn(self, assignment: Assignment, result: ImageResult) -> None:
-        """Quarantine the peers whose bytes failed verification; drop a first source that
-        did not deliver (we hold the lock)."""
-        for bad in result.get("bad_peers") or []:
-            LOG.warning("Job %s: peer %s sent bytes that failed verification: not a source "
-                        "for %.0f s", self.job_uuid, bad, self.quarantine.seconds)
-            self.quarantine.add(str(bad))
+    def _learn(self, host: str, assignment: Assignment, result: ImageResult) -> None:
+        """Quarantine the peers whose bytes failed verification and held a verified copy;
+        drop a first source that did not deliver (we hold the lock)."""
+        named = [str(bad) for bad in result.get("bad_peers") or []]
+        if named:
+            self._relays.add(host)
+            self._suspects.discard(host)  # it only relayed what it was sent
+        elif result["state"] in _HOLDING:
+            self._verified.add(host)
+            if host in self._suspects:
+                self._suspects.discard(host)
+                self._quarantine(host)
+        for bad in named:
+            if bad in self._relays:
+                LOG.info("Job %s: peer %s relayed bytes refused by its own check too: not "
+                         "quarantined", self.job_uuid, bad)
+            elif bad in self._verified:
+                self._quarantine(bad)
+            else:
+                self._suspects.add(bad)
         if (assignment.source is not None and result["state"] == "cached"
                 and result.get("source_host") != assignment.source):
             LOG.info("Job %s: peer %s did not deliver (%s); not used again by the job",
                      self.job_uuid, assignment.source, result.get("fallback_reason"))
             self._failed.add(assignment.source)
 
+    def _quarantine(self, host: str) -> None:
+        LOG.warning("Job %s: peer %s sent bytes that failed verification: not a source for "
+                    "%.0f s", self.job_uuid, host, self.quarantine.seconds)
+        self.quarantine.add(host)
+
     def _usable(self, state: _ImageGroup, host: str) -> list[_Holder]:
         return [h for h in state.holders.values()
-                if h.host != host and h.host not in self._failed and h.host not in self.quarantine]
+                if h.host != host and h.host not in self._failed
+                and h.host not in self._suspects and h.host not in self.quarantine]
 
     def _by_load(self, state: _ImageGroup, host: str) -> list[_Holder]:
         return sorted(self._usable(state, host), key=lambda h: (h.uploads, h.partial, h.host))
 
     def _offer_partial(self, host: str, site: PeerSite, image_id: str,
-                       client: ServeClient) -> None:
-        """Make ``host``, whose download of ``image_id`` is about to start, a source of it
-        if it agrees (cut-through; a compute that does not refuses an image it lacks)."""
+                       client: ServeClient, fed_by: str | None) -> None:
+        """Make ``host``, whose download of ``image_id`` from ``fed_by`` (None: the image
+        service) is about to start, a source of it if it agrees (cut-through; a compute
+        that does not refuses an image it lacks)."""
         until = self._clock() + self.grant_seconds
         if not self._serve(client, host, image_id, until):
             return
         with self._cond:
             state = self._groups.setdefault((site["group"], image_id), _ImageGroup())
             if host not in state.holders:
-                state.holders[host] = _Holder(host, site, client, until, partial=True)
+                state.holders[host] = _Holder(host, site, client, until, partial=True,
+                                              fed_by=fed_by)
             self._cond.notify_all()
+
+    def _drop_relays_of(self, state: _ImageGroup, roots: list[str]) -> None:
+        """No longer offer the downloads under way that stream, through any number of
+        hops, from ``roots`` (hosts whose bytes were refused): they relay the same bytes
+        and will fail the same check. Each is a suspect until its own outcome is known."""
+        tainted = set(roots)
+        while True:
+            fed = [h for h in state.holders.values()
+                   if h.partial and h.fed_by in tainted and h.host not in tainted]
+            if not fed:
+                return
+            for holder in fed:
+                LOG.info("Job %s: %s streams refused bytes (from %s): not offered",
+                         self.job_uuid, holder.host, holder.fed_by)
+                tainted.add(holder.host)
+                self._suspects.add(holder.host)
+                del state.holders[holder.host]
 
     def _free_holder(self, state: _ImageGroup, host: str) -> _Holder | None:
         free = [h for h in self._by_load(state, host) if h.uploads < self.max_uploads]

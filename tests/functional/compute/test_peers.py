@@ -24,9 +24,11 @@ from oslo_config import cfg
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
-from fleetcache.compute.imagecache import ImageCache
+from fleetcache.compute.imagecache import DownloadTerms, ImageCache, PeerBytesRefused
+from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.compute.peers.server import SPARE_WORKERS
+from fleetcache.compute.virt.disk import DiskDriver
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
 from tests.unit.image.fixtures import make_conf
@@ -559,3 +561,38 @@ def _closed(sock: socket.socket) -> bool:
         return True
     finally:
         sock.setblocking(True)
+
+
+def test_refused_peer_bytes_are_left_to_the_conductor_when_the_call_says_so(
+        tmp_path: pathlib.Path, receiver: ImageCache, image: ImageMeta,
+        doubles: list[Double]) -> None:
+    """RPC 1.6: the call's terms leave the next source to the conductor: the bytes are
+    dropped, the image service is not asked, and the compute's result names the liar."""
+    doubles.append(evil := Double("flip"))
+    peers = [_peer(evil, image.id, "evil")]
+    with pytest.raises(PeerBytesRefused) as refused:
+        receiver.fetch(CTXT, image.id, peers=peers,
+                       terms=DownloadTerms(origin_after_refused_peers=False))
+    assert (refused.value.bad_peers, refused.value.bytes_from_peers) == (("evil",), len(DATA))
+    assert _origin(receiver).offsets == []
+    assert not os.path.exists(receiver.path_for(image.id)) and not receiver.partial_files()
+
+    conf = _conf(tmp_path, "compute-c")
+    driver = DiskDriver(conf, OriginSource(conf))
+    driver.init_host("compute-c")
+    manager = ComputeManager(conf, driver)
+    result = manager.cache_images(CTXT, [image.id], peers={image.id: peers},
+                                  origin_after_refused_peers=False)[image.id]
+    assert (result["state"], result["fallback_reason"], result["bad_peers"]) == (
+        "error", "hash_mismatch: evil", ["evil"])
+    assert result["bytes_downloaded"] == result["bytes_from_peers"] == len(DATA)
+    assert "bytes from peers evil refused" in str(result["reason"])
+    assert isinstance(driver.image_cache.source, OriginSource)
+    assert driver.image_cache.source.offsets == []
+
+    # Before 1.6 (and by default) the compute fetches the image again from the image
+    # service; its result counts both copies, so that what peers did not send is the origin's.
+    again = manager.cache_images(CTXT, [image.id], peers={image.id: peers})[image.id]
+    assert (again["state"], again["fallback_reason"], again["download_path"]) == (
+        "cached", "hash_mismatch: evil", "http")
+    assert (again["bytes_downloaded"], again["bytes_from_peers"]) == (2 * len(DATA), len(DATA))

@@ -157,6 +157,52 @@ def test_a_peer_whose_bytes_failed_verification_is_quarantined_for_every_job(con
     assert planner(conf, quarantine).assign("h4", site("h4"), IMG).origin_slot
 
 
+def refused(*bad: str) -> ImageResult:
+    """A compute of RPC 1.6 giving back peer bytes its check refused."""
+    return ImageResult(state="error", reason="refused", bytes_downloaded=10,
+                       bytes_from_peers=10, download_path="peer", bad_peers=list(bad),
+                       fallback_reason=f"hash_mismatch: {','.join(bad)}")
+
+
+def test_a_chain_behind_a_liar_is_dropped_and_only_the_liar_quarantined(conf):
+    """Cut-through: h1 (the image service) -> h2 -> h3 -> h4, h1 lying. h2 names h1 (whose
+    own copy verified: the liar); h3 and h4 relayed its bytes, so they are no sources until
+    their own outcome, which clears them: only h1 is quarantined."""
+    conf.set_override("peer_wait_timeout", 0, group="image_cache")
+    quarantine = PeerQuarantine(60)
+    plan, serving = planner(conf, quarantine), Serving()
+    hosts = ["h1", "h2", "h3", "h4"]
+    assigned = {h: plan.assign(h, site(h), IMG, client=serving) for h in hosts}
+    assert [assigned[h].source for h in hosts] == [None, "h1", "h2", "h3"]
+    plan.finished("h1", site("h1"), IMG, assigned["h1"], cached(), serving)
+
+    plan.finished("h2", site("h2"), IMG, assigned["h2"], refused("h1"), serving)
+    assert "h1" in quarantine
+    # h3 and h4 stream the refused bytes: h5 is not given them but the image service.
+    assert plan.assign("h5", site("h5"), IMG, client=serving).origin_slot
+    # h2 again: h5's download is the only source, not h3 or h4.
+    assert plan.assign("h2", site("h2"), IMG, client=serving).source == "h5"
+
+    plan.finished("h4", site("h4"), IMG, assigned["h4"], refused("h3"), serving)
+    plan.finished("h3", site("h3"), IMG, assigned["h3"], refused("h2"), serving)
+    assert [h for h in hosts if h in quarantine] == ["h1"]
+
+
+def test_a_host_named_before_its_own_outcome_is_quarantined_once_it_verified(conf):
+    conf.set_override("peer_wait_timeout", 0, group="image_cache")
+    quarantine = PeerQuarantine(60)
+    plan, serving = planner(conf, quarantine), Serving()
+    to_h1 = plan.assign("h1", site("h1"), IMG, client=serving)
+    to_h2 = plan.assign("h2", site("h2"), IMG, client=serving)
+    assert to_h2.source == "h1"
+
+    plan.finished("h2", site("h2"), IMG, to_h2, refused("h1"), serving)
+    assert "h1" not in quarantine  # its own outcome is not known yet...
+    assert plan.assign("h3", site("h3"), IMG).reason is not None  # ...and it is no source
+    plan.finished("h1", site("h1"), IMG, to_h1, cached(), serving)
+    assert "h1" in quarantine
+
+
 def test_a_source_that_did_not_deliver_is_not_used_again_by_the_job(conf):
     plan, serving = planner(conf), Serving()
     plan.finished("h1", site("h1"), IMG, plan.assign("h1", site("h1"), IMG), cached(), serving)
@@ -210,6 +256,7 @@ class PeerComputes(Serving):
     """Computes of RPC 1.4: every image ``cached``, from the first peer when given one."""
 
     takes_peers = True
+    reports_refused_peers = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -264,6 +311,59 @@ def test_hosts_of_one_group_make_one_fetch_from_the_image_service(conf, pool):
         "h1", "h2", "h3"}
     peers_given = [kw["peers"] for _, kw in computes.cache_calls if kw.get("peers")]
     assert len(peers_given) == 2
+
+
+class RefusingComputes(PeerComputes):
+    """Computes of RPC 1.6 whose peers (every one but the image service) lie once: the first
+    call given peers comes back refused, naming them."""
+
+    reports_refused_peers = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lied = False
+
+    def cache_images(self, ctxt: Any, host: str, image_ids: list[str], **kwargs: Any) -> Any:
+        peers = (kwargs.get("peers") or {}).get(image_ids[0]) or []
+        with self.lock:
+            lie, self.lied = peers and not self.lied, self.lied or bool(peers)
+        if lie:
+            assert kwargs["origin_after_refused_peers"] is False
+            with self.lock:
+                self.cache_calls.append((host, kwargs))
+            return {image_ids[0]: refused(peers[0]["host"])}
+        assert "origin_after_refused_peers" not in kwargs or not peers
+        return super().cache_images(ctxt, host, image_ids, **kwargs)
+
+
+def test_refused_peer_bytes_get_a_second_source_from_the_planner(conf, pool):
+    """h2's bytes from h1 are refused: the host call asks the planner again (h1 is
+    quarantined, so h2 gets the image service) and reports one result for both calls."""
+    computes, outcomes, done = RefusingComputes(), {}, threading.Event()
+    conf.set_override("peer_wait_timeout", 0, group="image_cache")
+    quarantine = PeerQuarantine(60)
+
+    def host_done(position: int, results: dict[str, ImageResult]) -> None:
+        outcomes[position] = results[IMG]
+        done.set()
+
+    caller = HostCaller(get_admin_context(), JOB, [IMG], None, clients=computes,
+                        host_calls=pool, db=None, metrics=None,  # type: ignore[arg-type]
+                        gate=None, queued=threading.BoundedSemaphore(4), host_done=host_done,
+                        planner=planner(conf, quarantine), peer_images=frozenset({IMG}))
+    service: Any = {"cell": {"name": "cell1"}}
+    pool.run(caller.call_host, 0, HostPlan("h1", service, site=site("h1")))
+    assert done.wait(10)
+    done.clear()
+    pool.run(caller.call_host, 1, HostPlan("h2", service, site=site("h2")))
+    assert done.wait(10)
+
+    result = outcomes[1]
+    assert "h1" in quarantine
+    assert (result["state"], result["download_path"]) == ("cached", "http")
+    assert (result["fallback_reason"], result["bad_peers"]) == ("hash_mismatch: h1", ["h1"])
+    assert (result["bytes_downloaded"], result["bytes_from_peers"]) == (20, 10)
+    assert [host for host, _ in computes.cache_calls] == ["h1", "h2", "h2"]
 
 
 def test_a_waiting_host_never_sees_the_origin_slot_free_before_the_new_holder(conf):
