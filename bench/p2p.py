@@ -601,11 +601,13 @@ def host_main(netns: str | None, calls: multiprocessing.connection.Connection,
     def serve_calls() -> None:
         while True:
             try:
-                image_id, peers = calls.recv()
+                image_id, peers, report_refused = calls.recv()
             except EOFError:
                 return
             started = time.time()
-            result = manager.cache_images(ctxt, [image_id], peers={image_id: peers})[image_id]
+            result = manager.cache_images(ctxt, [image_id], peers={image_id: peers},
+                                          origin_after_refused_peers=not report_refused
+                                          )[image_id]
             calls.send((dict(result), started, time.time()))
 
     threading.Thread(target=serve_calls, daemon=True).start()
@@ -658,9 +660,9 @@ class Host:
             raise RuntimeError(f"{self.name} did not start within {timeout} s")
         self.url = self._control.recv()
 
-    def cache_images(self, image_id: str, peers: list[Any]) -> tuple[dict[str, Any], float,
-                                                                      float]:
-        self._calls.send((image_id, peers))
+    def cache_images(self, image_id: str, peers: list[Any], report_refused: bool = False
+                     ) -> tuple[dict[str, Any], float, float]:
+        self._calls.send((image_id, peers, report_refused and bool(peers)))
         result: tuple[dict[str, Any], float, float] = self._calls.recv()
         return result
 
@@ -857,8 +859,9 @@ class Bench:
         dead = fault_info["dead"] if fault_info is not None else None
         for host in hosts:
             result = results[host.name][0]
-            origin_results[host.group] += p2p_faults.origin_bytes(
-                result, fault_info["victim_from_origin"] if host.name == dead else None)
+            died_with = (fault_info["victim_from_origin"]
+                         if fault_info is not None and host.name == dead else None)
+            origin_results[host.group] += p2p_faults.origin_bytes(result, died_with)
         finish = [end - started for _, _, end in results.values()]
         paths: dict[str, int] = {}
         for result, _, _ in results.values():
@@ -894,6 +897,7 @@ class Bench:
         """The conductor's per-host call with the real PeerPlanner (``peer_cut_through`` as
         the mode says)."""
         from fleetcache.common.db.compute_states import PeerSite
+        from fleetcache.conductor.precache.hostcall import after_refused, is_refused
         from fleetcache.conductor.precache.peers import PeerPlanner, PeerQuarantine
 
         job = str(uuid.uuid4())
@@ -903,19 +907,29 @@ class Bench:
         if fault is not None:
             fault.planner = planner
 
-        def call(host: Host) -> tuple[dict[str, Any], float, float]:
-            site = PeerSite(url=host.url, group=f"cell{host.group}", address=host.address)
+        def assigned(host: Host, site: PeerSite, report: bool
+                     ) -> tuple[dict[str, Any], float, float]:
             assignment = planner.assign(host.name, site, image_id, client=client)
             if fault is not None:
                 fault.on_assigned(host, assignment)
             try:
-                got = host.cache_images(image_id, list(assignment.peers))
+                got = host.cache_images(image_id, list(assignment.peers), report)
             except BaseException:
                 planner.finished(host.name, site, image_id, assignment, None, client)
                 raise
             result: Any = got[0]
             planner.finished(host.name, site, image_id, assignment, result, client)
             return got
+
+        def call(host: Host) -> tuple[dict[str, Any], float, float]:
+            """As the conductor's host call with computes of RPC 1.6: refused peer bytes
+            come back, and the planner names a second source."""
+            site = PeerSite(url=host.url, group=f"cell{host.group}", address=host.address)
+            first = assigned(host, site, report=True)
+            if not is_refused(first[0]):  # type: ignore[arg-type]
+                return first
+            second = assigned(host, site, report=False)
+            return dict(after_refused(first[0], second[0])), first[1], second[2]  # type: ignore[arg-type]
 
         return call
 

@@ -299,16 +299,13 @@ class FaultRun:
 
 
 def origin_bytes(result: dict[str, Any], died_with: int | None = None) -> int:
-    """The bytes ``result``'s host took from the origin: after a hash mismatch the whole
-    image from byte 0 (the peers' bytes were discarded), else what peers did not send; for a
-    host killed by the fault, ``died_with``, what it wrote from the origin before it died (its
-    failed result counts none)."""
+    """The bytes ``result``'s host took from the origin: what peers did not send of what it
+    fetched (refused peer bytes and the copy after them included); for a host killed by the
+    fault, ``died_with``, what it wrote from the origin before it died (its failed result
+    counts none)."""
     if died_with is not None:
         return died_with
-    downloaded = int(result.get("bytes_downloaded") or 0)
-    if str(result.get("fallback_reason") or "").startswith("hash_mismatch"):
-        return downloaded
-    return downloaded - int(result.get("bytes_from_peers") or 0)
+    return int(result.get("bytes_downloaded") or 0) - int(result.get("bytes_from_peers") or 0)
 
 
 def report(points: list[Any], size: int, summary: dict[tuple[str, int, int], float]) -> None:
