@@ -77,15 +77,19 @@ Targets (judged on the median round; the worst round beside it):
 
 Faults (``--faults kill stall liar``, :mod:`p2p_faults`): in the same run, after each
 round's fault-free points, the same modes (``--fault-modes``) with one source of group 0
-faulty: the group's first holder killed or stalled once it has sent S/2 bytes, or lying
-(one byte flipped per piece it uploads). ``--peer-stall-timeout`` sets the computes'
-``peer_stall_timeout`` for every point of the run (the fault-free ones included), and
+faulty: the group's first holder killed (the host dies: its server and its own download)
+or stalled once it has sent S/2 bytes, or lying (one byte flipped per piece it uploads).
+``--peer-stall-timeout`` sets the computes' ``peer_stall_timeout`` for every point of the
+run (the fault-free ones included), and
 ``--fault-stall`` how long a stalled source sends nothing. Reported per fault point beside
 the fault-free median: T, origin copies per group (the same counts, which must agree), the
 hosts that used the origin and why, ``bad_peers`` and the planner's quarantine, each resume
 with its re-fetched bytes (at most one chunk), and each host's base hashed (no partial file
-left). No target is tuned for them: a liar's victims each fetch the image from the origin,
-so that case exceeds 1.05 copies per group by design, and is reported as it is.
+left). The host calls are the conductor's with computes of RPC 1.6: refused peer bytes
+come back and the planner names a second source (one victim the origin, the others a peer),
+so a liar costs its group a second copy; no peer can prove its bytes before the image's end
+(the image service gives no piece hashes), so that case exceeds 1.05 copies per group by
+design, and is reported as it is.
 
 The last line is the headline ``p2p: ... ratio=R``, R = origin-only T / store-and-forward T
 at the largest N in one group (median rounds), with cut-through's T, bound, flatness (T at

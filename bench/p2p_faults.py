@@ -279,11 +279,13 @@ class FaultRun:
                 resumes.append({"host": host.name, "left": attempt["host"],
                                 "written": attempt["bytes"], "why": attempt["outcome"][:60],
                                 "next": nxt, "refetched": refetch})
-        from_origin = {}
+        from_origin, refused_then_peer = {}, []
         for name, (result, _, _) in results.items():
             reason = result.get("fallback_reason")
-            if result.get("download_path") == "http" or reason:
+            if origin_bytes(result) > 0 or (name == dead and stats.get("from_origin")):
                 from_origin[name] = (f"{reason}" if reason else "origin slot")
+            elif reason:
+                refused_then_peer.append(f"{name} [{reason}]")
         quarantined = [h.name for h in hosts
                        if self.planner is not None and h.name in self.planner.quarantine]
         return {"kind": self.kind, "victim": victim.name if victim is not None else None,
@@ -292,6 +294,7 @@ class FaultRun:
                 "killed": stats.get("killed"), "victim_sent": stats.get("sent", 0),
                 "dead": dead, "victim_from_origin": stats.get("from_origin", 0),
                 "resumes": resumes, "from_origin": from_origin,
+                "fell_back_to_peers": refused_then_peer,
                 "bad_peers": sorted({str(b) for r, _, _ in results.values()
                                      for b in r.get("bad_peers") or []}),
                 "quarantined": quarantined, "verified": verified, "hosts": len(hosts),
@@ -351,11 +354,15 @@ def round_lines(p: Any, prefix: str = "") -> list[str]:
     f = p.fault
     fired = (f"{f['fired_after_s']:.2f} s" if f["fired_after_s"] is not None
              else "from the start" if f["kind"] == "liar" else "never")
+    died = (f", died having written {f['victim_from_origin'] / MIB:.1f} MiB from the origin"
+            if f.get("dead") else "")
     lines = [f"{prefix}T {p.wall:.2f}; victim {f['victim']} (fired {fired}, sent "
-             f"{f['victim_sent'] / MIB:.1f} MiB); origin per group "
+             f"{f['victim_sent'] / MIB:.1f} MiB{died}); origin per group "
              f"{[round(b / MIB, 1) for b in p.origin_log]} MiB by {len(f['from_origin'])} "
              "host(s): " + ", ".join(f"{h} [{why[:70]}]" for h, why
                                       in sorted(f["from_origin"].items()))
+             + (f"; from peers after a fallback: {', '.join(f['fell_back_to_peers'])}"
+                if f.get("fell_back_to_peers") else "")
              + f"; bad_peers {f['bad_peers']}; quarantined {f['quarantined']}; verified "
              f"{f['verified']}/{f['hosts']}, partial files {f['partials']}"]
     asked_again: dict[str, int] = {}

@@ -124,7 +124,8 @@ not that far yet); a peer that refuses the connection or answers 404 is given up
         min=1,
         help="""
 (compute) Seconds without a byte from a peer before the download moves on to the next
-source, resuming with a ``Range`` request at the bytes already written.
+source, resuming with a ``Range`` request at the bytes already written (a peer that sent
+bytes is asked again after the others, see ``peer_wait_timeout``).
 """,
     ),
     cfg.IntOpt(
