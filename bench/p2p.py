@@ -986,6 +986,14 @@ def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
         for p in rows:
             log_bytes, res_bytes = sum(p.origin_log), sum(p.origin_results)
             agree = abs(log_bytes - res_bytes) <= AGREE * size
+            if p.fault and p.fault.get("dead"):
+                # What crossed the link to the host that died and it never wrote (its
+                # sockets' buffers, the chunk it was reading) is in the log, not in any
+                # result: the results may be short of the log by that, never above it.
+                lost = log_bytes - res_bytes
+                agree = -AGREE * size <= lost
+                notes.append(f"lost with the dead host (sent by the origin, never written): "
+                             f"{lost / MIB:.2f} MiB")
             if p.fault:  # a source cut short sent bytes its receiver never wrote
                 agree = agree and p.uploaded >= p.peer_bytes - AGREE * size
             else:

@@ -219,8 +219,10 @@ class PeerSource(ImageSource):
             self._stream(peer, meta, writer, written, attempt, progress)
         except _Left as exc:
             attempt.outcome, attempt.retry_after = str(exc), exc.retry_after
-            LOG.warning("Image %s: peer %s left after %d bytes: %s", meta.id,
-                        peer["host"], attempt.bytes, exc)
+            # A peer asking to be asked again is no fault (busy, or behind this host).
+            level = logging.INFO if exc.retry_after is not None else logging.WARNING
+            LOG.log(level, "Image %s: peer %s left after %d bytes: %s", meta.id,
+                    peer["host"], attempt.bytes, exc)
         return attempt
 
     def _resume_from_origin(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
