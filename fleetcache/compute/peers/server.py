@@ -98,11 +98,11 @@ MAX_HEAD = 8192
 SPARE_WORKERS = 4
 #: Seconds the accepting thread spends on a connection no worker is free for.
 OVERFLOW_DRAIN = 0.1
-#: Seconds a refused client is told to wait (``Retry-After``).
-RETRY_AFTER = 5
-#: Seconds a client resuming beyond what a download under way wrote is told to wait: the
-#: bytes may come any moment (its own source resumed), so it asks again soon.
-NOT_YET_RETRY_AFTER = 1
+#: Seconds a client refused for want of an upload slot, or resuming beyond what a download
+#: under way wrote, is told to wait (``Retry-After``): receivers ask again after it
+#: (:mod:`~.source`), and a slot or the bytes may come any moment; 5 s cost a liar's group
+#: 50 s at N = 32, chains re-forming hop by hop behind busy sources (docs/performance.md).
+RETRY_AFTER = 1
 #: Bytes read and sent per step when the upload is throttled.
 SEND_CHUNK = 256 * 1024
 _ROUTE = re.compile(r"/v1/images/([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
@@ -434,8 +434,7 @@ class PeerServer:
         if growing is not None and first and not growing.holds_beyond(first):
             # A receiver resuming (its source failed): waiting here for this host's own
             # download, stalled too maybe, would end its stream empty and lose it as a source.
-            self._answer(sock, _Refused(503, "not_yet",
-                                        {"Retry-After": str(NOT_YET_RETRY_AFTER)}))
+            self._answer(sock, _Refused(503, "not_yet", {"Retry-After": str(RETRY_AFTER)}))
             return
         if not self._uploads.acquire(blocking=False):
             self._answer(sock, _Refused(503, "busy", {"Retry-After": str(RETRY_AFTER)}))
