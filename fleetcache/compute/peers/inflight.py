@@ -56,6 +56,8 @@ class Download:
     size: int | None = None
     directory: str = ""
     prefix: str = ""
+    #: Monotonic seconds of its registration.
+    since: float = dataclasses.field(default_factory=time.monotonic)
 
     def partial_path(self) -> str | None:
         """The download's temporary file: the newest regular file of ``directory`` whose
@@ -151,9 +153,18 @@ class GrowingFile:
         assert download.size is not None
         self.size: int = download.size
 
-    def holds_beyond(self, offset: int) -> bool:
-        """Whether more than ``offset`` bytes are written already."""
-        return os.fstat(self.fd).st_size > offset
+    def holds_beyond(self, offset: int, wait: float = 0.0) -> bool:
+        """Whether more than ``offset`` bytes are written, waiting up to ``wait`` seconds for
+        them while the download runs."""
+        deadline = self._clock() + wait
+        while True:
+            if os.fstat(self.fd).st_size > offset:
+                return True
+            current = self.in_flight.get(self.download.image_id)
+            if (current is None or current.generation != self.download.generation
+                    or current.state != RUNNING or self._clock() >= deadline):
+                return False
+            self.in_flight.wait(POLL)
 
     def wait_beyond(self, offset: int) -> int:
         """The bytes written so far, once there are more than ``offset`` (at most the

@@ -38,17 +38,20 @@ the handshake: the connection is closed with no HTTP answer, and the refusal is 
 process (no ``sendfile``).
 
 **Cut-through** (``[image_cache] peer_cut_through``): a granted image that is not cached but
-is being downloaded here (:mod:`~.inflight`; or is about to be: ``serve_images`` accepted it,
-and the server waits up to ``send_timeout`` for its download to start) is sent from the
+is being downloaded here (:mod:`~.inflight`; or is about to be: ``serve_images`` accepted it)
+is sent from the
 download's temporary file, opened once as the base is: the bytes written, then each new
 byte as it is written, up to the size the image service gave (the ``Content-Length``, or
 ``Content-Range``'s total). A ``Range`` within or beyond the written part is served the same
-way, except that a ``Range`` from beyond the written part (a receiver resuming after its
-source failed) is answered 503 with ``Retry-After: 1`` at once: the receiver asks again
-soon instead of waiting on a download that may be stalled too. When the download fails, its
-file goes before the end, or it makes no progress for ``send_timeout`` seconds, the
-connection is closed short: the receiver resumes from its next source, or asks again (it
-got bytes). Once published, new requests are served from the base.
+way. A request for bytes not written yet waits for them (or for an announced download to
+start) at most half of ``send_timeout``, then is answered 503 ``not_yet`` with
+``Retry-After: 1``: the receiver, whose read timeout is ``peer_stall_timeout``, asks again
+instead of timing out and giving this host up (a chain behind a stalled host waits in turn).
+An announced download that has not started ``send_timeout`` after its announcement is
+answered 404. When the download fails, its file goes before the end, or it makes no
+progress for ``send_timeout`` seconds, the connection is closed short: the receiver resumes
+from its next source, or asks again (it got bytes). Once published, new requests are served
+from the base.
 """
 
 from __future__ import annotations
@@ -240,6 +243,10 @@ class PeerServer:
         self.port: int = opts.peer_listen_port
         self.header_timeout = header_timeout
         self.send_timeout: float = send_timeout or opts.peer_stall_timeout
+        #: How long a request for bytes a download under way has not written yet waits for
+        #: them before a 503 ``not_yet``: within the receiver's read timeout
+        #: (``peer_stall_timeout``), so that it hears the 503 rather than timing out.
+        self.first_byte_wait: float = self.send_timeout / 2
         self.max_uploads: int = opts.peer_max_uploads
         self.cut_through: bool = opts.peer_cut_through
         rate: int = opts.max_upload_bytes_per_second
@@ -396,9 +403,13 @@ class PeerServer:
 
     def _open_image(self, image_id: str) -> tuple[int | None, GrowingFile | None]:
         """The cached base of ``image_id`` if it may be served, else (cut-through) the file
-        of its download under way, waiting up to ``send_timeout`` for an expected download
-        to start; ``(None, None)``: neither."""
-        deadline = time.monotonic() + self.send_timeout
+        of its download under way, waiting up to :attr:`first_byte_wait` for an expected
+        download to start; ``(None, None)``: neither, or an expected download that did
+        not start within ``send_timeout`` of being announced.
+
+        :raises _Refused: 503 ``not_yet``: its download is expected or starting, still.
+        """
+        deadline = time.monotonic() + self.first_byte_wait
         in_flight = self.cache.in_flight
         while True:
             fd = _open_regular(self.cache.servable(image_id))
@@ -411,8 +422,10 @@ class PeerServer:
                     return fd, GrowingFile(fd, download, in_flight, self.send_timeout)
             elif download.state in (DONE, FAILED):  # a converted base is not served
                 return _open_regular(self.cache.servable(image_id)), None
+            elif time.monotonic() - download.since >= self.send_timeout:
+                return None, None  # announced, never started
             if time.monotonic() >= deadline:
-                return None, None
+                raise _Refused(503, "not_yet", {"Retry-After": str(RETRY_AFTER)})
             in_flight.wait(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def _send_file(self, sock: socket.socket, f: Any, method: str, range_: str | None,
@@ -431,9 +444,10 @@ class PeerServer:
         if method == "HEAD":
             self._respond(sock, status, headers)
             return
-        if growing is not None and first and not growing.holds_beyond(first):
-            # A receiver resuming (its source failed): waiting here for this host's own
-            # download, stalled too maybe, would end its stream empty and lose it as a source.
+        if growing is not None and not growing.holds_beyond(first, self.first_byte_wait):
+            # Nothing to send yet (this host's own download has not reached ``first``,
+            # stalled maybe): a stream that ended empty would lose this host as the
+            # receiver's source, so it is told to ask again.
             self._answer(sock, _Refused(503, "not_yet", {"Retry-After": str(RETRY_AFTER)}))
             return
         if not self._uploads.acquire(blocking=False):
