@@ -5,6 +5,11 @@
     GET|HEAD /v1/images/<uuid>      Authorization: FleetcachePeer <claims>.<hmac>
                                     Range: bytes=<first>-[<last>]   (optional, one range)
 
+This module decides who gets which bytes and how fast; the rest of the server sits beside it,
+each part small enough to check on its own: the HTTP it speaks (:mod:`~.http_wire`), the
+threads it may take of the compute (:mod:`~.listener`), and the file a request may read
+(:mod:`~.image_files`).
+
 What it refuses, and how (every refusal is counted by reason, :attr:`PeerServer.denied`):
 
 * anything but the route, or an id that is not a UUID: 404 (no path of the request is ever
@@ -20,11 +25,11 @@ What it refuses, and how (every refusal is counted by reason, :attr:`PeerServer.
 * more than ``[image_cache] peer_max_uploads`` uploads at once: 503 with ``Retry-After``.
 
 Connections are served by a bounded pool (``peer_max_uploads`` plus a few spare workers for
-refusals); a connection beyond it gets a 503 from the accepting thread. The request head must
-arrive whole within ``header_timeout`` seconds (a deadline, not a per-read timeout, so a client
-trickling bytes holds no worker for longer), and every send must progress within
-``send_timeout`` (``peer_stall_timeout``: the receiver itself leaves after that). Uploads
-share ``[image_cache] max_upload_bytes_per_second`` (a
+refusals, :mod:`~.listener`); a connection beyond it gets a 503 from the accepting thread.
+The request head must arrive whole within ``header_timeout`` seconds (a deadline, not a
+per-read timeout, so a client trickling bytes holds no worker for longer), and every send
+must progress within ``send_timeout`` (``peer_stall_timeout``: the receiver itself leaves
+after that). Uploads share ``[image_cache] max_upload_bytes_per_second`` (a
 :class:`~fleetcache.compute.imagecache.bandwidth.TokenBucket`); without it the file is sent
 with ``sendfile``. One request per connection (``Connection: close``).
 
@@ -39,35 +44,30 @@ process (no ``sendfile``).
 
 **Cut-through** (``[image_cache] peer_cut_through``): a granted image that is not cached but
 is being downloaded here (:mod:`~.inflight`; or is about to be: ``serve_images`` accepted it)
-is sent from the
-download's temporary file, opened once as the base is: the bytes written, then each new
-byte as it is written, up to the size the image service gave (the ``Content-Length``, or
-``Content-Range``'s total). A ``Range`` within or beyond the written part is served the same
-way. A request for bytes not written yet waits for them (or for an announced download to
-start) at most half of ``send_timeout``, then is answered 503 ``not_yet`` with
-``Retry-After: 1``: the receiver, whose read timeout is ``peer_stall_timeout``, asks again
-instead of timing out and giving this host up (a chain behind a stalled host waits in turn).
-An announced download that has not started ``send_timeout`` after its announcement is
-answered 404. When the download fails, its file goes before the end, or it makes no
-progress for ``send_timeout`` seconds, the connection is closed short: the receiver resumes
-from its next source, or asks again (it got bytes). Once published, new requests are served
-from the base.
+is sent from the download's temporary file, opened once as the base is (:mod:`~.image_files`):
+the bytes written, then each new byte as it is written, up to the size the image service gave
+(the ``Content-Length``, or ``Content-Range``'s total). A ``Range`` within or beyond the
+written part is served the same way. A request for bytes not written yet waits for them (or
+for an announced download to start) at most half of ``send_timeout``, then is answered 503
+``not_yet`` with ``Retry-After: 1``: the receiver, whose read timeout is
+``peer_stall_timeout``, asks again instead of timing out and giving this host up (a chain
+behind a stalled host waits in turn). An announced download that has not started
+``send_timeout`` after its announcement is answered 404. When the download fails, its file
+goes before the end, or it makes no progress for ``send_timeout`` seconds, the connection is
+closed short: the receiver resumes from its next source, or asks again (it got bytes). Once
+published, new requests are served from the base.
 """
 
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import contextlib
-import errno
 import ipaddress
 import logging
 import os
 import re
 import socket
-import socketserver
 import ssl
-import stat
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
@@ -78,13 +78,17 @@ from fleetcache.common import exception, peer_tokens
 from fleetcache.compute.imagecache.bandwidth import TokenBucket
 from fleetcache.compute.peers import tls
 from fleetcache.compute.peers.grants import ServeGrants
-from fleetcache.compute.peers.inflight import (
-    DONE,
-    FAILED,
-    RUNNING,
-    DownloadEnded,
-    GrowingFile,
+from fleetcache.compute.peers.http_wire import (
+    MAX_HEAD,
+    RangeNotSatisfiable,
+    Refused,
+    parse_range,
+    read_head,
+    send_head,
 )
+from fleetcache.compute.peers.image_files import DownloadNotStarted, open_image
+from fleetcache.compute.peers.inflight import DownloadEnded, GrowingFile
+from fleetcache.compute.peers.listener import BoundedListener
 
 if TYPE_CHECKING:
     from fleetcache.compute.imagecache.cache import ImageCache
@@ -94,8 +98,6 @@ LOG = logging.getLogger(__name__)
 #: Seconds a client has to complete its TLS handshake (with TLS) and send its whole request
 #: head.
 HEADER_TIMEOUT = 10.0
-#: Largest request head read (a token is a few hundred bytes).
-MAX_HEAD = 8192
 #: Workers beyond ``peer_max_uploads``, so that refusals (401, 404, 503) are answered while
 #: every upload slot is taken.
 SPARE_WORKERS = 4
@@ -110,11 +112,6 @@ RETRY_AFTER = 1
 SEND_CHUNK = 256 * 1024
 _ROUTE = re.compile(r"/v1/images/([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
                     r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12})")
-_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
-_REASONS = {200: "OK", 206: "Partial Content", 400: "Bad Request", 401: "Unauthorized",
-            403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-            416: "Range Not Satisfiable", 431: "Request Header Fields Too Large",
-            503: "Service Unavailable"}
 
 
 class PeerMetrics(Protocol):
@@ -125,92 +122,6 @@ class PeerMetrics(Protocol):
     def record_peer_denied(self, reason: str) -> None: ...
 
     def record_peer_upload(self, sent: int, in_flight: int) -> None: ...
-
-
-class RangeNotSatisfiable(Exception):
-    """A ``Range`` header this server does not serve (416)."""
-
-
-def parse_range(value: str | None, size: int) -> tuple[int, int] | None:
-    """``(first, last)`` (inclusive) of the one range ``value`` asks of a file of ``size``
-    bytes; None: no ``Range``, the whole file. A ``last`` past the end is cut to the end.
-
-    :raises RangeNotSatisfiable: several ranges, a suffix range, another unit, a first byte
-        at or past the end, or a last byte before the first.
-    """
-    if value is None:
-        return None
-    match = _RANGE.fullmatch(value.strip())
-    if match is None:
-        raise RangeNotSatisfiable(f"only one range bytes=<first>-[<last>]: {value!r}")
-    first = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) else size - 1
-    if first >= size or last < first:
-        raise RangeNotSatisfiable(f"{value!r} of {size} bytes")
-    return first, min(last, size - 1)
-
-
-class _Refused(Exception):
-    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-        self.headers = headers or {}
-
-
-class _Listener(socketserver.TCPServer):
-    """Accepts connections and hands them to a bounded pool of workers."""
-
-    allow_reuse_address = True
-    request_queue_size = 64
-
-    def __init__(self, address: tuple[str, int], owner: PeerServer, workers: int) -> None:
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self.owner = owner
-        self.pool = concurrent.futures.ThreadPoolExecutor(workers, "peer-server")
-        self.free = threading.BoundedSemaphore(workers)
-        #: Connections a worker is serving now.
-        self.sockets: set[socket.socket] = set()
-        self._active_lock = threading.Lock()
-        super().__init__(address, socketserver.BaseRequestHandler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.free.acquire(blocking=False):
-            self.owner.overloaded(request)
-            self.shutdown_request(request)
-            return
-        self.pool.submit(self._work, request, client_address)
-
-    def _work(self, request: socket.socket, client_address: Any) -> None:
-        sock = request
-        try:
-            # NOTE: wrapping hands the descriptor to the TLS socket; from here on
-            # only ``sock`` may be shut down and closed.
-            sock = self.owner.wrap(request)
-            with self._active_lock:
-                self.sockets.add(sock)
-            self.owner.serve_connection(sock, client_address[0])
-        except Exception:
-            LOG.exception("Peer request from %s failed", client_address[0])
-        finally:
-            self.shutdown_request(sock)
-            with self._active_lock:
-                self.sockets.discard(sock)
-            self.free.release()
-
-    @property
-    def active(self) -> int:
-        with self._active_lock:
-            return len(self.sockets)
-
-    def abort_all(self) -> None:
-        """End every connection under way (their workers then return at once)."""
-        with self._active_lock:
-            for sock in self.sockets:
-                with contextlib.suppress(OSError):
-                    # The TCP connection itself: a TLS socket's own ``shutdown`` would drop
-                    # its TLS state under the worker still sending on it.
-                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 class PeerServer:
@@ -258,7 +169,7 @@ class PeerServer:
         self._uploads = threading.BoundedSemaphore(self.max_uploads)
         self._in_flight = 0
         self._lock = threading.Lock()
-        self._listener: _Listener | None = None
+        self._listener: BoundedListener | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -282,8 +193,8 @@ class PeerServer:
         :raises InvalidConfiguration: the address cannot be bound.
         """
         try:
-            self._listener = _Listener((self.address, self.port), self,
-                                       self.max_uploads + SPARE_WORKERS)
+            self._listener = BoundedListener((self.address, self.port), self,
+                                             self.max_uploads + SPARE_WORKERS)
         except OSError as exc:
             raise exception.InvalidConfiguration(
                 reason=f"the peer image server cannot listen on {self.address}:{self.port} "
@@ -340,14 +251,14 @@ class PeerServer:
         if isinstance(sock, ssl.SSLSocket) and not self._handshake(sock, remote, deadline):
             return
         try:
-            method, target, headers = _read_head(sock, deadline)
-        except _Refused as exc:
+            method, target, headers = read_head(sock, deadline)
+        except Refused as exc:
             if exc.status:
                 self._answer(sock, exc)
             return
         try:
             fd, image_id, growing = self._authorize(method, target, headers, _plain_ip(remote))
-        except _Refused as exc:
+        except Refused as exc:
             self._answer(sock, exc)
             return
         with os.fdopen(fd, "rb") as f:
@@ -376,12 +287,12 @@ class PeerServer:
     def _authorize(self, method: str, target: str, headers: dict[str, str],
                    remote: str) -> tuple[int, str, GrowingFile | None]:
         """The open file (the base, or a download under way: its :class:`GrowingFile`) and
-        image id the request may read. :raises _Refused:"""
+        image id the request may read. :raises Refused:"""
         if method not in ("GET", "HEAD"):
-            raise _Refused(405, "method", {"Allow": "GET, HEAD"})
+            raise Refused(405, "method", {"Allow": "GET, HEAD"})
         match = _ROUTE.fullmatch(target)
         if match is None:
-            raise _Refused(404, "route")
+            raise Refused(404, "route")
         image_id = match.group(1)
         try:
             claims = peer_tokens.verify(
@@ -390,7 +301,9 @@ class PeerServer:
                 check_ip=self.conf.image_cache.peer_check_source_address)
             if not self.grants.allows(claims.job, image_id):
                 raise peer_tokens.PeerDenied("not_granted", f"{image_id} for {claims.job}")
-            fd, growing = self._open_image(image_id)
+            fd, growing = open_image(self.cache, image_id, cut_through=self.cut_through,
+                                     first_byte_wait=self.first_byte_wait,
+                                     send_timeout=self.send_timeout)
             if fd is None:
                 raise peer_tokens.PeerDenied("not_cached", image_id)
         except peer_tokens.PeerDenied as exc:
@@ -398,35 +311,10 @@ class PeerServer:
             status = (401 if exc.reason in peer_tokens.UNAUTHENTICATED
                       else 404 if exc.reason == "not_cached" else 403)
             extra = {"WWW-Authenticate": peer_tokens.SCHEME} if status == 401 else {}
-            raise _Refused(status, exc.reason, extra) from exc
+            raise Refused(status, exc.reason, extra) from exc
+        except DownloadNotStarted as exc:
+            raise Refused(503, "not_yet", {"Retry-After": str(RETRY_AFTER)}) from exc
         return fd, image_id, growing
-
-    def _open_image(self, image_id: str) -> tuple[int | None, GrowingFile | None]:
-        """The cached base of ``image_id`` if it may be served, else (cut-through) the file
-        of its download under way, waiting up to :attr:`first_byte_wait` for an expected
-        download to start; ``(None, None)``: neither, or an expected download that did
-        not start within ``send_timeout`` of being announced.
-
-        :raises _Refused: 503 ``not_yet``: its download is expected or starting, still.
-        """
-        deadline = time.monotonic() + self.first_byte_wait
-        in_flight = self.cache.in_flight
-        while True:
-            fd = _open_regular(self.cache.servable(image_id))
-            download = in_flight.get(image_id)
-            if fd is not None or download is None or not self.cut_through:
-                return fd, None
-            if download.state == RUNNING and download.size is not None:
-                fd = _open_regular(download.partial_path())
-                if fd is not None:
-                    return fd, GrowingFile(fd, download, in_flight, self.send_timeout)
-            elif download.state in (DONE, FAILED):  # a converted base is not served
-                return _open_regular(self.cache.servable(image_id)), None
-            elif time.monotonic() - download.since >= self.send_timeout:
-                return None, None  # announced, never started
-            if time.monotonic() >= deadline:
-                raise _Refused(503, "not_yet", {"Retry-After": str(RETRY_AFTER)})
-            in_flight.wait(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def _send_file(self, sock: socket.socket, f: Any, method: str, range_: str | None,
                    image_id: str, growing: GrowingFile | None = None) -> None:
@@ -434,7 +322,7 @@ class PeerServer:
         try:
             span = parse_range(range_, size)
         except RangeNotSatisfiable as exc:
-            self._answer(sock, _Refused(416, str(exc), {"Content-Range": f"bytes */{size}"}))
+            self._answer(sock, Refused(416, str(exc), {"Content-Range": f"bytes */{size}"}))
             return
         first, last = span if span is not None else (0, size - 1)
         headers = {"Content-Length": str(last - first + 1), "Accept-Ranges": "bytes"}
@@ -448,10 +336,10 @@ class PeerServer:
             # Nothing to send yet (this host's own download has not reached ``first``,
             # stalled maybe): a stream that ended empty would lose this host as the
             # receiver's source, so it is told to ask again.
-            self._answer(sock, _Refused(503, "not_yet", {"Retry-After": str(RETRY_AFTER)}))
+            self._answer(sock, Refused(503, "not_yet", {"Retry-After": str(RETRY_AFTER)}))
             return
         if not self._uploads.acquire(blocking=False):
-            self._answer(sock, _Refused(503, "busy", {"Retry-After": str(RETRY_AFTER)}))
+            self._answer(sock, Refused(503, "busy", {"Retry-After": str(RETRY_AFTER)}))
             return
         try:
             self._upload(sock, f, status, headers, first, last - first + 1, image_id, growing)
@@ -506,7 +394,7 @@ class PeerServer:
             sent += len(data)
         return sent
 
-    def _answer(self, sock: socket.socket, refused: _Refused) -> None:
+    def _answer(self, sock: socket.socket, refused: Refused) -> None:
         with contextlib.suppress(OSError):
             sock.settimeout(self.send_timeout)
             self._respond(sock, refused.status, {**refused.headers, "Content-Length": "0"})
@@ -516,16 +404,7 @@ class PeerServer:
             self.responses[status] += 1
         if self.metrics is not None:
             self.metrics.record_peer_request(status)
-        self._send_head(sock, status, headers)
-
-    @staticmethod
-    def _send_head(sock: socket.socket, status: int, headers: dict[str, str]) -> None:
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}",
-                 "Content-Type: application/octet-stream", "Connection: close",
-                 *(f"{k}: {v}" for k, v in headers.items())]
-        if "Content-Length" not in headers:
-            lines.append("Content-Length: 0")
-        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        send_head(sock, status, headers)
 
     def _count_denial(self, reason: str, remote: str, exc: Exception) -> None:
         with self._lock:
@@ -533,57 +412,6 @@ class PeerServer:
         if self.metrics is not None:
             self.metrics.record_peer_denied(reason)
         LOG.warning("Peer request from %s denied: %s", remote, exc)
-
-
-def _read_head(sock: socket.socket, deadline: float) -> tuple[str, str, dict[str, str]]:
-    """``(method, target, headers)`` of the request on ``sock`` (header names lower-case),
-    received whole before ``deadline`` (``time.monotonic``). :raises _Refused: status 0 (no
-    answer: the client was too slow or left), 400 or 431."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise _Refused(0, "header_timeout")
-        if len(data) > MAX_HEAD:
-            raise _Refused(431, "head too large")
-        sock.settimeout(left)
-        try:
-            got = sock.recv(4096)
-        except OSError as exc:  # a timeout included
-            raise _Refused(0, "header_timeout") from exc
-        if not got:
-            raise _Refused(0, "closed")
-        data += got
-    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
-    request_line, *lines = head.split("\r\n")
-    parts = request_line.split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise _Refused(400, "request line")
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, colon, value = line.partition(":")
-        name = name.strip().lower()
-        if not colon or not name or name in headers:
-            raise _Refused(400, f"header {name!r}")
-        headers[name] = value.strip()
-    return parts[0], parts[1], headers
-
-
-def _open_regular(path: str | None) -> int | None:
-    """A read-only descriptor of ``path`` if it is a regular file reached without following
-    a link, else None."""
-    if path is None:
-        return None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError as exc:
-        if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.EACCES, errno.ENXIO):
-            LOG.warning("Cannot open cached base %s: %s", path, exc)
-        return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return fd
 
 
 def _plain_ip(remote: str) -> str:

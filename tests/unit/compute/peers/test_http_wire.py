@@ -1,11 +1,11 @@
-"""The peer image server's range parsing (fleetcache.compute.peers.server.parse_range); the
+"""The peer image server's range parsing (fleetcache.compute.peers.http_wire.parse_range); the
 server itself is tested on a real socket in tests/functional/compute/test_peers.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from fleetcache.compute.peers.server import RangeNotSatisfiable, parse_range
+from fleetcache.compute.peers.http_wire import RangeNotSatisfiable, parse_range
 
 
 def test_no_range_is_the_whole_file() -> None:
