@@ -1,10 +1,12 @@
 """What the unit tests of the conductor and of its command share: a configuration on the
 ``fake://`` transport, a synced SQLite database, and the transports a service opens (closed
-after each test). A test module may define its own ``conf`` (or ``db``) instead."""
+after each test). A test module may define its own ``conf`` (or ``db``) instead. Beside them, a
+connected socket pair for the tests of code that reads a socket under a deadline."""
 
 from __future__ import annotations
 
 import pathlib
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -37,3 +39,12 @@ def transports(conf: cfg.ConfigOpts) -> Iterator[rpc.Transports]:
     opened = rpc.Transports(conf)
     yield opened
     opened.cleanup()
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """Two connected sockets (``socket.socketpair``), closed after the test."""
+    one, other = socket.socketpair()
+    yield one, other
+    one.close()
+    other.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,14 +16,6 @@ def deadlines() -> ReadDeadlines:
     watchdog = ReadDeadlines()
     watchdog.start()
     return watchdog
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    server, client = socket.socketpair()
-    yield server, client
-    server.close()
-    client.close()
 
 
 def _blocked_read(sock: socket.socket) -> tuple[list[bytes], threading.Thread]:

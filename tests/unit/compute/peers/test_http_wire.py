@@ -1,15 +1,19 @@
-"""The peer image server's range parsing (fleetcache.compute.peers.http_wire.parse_range); the
-server itself is tested on a real socket in tests/functional/compute/test_peers.py."""
+"""The peer image server's HTTP (fleetcache.compute.peers.http_wire): range parsing, and the
+request and response heads on a socket pair; the server itself is tested on a real socket in
+tests/functional/compute/test_peers.py."""
 
 from __future__ import annotations
 
+import socket
+import time
+
 import pytest
 
-from fleetcache.compute.peers.http_wire import RangeNotSatisfiable, parse_range
+from fleetcache.compute.peers import http_wire
 
 
 def test_no_range_is_the_whole_file() -> None:
-    assert parse_range(None, 100) is None
+    assert http_wire.parse_range(None, 100) is None
 
 
 @pytest.mark.parametrize(("value", "span"), [
@@ -17,7 +21,7 @@ def test_no_range_is_the_whole_file() -> None:
     ("bytes=99-99", (99, 99)), ("bytes=90-1000", (90, 99)), (" bytes=5-6 ", (5, 6)),
 ])
 def test_one_range_from_a_first_byte(value: str, span: tuple[int, int]) -> None:
-    assert parse_range(value, 100) == span
+    assert http_wire.parse_range(value, 100) == span
 
 
 @pytest.mark.parametrize("value", [
@@ -25,10 +29,58 @@ def test_one_range_from_a_first_byte(value: str, span: tuple[int, int]) -> None:
     "bytes=", "bytes 0-1", "bytes=0-1 , 2-3",
 ])
 def test_several_suffix_foreign_or_unsatisfiable_ranges_are_refused(value: str) -> None:
-    with pytest.raises(RangeNotSatisfiable):
-        parse_range(value, 100)
+    with pytest.raises(http_wire.RangeNotSatisfiable):
+        http_wire.parse_range(value, 100)
 
 
 def test_an_empty_file_satisfies_no_range() -> None:
-    with pytest.raises(RangeNotSatisfiable):
-        parse_range("bytes=0-", 0)
+    with pytest.raises(http_wire.RangeNotSatisfiable):
+        http_wire.parse_range("bytes=0-", 0)
+
+
+def test_a_whole_head_is_read_with_lower_case_header_names(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    client, server = pair
+    client.sendall(b"GET /v1/images/x HTTP/1.1\r\nAuthorization: a b\r\nRange:  bytes=0-\r\n\r\n")
+    method, target, headers = http_wire.read_head(server, time.monotonic() + 5)
+    assert (method, target) == ("GET", "/v1/images/x")
+    assert headers == {"authorization": "a b", "range": "bytes=0-"}
+
+
+@pytest.mark.parametrize(("head", "status"), [
+    (b"GET /v1/images/x\r\n\r\n", 400), (b"GET / SPDY/3\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nno colon\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nA: 1\r\na: 2\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nA: " + b"x" * (http_wire.MAX_HEAD + 1), 431),
+])
+def test_a_bad_or_large_head_is_refused(pair: tuple[socket.socket, socket.socket],
+                                        head: bytes, status: int) -> None:
+    client, server = pair
+    client.sendall(head)
+    with pytest.raises(http_wire.Refused) as info:
+        http_wire.read_head(server, time.monotonic() + 5)
+    assert info.value.status == status
+
+
+@pytest.mark.parametrize(("sent", "reason"), [
+    (b"GET / HTTP/1.1\r\n", "header_timeout"), (None, "closed"),
+])
+def test_a_client_too_slow_or_gone_is_not_answered(
+        pair: tuple[socket.socket, socket.socket], sent: bytes | None, reason: str) -> None:
+    client, server = pair
+    if sent is None:
+        client.close()
+    else:
+        client.sendall(sent)
+    with pytest.raises(http_wire.Refused) as info:
+        http_wire.read_head(server, time.monotonic() + 0.2)
+    assert (info.value.status, info.value.reason) == (0, reason)
+
+
+def test_a_response_head_without_a_length_says_none(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    client, server = pair
+    http_wire.send_head(server, 503, {"Retry-After": "5"})
+    assert client.recv(4096) == (
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/octet-stream\r\n"
+        b"Connection: close\r\nRetry-After: 5\r\nContent-Length: 0\r\n\r\n")
