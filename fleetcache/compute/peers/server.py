@@ -103,10 +103,10 @@ HEADER_TIMEOUT = 10.0
 SPARE_WORKERS = 4
 #: Seconds the accepting thread spends on a connection no worker is free for.
 OVERFLOW_DRAIN = 0.1
-#: Seconds a client refused for want of an upload slot, or resuming beyond what a download
-#: under way wrote, is told to wait (``Retry-After``): receivers ask again after it
-#: (:mod:`~.source`), and a slot or the bytes may come any moment; 5 s cost a liar's group
-#: 50 s at N = 32, chains re-forming hop by hop behind busy sources (docs/performance.md).
+#: Seconds a client refused for want of an upload slot, or asking for bytes a download under
+#: way has not written yet, is told to wait (``Retry-After``): receivers ask again after it
+#: (:mod:`~.source`), and a slot or the bytes may come any moment (with 5 s, the 32 hosts of
+#: a group behind a lying peer took 50.6 s to re-form their chain; docs/performance.md).
 RETRY_AFTER = 1
 #: Bytes read and sent per step when the upload is throttled.
 SEND_CHUNK = 256 * 1024
