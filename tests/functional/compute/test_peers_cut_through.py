@@ -12,8 +12,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 import requests
@@ -35,6 +35,7 @@ CHUNK = 64 * 1024
 DATA = os.urandom(16 * CHUNK + 5)
 JOB = str(uuid.uuid4())
 KEY = new_key()
+T = TypeVar("T")
 
 
 class SlowOrigin(LocalImageSource):
@@ -204,27 +205,31 @@ def test_a_failed_download_ends_the_response_short(
     assert (resp.status_code, resp.content) == (404, b"")
 
 
-def test_a_stalled_download_ends_the_response_after_the_stall_timeout(
-        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
+def _timed_while_stalled(cache: ImageCache, image: ImageMeta,
+                         request: Callable[[], T]) -> tuple[T, float]:
+    """``request()`` while a download of 3 chunks in ``cache`` neither grows nor ends, and the
+    seconds it took."""
     hold = threading.Event()
-    with _writing(source_cache, image, upto=3 * CHUNK, pause=0, hold=hold, fail=True):
+    with _writing(cache, image, upto=3 * CHUNK, pause=0, hold=hold, fail=True):
         time.sleep(0.05)
         started = time.monotonic()
-        _, body = _raw_get(server, image.id)  # the download neither grows nor ends
+        got = request()
         waited = time.monotonic() - started
         hold.set()
+    return got, waited
+
+
+def test_a_stalled_download_ends_the_response_after_the_stall_timeout(
+        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
+    (_, body), waited = _timed_while_stalled(source_cache, image,
+                                             lambda: _raw_get(server, image.id))
     assert body == DATA[:3 * CHUNK] and 0.9 < waited < 5
 
 
 def test_a_request_beyond_the_written_part_is_told_to_ask_again_within_the_stall_timeout(
         server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
-    hold = threading.Event()
-    with _writing(source_cache, image, upto=3 * CHUNK, pause=0, hold=hold, fail=True):
-        time.sleep(0.05)
-        started = time.monotonic()
-        beyond = _get(server, image.id, Range=f"bytes={3 * CHUNK}-")
-        waited = time.monotonic() - started
-        hold.set()
+    beyond, waited = _timed_while_stalled(
+        source_cache, image, lambda: _get(server, image.id, Range=f"bytes={3 * CHUNK}-"))
     assert (beyond.status_code, beyond.headers["Retry-After"]) == (503, "1")
     # Half the stall timeout (1 s): a receiver hears it before its own read timeout.
     assert 0.4 < waited < 0.9
