@@ -32,6 +32,7 @@ Metadata always comes from the image source (the caller's ``meta``), never from 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -180,7 +181,8 @@ class DownloadPaths:
         the origin from byte 0."""
         meta = job.meta
         self._drop_paused(job)
-        source = PeerSource(self.conf, peers, origin=origin)
+        source = PeerSource(self.conf, peers, origin=origin, until=job.terms.until,
+                            at_end=functools.partial(_pause_at_end, meta.id))
         try:
             published, _ = self._checked(ctxt, source, job)
         except DownloadPaused:
@@ -290,6 +292,11 @@ class DownloadPaths:
             return None
         LOG.info("Image %s: resuming its paused download at byte %d", job.meta.id, kept)
         return job.paused
+
+
+def _pause_at_end(image_id: str) -> None:
+    """The call's end time came while a download waited for its peers."""
+    raise DownloadPaused(image_id)
 
 
 def peer_hash(meta: ImageMeta) -> bool:

@@ -30,26 +30,27 @@ class DownloadNotStarted(Exception):
     """The download of an image is expected or starting, and has written no file yet."""
 
 
-def open_image(cache: ImageCache, image_id: str, *, cut_through: bool, first_byte_wait: float,
+def open_image(cache: ImageCache, image_id: str, *, cut_through: bool, answer_by: float,
                send_timeout: float) -> tuple[int | None, GrowingFile | None]:
     """A read-only descriptor of the cached base of ``image_id`` if it may be served, else
-    (with ``cut_through``) of the file of its download under way, waiting up to
-    ``first_byte_wait`` seconds for an expected download to start.
+    (with ``cut_through``) of the file of its download under way, waiting until
+    ``answer_by`` (monotonic seconds) at most for an expected download to start.
 
     :returns: ``(fd, None)`` for the base, ``(fd, growing)`` for a download (``growing``
         gives up after ``send_timeout`` seconds without progress), ``(None, None)``:
-        neither, or an expected download that did not start within ``send_timeout`` of
-        being announced.
+        neither, a download of unknown size (never streamed), or an expected download that
+        did not start within ``send_timeout`` of being announced.
     :raises DownloadNotStarted: its download is expected or starting, still.
     """
-    deadline = time.monotonic() + first_byte_wait
     in_flight = cache.in_flight
     while True:
         fd = open_regular(cache.servable(image_id))
         download = in_flight.get(image_id)
         if fd is not None or download is None or not cut_through:
             return fd, None
-        if download.state == RUNNING and download.size is not None:
+        if download.state == RUNNING:
+            if download.size is None:
+                return None, None
             fd = open_regular(download.partial_path())
             if fd is not None:
                 return fd, GrowingFile(fd, download, in_flight, send_timeout)
@@ -57,9 +58,9 @@ def open_image(cache: ImageCache, image_id: str, *, cut_through: bool, first_byt
             return open_regular(cache.servable(image_id)), None
         elif time.monotonic() - download.since >= send_timeout:
             return None, None  # announced, never started
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= answer_by:
             raise DownloadNotStarted(image_id)
-        in_flight.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+        in_flight.wait(min(0.05, max(0.0, answer_by - time.monotonic())))
 
 
 def open_regular(path: str | None) -> int | None:

@@ -256,14 +256,19 @@ class PeerServer:
             if exc.status:
                 self._answer(sock, exc)
             return
+        # The receiver's read timeout runs from its request: whatever this request waits
+        # for (a download to start, then its first bytes), it is answered by then.
+        answer_by = time.monotonic() + self.first_byte_wait
         try:
-            fd, image_id, growing = self._authorize(method, target, headers, _plain_ip(remote))
+            fd, image_id, growing = self._authorize(method, target, headers, _plain_ip(remote),
+                                                    answer_by)
         except Refused as exc:
             self._answer(sock, exc)
             return
         with os.fdopen(fd, "rb") as f:
             try:
-                self._send_file(sock, f, method, headers.get("range"), image_id, growing)
+                self._send_file(sock, f, method, headers.get("range"), image_id, growing,
+                                answer_by)
             except OSError as exc:  # the client left
                 LOG.info("Peer request for %s from %s ended: %s", image_id, remote, exc)
 
@@ -285,9 +290,10 @@ class PeerServer:
         return True
 
     def _authorize(self, method: str, target: str, headers: dict[str, str],
-                   remote: str) -> tuple[int, str, GrowingFile | None]:
+                   remote: str, answer_by: float) -> tuple[int, str, GrowingFile | None]:
         """The open file (the base, or a download under way: its :class:`GrowingFile`) and
-        image id the request may read. :raises Refused:"""
+        image id the request may read, waiting until ``answer_by`` (monotonic) at most for
+        an announced download to start. :raises Refused:"""
         if method not in ("GET", "HEAD"):
             raise Refused(405, "method", {"Allow": "GET, HEAD"})
         match = _ROUTE.fullmatch(target)
@@ -302,8 +308,7 @@ class PeerServer:
             if not self.grants.allows(claims.job, image_id):
                 raise peer_tokens.PeerDenied("not_granted", f"{image_id} for {claims.job}")
             fd, growing = open_image(self.cache, image_id, cut_through=self.cut_through,
-                                     first_byte_wait=self.first_byte_wait,
-                                     send_timeout=self.send_timeout)
+                                     answer_by=answer_by, send_timeout=self.send_timeout)
             if fd is None:
                 raise peer_tokens.PeerDenied("not_cached", image_id)
         except peer_tokens.PeerDenied as exc:
@@ -317,7 +322,10 @@ class PeerServer:
         return fd, image_id, growing
 
     def _send_file(self, sock: socket.socket, f: Any, method: str, range_: str | None,
-                   image_id: str, growing: GrowingFile | None = None) -> None:
+                   image_id: str, growing: GrowingFile | None = None,
+                   answer_by: float = 0.0) -> None:
+        """Answer with ``f`` (``growing``: a download under way, whose first bytes are waited
+        for until ``answer_by``, monotonic, at most)."""
         size = growing.size if growing is not None else os.fstat(f.fileno()).st_size
         try:
             span = parse_range(range_, size)
@@ -332,7 +340,8 @@ class PeerServer:
         if method == "HEAD":
             self._respond(sock, status, headers)
             return
-        if growing is not None and not growing.holds_beyond(first, self.first_byte_wait):
+        if growing is not None and not growing.holds_beyond(
+                first, max(answer_by - time.monotonic(), 0.0)):
             # Nothing to send yet (this host's own download has not reached ``first``,
             # stalled maybe): a stream that ended empty would lose this host as the
             # receiver's source, so it is told to ask again.

@@ -119,6 +119,9 @@ class PeerSource(ImageSource):
 
     :param clock: monotonic seconds, and ``sleep``: the pause between two walks of the peers
         (tests pass their own).
+    :param until: the call's end time (epoch seconds; its terms, RPC 1.5): a wait for the
+        peers stops there and calls ``at_end``, which raises the call's pause (bytes that
+        arrive are paused by the terms' writer; a wait writes none). None: no end.
     :ivar attempts: one per source asked, in order (the origin's host is ``origin``).
     """
 
@@ -126,7 +129,9 @@ class PeerSource(ImageSource):
                  origin: ImageSource | None = None,
                  session: requests.Session | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 until: float | None = None,
+                 at_end: Callable[[], None] | None = None) -> None:
         super().__init__(conf)
         self.peers = tuple(peers)
         self.origin = origin
@@ -139,6 +144,8 @@ class PeerSource(ImageSource):
         self.attempts: list[PeerAttempt] = []
         self._clock = clock
         self._sleep = sleep
+        self.until = until
+        self.at_end = at_end
 
     @property
     def bytes_from_peers(self) -> int:
@@ -190,14 +197,14 @@ class PeerSource(ImageSource):
         patience = self._clock() + self.wait_timeout
         while live:
             pauses: list[float] = []
+            sent = False
             for peer in list(live):
                 attempt = self._attempt(peer, meta, writer, written, progress)
                 written += attempt.bytes
                 if attempt.outcome == "done" or written == meta.size:  # only the end got lost
                     return written
                 if attempt.bytes:
-                    patience = self._clock() + self.wait_timeout
-                    pauses.append(0.0)
+                    patience, sent = self._clock() + self.wait_timeout, True
                 elif attempt.retry_after is not None:
                     pauses.append(attempt.retry_after)
                 else:
@@ -205,10 +212,17 @@ class PeerSource(ImageSource):
             left = patience - self._clock()
             if not live or left <= 0:
                 break
-            pause = min(pauses)
-            if pause:
-                self._sleep(min(max(pause, MIN_PAUSE), left))
+            if not sent:  # every peer left asked to be asked again: never a busy loop
+                self._pause(min(max(min(pauses), MIN_PAUSE), left))
         return self._resume_from_origin(ctxt, meta, writer, written, progress)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` for the peers, not past the call's end (:attr:`at_end` then)."""
+        if self.until is not None:
+            seconds = min(seconds, max(self.until - time.time(), 0.0))
+        self._sleep(seconds)
+        if self.until is not None and time.time() >= self.until and self.at_end is not None:
+            self.at_end()
 
     def _attempt(self, peer: Peer, meta: ImageMeta, writer: Writer, written: int,
                  progress: ProgressCallback | None) -> PeerAttempt:

@@ -85,6 +85,9 @@ class Assignment:
     source: str | None = None
     origin_slot: bool = False
     reason: str | None = None
+    #: Which holding of ``source`` the upload slot is counted on (a host dropped as a
+    #: source and offered again is another holding, counted afresh).
+    source_holding: int | None = None
 
     @property
     def from_origin(self) -> bool:
@@ -129,6 +132,8 @@ class _Holder:
     partial: bool = False
     #: The peer that download streams from (None: the image service).
     fed_by: str | None = None
+    #: This holding's number in the planner (see ``Assignment.source_holding``).
+    holding: int = 0
 
 
 @dataclasses.dataclass
@@ -170,11 +175,15 @@ class PeerPlanner:
         #: Sources that failed a receiver of this job in transport: not used again.
         self._failed: set[str] = set()
         #: Hosts whose own download held peer bytes a check refused (relays, cut-through),
-        #: those whose download ended with a verified copy, and those a receiver named for
-        #: refused bytes before their own outcome was known (not used until it is).
+        #: and those whose download ended with a verified copy.
         self._relays: set[str] = set()
         self._verified: set[str] = set()
-        self._suspects: set[str] = set()
+        #: Not offered until their own outcome is known: hosts a receiver named for refused
+        #: bytes (quarantined if their copy then verifies: the liar), and hosts whose
+        #: download streams from a refused one (cleared by their outcome, whatever it is).
+        self._named: set[str] = set()
+        self._tainted: set[str] = set()
+        self._holdings = 0
         self._cond = threading.Condition()
 
     def assign(self, host: str, site: PeerSite, image_id: str,
@@ -229,7 +238,7 @@ class PeerPlanner:
             holder.uploads += 1
         self._renew_grants(image_id, chosen)
         return Assignment(peers=[self._peer(host, site, image_id, h) for h in chosen],
-                          source=holder.host)
+                          source=holder.host, source_holding=holder.holding)
 
     def finished(self, host: str, site: PeerSite, image_id: str, assignment: Assignment,
                  result: ImageResult | None, client: ServeClient) -> None:
@@ -249,52 +258,59 @@ class PeerPlanner:
                 holder = _Holder(host, site, client, until)
         with self._cond:
             state = self._groups.setdefault((site["group"], image_id), _ImageGroup())
-            if assignment.source is not None and assignment.source in state.holders:
-                state.holders[assignment.source].uploads -= 1
+            source = state.holders.get(assignment.source or "")
+            if source is not None and source.holding == assignment.source_holding:
+                source.uploads -= 1
             if assignment.origin_slot:
                 state.origin -= 1
             if result is not None:
-                self._learn(host, assignment, result)
-                if result.get("bad_peers"):
-                    self._drop_relays_of(state, [host, *[
-                        str(b) for b in result.get("bad_peers") or []
-                        if str(b) in self.quarantine]])
+                self._drop_relays_of(state, self._learn(host, assignment, result))
             partial = state.holders.get(host)
             if holder is not None and partial is not None:  # its receivers stay counted
                 partial.partial, partial.until = False, holder.until
             elif holder is not None:
-                state.holders[host] = holder
+                state.holders[host] = self._numbered(holder)
             elif partial is not None:  # its download failed, or its base is not served
                 del state.holders[host]
             self._cond.notify_all()
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _learn(self, host: str, assignment: Assignment, result: ImageResult) -> None:
+    def _learn(self, host: str, assignment: Assignment, result: ImageResult) -> list[str]:
         """Quarantine the peers whose bytes failed verification and held a verified copy;
-        drop a first source that did not deliver (we hold the lock)."""
+        drop a first source that did not deliver (we hold the lock).
+
+        :returns: the hosts whose downloads under way, and those streaming from them, are
+            no sources any more (their bytes were refused, or their source lied).
+        """
         named = [str(bad) for bad in result.get("bad_peers") or []]
-        if named:
+        self._tainted.discard(host)  # its own outcome is known
+        refused_here = bool(named)
+        if refused_here:
             self._relays.add(host)
-            self._suspects.discard(host)  # it only relayed what it was sent
+            self._named.discard(host)  # it only relayed what it was sent
         elif result["state"] in _HOLDING:
             self._verified.add(host)
-            if host in self._suspects:
-                self._suspects.discard(host)
+            if host in self._named:
+                self._named.discard(host)
                 self._quarantine(host)
+        roots = [host] if refused_here else []
         for bad in named:
-            if bad in self._relays:
+            if bad in self._relays:  # its refusal, and its relays, were handled then
                 LOG.info("Job %s: peer %s relayed bytes refused by its own check too: not "
                          "quarantined", self.job_uuid, bad)
-            elif bad in self._verified:
+                continue
+            if bad in self._verified:
                 self._quarantine(bad)
             else:
-                self._suspects.add(bad)
+                self._named.add(bad)
+            roots.append(bad)
         if (assignment.source is not None and result["state"] == "cached"
                 and result.get("source_host") != assignment.source):
             LOG.info("Job %s: peer %s did not deliver (%s); not used again by the job",
                      self.job_uuid, assignment.source, result.get("fallback_reason"))
             self._failed.add(assignment.source)
+        return roots
 
     def _quarantine(self, host: str) -> None:
         LOG.warning("Job %s: peer %s sent bytes that failed verification: not a source for "
@@ -303,8 +319,8 @@ class PeerPlanner:
 
     def _usable(self, state: _ImageGroup, host: str) -> list[_Holder]:
         return [h for h in state.holders.values()
-                if h.host != host and h.host not in self._failed
-                and h.host not in self._suspects and h.host not in self.quarantine]
+                if h.host != host and h.host not in self._failed and h.host not in self._named
+                and h.host not in self._tainted and h.host not in self.quarantine]
 
     def _by_load(self, state: _ImageGroup, host: str) -> list[_Holder]:
         return sorted(self._usable(state, host), key=lambda h: (h.uploads, h.partial, h.host))
@@ -320,14 +336,20 @@ class PeerPlanner:
         with self._cond:
             state = self._groups.setdefault((site["group"], image_id), _ImageGroup())
             if host not in state.holders:
-                state.holders[host] = _Holder(host, site, client, until, partial=True,
-                                              fed_by=fed_by)
+                state.holders[host] = self._numbered(
+                    _Holder(host, site, client, until, partial=True, fed_by=fed_by))
             self._cond.notify_all()
+
+    def _numbered(self, holder: _Holder) -> _Holder:
+        """``holder`` with the next holding number (we hold the lock)."""
+        self._holdings += 1
+        holder.holding = self._holdings
+        return holder
 
     def _drop_relays_of(self, state: _ImageGroup, roots: list[str]) -> None:
         """No longer offer the downloads under way that stream, through any number of
         hops, from ``roots`` (hosts whose bytes were refused): they relay the same bytes
-        and will fail the same check. Each is a suspect until its own outcome is known."""
+        and will fail the same check. Each is tainted until its own outcome is known."""
         tainted = set(roots)
         while True:
             fed = [h for h in state.holders.values()
@@ -338,7 +360,7 @@ class PeerPlanner:
                 LOG.info("Job %s: %s streams refused bytes (from %s): not offered",
                          self.job_uuid, holder.host, holder.fed_by)
                 tainted.add(holder.host)
-                self._suspects.add(holder.host)
+                self._tainted.add(holder.host)
                 del state.holders[holder.host]
 
     def _free_holder(self, state: _ImageGroup, host: str) -> _Holder | None:

@@ -24,7 +24,12 @@ from oslo_config import cfg
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
-from fleetcache.compute.imagecache import DownloadTerms, ImageCache, PeerBytesRefused
+from fleetcache.compute.imagecache import (
+    DownloadPaused,
+    DownloadTerms,
+    ImageCache,
+    PeerBytesRefused,
+)
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.compute.peers.server import SPARE_WORKERS
@@ -596,3 +601,14 @@ def test_refused_peer_bytes_are_left_to_the_conductor_when_the_call_says_so(
     assert (again["state"], again["fallback_reason"], again["download_path"]) == (
         "cached", "hash_mismatch: evil", "http")
     assert (again["bytes_downloaded"], again["bytes_from_peers"]) == (2 * len(DATA), len(DATA))
+
+
+def test_a_wait_for_busy_peers_pauses_at_the_calls_end_time(
+        receiver: ImageCache, image: ImageMeta, doubles: list[Double]) -> None:
+    doubles.append(busy := Double("busy"))
+    started = time.monotonic()
+    with pytest.raises(DownloadPaused):
+        receiver.fetch(CTXT, image.id, peers=[_peer(busy, image.id, "busy")],
+                       terms=DownloadTerms(until=time.time() + 0.5))
+    assert time.monotonic() - started < 3  # not peer_wait_timeout (300 s)
+    assert _origin(receiver).offsets == [] and not receiver.partial_files()

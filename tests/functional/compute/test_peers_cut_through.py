@@ -236,6 +236,34 @@ def test_a_request_beyond_the_written_part_is_told_to_ask_again_within_the_stall
     assert server.denied == {} and server.responses == {503: 1}
 
 
+def test_a_request_is_answered_within_half_the_stall_timeout_whatever_it_waits_for(
+        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
+    """An announced download that starts 0.3 s after the request, its file empty: the wait
+    for it to start and the wait for its first byte share one deadline (0.5 s), within the
+    receiver's read timeout (1 s)."""
+    source_cache.in_flight.expect(image.id)
+    path = pathlib.Path(source_cache.base_dir) / f"{partial_prefix(image.id)}test"
+    release = threading.Event()
+
+    def start_late() -> None:
+        time.sleep(0.3)
+        path.write_bytes(b"")
+        with source_cache.in_flight.downloading(image.id, image.size, source_cache.base_dir,
+                                                partial_prefix(image.id)):
+            release.wait(5)
+
+    starter = threading.Thread(target=start_late)
+    starter.start()
+    started = time.monotonic()
+    resp = _get(server, image.id)
+    waited = time.monotonic() - started
+    release.set()
+    starter.join(5)
+    path.unlink()
+    assert (resp.status_code, resp.headers["Retry-After"]) == (503, "1")
+    assert 0.4 < waited < 0.8
+
+
 def test_an_expected_image_is_served_once_its_download_starts(
         server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
     source_cache.in_flight.expect(image.id)

@@ -1,12 +1,20 @@
-"""What the peer client accepts of a response before it writes a byte."""
+"""What the peer client accepts of a response before it writes a byte, and how it waits for
+peers that ask to be asked again."""
 
 from __future__ import annotations
+
+import io
+import time
+from typing import Any
 
 import pytest
 import requests
 
+from fleetcache.common.context import RequestContext
 from fleetcache.compute.peers import source
+from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta
+from tests.unit.image.fixtures import make_conf
 
 META = ImageMeta(id="a26887c6-c47b-4654-abb5-dfadf7d3f803", size=10,
                  os_hash_algo="sha512", os_hash_value="0" * 128)
@@ -28,3 +36,66 @@ def test_an_encoded_body_is_left_before_requests_inflates_it(encoding: str) -> N
     resp = _response(200, **{"Content-Length": "10", "Content-Encoding": encoding})
     with pytest.raises(source._Left, match="encoded"):
         source._check_response(resp, META, 0)
+
+
+class _Busy:
+    """A session whose every peer answers 503 with ``retry_after``; counts the requests."""
+
+    def __init__(self, retry_after: str) -> None:
+        self.retry_after = retry_after
+        self.requests = 0
+
+    def get(self, url: str, **kwargs: object) -> requests.Response:
+        self.requests += 1
+        resp = _response(503, **{"Retry-After": self.retry_after})
+        resp.raw = io.BytesIO(b"")
+        return resp
+
+
+class _Clock:
+    """Monotonic seconds that only a sleep moves."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+PEER = Peer(host="busy", url="http://10.0.0.2:8790", authorization="FleetcachePeer x.y")
+
+
+def _busy_source(session: _Busy, clock: _Clock, **kwargs: Any) -> source.PeerSource:
+    conf = make_conf(image_cache__peer_wait_timeout=2)
+    return source.PeerSource(conf, [PEER], session=session,  # type: ignore[arg-type]
+                             clock=lambda: clock.now, sleep=clock.sleep, **kwargs)
+
+
+def test_a_peer_answering_retry_after_0_is_asked_again_at_most_five_times_a_second() -> None:
+    session, clock = _Busy("0"), _Clock()
+    with pytest.raises(source.PeersFailed, match="HTTP 503"):
+        _busy_source(session, clock).download(RequestContext(), META, io.BytesIO())
+    # Each pause at least MIN_PAUSE, but the last, cut at peer_wait_timeout (2 s).
+    assert clock.sleeps and min(clock.sleeps[:-1]) >= source.MIN_PAUSE
+    assert sum(clock.sleeps) == pytest.approx(2)
+    assert session.requests <= 2 / source.MIN_PAUSE + 2
+
+
+def test_a_wait_for_busy_peers_stops_at_the_calls_end_time() -> None:
+    class Ended(Exception):
+        pass
+
+    def at_end() -> None:
+        raise Ended
+
+    session = _Busy("5")
+    peers = source.PeerSource(make_conf(image_cache__peer_wait_timeout=60), [PEER],
+                              session=session,  # type: ignore[arg-type]
+                              until=time.time() + 0.3, at_end=at_end)
+    started = time.monotonic()
+    with pytest.raises(Ended):
+        peers.download(RequestContext(), META, io.BytesIO())
+    assert session.requests == 1
+    assert 0.25 < time.monotonic() - started < 2  # the end time, not the 5 s it asked

@@ -203,6 +203,43 @@ def test_a_host_named_before_its_own_outcome_is_quarantined_once_it_verified(con
     assert "h1" in quarantine
 
 
+def test_a_relay_dropped_behind_a_refused_host_that_verifies_is_no_liar(conf):
+    """h3 streams from h2, whose bytes from h1 are refused: h3 is no source until its own
+    outcome; it then got its bytes elsewhere and verified: a source again, not quarantined."""
+    conf.set_override("peer_wait_timeout", 0, group="image_cache")
+    quarantine = PeerQuarantine(60)
+    plan, serving = planner(conf, quarantine), Serving()
+    assigned = {h: plan.assign(h, site(h), IMG, client=serving) for h in ("h1", "h2", "h3")}
+    plan.finished("h1", site("h1"), IMG, assigned["h1"], cached(), serving)
+    plan.finished("h2", site("h2"), IMG, assigned["h2"], refused("h1"), serving)
+    assert plan.assign("h4", site("h4"), IMG).origin_slot  # h3 is not offered
+
+    plan.finished("h3", site("h3"), IMG, assigned["h3"], cached(), serving)
+
+    assert "h3" not in quarantine
+    assert plan.assign("h5", site("h5"), IMG).source == "h3"
+
+
+def test_a_source_offered_again_counts_only_its_new_receivers(conf):
+    """h2's first download is refused and dropped, then offered again for its second call:
+    h3, assigned to the first, finishing does not give back a slot of the second."""
+    conf.set_override("peer_wait_timeout", 0, group="image_cache")
+    plan, serving = planner(conf), Serving()
+    assigned = {h: plan.assign(h, site(h), IMG, client=serving) for h in ("h1", "h2", "h3")}
+    assert assigned["h3"].source == "h2"
+    plan.finished("h1", site("h1"), IMG, assigned["h1"], cached(), serving)
+    plan.finished("h2", site("h2"), IMG, assigned["h2"], refused("h1"), serving)
+    again = plan.assign("h2", site("h2"), IMG, client=serving)
+    assert again.origin_slot
+    to_h4 = plan.assign("h4", site("h4"), IMG, client=serving)
+    assert to_h4.source == "h2"
+
+    plan.finished("h3", site("h3"), IMG, assigned["h3"], refused("h2"), serving)
+
+    # h2's one upload slot is still h4's: h5 is not given h2 as its first source.
+    assert plan.assign("h5", site("h5"), IMG, client=serving).source != "h2"
+
+
 def test_a_source_that_did_not_deliver_is_not_used_again_by_the_job(conf):
     plan, serving = planner(conf), Serving()
     plan.finished("h1", site("h1"), IMG, plan.assign("h1", site("h1"), IMG), cached(), serving)
