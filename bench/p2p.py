@@ -5,15 +5,16 @@ image service.
 
 What runs (one process each, :mod:`multiprocessing` spawn):
 
-* **the origin**: a small Glance stand-in serving ``GET /v2/images/<id>`` (JSON with
-  ``size``, ``disk_format``, ``os_hash_algo`` sha512, ``os_hash_value``) and ``GET
-  /v2/images/<id>/file`` (200, or 206 for ``Range: bytes=N-``), one file of random bytes
-  served under a fresh image id per point; it logs the bytes of every body it sent;
-* **N computes**: each a real ``ComputeManager`` on a real ``DiskDriver`` (the real
-  ``ImageCache``: one-pass size + sha512 verification, ``O_DIRECT`` write, fsync, publish),
-  a real ``PeerServer`` and ``ServeGrants``, the real ``GlanceImageSource`` pointed at the
-  origin. The driver (this process) calls their ``cache_images`` and ``serve_images`` over a
-  pipe in place of the RPC bus;
+* **the origin** (:mod:`p2p_origin`): a small Glance stand-in serving ``GET
+  /v2/images/<id>`` (JSON with ``size``, ``disk_format``, ``os_hash_algo`` sha512,
+  ``os_hash_value``) and ``GET /v2/images/<id>/file`` (200, or 206 for ``Range: bytes=N-``),
+  one file of random bytes served under a fresh image id per point; it logs the bytes of
+  every body it sent;
+* **N computes** (:mod:`p2p_hosts`): each a real ``ComputeManager`` on a real ``DiskDriver``
+  (the real ``ImageCache``: one-pass size + sha512 verification, ``O_DIRECT`` write, fsync,
+  publish), a real ``PeerServer`` and ``ServeGrants``, the real ``GlanceImageSource``
+  pointed at the origin. The driver (this process) calls their ``cache_images`` and
+  ``serve_images`` over a pipe in place of the RPC bus;
 * **the control plane**: the real ``PeerPlanner`` of the conductor, driven here as the
   conductor's pre-cache job drives it: for each host, in the job's order, all at once
   (``precache_concurrency`` >= N), ``assign`` (with the host's client, as the job's host
@@ -34,7 +35,7 @@ Modes, side by side in each round of the same run (their order rotates):
 The computes are the same in all three (``peer_cut_through`` on: a compute streams only what
 the planner asked it to serve before its download).
 
-Links (``--tier``):
+Links (``--tier``, :mod:`p2p_links`):
 
 * ``A`` (default; root, iproute2, a kernel with network namespaces, veth, bridge and the tbf
   qdisc): one network namespace per compute, one for the origin, one holding a bridge per
@@ -64,7 +65,7 @@ bench's processes and the whole machine (``/proc/stat``) as a share of its cores
 where the machine was busier than 70 % of its cores is **INVALID** (CPU, not the link, may
 have been the bound): printed, never judged.
 
-Targets (judged on the median round; the worst round beside it):
+Targets (judged on the median round; the worst round beside it; :mod:`p2p_report`):
 
 * origin bytes <= 1.05 copies per group (store-and-forward and cut-through);
 * cut-through T(N) <= 1.3 x (S/B_o + S/B_h), and T(largest N) / T(smallest N) <= 1.5 in
@@ -109,26 +110,17 @@ import argparse
 import atexit
 import concurrent.futures
 import contextlib
-import ctypes
-import dataclasses
-import hashlib
-import json
 import math
 import multiprocessing
-import multiprocessing.connection
 import os
-import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -137,29 +129,14 @@ os.environ.setdefault("PYTHONWARNINGS", "ignore")
 warnings.simplefilter("ignore")
 
 import p2p_faults  # noqa: E402
-from _benchlib import headline, loadavg, log, median, parse_with_smoke, tree_cpu  # noqa: E402
+from _benchlib import loadavg, log, parse_with_smoke, tree_cpu  # noqa: E402
+from p2p_hosts import BenchServeClient, Host  # noqa: E402
+from p2p_links import PEER_PORT, SUBNET, Links, LoopbackLinks, NetnsLinks  # noqa: E402
+from p2p_origin import make_image, origin_main  # noqa: E402
+from p2p_report import Point, report  # noqa: E402
 
 MIB = 1024 * 1024
-#: The origin's port (Tier A: in its own namespace).
-ORIGIN_PORT = 9292
-#: The computes' image server port (Tier A: each in its own namespace).
-PEER_PORT = 8790
-#: Subnet of peer group g: 10.201.<g+1>.0/24; the origin is .1, computes .10 on.
-SUBNET = "10.201.{}.{}"
-#: Share of the machine's cores above which a point is invalid (CPU-bound, not link-bound).
-CPU_LIMIT = 0.70
-#: Wire bytes per payload byte of a full TCP segment on a 1500-byte MTU with timestamps
-#: (Ethernet 14 + IPv4 20 + TCP 20 + 12 of options per 1448 bytes of payload).
-WIRE_PER_PAYLOAD = 1514 / 1448
-#: Largest spread of two counts of origin bytes, as a share of one copy of the image.
-AGREE = 0.01
-#: The most a host killed by a fault may take down with it unwritten: the chunk it was
-#: reading from the origin (4 MiB, ``[glance] download_chunk_size``) and its sockets'
-#: buffers (4.75-6.0 MiB measured, docs/performance.md "Peer distribution").
-DEAD_HOST_LOST = 8 * MIB
-CHUNK = 256 * 1024
 MODES = ("origin-only", "store-and-forward", "cut-through")
-CLONE_NEWNET = 0x40000000
 
 
 def parse_args() -> argparse.Namespace:
@@ -203,508 +180,7 @@ def parse_args() -> argparse.Namespace:
                                      "fault_modes": ["cut-through"], "fault_hosts": [4]})
 
 
-# -- links ------------------------------------------------------------------------------------
-
-def _run(*cmd: str) -> str:
-    """Run ``cmd``; its stdout. :raises RuntimeError: naming the command and its stderr."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed ({proc.returncode}): "
-                           f"{proc.stderr.strip()}")
-    return proc.stdout
-
-
-class Links:
-    """Where the origin and the computes listen, and how their links are shaped and counted.
-
-    :ivar origin_urls: the origin's URL as group g's computes reach it.
-    :ivar host_addresses: each compute's address (its ``my_ip``).
-    """
-
-    tier = "?"
-
-    def __init__(self, groups: int, hosts: int, b_o: float, b_h: float) -> None:
-        self.groups, self.hosts, self.b_o, self.b_h = groups, hosts, b_o, b_h
-        self.origin_urls: list[str] = []
-        self.host_addresses: list[str] = []
-
-    def group_of(self, host: int) -> int:
-        return host % self.groups
-
-    def setup(self) -> None:
-        raise NotImplementedError
-
-    def cleanup(self) -> None:
-        pass
-
-    def origin_netns(self) -> str | None:
-        return None
-
-    def host_netns(self, host: int) -> str | None:
-        return None
-
-    def origin_counters(self) -> dict[str, list[int]]:
-        """Per group, counters of bytes that left the origin on that group's link."""
-        return {}
-
-    def describe(self) -> str:
-        raise NotImplementedError
-
-
-class NetnsLinks(Links):
-    """Tier A (see the module docstring)."""
-
-    tier = "A"
-
-    def __init__(self, groups: int, hosts: int, b_o: float, b_h: float) -> None:
-        super().__init__(groups, hosts, b_o, b_h)
-        self.tag = f"fcp{os.getpid()}"
-        self.namespaces: list[str] = []
-        self.hub = f"{self.tag}-hub"
-        self.origin = f"{self.tag}-org"
-
-    @staticmethod
-    def check() -> None:
-        """:raises SystemExit: saying why Tier A cannot run here."""
-        why = []
-        if os.geteuid() != 0:
-            why.append("not root (network namespaces and tc need CAP_NET_ADMIN)")
-        for tool in ("ip", "tc"):
-            if shutil.which(tool) is None:
-                why.append(f"`{tool}` not found (install iproute2)")
-        config = Path("/proc/config.gz")
-        if config.exists():
-            import gzip
-
-            text = gzip.decompress(config.read_bytes()).decode(errors="replace")
-            for option in ("CONFIG_NET_NS", "CONFIG_VETH", "CONFIG_BRIDGE",
-                           "CONFIG_NET_SCH_TBF"):
-                if not re.search(rf"^{option}=[ym]$", text, re.M):
-                    why.append(f"the kernel lacks {option}")
-        if why:
-            sys.exit("bench/p2p.py: Tier A (network namespaces, veth, bridge, tc tbf) cannot "
-                     "run here: " + "; ".join(why) + ". Run it as root on such a machine, or "
-                     "pass --tier B for the loopback run (lower fidelity).")
-
-    def _netns(self, name: str) -> str:
-        _run("ip", "netns", "add", name)
-        self.namespaces.append(name)
-        _run("ip", "-n", name, "link", "set", "lo", "up")
-        return name
-
-    def _tbf(self, ns: str, dev: str, rate: float) -> None:
-        burst = max(64 * 1024, int(rate / 50))
-        _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf",
-             "rate", f"{int(rate * 8)}bit", "burst", str(burst), "latency", "200ms")
-
-    def setup(self) -> None:
-        self.check()
-        try:
-            self._netns(self.hub)
-            self._netns(self.origin)
-            for g in range(self.groups):
-                bridge, ours, theirs = f"br{g}", f"og{g}", f"o{g}"
-                _run("ip", "-n", self.hub, "link", "add", bridge, "type", "bridge")
-                _run("ip", "-n", self.hub, "link", "set", bridge, "up")
-                _run("ip", "link", "add", ours, "netns", self.origin, "type", "veth",
-                     "peer", "name", theirs, "netns", self.hub)
-                _run("ip", "-n", self.hub, "link", "set", theirs, "master", bridge, "up")
-                _run("ip", "-n", self.origin, "addr", "add", SUBNET.format(g + 1, 1) + "/24",
-                     "dev", ours)
-                _run("ip", "-n", self.origin, "link", "set", ours, "up")
-                self._tbf(self.origin, ours, self.b_o)
-                self.origin_urls.append(f"http://{SUBNET.format(g + 1, 1)}:{ORIGIN_PORT}")
-            for i in range(self.hosts):
-                g = self.group_of(i)
-                ns, port = self._netns(f"{self.tag}-h{i}"), f"h{i}"
-                address = SUBNET.format(g + 1, 10 + i // self.groups)
-                _run("ip", "link", "add", "eth0", "netns", ns, "type", "veth",
-                     "peer", "name", port, "netns", self.hub)
-                _run("ip", "-n", self.hub, "link", "set", port, "master", f"br{g}", "up")
-                _run("ip", "-n", ns, "addr", "add", address + "/24", "dev", "eth0")
-                _run("ip", "-n", ns, "link", "set", "eth0", "up")
-                self._tbf(ns, "eth0", self.b_h)      # its upload
-                self._tbf(self.hub, port, self.b_h)  # its download
-                self.host_addresses.append(address)
-        except BaseException:
-            self.cleanup()
-            raise
-
-    def cleanup(self) -> None:
-        while self.namespaces:
-            name = self.namespaces.pop()
-            with contextlib.suppress(Exception):
-                subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
-
-    def origin_netns(self) -> str | None:
-        return self.origin
-
-    def host_netns(self, host: int) -> str | None:
-        return f"{self.tag}-h{host}"
-
-    def origin_counters(self) -> dict[str, list[int]]:
-        qdisc, link = [], []
-        for g in range(self.groups):
-            out = json.loads(_run("tc", "-n", self.origin, "-s", "-j", "qdisc", "show",
-                                  "dev", f"og{g}"))
-            qdisc.append(sum(int(q["bytes"]) for q in out if q.get("root")))
-            out = json.loads(_run("ip", "-n", self.origin, "-s", "-j", "link", "show",
-                                  "dev", f"og{g}"))
-            link.append(int(out[0]["stats64"]["tx"]["bytes"]))
-        return {"tc": qdisc, "tx_bytes": link}
-
-    def describe(self) -> str:
-        return (f"Tier A: network namespaces {self.tag}-*, a bridge per group, the origin "
-                f"behind one veth per group with tc tbf {self.b_o / MIB:g} MiB/s, each compute "
-                f"behind a veth with tbf {self.b_h / MIB:g} MiB/s on both ends")
-
-
-class LoopbackLinks(Links):
-    """Tier B (see the module docstring)."""
-
-    tier = "B"
-
-    def setup(self) -> None:
-        base = _free_ports(self.groups)
-        self.origin_urls = [f"http://127.0.0.1:{p}" for p in base]
-        self.host_addresses = ["127.0.0.1"] * self.hosts
-
-    def describe(self) -> str:
-        return (f"Tier B (loopback, LOWER FIDELITY: no shared link, no TCP on a shaped queue): "
-                f"the origin's egress per group through a TokenBucket of {self.b_o / MIB:g} "
-                f"MiB/s, each compute's uploads and downloads capped at {self.b_h / MIB:g} "
-                "MiB/s by [image_cache] max_upload/max_download_bytes_per_second")
-
-
-def _free_ports(count: int) -> list[int]:
-    import socket
-
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
-def enter_netns(name: str | None) -> None:
-    """Move this process (its only thread, before any other starts) into netns ``name``."""
-    if name is None:
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(f"/run/netns/{name}", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns({name}): {os.strerror(err)}")
-    finally:
-        os.close(fd)
-
-
-# -- the origin -------------------------------------------------------------------------------
-
-class _OriginState:
-    def __init__(self, files: dict[str, tuple[str, dict[str, Any]]], groups: int,
-                 group_of_address: dict[str, int], rate: float | None) -> None:
-        from fleetcache.compute.imagecache.bandwidth import TokenBucket
-
-        #: kind -> (path, meta): the image's bytes, and a small one to warm up with.
-        self.files = files
-        #: image id -> kind.
-        self.images: dict[str, str] = {}
-        self.group_of_address = group_of_address
-        self.body_bytes = [0] * groups
-        self.file_gets = [0] * groups
-        self.lock = threading.Lock()
-        self.buckets = [TokenBucket(rate, burst=CHUNK) if rate else None
-                        for _ in range(groups)]
-
-
-def _origin_handler(state: _OriginState) -> type[BaseHTTPRequestHandler]:
-    route = re.compile(r"^/v2/images/([0-9a-f-]{36})(/file)?$")
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            match = route.match(self.path)
-            if match is None or match.group(1) not in state.images:
-                self._send(404, b"{}")
-                return
-            image_id = match.group(1)
-            path, meta = state.files[state.images[image_id]]
-            if not match.group(2):
-                self._send(200, json.dumps({**meta, "id": image_id, "name": image_id}).encode())
-                return
-            group = getattr(self.server, "group", None)
-            if group is None:
-                group = state.group_of_address[self.connection.getsockname()[0]]
-            size = int(meta["size"])
-            start = 0
-            rng = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
-            if rng:
-                start = int(rng.group(1))
-            self.send_response(206 if start else 200)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(size - start))
-            if start:
-                self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
-            self.end_headers()
-            with state.lock:
-                state.file_gets[group] += 1
-            bucket = state.buckets[group]
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                offset = start
-                while offset < size:
-                    data = os.pread(fd, min(CHUNK, size - offset), offset)
-                    if bucket is not None:
-                        bucket.take(len(data))
-                    self.wfile.write(data)
-                    offset += len(data)
-                    with state.lock:
-                        state.body_bytes[group] += len(data)
-            finally:
-                os.close(fd)
-
-        def _send(self, status: int, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    return Handler
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that left mid-body
-
-
-def origin_main(netns: str | None, conn: multiprocessing.connection.Connection,
-                spec: dict[str, Any]) -> None:
-    """The origin process: serve until told to stop; answer ``add`` and ``stats``."""
-    enter_netns(netns)
-    state = _OriginState(spec["files"], spec["groups"], spec["group_of_address"],
-                         spec["rate"])
-    servers = []
-    if spec["ports"]:  # Tier B: a port (and a bucket) per group
-        for g, port in enumerate(spec["ports"]):
-            server = _Server(("127.0.0.1", port), _origin_handler(state))
-            server.group = g  # type: ignore[attr-defined]
-            servers.append(server)
-    else:
-        servers.append(_Server(("0.0.0.0", ORIGIN_PORT), _origin_handler(state)))
-    for server in servers:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-    conn.send("ready")
-    while True:
-        cmd, arg = conn.recv()
-        if cmd == "add":
-            image_id, kind = arg
-            state.images[image_id] = kind
-            conn.send(None)
-        elif cmd == "stats":
-            with state.lock:
-                conn.send({"body_bytes": list(state.body_bytes),
-                           "file_gets": list(state.file_gets)})
-        else:
-            break
-    for server in servers:
-        server.shutdown()
-
-
-# -- a compute --------------------------------------------------------------------------------
-
-class _UploadMetrics:
-    """The image server's upload counters the bench needs (``PeerMetrics``)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.max_in_flight = 0
-        self.sent = 0
-        self.requests: dict[int, int] = {}
-        self.denied: dict[str, int] = {}
-
-    def record_peer_request(self, code: int) -> None:
-        with self.lock:
-            self.requests[code] = self.requests.get(code, 0) + 1
-
-    def record_peer_denied(self, reason: str) -> None:
-        with self.lock:
-            self.denied[reason] = self.denied.get(reason, 0) + 1
-
-    def record_peer_upload(self, sent: int, in_flight: int) -> None:
-        with self.lock:
-            self.sent += sent
-            self.max_in_flight = max(self.max_in_flight, in_flight)
-
-    def take(self) -> dict[str, Any]:
-        """The counters since the last call (then reset)."""
-        with self.lock:
-            out = {"max_in_flight": self.max_in_flight, "sent": self.sent,
-                   "requests": dict(self.requests), "denied": dict(self.denied)}
-            self.max_in_flight = self.sent = 0
-            self.requests.clear()
-            self.denied.clear()
-        return out
-
-
-def host_main(netns: str | None, calls: multiprocessing.connection.Connection,
-              control: multiprocessing.connection.Connection, spec: dict[str, Any]) -> None:
-    """One compute: a ComputeManager on a DiskDriver, with its image server. ``calls``
-    carries ``cache_images`` (one at a time), ``control`` the rest (``serve_images``, stats,
-    drop), each served by its own thread."""
-    enter_netns(netns)
-    import logging
-
-    from oslo_config import cfg
-
-    from fleetcache.common import config, context
-    from fleetcache.compute.imagecache.layout import cache_name
-    from fleetcache.compute.manager import ComputeManager
-    from fleetcache.compute.peers import PeerServer, ServeGrants
-    from fleetcache.compute.virt.disk import DiskDriver
-    from fleetcache.image.glance import GlanceImageSource
-
-    logging.basicConfig(level=logging.WARNING, format=f"{spec['host']}: %(message)s")
-    conf = cfg.ConfigOpts()
-    config.register_all(conf)
-    conf([], project="fleetcache", default_config_files=[])
-    conf.set_override("host", spec["host"])
-    conf.set_override("my_ip", spec["address"])
-    conf.set_override("instances_path", spec["instances_path"])
-    conf.set_override("backend", "glance", group="image_source")
-    conf.set_override("api_servers", [spec["origin_url"]], group="glance")
-    opts = {"peer_distribution": True, "peer_listen_address": spec["address"],
-            "peer_listen_port": spec["port"], "peer_max_uploads": spec["max_uploads"],
-            "max_upload_bytes_per_second": spec["upload_cap"],
-            "max_download_bytes_per_second": spec["download_cap"],
-            "peer_stall_timeout": spec["stall_timeout"]}
-    for name, value in opts.items():
-        conf.set_override(name, value, group="image_cache")
-    origin = GlanceImageSource(conf)
-    driver = DiskDriver(conf, origin)
-    driver.init_host(spec["host"])
-    grants = ServeGrants()
-    metrics = _UploadMetrics()
-    manager = ComputeManager(conf, driver, grants=grants)
-    server = PeerServer(conf, driver.image_cache, grants, metrics)
-    server.start()
-    faults = p2p_faults.HostFaults(
-        server, lambda: PeerServer(conf, driver.image_cache, grants, metrics),
-        driver.image_cache, origin)
-    ctxt = context.get_admin_context()
-    cache = driver.image_cache
-
-    def serve_calls() -> None:
-        while True:
-            try:
-                image_id, peers, report_refused = calls.recv()
-            except EOFError:
-                return
-            started = time.time()
-            result = manager.cache_images(ctxt, [image_id], peers={image_id: peers},
-                                          origin_after_refused_peers=not report_refused
-                                          )[image_id]
-            calls.send((dict(result), started, time.time()))
-
-    threading.Thread(target=serve_calls, daemon=True).start()
-    control.send(server.url)
-    while True:
-        try:
-            cmd, args = control.recv()
-        except EOFError:
-            break
-        if cmd == "serve":
-            try:
-                control.send(("ok", manager.serve_images(ctxt, *args)))
-            except Exception as exc:  # noqa: BLE001 - handed to the planner as the RPC would
-                control.send(("error", f"{type(exc).__name__}: {exc}"))
-        elif cmd == "stats":
-            control.send(metrics.take())
-        elif cmd == "drop":  # the point's image, so that the next point starts empty
-            name = cache_name(args)
-            with cache.lock(args):
-                for path in (cache.path_for(args), os.path.join(cache.index.directory, name),
-                             os.path.join(cache.pins.directory, name)):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(path)
-            control.send(None)
-        elif cmd.startswith("fault_"):
-            control.send(faults.command(cmd, args))
-        else:
-            break
-    faults.server.stop()
-
-
-class Host:
-    """The driver's handle on one compute process."""
-
-    def __init__(self, ctx: Any, index: int, links: Links, spec: dict[str, Any]) -> None:
-        self.name = spec["host"]
-        self.index = index
-        self.group = links.group_of(index)
-        self.address = spec["address"]
-        self._calls, calls = ctx.Pipe()
-        self._control, control = ctx.Pipe()
-        self._lock = threading.Lock()
-        self.proc = ctx.Process(target=host_main, name=self.name, daemon=True,
-                                args=(links.host_netns(index), calls, control, spec))
-        self.proc.start()
-        self.url = ""
-
-    def ready(self, timeout: float = 120) -> None:
-        if not self._control.poll(timeout):
-            raise RuntimeError(f"{self.name} did not start within {timeout} s")
-        self.url = self._control.recv()
-
-    def cache_images(self, image_id: str, peers: list[Any], report_refused: bool = False
-                     ) -> tuple[dict[str, Any], float, float]:
-        self._calls.send((image_id, peers, report_refused and bool(peers)))
-        result: tuple[dict[str, Any], float, float] = self._calls.recv()
-        return result
-
-    def control(self, cmd: str, args: Any = None) -> Any:
-        with self._lock:
-            self._control.send((cmd, args))
-            return self._control.recv()
-
-    def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            self._control.send(("stop", None))
-        self.proc.join(10)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(5)
-
-
-class BenchServeClient:
-    """The planner's ``ServeClient``: ``serve_images`` to a host's process (as the compute
-    RPC API would, a failure raised to the planner)."""
-
-    def __init__(self, hosts: dict[str, Host]) -> None:
-        self.hosts = hosts
-
-    def serve_images(self, ctxt: Any, host: str, job_uuid: str, key: str,
-                     image_ids: list[str], until: float) -> list[str]:
-        status, value = self.hosts[host].control("serve", (job_uuid, key, image_ids, until))
-        if status != "ok":
-            raise RuntimeError(value)
-        served: list[str] = value
-        return served
-
-
-# -- measuring --------------------------------------------------------------------------------
+# -- the driver ---------------------------------------------------------------------------------
 
 def machine_cpu() -> tuple[float, float]:
     """(busy, total) jiffies of all cores (``/proc/stat``; idle and iowait are not busy)."""
@@ -719,40 +195,10 @@ def nearest_rank(values: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p * len(ordered)) - 1)]
 
 
-@dataclasses.dataclass
-class Point:
-    mode: str
-    hosts: int
-    groups: int
-    wall: float
-    p50: float
-    p99: float
-    origin_log: list[int]
-    origin_results: list[int]
-    origin_gets: list[int]
-    wire: dict[str, list[int]]
-    peer_bytes: int
-    uploaded: int
-    max_uploads: int
-    paths: dict[str, int]
-    fallbacks: list[str]
-    errors: list[str]
-    bench_cpu: float
-    machine_cpu: float
-    #: A fault point: what :class:`p2p_faults.FaultRun` gathered (``mode`` is then
-    #: ``<base_mode>+<fault>``).
-    fault: dict[str, Any] | None = None
-    base_mode: str = ""
-
-    @property
-    def invalid(self) -> bool:
-        return self.machine_cpu > CPU_LIMIT
-
-    def copies_per_group(self, size: int) -> float:
-        return sum(self.origin_log) / size / self.groups
-
-
 class Bench:
+    """The driver of one number of groups: the origin and the computes it started, and
+    the conductor's part it plays in each point (:meth:`run_point`)."""
+
     def __init__(self, args: argparse.Namespace, links: Links, work: Path) -> None:
         from oslo_config import cfg
 
@@ -942,230 +388,7 @@ class Bench:
         return call
 
 
-# -- report -----------------------------------------------------------------------------------
-
-def bound_issue(size: int, b_o: float, b_h: float, n: int, groups: int) -> float:
-    """The issue's store-and-forward bound: 1.2 x (S/B_o + ceil(log2(N/G)) x S/B_h)."""
-    per_group = max(1, math.ceil(n / groups))
-    return 1.2 * (size / b_o + math.ceil(math.log2(per_group)) * size / b_h)
-
-
-def model_planner(size: int, b_o: float, b_h: float, n: int, groups: int, k: int) -> float:
-    """The planner's store-and-forward with ``k`` uploads per source, each of a source's
-    receivers at B_h/k: holders grow (k+1)-fold per round of k S/B_h (an upper bound)."""
-    per_group = max(1, math.ceil(n / groups))
-    rounds = math.ceil(math.log(per_group, k + 1) - 1e-9) if per_group > 1 else 0
-    return size / b_o + rounds * k * size / b_h
-
-
-def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
-           load: tuple[str, str], elapsed: float) -> int:
-    size = args.size_mib * MIB
-    b_o, b_h = args.origin_mibps * MIB, args.host_mibps * MIB
-    print(f"image {args.size_mib} MiB (sha512), B_o {args.origin_mibps:g} MiB/s per group, "
-          f"B_h {args.host_mibps:g} MiB/s, peer_max_uploads {args.peer_max_uploads}, "
-          f"store-and-forward {args.rounds} round(s), origin-only {args.baseline_rounds}; "
-          f"{os.cpu_count()} cores, loadavg {load[0]}->{load[1]}, {elapsed:.0f} s, at "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    for desc in links_desc:
-        print(f"links: {desc}")
-    print(f"{'mode':>18} {'G':>2} {'N':>3} {'T med':>7} {'T worst':>7} {'p50':>6} {'p99':>6} "
-          f"{'orig/G':>6} {'GETs':>4} {'peer MiB':>8} {'upl':>3} {'cpu':>5} {'mach':>5}  "
-          "counts / notes")
-    failed = 0
-    by_key: dict[tuple[str, int, int], list[Point]] = {}
-    for point in points:
-        by_key.setdefault((point.mode, point.groups, point.hosts), []).append(point)
-    summary: dict[tuple[str, int, int], float] = {}
-    for (mode, groups, n), rows in sorted(by_key.items(), key=lambda kv: (kv[0][1], kv[0][2],
-                                                                             kv[0][0])):
-        valid = [p for p in rows if not p.invalid]
-        walls = [p.wall for p in rows]
-        med = median(walls)
-        # The valid rounds' median; when none is valid, all rounds' (printed as INVALID).
-        summary[(mode, groups, n)] = median([p.wall for p in valid or rows])
-        worst = max(rows, key=lambda p: p.wall)
-        notes: list[str] = []
-        agreed, ratios = 0, dict[str, list[float]]()
-        for p in rows:
-            log_bytes, res_bytes = sum(p.origin_log), sum(p.origin_results)
-            agree = abs(log_bytes - res_bytes) <= AGREE * size
-            # The origin's count of what went out, as the wire's counters must see it.
-            least_sent = log_bytes
-            if p.fault and p.fault.get("dead"):
-                # What the origin sent to the host that died and it never wrote (its
-                # sockets' buffers, the chunk it was reading) is in the log, not in any
-                # result, and what sat in the origin's own socket when the connection was
-                # reset is in the log, not on the wire: between the two, never outside.
-                lost = log_bytes - res_bytes
-                agree = -AGREE * size <= lost <= DEAD_HOST_LOST
-                least_sent = res_bytes
-                notes.append(f"lost with the dead host (sent by the origin, never written): "
-                             f"{lost / MIB:.2f} MiB")
-            if p.fault:  # a source cut short sent bytes its receiver never wrote
-                agree = agree and p.uploaded >= p.peer_bytes - AGREE * size
-            else:
-                agree = agree and abs(p.peer_bytes - p.uploaded) <= AGREE * size
-            for kind, values in p.wire.items():
-                wire_bytes, slack = sum(values), AGREE * max(log_bytes, size)
-                if kind == "tc":  # per wire segment: the log plus each segment's headers
-                    ok = (least_sent * WIRE_PER_PAYLOAD - slack <= wire_bytes
-                          <= log_bytes * WIRE_PER_PAYLOAD + slack)
-                else:  # a veth counts a GSO packet once, one header: between the two
-                    ok = least_sent - slack <= wire_bytes <= log_bytes * WIRE_PER_PAYLOAD + slack
-                agree = agree and ok
-                ratios.setdefault(kind, []).append(wire_bytes / log_bytes if log_bytes else 0)
-            agreed += agree
-            if not agree:
-                notes.append(f"COUNTS DISAGREE: origin log {log_bytes}, results {res_bytes}, "
-                             + ", ".join(f"{k} {sum(v)}" for k, v in p.wire.items())
-                             + f"; peers: results {p.peer_bytes}, uploads {p.uploaded}")
-            if p.errors:
-                notes.append("ERRORS: " + "; ".join(p.errors))
-            if p.fallbacks:
-                notes.append("fallbacks: " + "; ".join(p.fallbacks))
-            if p.fault and (p.fault["verified"] != p.fault["hosts"] or p.fault["partials"]):
-                notes.append(f"NOT VERIFIED: {p.fault['verified']}/{p.fault['hosts']} bases "
-                             f"hashed right, {p.fault['partials']} partial file(s) left")
-                failed = 1
-            if not agree or p.errors:
-                failed = 1
-        wire = "".join(f", {k} {min(v):.4f}-{max(v):.4f}x the log" for k, v in ratios.items())
-        notes.insert(0, f"counts agree {agreed}/{len(rows)} (origin log = results{wire}; "
-                     "peer results = uploads)")
-        invalid = [p for p in rows if p.invalid]
-        if invalid:
-            notes.append(f"INVALID {len(invalid)}/{len(rows)}: machine CPU "
-                         + ", ".join(f"{p.machine_cpu:.0%}" for p in invalid)
-                         + f" > {CPU_LIMIT:.0%} of {os.cpu_count()} cores")
-        mid = sorted(rows, key=lambda p: p.wall)[len(rows) // 2]
-        print(f"{mode:>18} {groups:>2} {n:>3} {med:7.2f} {worst.wall:7.2f} {mid.p50:6.2f} "
-              f"{mid.p99:6.2f} {mid.copies_per_group(size):6.3f} {sum(mid.origin_gets):>4} "
-              f"{mid.peer_bytes / MIB:8.1f} {mid.max_uploads:>3} {mid.bench_cpu:5.0%} "
-              f"{max(p.machine_cpu for p in rows):5.0%}  "
-              + " | ".join(notes))
-    print("columns: T med/worst = time to all hosts (s), median and worst round; p50/p99 = "
-          "per-host completion of the median round; orig/G = origin bytes in copies of S per "
-          "group (the origin's log); GETs = image-data GETs on the origin; upl = most uploads "
-          "one source had in flight; cpu = the bench's processes, mach = the whole machine "
-          "(worst round), as a share of its cores")
-    print("targets (store-and-forward, median of the valid rounds; the issue's bound with "
-          f"log2, the planner's k={args.peer_max_uploads} model beside, informative):")
-    headline_ratio = math.nan
-    for (mode, groups, n), rows in sorted(by_key.items(), key=lambda kv: (kv[0][1], kv[0][2])):
-        if mode != "store-and-forward":
-            continue
-        t = summary[(mode, groups, n)]
-        base = summary.get(("origin-only", groups, n), math.nan)
-        bound = bound_issue(size, b_o, b_h, n, groups)
-        model = model_planner(size, b_o, b_h, n, groups, args.peer_max_uploads)
-        valid = [p for p in rows if not p.invalid]
-        copies = max(p.copies_per_group(size) for p in valid or rows)
-        verdict_t = "PASS" if t <= bound else "FAIL"
-        verdict_c = "PASS" if copies <= 1.05 else "FAIL"
-        if args.smoke:
-            verdict_t = verdict_c = "not judged (smoke)"
-        elif not valid:  # shown, not judged
-            verdict_t, verdict_c = (f"INVALID (machine CPU-bound; would be {verdict_t})",
-                                    f"INVALID (would be {verdict_c})")
-        worst_wall = max(p.wall for p in rows)
-        print(f"  G={groups} N={n:>2}: T {t:.2f} s (worst {worst_wall:.2f}) <= 1.2 x "
-              f"({size / b_o:.3g} + ceil(log2({n}/{groups})) x {size / b_h:.3g}) = "
-              f"{bound:.2f} s: {verdict_t}; "
-              f"planner model {model:.1f} s; origin copies per group (worst round) "
-              f"{copies:.3f} <= 1.05: {verdict_c}; origin-only {base:.2f} s, gain "
-              f"{base / t:.2f}x")
-        if groups == min(args.groups) and n == max(args.hosts):
-            headline_ratio = base / t
-    print("targets (cut-through, median of the valid rounds):")
-    for groups in sorted(args.groups):
-        _report_cut_through(by_key, summary, args, groups)
-    p2p_faults.report(points, size, summary)
-    g0, n0 = min(args.groups), max(args.hosts)
-    sf = by_key.get(("store-and-forward", g0, n0), [])
-    ct = by_key.get(("cut-through", g0, n0), [])
-    n_min = min(args.hosts)
-    print(headline(
-        "p2p", headline_ratio, tier=args.tier, size_mib=args.size_mib,
-        origin_mibps=args.origin_mibps, host_mibps=args.host_mibps, groups=g0, hosts=n0,
-        origin_only_s=round(summary.get(("origin-only", g0, n0), math.nan), 2),
-        store_forward_s=round(summary.get(("store-and-forward", g0, n0), math.nan), 2),
-        store_forward_worst_s=round(max((p.wall for p in sf), default=math.nan), 2),
-        bound_s=round(bound_issue(size, b_o, b_h, n0, g0), 2),
-        origin_copies_per_group=round(max((p.copies_per_group(size) for p in sf),
-                                          default=math.nan), 3),
-        cut_through_s=round(summary.get(("cut-through", g0, n0), math.nan), 2),
-        cut_through_worst_s=round(max((p.wall for p in ct), default=math.nan), 2),
-        cut_through_bound_s=round(bound_cut_through(size, b_o, b_h), 2),
-        cut_through_flatness=round(summary.get(("cut-through", g0, n0), math.nan)
-                                   / summary.get(("cut-through", g0, n_min), math.nan), 3),
-        cut_through_copies_per_group=round(max((p.copies_per_group(size) for p in ct),
-                                               default=math.nan), 3),
-        invalid_points=sum(p.invalid for p in points)))
-    return failed
-
-
-def bound_cut_through(size: int, b_o: float, b_h: float) -> float:
-    """The issue's cut-through bound: 1.3 x (S/B_o + S/B_h), whatever N."""
-    return 1.3 * (size / b_o + size / b_h)
-
-
-def _report_cut_through(by_key: dict[tuple[str, int, int], list[Point]],
-                        summary: dict[tuple[str, int, int], float],
-                        args: argparse.Namespace, groups: int) -> None:
-    """Print the cut-through targets of ``groups``: each N against the bound, the flatness
-    T(largest N) / T(smallest N) <= 1.5, origin copies per group <= 1.05."""
-    size = args.size_mib * MIB
-    b_o, b_h = args.origin_mibps * MIB, args.host_mibps * MIB
-    bound = bound_cut_through(size, b_o, b_h)
-    any_invalid = False
-    for n in sorted(args.hosts):
-        rows = by_key.get(("cut-through", groups, n), [])
-        if not rows:
-            continue
-        valid = [p for p in rows if not p.invalid]
-        any_invalid = any_invalid or not valid
-        t = summary[("cut-through", groups, n)]
-        copies = max(p.copies_per_group(size) for p in valid or rows)
-        verdict_t = "PASS" if t <= bound else "FAIL"
-        verdict_c = "PASS" if copies <= 1.05 else "FAIL"
-        if args.smoke:
-            verdict_t = verdict_c = "not judged (smoke)"
-        elif not valid:
-            verdict_t, verdict_c = (f"INVALID (machine CPU-bound; would be {verdict_t})",
-                                    f"INVALID (would be {verdict_c})")
-        sf = summary.get(("store-and-forward", groups, n), math.nan)
-        print(f"  G={groups} N={n:>2}: T {t:.2f} s (worst {max(p.wall for p in rows):.2f}) "
-              f"<= 1.3 x ({size / b_o:.3g} + {size / b_h:.3g}) = {bound:.2f} s: {verdict_t}; "
-              f"origin copies per group (worst round) {copies:.3f} <= 1.05: {verdict_c}; "
-              f"store-and-forward {sf:.2f} s")
-    lo, hi = min(args.hosts), max(args.hosts)
-    if ("cut-through", groups, lo) in summary and ("cut-through", groups, hi) in summary:
-        flat = summary[("cut-through", groups, hi)] / summary[("cut-through", groups, lo)]
-        verdict = "PASS" if flat <= 1.5 else "FAIL"
-        if args.smoke:
-            verdict = "not judged (smoke)"
-        elif any_invalid:
-            verdict = f"INVALID (a point was CPU-bound; would be {verdict})"
-        print(f"  G={groups}: T({hi}) / T({lo}) = {flat:.3f} <= 1.5: {verdict}")
-
-
 # -- main -------------------------------------------------------------------------------------
-
-def make_image(path: Path, size: int) -> dict[str, Any]:
-    digest, md5 = hashlib.sha512(), hashlib.md5()  # noqa: S324 - Glance's checksum field
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            block = os.urandom(min(4 * MIB, left))
-            f.write(block)
-            digest.update(block)
-            md5.update(block)
-            left -= len(block)
-    return {"status": "active", "disk_format": "raw", "container_format": "bare",
-            "size": size, "checksum": md5.hexdigest(), "os_hash_algo": "sha512",
-            "os_hash_value": digest.hexdigest(), "visibility": "shared"}
-
 
 @contextlib.contextmanager
 def bench_for(args: argparse.Namespace, groups: int, hosts: int, work: Path,

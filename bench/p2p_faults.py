@@ -79,7 +79,7 @@ def install_attempt_log() -> None:
 
 class HostFaults:
     """In a compute's process: the fault armed on its image server, and the checks after a
-    point (``fault_*`` control commands of ``bench/p2p.py``'s ``host_main``)."""
+    point (``fault_*`` control commands of ``bench/p2p_hosts.py``'s ``host_main``)."""
 
     def __init__(self, server: Any, make_server: Callable[[], Any], cache: Any,
                  origin: Any) -> None:
