@@ -7,6 +7,7 @@ import gc
 import hashlib
 import io
 import mmap
+import os
 import threading
 import weakref
 from unittest import mock
@@ -297,3 +298,98 @@ def test_the_buffers_go_with_the_writer_without_waiting_for_the_cycle_collector(
         assert pool() is None  # freed by reference counting: no cycle holds its 4 MiB buffers
     finally:
         gc.enable()
+
+
+class AffinitySpy:
+    """``os.sched_getaffinity`` of a host of ``cpus`` CPUs and a ``sched_setaffinity`` that
+    records each call as (thread name, CPUs); ``refuse``: it raises instead, as the kernel
+    does when a cgroup's CPU set no longer allows them."""
+
+    def __init__(self, cpus: int, refuse: bool = False) -> None:
+        self.allowed, self.refuse = set(range(cpus)), refuse
+        self.calls: list[tuple[str, set[int]]] = []
+
+    def get(self, pid: int) -> set[int]:
+        assert pid == 0
+        return set(self.allowed)
+
+    def set(self, pid: int, cpus: object) -> None:
+        assert pid == 0
+        self.calls.append((threading.current_thread().name, set(cpus)))  # type: ignore[call-overload]
+        if self.refuse:
+            raise OSError(22, "Invalid argument")
+
+
+@pytest.fixture
+def affinity(request: pytest.FixtureRequest) -> AffinitySpy:
+    spy = AffinitySpy(*getattr(request, "param", (4,)))
+    with mock.patch("os.sched_getaffinity", spy.get), mock.patch("os.sched_setaffinity",
+                                                                  spy.set):
+        yield spy  # type: ignore[misc]
+
+
+def test_a_verified_download_receives_and_writes_off_the_cpu_it_leaves_to_the_hash(
+        affinity: AffinitySpy) -> None:
+    caller = threading.current_thread().name
+    out = io.BytesIO()
+    assert verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), out) == len(DATA)
+    assert out.getvalue() == DATA
+    mine = [cpus for name, cpus in affinity.calls if name == caller]
+    assert mine == [{0, 1, 2}, {0, 1, 2, 3}]  # confined while receiving, then restored
+    assert [cpus for name, cpus in affinity.calls if name == "image-writer"] == [{0, 1, 2}]
+    assert not [name for name, _ in affinity.calls if name == "image-hash"]
+
+
+def test_the_receiving_thread_gets_its_cpus_back_after_a_failed_download(
+        affinity: AffinitySpy) -> None:
+    with pytest.raises(exception.ImageFetchError, match="connection lost"):
+        verify.download_verified(ChunkSource(DATA, fail_after=65536 * 3), RequestContext(),
+                                 _meta(), io.BytesIO())
+    caller = threading.current_thread().name
+    assert [cpus for name, cpus in affinity.calls if name == caller] == [{0, 1, 2},
+                                                                         {0, 1, 2, 3}]
+
+
+def test_a_download_without_a_hash_confines_nothing(affinity: AffinitySpy) -> None:
+    meta = _meta(os_hash_algo=None, os_hash_value=None, checksum=None)
+    verify.download_verified(ChunkSource(DATA), RequestContext(), meta, io.BytesIO())
+    assert affinity.calls == []
+
+
+@pytest.mark.parametrize("affinity", [(1,)], indirect=True)
+def test_a_thread_on_one_cpu_is_left_alone(affinity: AffinitySpy) -> None:
+    assert verify.cpus_beside_the_hash() is None
+    verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), io.BytesIO())
+    assert affinity.calls == []
+
+
+@pytest.mark.parametrize("affinity", [(2, True)], indirect=True)
+def test_a_refused_affinity_does_not_fail_the_download(affinity: AffinitySpy) -> None:
+    out = io.BytesIO()
+    assert verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), out) == len(DATA)
+    caller = threading.current_thread().name
+    # refused at once: nothing to restore
+    assert [cpus for name, cpus in affinity.calls if name == caller] == [{0}]
+
+
+@pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2,
+                    reason="needs two CPUs")
+def test_on_this_host_the_receiver_and_writer_leave_the_highest_cpu_to_the_hash() -> None:
+    before = os.sched_getaffinity(0)
+    highest = max(before)
+    seen: dict[str, set[int]] = {}
+
+    class Sink(io.BytesIO):
+        def write(self, data: bytes, /) -> int:  # type: ignore[override]
+            seen.setdefault(threading.current_thread().name, os.sched_getaffinity(0))
+            return super().write(data)
+
+    class Source(ChunkSource):
+        def download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
+                     progress: ProgressCallback | None = None) -> int:
+            seen["receiver"] = os.sched_getaffinity(0)
+            return super().download(ctxt, meta, writer, progress)
+
+    verify.download_verified(Source(DATA), RequestContext(), _meta(), Sink())
+    assert seen == {"receiver": before - {highest}, "image-writer": before - {highest}}
+    assert os.sched_getaffinity(0) == before
