@@ -11,3 +11,15 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class SleepingClock(Clock):
+    """A :class:`Clock` that a ``sleep`` moves, recording each sleep in ``slept``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds

@@ -14,23 +14,14 @@ import pytest
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache.bandwidth import ThrottledSource, TokenBucket, throttled
 from fleetcache.image.local import LocalImageSource, add_image
+from tests.unit.common.clock import SleepingClock
 from tests.unit.image.fixtures import make_conf
 
 CTXT = RequestContext()
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 def test_bucket_lets_a_burst_pass_then_holds_the_rate() -> None:
-    clock = Clock()
+    clock = SleepingClock()
     bucket = TokenBucket(1000, clock=lambda: clock.now, sleep=clock.sleep)
     assert bucket.take(1000) == 0  # the first second's worth, at once
     assert bucket.take(500) == pytest.approx(0.5)
@@ -77,7 +68,7 @@ def test_no_cap_leaves_the_source_as_it_is() -> None:
 def test_a_resumed_download_is_throttled_too(tmp_path: pathlib.Path) -> None:
     conf = make_conf(image_source__local_directory=str(tmp_path))
     meta = add_image(str(tmp_path), io.BytesIO(b"x" * 1000))
-    clock = Clock()
+    clock = SleepingClock()
     bucket = TokenBucket(100, burst=0, clock=lambda: clock.now, sleep=clock.sleep)
     out = io.BytesIO()
     source = ThrottledSource(LocalImageSource(conf), bucket)

@@ -14,6 +14,7 @@ from fleetcache.common.context import RequestContext
 from fleetcache.compute.peers import source
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta
+from tests.unit.common.clock import SleepingClock
 from tests.unit.image.fixtures import make_conf
 
 META = ImageMeta(id="a26887c6-c47b-4654-abb5-dfadf7d3f803", size=10,
@@ -52,34 +53,22 @@ class _Busy:
         return resp
 
 
-class _Clock:
-    """Monotonic seconds that only a sleep moves."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 PEER = Peer(host="busy", url="http://10.0.0.2:8790", authorization="FleetcachePeer x.y")
 
 
-def _busy_source(session: _Busy, clock: _Clock, **kwargs: Any) -> source.PeerSource:
+def _busy_source(session: _Busy, clock: SleepingClock, **kwargs: Any) -> source.PeerSource:
     conf = make_conf(image_cache__peer_wait_timeout=2)
     return source.PeerSource(conf, [PEER], session=session,  # type: ignore[arg-type]
                              clock=lambda: clock.now, sleep=clock.sleep, **kwargs)
 
 
 def test_a_peer_answering_retry_after_0_is_asked_again_at_most_five_times_a_second() -> None:
-    session, clock = _Busy("0"), _Clock()
+    session, clock = _Busy("0"), SleepingClock()
     with pytest.raises(source.PeersFailed, match="HTTP 503"):
         _busy_source(session, clock).download(RequestContext(), META, io.BytesIO())
     # Each pause at least MIN_PAUSE, but the last, cut at peer_wait_timeout (2 s).
-    assert clock.sleeps and min(clock.sleeps[:-1]) >= source.MIN_PAUSE
-    assert sum(clock.sleeps) == pytest.approx(2)
+    assert clock.slept and min(clock.slept[:-1]) >= source.MIN_PAUSE
+    assert sum(clock.slept) == pytest.approx(2)
     assert session.requests <= 2 / source.MIN_PAUSE + 2
 
 
