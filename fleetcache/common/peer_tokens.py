@@ -1,8 +1,9 @@
 """Peer credentials: the short-lived token a compute shows another compute's image server.
 
-The conductor mints a random key per pre-cache job (:func:`new_key`), sends it over the RPC
-bus to the source hosts (``serve_images``), and gives each receiver, per image and source, an
-``Authorization`` value (:func:`mint`)::
+The conductor mints a random key per pre-cache job (:func:`new_key`), derives from it one
+key per source host (:func:`source_key`), sends each source its own over the RPC bus
+(``serve_images``), and gives each receiver, per image and source, an ``Authorization``
+value signed with that source's key (:func:`mint`)::
 
     FleetcachePeer <base64url(JSON claims)>.<base64url(HMAC-SHA256(key, first part))>
 
@@ -10,7 +11,9 @@ The source's image server checks it with :func:`verify`: the signature with the 
 (constant-time), then that the token names this server, this image, an unexpired time and,
 optionally, the connection's source address. Every refusal is a :class:`PeerDenied` whose
 ``reason`` is one short word of :data:`REASONS`, for metrics and logs; its message never
-contains the token. No key lives longer than its job, and no key is ever sent to a peer.
+contains the token. No key lives longer than its job, and no key is ever sent to a peer. A
+source knows only its own key: a compromised compute can mint credentials for nothing but
+itself, which it serves anyway.
 
 Use::
 
@@ -75,6 +78,14 @@ class PeerDenied(Exception):
 def new_key() -> str:
     """A fresh random key of 256 bits, as 64 hex characters."""
     return secrets.token_hex(32)
+
+
+def source_key(job_key: str, server: str) -> str:
+    """The key of source host ``server`` in the job whose key is ``job_key``: 64 hex
+    characters, as :func:`new_key` (HMAC-SHA256 of the host name under the job's key, so
+    that knowing one source's key tells nothing of another's or of the job's)."""
+    return hmac.new(job_key.encode("utf-8"), f"source:{server}".encode(),
+                    hashlib.sha256).hexdigest()
 
 
 def mint(key: str, claims: PeerClaims) -> str:

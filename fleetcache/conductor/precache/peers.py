@@ -31,9 +31,10 @@ bytes and is not quarantined (one named before its own outcome is known is not o
 again until it is: quarantined then if verified). A source that failed a receiver otherwise
 (dead, stalled, refused) is not used again by the job.
 
-Each job run has its own key (:func:`~fleetcache.common.peer_tokens.new_key`), given to the
-sources with ``serve_images``; each receiver's credential names the job, the image, both
-hosts and the receiver's address, and ends with the source's grant.
+Each job run has its own key (:func:`~fleetcache.common.peer_tokens.new_key`), and each
+source a key derived from it (:func:`~fleetcache.common.peer_tokens.source_key`), given to it
+with ``serve_images``; each receiver's credential, signed with its source's key, names the
+job, the image, both hosts and the receiver's address, and ends with the source's grant.
 
 Limits: upload slots are counted per job run in this conductor; two jobs (or conductors)
 using one source at once are bounded by the source itself, which answers 503 beyond
@@ -380,8 +381,9 @@ class PeerPlanner:
         """Have ``host`` serve ``image_id`` to this job until ``until``. :returns: whether
         it does (a failure is logged: the host is then no source)."""
         try:
-            served = client.serve_images(
-                self.ctxt, host, self.job_uuid, self.key, [image_id], until)
+            served = client.serve_images(self.ctxt, host, self.job_uuid,
+                                         peer_tokens.source_key(self.key, host), [image_id],
+                                         until)
         except Exception as exc:  # noqa: BLE001 - a host that cannot serve is no source
             LOG.warning("Job %s: %s does not serve image %s to peers: %s: %s", self.job_uuid,
                         host, image_id, type(exc).__name__, exc)
@@ -393,4 +395,5 @@ class PeerPlanner:
             job=self.job_uuid, image_id=image_id, requester=host,
             requester_ip=site["address"], server=holder.host, expires=holder.until)
         return Peer(host=holder.host, url=holder.site["url"],
-                    authorization=peer_tokens.mint(self.key, claims))
+                    authorization=peer_tokens.mint(
+                        peer_tokens.source_key(self.key, holder.host), claims))

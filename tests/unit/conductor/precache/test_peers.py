@@ -100,6 +100,31 @@ def test_a_host_waits_for_the_holder_then_gets_it_with_a_credential_it_can_check
     assert (claims.job, claims.requester, claims.expires) == (JOB, "h2", until)
 
 
+def test_each_source_gets_a_key_of_its_own_that_signs_only_its_credentials(conf):
+    """A source knows its own key only: a credential it could mint names itself; one for
+    another source is refused there (and the job's key is never sent)."""
+    conf.set_override("origin_downloads_per_group", 2, group="image_cache")
+    plan, serving = planner(conf), Serving()
+    first = {host: plan.assign(host, site(host), IMG) for host in ("h1", "h2")}
+    for host, assignment in first.items():
+        plan.finished(host, site(host), IMG, assignment, cached(), serving)
+    keys = {host: key for host, key, _, _ in serving.calls}
+    assert len(set(keys.values())) == 2 and plan.key not in keys.values()
+    to_h3 = plan.assign("h3", site("h3"), IMG)
+    by_host = {p["host"]: p["authorization"] for p in to_h3.peers}
+    assert set(by_host) == {"h1", "h2"}
+    for host, header in by_host.items():
+        other = "h2" if host == "h1" else "h1"
+        assert peer_tokens.verify(header, {JOB: keys[host]}.get, server=host, image_id=IMG,
+                                  remote_ip="10.0.0.3", check_ip=True).server == host
+        forged = peer_tokens.mint(keys[other], peer_tokens.PeerClaims(
+            job=JOB, image_id=IMG, requester="h3", requester_ip="10.0.0.3", server=host,
+            expires=time.time() + 60))
+        with pytest.raises(peer_tokens.PeerDenied, match="bad_signature"):
+            peer_tokens.verify(forged, {JOB: keys[host]}.get, server=host, image_id=IMG,
+                               remote_ip="10.0.0.3", check_ip=True)
+
+
 def test_a_source_takes_at_most_peer_max_uploads_receivers(conf):
     conf.set_override("peer_max_uploads", 2, group="image_cache")
     plan, serving = planner(conf), Serving()
