@@ -227,7 +227,8 @@ class ComputeManager:
                 self.driver.image_cache.pin(image_id, pin_until)
         except PeerBytesRefused as refused:
             if self.metrics is not None:
-                self.metrics.record_failure("error", refused)
+                self.metrics.record_refused_peers(refused.bytes_from_peers,
+                                                  refused.bytes_from_origin, refused.__cause__)
             return ImageResult(
                 state="error", reason=str(refused),
                 bytes_downloaded=refused.bytes_from_peers + refused.bytes_from_origin,

@@ -126,6 +126,16 @@ class ComputeMetrics:
         if reason in self.peer_fallbacks:
             self.peer_fallbacks[reason].inc()
 
+    def record_refused_peers(self, bytes_from_peers: int, bytes_from_origin: int,
+                             check: BaseException | None) -> None:
+        """Peer bytes refused by ``check``'s failure and given back to the conductor (compute
+        RPC 1.6): an ``error`` request and a ``hash_mismatch`` fallback, the bytes fetched
+        counted as any download's (they crossed the network before they were dropped)."""
+        self.record_failure("error", check)
+        self.bytes["peer"].inc(bytes_from_peers)
+        self.bytes["http"].inc(bytes_from_origin)
+        self.peer_fallbacks["hash_mismatch"].inc()
+
     def record_peer_request(self, code: int) -> None:
         """The peer image server answered a request with ``code``."""
         self.peer_requests.labels(str(code)).inc()

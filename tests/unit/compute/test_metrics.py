@@ -101,6 +101,15 @@ def test_peer_bytes_fallbacks_and_the_image_server_counted(tmp_path: pathlib.Pat
     fallbacks = "fleetcache_compute_peer_fallbacks_total"
     assert [_value(registry, fallbacks, reason=r)
             for r in ("no_multihash", "peer_failed", "hash_mismatch")] == [1, 0, 1]
+    # RPC 1.6: refused bytes given back to the conductor still crossed the network.
+    metrics.record_refused_peers(100, 20, exception.ImageChecksumMismatch(
+        image_id="x", reason="sha512 mismatch"))
+    assert _value(registry, data, source="peer") == 260
+    assert _value(registry, data, source="http") == 220
+    assert _value(registry, fallbacks, reason="hash_mismatch") == 2
+    assert _value(registry, "fleetcache_compute_image_requests_total", result="error") == 1
+    assert _value(registry, "fleetcache_compute_image_verification_failures_total",
+                  check="checksum") == 1
     metrics.record_peer_request(401)
     metrics.record_peer_denied("bad_signature")
     metrics.record_peer_upload(0, 1)
