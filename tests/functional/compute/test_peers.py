@@ -36,11 +36,10 @@ from fleetcache.compute.peers.server import SPARE_WORKERS
 from fleetcache.compute.virt.disk import DiskDriver
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
-from tests.unit.image.fixtures import make_conf
+from tests.functional.compute.peerfixtures import CHUNK, local_image, peer_conf
 from tests.waiting import wait_for
 
 CTXT = RequestContext()
-CHUNK = 64 * 1024
 DATA = os.urandom(16 * CHUNK + 5)
 JOB = str(uuid.uuid4())
 
@@ -58,24 +57,15 @@ class OriginSource(LocalImageSource):
         return super().download_from(ctxt, meta, writer, offset, progress)
 
 
-def _conf(tmp_path: pathlib.Path, host: str, **overrides: Any) -> cfg.ConfigOpts:
-    return make_conf(host=host, instances_path=str(tmp_path / host),
-                     image_source__local_directory=str(tmp_path / "images"),
-                     glance__download_chunk_size=CHUNK,
-                     image_cache__peer_listen_address="127.0.0.1",
-                     image_cache__peer_listen_port=0,
-                     image_cache__peer_stall_timeout=1, **overrides)
-
-
 @pytest.fixture
 def image(tmp_path: pathlib.Path) -> ImageMeta:
-    return add_image(str(tmp_path / "images"), io.BytesIO(DATA))
+    return local_image(tmp_path, DATA)
 
 
 @pytest.fixture
 def source_cache(tmp_path: pathlib.Path, image: ImageMeta) -> ImageCache:
     """compute-a's cache, holding ``image``."""
-    conf = _conf(tmp_path, "compute-a")
+    conf = peer_conf(tmp_path, "compute-a")
     cache = ImageCache(conf, LocalImageSource(conf))
     assert cache.fetch(CTXT, image.id).downloaded
     return cache
@@ -109,7 +99,7 @@ def server(source_cache: ImageCache, grants: ServeGrants) -> Iterator[PeerServer
 
 @pytest.fixture
 def receiver(tmp_path: pathlib.Path) -> ImageCache:
-    conf = _conf(tmp_path, "compute-b")
+    conf = peer_conf(tmp_path, "compute-b")
     return ImageCache(conf, OriginSource(conf))
 
 
@@ -328,7 +318,7 @@ def test_a_stalled_peer_that_comes_back_is_waited_for_not_the_origin(
 
 def test_a_peer_busy_for_longer_than_the_wait_is_given_up_for_the_origin(
         tmp_path: pathlib.Path, image: ImageMeta, doubles: list[Double]) -> None:
-    conf = _conf(tmp_path, "compute-b", image_cache__peer_wait_timeout=2)
+    conf = peer_conf(tmp_path, "compute-b", image_cache__peer_wait_timeout=2)
     receiver = ImageCache(conf, OriginSource(conf))
     doubles.append(busy := Double("busy"))
     started = time.monotonic()
@@ -479,7 +469,7 @@ def test_a_converted_base_is_not_served(server: PeerServer, source_cache: ImageC
 
 def test_uploads_beyond_the_limit_get_503_with_retry_after(
         tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants) -> None:
-    conf = _conf(tmp_path, "compute-c", image_cache__peer_max_uploads=1,
+    conf = peer_conf(tmp_path, "compute-c", image_cache__peer_max_uploads=1,
                  image_cache__max_upload_bytes_per_second=4 * CHUNK)
     cache = ImageCache(conf, LocalImageSource(conf))
     cache.fetch(CTXT, image.id)
@@ -506,7 +496,7 @@ def test_uploads_beyond_the_limit_get_503_with_retry_after(
 
 def test_connections_beyond_every_worker_get_503_at_once(
         tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants) -> None:
-    conf = _conf(tmp_path, "compute-c", image_cache__peer_max_uploads=1)
+    conf = peer_conf(tmp_path, "compute-c", image_cache__peer_max_uploads=1)
     cache = ImageCache(conf, LocalImageSource(conf))
     cache.fetch(CTXT, image.id)
     with _server(cache, grants, header_timeout=5) as server:
@@ -582,7 +572,7 @@ def test_refused_peer_bytes_are_left_to_the_conductor_when_the_call_says_so(
     assert _origin(receiver).offsets == []
     assert not os.path.exists(receiver.path_for(image.id)) and not receiver.partial_files()
 
-    conf = _conf(tmp_path, "compute-c")
+    conf = peer_conf(tmp_path, "compute-c")
     driver = DiskDriver(conf, OriginSource(conf))
     driver.init_host("compute-c")
     manager = ComputeManager(conf, driver)

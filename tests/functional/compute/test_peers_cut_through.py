@@ -5,7 +5,6 @@ plain HTTP clients and to a real receiving :class:`ImageCache`."""
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import pathlib
 import socket
@@ -18,7 +17,6 @@ from typing import Any, TypeVar
 import pytest
 import requests
 from oslo_concurrency import lockutils
-from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
@@ -26,12 +24,11 @@ from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
 from fleetcache.compute.imagecache import ImageCache
 from fleetcache.compute.imagecache.layout import LOCK_PREFIX, partial_prefix
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
-from fleetcache.image.local import LocalImageSource, add_image
+from fleetcache.image.local import LocalImageSource
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
-from tests.unit.image.fixtures import make_conf
+from tests.functional.compute.peerfixtures import CHUNK, local_image, peer_conf
 
 CTXT = RequestContext()
-CHUNK = 64 * 1024
 DATA = os.urandom(16 * CHUNK + 5)
 JOB = str(uuid.uuid4())
 KEY = new_key()
@@ -83,24 +80,15 @@ class OtherHost(ImageCache):
                               semaphores=self._semaphores)
 
 
-def _conf(tmp_path: pathlib.Path, host: str, **overrides: Any) -> cfg.ConfigOpts:
-    return make_conf(host=host, instances_path=str(tmp_path / host),
-                     image_source__local_directory=str(tmp_path / "images"),
-                     glance__download_chunk_size=CHUNK,
-                     image_cache__peer_listen_address="127.0.0.1",
-                     image_cache__peer_listen_port=0,
-                     image_cache__peer_stall_timeout=1, **overrides)
-
-
 @pytest.fixture
 def image(tmp_path: pathlib.Path) -> ImageMeta:
-    return add_image(str(tmp_path / "images"), io.BytesIO(DATA))
+    return local_image(tmp_path, DATA)
 
 
 @pytest.fixture
 def source_cache(tmp_path: pathlib.Path) -> ImageCache:
     """compute-a's cache, empty, filled from a slow origin."""
-    conf = _conf(tmp_path, "compute-a")
+    conf = peer_conf(tmp_path, "compute-a")
     cache = ImageCache(conf, SlowOrigin(conf))
     cache.ensure_dirs()
     return cache
@@ -290,7 +278,7 @@ def test_an_expected_image_whose_download_never_starts_is_not_found(
 
 def test_without_cut_through_a_download_under_way_is_not_served(
         tmp_path: pathlib.Path, image: ImageMeta) -> None:
-    conf = _conf(tmp_path, "compute-a", image_cache__peer_cut_through=False)
+    conf = peer_conf(tmp_path, "compute-a", image_cache__peer_cut_through=False)
     cache = ImageCache(conf, SlowOrigin(conf))
     cache.ensure_dirs()
     grants = ServeGrants()
@@ -311,7 +299,7 @@ def test_a_receiver_takes_the_whole_image_from_a_source_still_downloading(
         image: ImageMeta) -> None:
     """The real thing: compute-a's cache fetches from a slow origin while compute-b's
     fetches from compute-a; both publish the image, compute-b without an origin byte."""
-    conf = _conf(tmp_path, "compute-b")
+    conf = peer_conf(tmp_path, "compute-b")
     receiver = OtherHost(conf, SlowOrigin(conf))
     source = threading.Thread(target=source_cache.fetch, args=(CTXT, image.id))
     source.start()
@@ -336,7 +324,7 @@ def test_a_source_whose_origin_dies_hands_the_receiver_over_to_the_origin(
     assert isinstance(source_cache.source, SlowOrigin)
     source_cache.source.fail_at = 8 * CHUNK
     source_cache.source.fail_when = threading.Event()
-    conf = _conf(tmp_path, "compute-b")
+    conf = peer_conf(tmp_path, "compute-b")
     receiver = OtherHost(conf, SlowOrigin(conf))
     failed: list[BaseException] = []
 
@@ -368,7 +356,7 @@ def test_a_receiver_waits_out_its_sources_stall_instead_of_the_origin(
     origin (a chain behind a stalled host does not all go to the image service)."""
     assert isinstance(source_cache.source, SlowOrigin)
     source_cache.source.stall_at, source_cache.source.stall_for = 6 * CHUNK, 2.5
-    conf = _conf(tmp_path, "compute-b")
+    conf = peer_conf(tmp_path, "compute-b")
     receiver = OtherHost(conf, SlowOrigin(conf))
     source = threading.Thread(target=source_cache.fetch, args=(CTXT, image.id))
     source.start()

@@ -5,7 +5,6 @@ a real receiving :class:`ImageCache`, and raw TLS clients for the ones that must
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import pathlib
 import socket
@@ -24,14 +23,13 @@ from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
 from fleetcache.compute.imagecache import ImageCache
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.compute.peers.server import SPARE_WORKERS
-from fleetcache.image.local import LocalImageSource, add_image
+from fleetcache.image.local import LocalImageSource
 from fleetcache.image.source import ImageMeta
+from tests.functional.compute.peerfixtures import CHUNK, local_image, peer_conf
 from tests.tls_certs import CertFiles, TestCA, self_signed
-from tests.unit.image.fixtures import make_conf
 from tests.waiting import wait_for
 
 CTXT = RequestContext()
-CHUNK = 64 * 1024
 DATA = os.urandom(8 * CHUNK + 7)
 JOB = str(uuid.uuid4())
 KEY = new_key()
@@ -57,17 +55,12 @@ def _conf(tmp_path: pathlib.Path, host: str, certs: CertFiles | None,
         overrides.update(image_cache__peer_ssl_cert_file=certs.cert,
                          image_cache__peer_ssl_key_file=certs.key,
                          image_cache__peer_ssl_ca_file=certs.ca)
-    return make_conf(host=host, instances_path=str(tmp_path / host),
-                     image_source__local_directory=str(tmp_path / "images"),
-                     glance__download_chunk_size=CHUNK,
-                     image_cache__peer_listen_address="127.0.0.1",
-                     image_cache__peer_listen_port=0,
-                     image_cache__peer_stall_timeout=1, **overrides)
+    return peer_conf(tmp_path, host, **overrides)
 
 
 @pytest.fixture
 def image(tmp_path: pathlib.Path) -> ImageMeta:
-    return add_image(str(tmp_path / "images"), io.BytesIO(DATA))
+    return local_image(tmp_path, DATA)
 
 
 @pytest.fixture

@@ -1,0 +1,34 @@
+"""What the peer-distribution functional tests share: a compute's configuration on
+127.0.0.1 with a small read chunk and a short stall timeout, and an image in the local
+image source they fetch from."""
+
+from __future__ import annotations
+
+import io
+import pathlib
+from typing import Any
+
+from oslo_config import cfg
+
+from fleetcache.image.local import add_image
+from fleetcache.image.source import ImageMeta
+from tests.unit.image.fixtures import make_conf
+
+#: The read chunk (``[glance] download_chunk_size``): many chunks per test image.
+CHUNK = 64 * 1024
+
+
+def peer_conf(tmp_path: pathlib.Path, host: str, **overrides: Any) -> cfg.ConfigOpts:
+    """``host``'s configuration: its cache under ``tmp_path/host``, the shared local image
+    source, an image server on 127.0.0.1 (any port), ``peer_stall_timeout`` 1 s."""
+    return make_conf(host=host, instances_path=str(tmp_path / host),
+                     image_source__local_directory=str(tmp_path / "images"),
+                     glance__download_chunk_size=CHUNK,
+                     image_cache__peer_listen_address="127.0.0.1",
+                     image_cache__peer_listen_port=0,
+                     image_cache__peer_stall_timeout=1, **overrides)
+
+
+def local_image(tmp_path: pathlib.Path, data: bytes) -> ImageMeta:
+    """``data`` as an image of the local image source of :func:`peer_conf`."""
+    return add_image(str(tmp_path / "images"), io.BytesIO(data))
