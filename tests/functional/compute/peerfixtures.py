@@ -1,15 +1,19 @@
 """What the peer-distribution functional tests share: a compute's configuration on
 127.0.0.1 with a small read chunk and a short stall timeout, and an image in the local
-image source they fetch from."""
+image source they fetch from, a running image server."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pathlib
+from collections.abc import Iterator
 from typing import Any
 
 from oslo_config import cfg
 
+from fleetcache.compute.imagecache import ImageCache
+from fleetcache.compute.peers import PeerServer, ServeGrants
 from fleetcache.image.local import add_image
 from fleetcache.image.source import ImageMeta
 from tests.unit.image.fixtures import make_conf
@@ -32,3 +36,14 @@ def peer_conf(tmp_path: pathlib.Path, host: str, **overrides: Any) -> cfg.Config
 def local_image(tmp_path: pathlib.Path, data: bytes) -> ImageMeta:
     """``data`` as an image of the local image source of :func:`peer_conf`."""
     return add_image(str(tmp_path / "images"), io.BytesIO(data))
+
+
+@contextlib.contextmanager
+def running_server(cache: ImageCache, grants: ServeGrants, **kw: Any) -> Iterator[PeerServer]:
+    """A started :class:`PeerServer` of ``cache``, stopped after the block."""
+    server = PeerServer(cache.conf, cache, grants, **kw)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -36,7 +36,12 @@ from fleetcache.compute.peers.server import SPARE_WORKERS
 from fleetcache.compute.virt.disk import DiskDriver
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
-from tests.functional.compute.peerfixtures import CHUNK, local_image, peer_conf
+from tests.functional.compute.peerfixtures import (
+    CHUNK,
+    local_image,
+    peer_conf,
+    running_server,
+)
 from tests.waiting import wait_for
 
 CTXT = RequestContext()
@@ -81,19 +86,9 @@ def grants(image: ImageMeta) -> ServeGrants:
 KEY = new_key()
 
 
-@contextlib.contextmanager
-def _server(cache: ImageCache, grants: ServeGrants, **kw: Any) -> Iterator[PeerServer]:
-    server = PeerServer(cache.conf, cache, grants, **kw)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def server(source_cache: ImageCache, grants: ServeGrants) -> Iterator[PeerServer]:
-    with _server(source_cache, grants) as running:
+    with running_server(source_cache, grants) as running:
         yield running
 
 
@@ -473,7 +468,7 @@ def test_uploads_beyond_the_limit_get_503_with_retry_after(
                  image_cache__max_upload_bytes_per_second=4 * CHUNK)
     cache = ImageCache(conf, LocalImageSource(conf))
     cache.fetch(CTXT, image.id)
-    with _server(cache, grants) as server:
+    with running_server(cache, grants) as server:
         url = f"{server.url}/v1/images/{image.id}"
         auth = _auth(image.id, server="compute-c")
         with requests.get(url, headers={"Authorization": auth}, stream=True,
@@ -499,7 +494,7 @@ def test_connections_beyond_every_worker_get_503_at_once(
     conf = peer_conf(tmp_path, "compute-c", image_cache__peer_max_uploads=1)
     cache = ImageCache(conf, LocalImageSource(conf))
     cache.fetch(CTXT, image.id)
-    with _server(cache, grants, header_timeout=5) as server:
+    with running_server(cache, grants, header_timeout=5) as server:
         port = int(server.url.rsplit(":", 1)[1])
         idle = [socket.create_connection(("127.0.0.1", port), timeout=5)
                 for _ in range(1 + SPARE_WORKERS)]  # every worker waits for their heads
@@ -525,7 +520,7 @@ def test_an_address_that_cannot_be_bound_is_a_configuration_error(
 
 def test_a_client_trickling_headers_holds_no_worker_past_the_header_timeout(
         source_cache: ImageCache, grants: ServeGrants, image: ImageMeta) -> None:
-    with _server(source_cache, grants, header_timeout=0.5) as server:
+    with running_server(source_cache, grants, header_timeout=0.5) as server:
         port = int(server.url.rsplit(":", 1)[1])
         slow = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(8)]
         started, still_open = time.monotonic(), list(slow)

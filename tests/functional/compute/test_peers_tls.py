@@ -25,7 +25,12 @@ from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.compute.peers.server import SPARE_WORKERS
 from fleetcache.image.local import LocalImageSource
 from fleetcache.image.source import ImageMeta
-from tests.functional.compute.peerfixtures import CHUNK, local_image, peer_conf
+from tests.functional.compute.peerfixtures import (
+    CHUNK,
+    local_image,
+    peer_conf,
+    running_server,
+)
 from tests.tls_certs import CertFiles, TestCA, self_signed
 from tests.waiting import wait_for
 
@@ -78,21 +83,11 @@ def _source_cache(tmp_path: pathlib.Path, image: ImageMeta,
     return cache
 
 
-@contextlib.contextmanager
-def _running(cache: ImageCache, grants: ServeGrants, **kw: Any) -> Iterator[PeerServer]:
-    server = PeerServer(cache.conf, cache, grants, **kw)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def server(tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants,
            pki: dict[str, CertFiles]) -> Iterator[PeerServer]:
     """compute-a's image server, with TLS."""
-    with _running(_source_cache(tmp_path, image, pki["compute-a"]), grants) as running:
+    with running_server(_source_cache(tmp_path, image, pki["compute-a"]), grants) as running:
         yield running
 
 
@@ -209,7 +204,7 @@ def test_a_server_certificate_for_another_address_is_refused_by_the_client(
         pki: dict[str, CertFiles]) -> None:
     # compute-a presents a fleet certificate, but for 192.0.2.7: a host that took over
     # another's address is not the host the conductor named.
-    with _running(_source_cache(tmp_path, image, pki["elsewhere"]), grants) as server:
+    with running_server(_source_cache(tmp_path, image, pki["elsewhere"]), grants) as server:
         receiver = _receiver(tmp_path, pki["compute-b"])
         outcome = receiver.fetch(CTXT, image.id, peers=[_peer(server, image.id)])
         assert (outcome.download_path, outcome.bytes_from_peers) == ("http", 0)
@@ -220,7 +215,7 @@ def test_a_server_certificate_for_another_address_is_refused_by_the_client(
 def test_a_tls_receiver_does_not_ask_a_plain_http_peer(
         tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants,
         pki: dict[str, CertFiles]) -> None:
-    with _running(_source_cache(tmp_path, image, None), grants) as plain:
+    with running_server(_source_cache(tmp_path, image, None), grants) as plain:
         assert plain.url.startswith("http://")
         receiver = _receiver(tmp_path, pki["compute-b"])
         outcome = receiver.fetch(CTXT, image.id, peers=[_peer(plain, image.id)])
@@ -236,7 +231,7 @@ def test_a_silent_client_is_cut_at_the_header_deadline(
         tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants,
         pki: dict[str, CertFiles]) -> None:
     cache = _source_cache(tmp_path, image, pki["compute-a"])
-    with _running(cache, grants, header_timeout=1.0) as server:
+    with running_server(cache, grants, header_timeout=1.0) as server:
         opened = time.monotonic()
         silent = [socket.create_connection(("127.0.0.1", _port(server)), timeout=5)
                   for _ in range(3)]
@@ -261,7 +256,7 @@ def test_connections_beyond_every_worker_are_closed_at_once(
         tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants,
         pki: dict[str, CertFiles]) -> None:
     cache = _source_cache(tmp_path, image, pki["compute-a"])
-    with _running(cache, grants, header_timeout=5) as server:
+    with running_server(cache, grants, header_timeout=5) as server:
         idle = [socket.create_connection(("127.0.0.1", _port(server)), timeout=5)
                 for _ in range(1 + SPARE_WORKERS)]  # every worker waits for a handshake
         try:
@@ -285,7 +280,7 @@ def test_a_client_trickling_its_handshake_is_cut_at_the_header_deadline(
         client.do_handshake()
     client_hello = hello.read()  # a real ClientHello, sent one byte each 0.05 s
     cache = _source_cache(tmp_path, image, pki["compute-a"])
-    with _running(cache, grants, header_timeout=0.5) as server, \
+    with running_server(cache, grants, header_timeout=0.5) as server, \
             socket.create_connection(("127.0.0.1", _port(server)), timeout=5) as sock:
         started, cut = time.monotonic(), False
         for byte in client_hello:
