@@ -106,6 +106,17 @@ def file_gets(stack: Any, image_id: str, at_least: int = 0,
 
 
 @contextlib.contextmanager
+def sha512_image(stack: Any, mib: int, prefix: str) -> Iterator[dict[str, Any]]:
+    """A new raw image of ``mib`` random MiB that Glance hashed with sha512 (peers take only
+    images with a multihash), deleted with its cached copies after the block.
+    :returns: Glance's record, plus ``data``."""
+    data = os.urandom(mib << 20)
+    with raw_image(stack, data, prefix) as body:
+        assert body["status"] == "active" and body["os_hash_algo"] == "sha512", body
+        yield {**body, "data": data}
+
+
+@contextlib.contextmanager
 def raw_image(stack: Any, data: Any, prefix: str, timeout: float = 600) -> Iterator[dict[str, Any]]:
     """A new raw image of ``data`` (bytes, or an iterable of chunks) in the stack's Glance, so
     that no compute has it; deleted, with its cached copies, after the block.

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.server
-import os
 import re
 import threading
 import time
@@ -40,7 +39,7 @@ from tests.integration.stackops import (
     file_gets,
     file_sha512,
     forget,
-    raw_image,
+    sha512_image,
     wait_job_done,
 )
 from tests.integration.test_metrics import scrape, value
@@ -56,10 +55,8 @@ PEERS_ON = "[image_cache]\npeer_distribution = true\nprecache_concurrency = 3\n"
 def image(stack: Any) -> Iterator[dict[str, Any]]:
     """A new raw image of IMAGE_MIB random MiB in Glance (no compute has it), deleted with
     its cached copies after the test. :returns: Glance's record, plus ``data``."""
-    data = os.urandom(IMAGE_MIB << 20)
-    with raw_image(stack, data, "it-peers") as body:
-        assert body["status"] == "active" and body["os_hash_algo"] == "sha512", body
-        yield {**body, "data": data}
+    with sha512_image(stack, IMAGE_MIB, "it-peers") as body:
+        yield body
 
 
 def test_a_job_fetches_one_copy_per_cell_from_glance_the_rest_from_peers(

@@ -13,7 +13,6 @@ job with the conductor's ``peer_distribution`` on.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +24,7 @@ from tests.integration.stackops import (
     cached_file,
     file_gets,
     file_sha512,
-    raw_image,
+    sha512_image,
     wait_job_done,
 )
 from tests.tls_certs import TestCA
@@ -40,9 +39,7 @@ PEERS_ON = "[image_cache]\npeer_distribution = true\nprecache_concurrency = 3\n"
 
 @pytest.fixture
 def image(stack: Any) -> Iterator[dict[str, Any]]:
-    data = os.urandom(IMAGE_MIB << 20)
-    with raw_image(stack, data, "it-peers-tls") as body:
-        assert body["status"] == "active" and body["os_hash_algo"] == "sha512", body
+    with sha512_image(stack, IMAGE_MIB, "it-peers-tls") as body:
         yield body
 
 
