@@ -17,6 +17,10 @@ buffers, the kernels buffered megabytes ahead of the paced reader and Glance sen
 image at more than twice the cap (docs/performance.md, "Capped downloads as the image
 service sees them").
 
+Each read is sized to about 1/32 s of the rate the bytes arrive at, up to
+``download_chunk_size`` (:mod:`~fleetcache.image.prompt_chunks`): over a slow link the bytes
+reach the file, and any cut-through receivers, without waiting for a whole chunk.
+
 HTTP and keystoneauth errors are translated to the fleetcache exception tree in one place,
 :func:`_translated` and :func:`_check_status`.
 """
@@ -35,6 +39,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import requests
+import urllib3
 from keystoneauth1 import exceptions as ksa_exc
 from keystoneauth1 import session as ksa_session
 from oslo_config import cfg
@@ -42,6 +47,7 @@ from requests.adapters import HTTPAdapter
 
 from fleetcache.common import exception, service_auth
 from fleetcache.common.context import RequestContext
+from fleetcache.image.prompt_chunks import prompt_chunks
 from fleetcache.image.source import ImageMeta, ImageSource, ProgressCallback, Writer
 
 LOG = logging.getLogger(__name__)
@@ -68,9 +74,11 @@ def _translated(image_id: str, url: str) -> Iterator[None]:
     try:
         yield
     except (ksa_exc.ConnectionError, requests.ConnectionError, requests.Timeout,
-            requests.exceptions.ChunkedEncodingError) as exc:
+            requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError,
+            urllib3.exceptions.ReadTimeoutError) as exc:
         raise _Transient(f"GET {url}: {exc}") from exc
-    except (ksa_exc.ClientException, requests.RequestException) as exc:
+    except (ksa_exc.ClientException, requests.RequestException,
+            urllib3.exceptions.HTTPError) as exc:
         raise exception.ImageFetchError(image_id=image_id, reason=f"GET {url}: {exc}") from exc
 
 
@@ -222,7 +230,7 @@ class GlanceImageSource(ImageSource):
                 _check_content_range(resp, image_id, offset)
             if resp.status_code == 204:
                 return
-            for chunk in resp.iter_content(self.chunk_size):
+            for chunk in prompt_chunks(resp.raw, self.chunk_size):
                 if skip:  # the server ignored Range: drop what we already have
                     cut = min(skip, len(chunk))
                     chunk, skip = chunk[cut:], skip - cut

@@ -51,9 +51,12 @@ cache. Images with none of them are not verified.
         default=4 * 1024 * 1024,
         min=4096,
         help="""
-Bytes read from the image service per chunk while downloading.
+The largest chunk read from the image service at once while downloading.
 
-Nova's client uses 64 KiB; larger chunks cost fewer Python round trips per byte.
+Nova's client uses 64 KiB; larger chunks cost fewer Python round trips per byte. Reads are
+smaller while bytes arrive slowly (each about 1/32 s of them, at least 64 KiB), so that a
+slow link's bytes reach the cache and any peers served from it without waiting for a
+whole chunk.
 """,
     ),
     cfg.FloatOpt(

@@ -45,6 +45,7 @@ from typing import Any
 
 import requests
 import requests.adapters
+import urllib3
 from oslo_config import cfg
 
 from fleetcache.common import exception
@@ -52,16 +53,18 @@ from fleetcache.common.context import RequestContext
 from fleetcache.compute.peers import tls
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
+from fleetcache.image.prompt_chunks import prompt_chunks
 from fleetcache.image.source import Writer
 
 LOG = logging.getLogger(__name__)
 
 #: Seconds to open a TCP connection to a peer of the same site.
 CONNECT_TIMEOUT = 5.0
-#: Largest chunk read from a peer before it is written. A source still downloading
-#: (cut-through) sends each chunk once it is written, so every hop of a chain delays the
-#: bytes by about one chunk at the peer's rate: small enough for long chains, large enough
-#: for few Python round trips (docs/performance.md, "Peer distribution").
+#: Largest chunk read from a peer before it is written (smaller while bytes arrive slowly:
+#: :mod:`~fleetcache.image.prompt_chunks`). A source still downloading (cut-through) sends
+#: each chunk once it is written, so every hop of a chain delays the bytes by about one
+#: chunk: small enough for long chains, large enough for few Python round trips
+#: (docs/performance.md, "Peer distribution").
 PEER_CHUNK = 1024 * 1024
 #: The route of the image server (:mod:`~fleetcache.compute.peers.server`).
 ROUTE = "/v1/images/"
@@ -317,12 +320,13 @@ class _TLSAdapter(requests.adapters.HTTPAdapter):
 
 
 def _chunks(resp: requests.Response, size: int) -> Iterator[bytes]:
-    """The body's chunks; a transport failure (a stall included) is :class:`_Left`."""
-    it = resp.iter_content(size)
+    """The body's chunks (:func:`~fleetcache.image.prompt_chunks.prompt_chunks`, at most
+    ``size``); a transport failure (a stall included) is :class:`_Left`."""
+    it = prompt_chunks(resp.raw, size)
     while True:
         try:
             chunk = next(it, None)
-        except (requests.RequestException, OSError) as exc:
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise _Left(f"transfer failed: {exc}") from exc
         if chunk is None:
             return
