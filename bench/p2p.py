@@ -86,8 +86,9 @@ run (the fault-free ones included), and
 the fault-free median: T, origin copies per group (the same counts, which must agree), the
 hosts that used the origin and why, ``bad_peers`` and the planner's quarantine, each resume
 with its re-fetched bytes (at most one chunk), and each host's base hashed (no partial file
-left). The host calls are the conductor's with computes of RPC 1.6: refused peer bytes
-come back and the planner names a second source (one victim the origin, the others a peer),
+left). The host calls are the conductor's with computes of RPC 1.7: refused peer bytes, and an
+image whose peers all failed (its bytes kept), come back and the planner names the next
+source (one victim the origin, the others a peer),
 so a liar costs its group a second copy; no peer can prove its bytes before the image's end
 (the image service gives no piece hashes), so that case exceeds 1.05 copies per group by
 design, and is reported as it is.
@@ -351,8 +352,9 @@ class Bench:
         """The conductor's per-host call with the real PeerPlanner (``peer_cut_through`` as
         the mode says)."""
         from fleetcache.common.db.compute_states import PeerSite
-        from fleetcache.conductor.precache.hostcall import after_refused, is_refused
+        from fleetcache.conductor.precache.hostcall import from_sources_in_turn, resumed_bytes
         from fleetcache.conductor.precache.peers import PeerPlanner, PeerQuarantine
+        from fleetcache.conductor.precache.results import checked_replies
 
         job = str(uuid.uuid4())
         self.conf.set_override("peer_cut_through", cut_through, group="image_cache")
@@ -361,29 +363,31 @@ class Bench:
         if fault is not None:
             fault.planner = planner
 
-        def assigned(host: Host, site: PeerSite, report: bool
-                     ) -> tuple[dict[str, Any], float, float]:
-            assignment = planner.assign(host.name, site, image_id, client=client)
-            if fault is not None:
-                fault.on_assigned(host, assignment)
-            try:
-                got = host.cache_images(image_id, list(assignment.peers), report)
-            except BaseException:
-                planner.finished(host.name, site, image_id, assignment, None, client)
-                raise
-            result: Any = got[0]
-            planner.finished(host.name, site, image_id, assignment, result, client)
-            return got
-
         def call(host: Host) -> tuple[dict[str, Any], float, float]:
-            """As the conductor's host call with computes of RPC 1.6: refused peer bytes
-            come back, and the planner names a second source."""
+            """As the conductor's host call with computes of RPC 1.7: refused peer bytes,
+            and an image whose peers all failed, come back, and the planner names the next
+            source (:func:`~fleetcache.conductor.precache.hostcall.from_sources_in_turn`)."""
             site = PeerSite(url=host.url, group=f"cell{host.group}", address=host.address)
-            first = assigned(host, site, report=True)
-            if not is_refused(first[0]):  # type: ignore[arg-type]
-                return first
-            second = assigned(host, site, report=False)
-            return dict(after_refused(first[0], second[0])), first[1], second[2]  # type: ignore[arg-type]
+            times: list[float] = []
+
+            def assigned(report: bool, hand_back: bool) -> tuple[Any, int]:
+                assignment = planner.assign(host.name, site, image_id, client=client)
+                if fault is not None:
+                    fault.on_assigned(host, assignment)
+                try:
+                    result, started, ended = host.cache_images(
+                        image_id, list(assignment.peers), report, hand_back)
+                except BaseException:
+                    planner.finished(host.name, site, image_id, assignment, None, client)
+                    raise
+                # As the conductor reads a reply (a resumed download's bytes counted in).
+                checked = checked_replies({image_id: result}, [image_id])[image_id]
+                planner.finished(host.name, site, image_id, assignment, checked, client)
+                times.extend((started, ended))
+                return checked, resumed_bytes({image_id: result}, image_id)
+
+            result = from_sources_in_turn(assigned, True, True, host.name)
+            return dict(result), times[0], times[-1]
 
         return call
 

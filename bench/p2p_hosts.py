@@ -106,12 +106,13 @@ def host_main(netns: str | None, calls: multiprocessing.connection.Connection,
     def serve_calls() -> None:
         while True:
             try:
-                image_id, peers, report_refused = calls.recv()
+                image_id, peers, report_refused, hand_back = calls.recv()
             except EOFError:
                 return
             started = time.time()
             result = manager.cache_images(ctxt, [image_id], peers={image_id: peers},
-                                          origin_after_refused_peers=not report_refused
+                                          origin_after_refused_peers=not report_refused,
+                                          origin_after_failed_peers=not hand_back
                                           )[image_id]
             calls.send((dict(result), started, time.time()))
 
@@ -165,9 +166,10 @@ class Host:
             raise RuntimeError(f"{self.name} did not start within {timeout} s")
         self.url = self._control.recv()
 
-    def cache_images(self, image_id: str, peers: list[Any], report_refused: bool = False
-                     ) -> tuple[dict[str, Any], float, float]:
-        self._calls.send((image_id, peers, report_refused and bool(peers)))
+    def cache_images(self, image_id: str, peers: list[Any], report_refused: bool = False,
+                     hand_back: bool = False) -> tuple[dict[str, Any], float, float]:
+        self._calls.send((image_id, peers, report_refused and bool(peers),
+                          hand_back and bool(peers)))
         result: tuple[dict[str, Any], float, float] = self._calls.recv()
         return result
 

@@ -25,6 +25,7 @@ from fleetcache.compute.imagecache import (
     DownloadTerms,
     ImageCacheManager,
     PeerBytesRefused,
+    PeersGone,
     ReportFunc,
     manager_interval,
 )
@@ -77,7 +78,8 @@ class ComputeManager:
                      peers: dict[str, list[Peer]] | None = None,
                      until: float | None = None,
                      bytes_per_second: int | None = None,
-                     origin_after_refused_peers: bool = True) -> dict[str, ImageResult]:
+                     origin_after_refused_peers: bool = True,
+                     origin_after_failed_peers: bool = True) -> dict[str, ImageResult]:
         """Cache each image in order, then report the cache (the report function); never raises.
 
         A call beyond ``[compute] max_concurrent_long_calls`` is answered at once with every
@@ -98,14 +100,21 @@ class ComputeManager:
             is not fetched again from the image service by this call but ``error`` with
             ``fallback_reason`` ``hash_mismatch: <peers>`` and ``bad_peers``: the conductor
             names its next source (1.6).
+        :param origin_after_failed_peers: False: an image whose peers all failed in
+            transport is not fetched from the image service by this call but ``error`` with
+            ``fallback_reason`` ``peer_failed: ...`` and ``failed_peers``, the bytes written
+            kept as its paused download for the next call: the conductor names the next
+            source, under its caps (1.7).
         :returns: ``{image_id: {"state": cached|existing|error|unsupported|skipped|paused,
             "reason": ..., "bytes_downloaded": N, "download_path": rbd|http|peer|None,
             "fallback_reason": ..., "source_host": ..., "bytes_from_peers": N, "bad_peers":
-            [...], "bytes_resumed": N}}``, one entry per requested image.
+            [...], "failed_peers": [...], "bytes_resumed": N}}``, one entry per requested
+            image.
         """
         peers = peers if isinstance(peers, dict) else {}
         LOG.debug("cache_images: %s", ", ".join(image_ids))
-        terms = _terms(until, bytes_per_second, origin_after_refused_peers)
+        terms = _terms(until, bytes_per_second, origin_after_refused_peers,
+                       origin_after_failed_peers)
         if isinstance(terms, str):
             LOG.warning("cache_images refused: %s", terms)
             return {image_id: ImageResult(state="error", reason=terms, bytes_downloaded=0)
@@ -235,6 +244,14 @@ class ComputeManager:
                 download_path="peer", fallback_reason=f"hash_mismatch: "
                 f"{','.join(refused.bad_peers)}", source_host=refused.bad_peers[-1],
                 bytes_from_peers=refused.bytes_from_peers, bad_peers=list(refused.bad_peers))
+        except PeersGone as gone:
+            if self.metrics is not None:
+                self.metrics.record_peers_gone(gone.bytes_downloaded)
+            return ImageResult(
+                state="error", reason=gone.reason, bytes_downloaded=gone.bytes_downloaded,
+                download_path="peer", fallback_reason=f"peer_failed: {gone.failure}",
+                source_host=gone.source_host, bytes_from_peers=gone.bytes_downloaded,
+                failed_peers=list(gone.failed_peers))
         except DownloadPaused as paused:
             LOG.info("Image %s: %s", image_id, paused.reason)
             if self.metrics is not None:
@@ -285,11 +302,15 @@ class ComputeManager:
 
 
 def _terms(until: object, bytes_per_second: object,
-           origin_after_refused_peers: object = True) -> DownloadTerms | None | str:
+           origin_after_refused_peers: object = True,
+           origin_after_failed_peers: object = True) -> DownloadTerms | None | str:
     """The call's terms (None: it has none), or why they are malformed."""
     if not isinstance(origin_after_refused_peers, bool):
         return f"bad origin_after_refused_peers {origin_after_refused_peers!r}"
-    if until is None and bytes_per_second is None and origin_after_refused_peers:
+    if not isinstance(origin_after_failed_peers, bool):
+        return f"bad origin_after_failed_peers {origin_after_failed_peers!r}"
+    if (until is None and bytes_per_second is None and origin_after_refused_peers
+            and origin_after_failed_peers):
         return None
     if until is not None and (not isinstance(until, int | float) or isinstance(until, bool)):
         return f"bad end time {until!r}"
@@ -299,7 +320,8 @@ def _terms(until: object, bytes_per_second: object,
         return f"bad rate {bytes_per_second!r} (bytes per second, a positive integer)"
     return DownloadTerms(until=None if until is None else float(until),
                          bytes_per_second=bytes_per_second,
-                         origin_after_refused_peers=origin_after_refused_peers)
+                         origin_after_refused_peers=origin_after_refused_peers,
+                         origin_after_failed_peers=origin_after_failed_peers)
 
 
 def _check_serve_request(job_uuid: object, key: object, image_ids: object,

@@ -136,6 +136,14 @@ class ComputeMetrics:
         self.bytes["http"].inc(bytes_from_origin)
         self.peer_fallbacks["hash_mismatch"].inc()
 
+    def record_peers_gone(self, bytes_from_peers: int) -> None:
+        """Every peer of a download failed and the image went back to the conductor with
+        the bytes kept (compute RPC 1.7): an ``error`` request and a ``peer_failed``
+        fallback, the bytes counted as fetched from peers (the next call resumes them)."""
+        self.record_failure("error")
+        self.bytes["peer"].inc(bytes_from_peers)
+        self.peer_fallbacks["peer_failed"].inc()
+
     def record_peer_request(self, code: int) -> None:
         """The peer image server answered a request with ``code``."""
         self.peer_requests.labels(str(code)).inc()

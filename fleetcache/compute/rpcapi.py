@@ -12,6 +12,7 @@ API version history:
 * 1.4 - cache_images takes peers; added serve_images (peer distribution)
 * 1.5 - cache_images takes until and bytes_per_second (the call's terms); state paused
 * 1.6 - cache_images takes origin_after_refused_peers
+* 1.7 - cache_images takes origin_after_failed_peers
 """
 
 from __future__ import annotations
@@ -26,13 +27,15 @@ from fleetcache.common.context import RequestContext
 from fleetcache.common.db import compute_states
 
 TOPIC = "compute"
-RPC_API_VERSION = "1.6"
+RPC_API_VERSION = "1.7"
 #: The first version whose computes take peers as sources and serve their cache to them.
 PEERS_VERSION = "1.4"
 #: The first version whose computes take a call's terms: an end time and a rate.
 TERMS_VERSION = "1.5"
 #: The first version whose computes leave the source after refused peer bytes to the caller.
 REFUSED_PEERS_VERSION = "1.6"
+#: The first version whose computes leave the source after failed peers to the caller.
+FAILED_PEERS_VERSION = "1.7"
 
 # Keys of the capabilities a compute sends with ``register_service`` (the conductor keeps the
 # host's Placement resource provider from them):
@@ -94,6 +97,9 @@ class ImageResult(TypedDict):
     :ivar bytes_from_peers: of ``bytes_downloaded``, those peers sent (1.4).
     :ivar bad_peers: peers whose bytes failed verification (1.4; the conductor stops using
         them as sources for a while).
+    :ivar failed_peers: with ``error``, the peers that all failed in transport when the call
+        left the next source to the conductor (1.7, ``origin_after_failed_peers`` False):
+        the bytes written are kept for the next call, which resumes them.
     """
 
     state: str
@@ -105,6 +111,7 @@ class ImageResult(TypedDict):
     bytes_from_peers: NotRequired[int | None]
     bad_peers: NotRequired[list[str]]
     bytes_resumed: NotRequired[int]
+    failed_peers: NotRequired[list[str]]
 
 
 #: The state of an image whose download the call's end time stopped, or never let start.
@@ -159,11 +166,18 @@ class ComputeAPI:
         the conductor (1.6)."""
         return bool(self.client.can_send_version(REFUSED_PEERS_VERSION))
 
+    @property
+    def reports_failed_peers(self) -> bool:
+        """Whether the version cap lets calls leave the source after failed peers to the
+        conductor (1.7)."""
+        return bool(self.client.can_send_version(FAILED_PEERS_VERSION))
+
     def cache_images(
         self, ctxt: RequestContext, host: str, image_ids: list[str],
         pin_until: float | None = None, peers: dict[str, list[Peer]] | None = None,
         until: float | None = None, bytes_per_second: int | None = None,
         origin_after_refused_peers: bool = True,
+        origin_after_failed_peers: bool = True,
     ) -> dict[str, ImageResult]:
         """Have ``host`` cache ``image_ids`` in order; returns each image's outcome.
 
@@ -179,9 +193,13 @@ class ComputeAPI:
         :param origin_after_refused_peers: False: an image whose peer bytes a check refused
             comes back ``error`` with ``bad_peers`` instead of being fetched again from the
             image service (version 1.6); True: as before 1.6.
+        :param origin_after_failed_peers: False: an image whose peers all failed in
+            transport comes back ``error`` with ``failed_peers``, its bytes kept for the next
+            call, instead of being fetched from the image service (version 1.7); True: as
+            before 1.7.
         :raises RPCVersionCapped: a pin with ``[upgrade_levels] compute`` below 1.2, peers
             below 1.4, an end time or a rate below 1.5, ``origin_after_refused_peers`` False
-            below 1.6.
+            below 1.6, ``origin_after_failed_peers`` False below 1.7.
         NOTE: a download may take many minutes, so the hard limit is ``long_rpc_timeout``; the
         compute's heartbeats every ``rpc_response_timeout / 2`` (call_monitor_timeout) let a
         dead compute be noticed within ``rpc_response_timeout`` instead.
@@ -201,6 +219,8 @@ class ComputeAPI:
             kwargs["bytes_per_second"], version = int(bytes_per_second), TERMS_VERSION
         if not origin_after_refused_peers:
             kwargs["origin_after_refused_peers"], version = False, REFUSED_PEERS_VERSION
+        if not origin_after_failed_peers:
+            kwargs["origin_after_failed_peers"], version = False, FAILED_PEERS_VERSION
         cctxt = rpc.prepare(
             self.client, "cache_images", version,
             server=host,

@@ -42,7 +42,7 @@ from fleetcache.compute.imagecache.download import (
     publish,
     require_disk_format,
 )
-from fleetcache.compute.imagecache.download_paths import PeerBytesRefused
+from fleetcache.compute.imagecache.download_paths import PeerBytesRefused, PeersGone
 from fleetcache.compute.imagecache.files import EarlyWriteback, fsync_dir
 from fleetcache.compute.imagecache.index import CacheIndex, IndexRecord
 from fleetcache.compute.imagecache.layout import (
@@ -56,6 +56,7 @@ from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms
 
 __all__ = [
     "PeerBytesRefused",
+    "PeersGone",
     "DEFAULT_INTERVAL",
     "LOCK_PREFIX",
     "PART_MARK",

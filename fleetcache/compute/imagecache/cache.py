@@ -58,7 +58,7 @@ from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache.direct import RbdDirect
 from fleetcache.compute.imagecache.download import CheckFactory
-from fleetcache.compute.imagecache.download_paths import DownloadPaths
+from fleetcache.compute.imagecache.download_paths import DownloadPaths, PeersGone
 from fleetcache.compute.imagecache.files import fsync_dir, unlink
 from fleetcache.compute.imagecache.index import CacheIndex
 from fleetcache.compute.imagecache.layout import (
@@ -309,10 +309,21 @@ class ImageCache:
     def _fill(self, ctxt: RequestContext, meta: ImageMeta,
               progress: ProgressCallback | None, peers: Sequence[Peer],
               terms: DownloadTerms | None) -> CacheOutcome:
-        """:meth:`_download`, registered as under way for the image server (cut-through)."""
-        with self.in_flight.downloading(meta.id, meta.size, self.base_dir,
-                                        partial_prefix(meta.id)):
-            return self._download(ctxt, meta, progress, peers, terms)
+        """:meth:`_download`, registered as under way for the image server (cut-through).
+
+        A download whose peers all failed and whose call leaves the next source to the
+        conductor (:class:`PeersGone`) is announced again as coming: the conductor calls
+        again at once, and until then the image server asks this host's own receivers to
+        wait (``not_yet``) instead of telling them it has nothing (they would each go back
+        to the conductor too).
+        """
+        try:
+            with self.in_flight.downloading(meta.id, meta.size, self.base_dir,
+                                            partial_prefix(meta.id)):
+                return self._download(ctxt, meta, progress, peers, terms)
+        except PeersGone:
+            self.in_flight.expect(meta.id)
+            raise
 
     def _download(self, ctxt: RequestContext, meta: ImageMeta,
                   progress: ProgressCallback | None, peers: Sequence[Peer],

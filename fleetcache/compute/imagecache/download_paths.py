@@ -6,7 +6,8 @@ fallbacks between them; every path feeds the same checked download
   with a multihash (:data:`~fleetcache.image.verify.STRONG_HASHES`): peers that fail in
   transport hand over to the next; after the last, the origin resumes at the bytes written
   when it can (the image service's ``Range``), else the image comes from the origin from
-  byte 0. Bytes refused by a check
+  byte 0; or, when the call's terms leave that to the conductor, :class:`PeersGone` is
+  raised, the bytes kept as the image's paused download. Bytes refused by a check
   (hash, signature, format), whoever sent them, are dropped and the image is fetched again
   from the origin from byte 0, the peers that sent them named; or, when the call's terms
   leave that to the conductor, :class:`PeerBytesRefused` is raised (nothing kept);
@@ -45,7 +46,7 @@ from fleetcache.compute.imagecache.direct import RbdDirect
 from fleetcache.compute.imagecache.download import CheckFactory, Published, download_checked
 from fleetcache.compute.imagecache.files import unlink
 from fleetcache.compute.imagecache.paused import NotResumable, ResumedSource, kept_bytes
-from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms
+from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms, MiB
 from fleetcache.compute.peers.source import PeersFailed, PeerSource
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
@@ -78,6 +79,29 @@ class PeerBytesRefused(exception.ImageFetchError):
         self.bad_peers = bad_peers
         self.bytes_from_peers = bytes_from_peers
         self.bytes_from_origin = bytes_from_origin
+
+
+class PeersGone(DownloadPaused):
+    """Every peer failed in transport and the call's terms leave the next source to the
+    conductor (``origin_after_failed_peers`` False, RPC 1.7): the bytes written are kept as
+    the image's paused download, which the next call resumes from the image service.
+
+    :ivar failure: ``<host>: <why>`` of the last peer that failed.
+    :ivar failed_peers: the peers given up on, in order.
+    :ivar source_host: the last peer whose bytes were written (None: none).
+    """
+
+    def __init__(self, image_id: str, failure: str, failed_peers: tuple[str, ...] = ()) -> None:
+        super().__init__(image_id)
+        self.failure = failure
+        self.failed_peers = failed_peers
+        self.source_host: str | None = None
+
+    @property
+    def reason(self) -> str:
+        """``peer_failed: compute0: cannot connect: ...; 16.0 MiB kept ...``."""
+        return (f"peer_failed: {self.failure}; {self.kept / MiB:.1f} MiB kept for the next "
+                "source the conductor names")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,10 +205,17 @@ class DownloadPaths:
         the origin from byte 0."""
         meta = job.meta
         self._drop_paused(job)
+        gone = (None if job.terms.origin_after_failed_peers
+                else functools.partial(_peers_gone, meta.id))
         source = PeerSource(self.conf, peers, origin=origin, until=job.terms.until,
-                            at_end=functools.partial(_pause_at_end, meta.id))
+                            at_end=functools.partial(_pause_at_end, meta.id),
+                            at_peers_gone=gone)
         try:
             published, _ = self._checked(ctxt, source, job)
+        except PeersGone as exc:
+            exc.source_host = source.last_peer
+            LOG.warning("Image %s: %s", meta.id, exc.reason)
+            raise
         except DownloadPaused:
             raise
         except REFUSED_BYTES as exc:
@@ -297,6 +328,11 @@ class DownloadPaths:
 def _pause_at_end(image_id: str) -> None:
     """The call's end time came while a download waited for its peers."""
     raise DownloadPaused(image_id)
+
+
+def _peers_gone(image_id: str, failure: str, failed_peers: tuple[str, ...]) -> None:
+    """Every peer failed; the conductor names the next source (RPC 1.7)."""
+    raise PeersGone(image_id, failure, failed_peers)
 
 
 def peer_hash(meta: ImageMeta) -> bool:

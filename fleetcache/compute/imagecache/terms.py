@@ -76,11 +76,18 @@ class DownloadTerms:
         PeerBytesRefused`), which gives one host of the group the origin and the others a
         peer: every host behind a lying peer in a cut-through chain relayed its bytes, and
         each fetching the image again from the origin at once would cost a copy per host.
+    :ivar origin_after_failed_peers: whether a download whose peers all failed in transport
+        (dead, stalled, gone) goes on from the origin in the same call (1.4), or stops there,
+        its bytes kept as the image's paused download for the next call (False, RPC 1.7:
+        :class:`~fleetcache.compute.imagecache.download_paths.PeersGone`): the conductor
+        then names the next source, the image service under a download lease and one of the
+        group's image service slots, so that a fault does not let hosts around the caps.
     """
 
     until: float | None = None
     bytes_per_second: int | None = None
     origin_after_refused_peers: bool = True
+    origin_after_failed_peers: bool = True
 
     def expired(self, now: float | None = None) -> bool:
         """Whether ``until`` has passed."""

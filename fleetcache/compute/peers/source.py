@@ -125,6 +125,9 @@ class PeerSource(ImageSource):
     :param until: the call's end time (epoch seconds; its terms, RPC 1.5): a wait for the
         peers stops there and calls ``at_end``, which raises the call's pause (bytes that
         arrive are paused by the terms' writer; a wait writes none). None: no end.
+    :param at_peers_gone: called with :meth:`failure` and :attr:`failed_hosts` once every
+        peer failed, instead of resuming from ``origin``: it raises the call's hand-back to
+        the conductor (RPC 1.7). None: ``origin`` resumes.
     :ivar attempts: one per source asked, in order (the origin's host is ``origin``).
     """
 
@@ -134,7 +137,9 @@ class PeerSource(ImageSource):
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
                  until: float | None = None,
-                 at_end: Callable[[], None] | None = None) -> None:
+                 at_end: Callable[[], None] | None = None,
+                 at_peers_gone: Callable[[str, tuple[str, ...]], None] | None = None
+                 ) -> None:
         super().__init__(conf)
         self.peers = tuple(peers)
         self.origin = origin
@@ -149,6 +154,7 @@ class PeerSource(ImageSource):
         self._sleep = sleep
         self.until = until
         self.at_end = at_end
+        self.at_peers_gone = at_peers_gone
 
     @property
     def bytes_from_peers(self) -> int:
@@ -171,6 +177,12 @@ class PeerSource(ImageSource):
         """The peer that sent the last peer bytes."""
         hosts = self.contributors
         return hosts[-1] if hosts else None
+
+    @property
+    def failed_hosts(self) -> tuple[str, ...]:
+        """Peers that failed an attempt, in order (each once)."""
+        return tuple(dict.fromkeys(a.host for a in self.attempts
+                                   if a.peer and a.outcome != "done"))
 
     @property
     def failures(self) -> list[PeerAttempt]:
@@ -217,6 +229,8 @@ class PeerSource(ImageSource):
                 break
             if not sent:  # every peer left asked to be asked again: never a busy loop
                 self._pause(min(max(min(pauses), MIN_PAUSE), left))
+        if self.at_peers_gone is not None:
+            self.at_peers_gone(self.failure(), self.failed_hosts)
         return self._resume_from_origin(ctxt, meta, writer, written, progress)
 
     def _pause(self, seconds: float) -> None:

@@ -60,11 +60,15 @@ class ComputeClient(Protocol):
     @property
     def reports_refused_peers(self) -> bool: ...
 
+    @property
+    def reports_failed_peers(self) -> bool: ...
+
     def cache_images(
         self, ctxt: RequestContext, host: str, image_ids: list[str],
         pin_until: float | None = None, peers: dict[str, list[Peer]] | None = None,
         until: float | None = None, bytes_per_second: int | None = None,
         origin_after_refused_peers: bool = True,
+        origin_after_failed_peers: bool = True,
     ) -> dict[str, ImageResult]: ...
 
     def serve_images(self, ctxt: RequestContext, host: str, job_uuid: str, key: str,
@@ -245,18 +249,22 @@ class HostCaller:
 
     def _call(self, client: ComputeClient, host: str, image_ids: list[str],
               peers: dict[str, list[Peer]] | None = None,
-              report_refused: bool = False) -> dict[str, ImageResult]:
+              report_refused: bool = False, hand_back: bool = False) -> dict[str, ImageResult]:
         """The host's ``cache_images`` call for ``image_ids``, under the job's terms: none
         outside its window (every image ``paused``, for the next one), and, for a compute
         that takes them, an end time at the window's close and the job's pace.
 
         :param report_refused: have refused peer bytes come back (1.6) rather than the
-            compute fetching the image again from the image service."""
+            compute fetching the image again from the image service.
+        :param hand_back: have an image whose peers all failed come back (1.7) rather than
+            the compute fetching it from the image service outside the caps."""
         kwargs: dict[str, Any] = self._pin()
         if peers:
             kwargs["peers"] = peers
             if report_refused:
                 kwargs["origin_after_refused_peers"] = False
+            if hand_back:
+                kwargs["origin_after_failed_peers"] = False
         if self.terms:
             now = datetime.datetime.now(datetime.UTC)
             period = job_terms.next_period(self.terms, now)
@@ -287,26 +295,26 @@ class HostCaller:
         as a source in turn.
 
         A compute of RPC 1.6 gives back peer bytes a check refused instead of fetching the
-        image again from the image service; the planner then learns who sent them and
-        assigns a second source: one host of the group gets the image service, the others
-        a peer (with cut-through, the victims of a lying peer that relayed its bytes down a
-        chain would otherwise each fetch the image from the image service at once). The
-        second call fetches from the image service after refused bytes, as before 1.6.
+        image again from the image service, and one of 1.7 an image whose peers all failed
+        in transport (dead, stalled), the bytes written kept: the planner then learns who
+        failed and assigns the next source, one host of the group the image service under
+        the group's slot and a download lease, the others a peer (with cut-through, the
+        hosts of a chain behind a lying or dead peer would otherwise each fetch the image
+        from the image service at once, around the caps). At most :data:`MAX_SOURCES`
+        calls: the last fetches from the image service itself after refused or failed
+        peers, as before 1.6.
         """
-        report = client.reports_refused_peers
-        reply = self._cache_assigned(client, plan, site, image_id, report)
-        if report and is_refused(reply):
-            LOG.info("Job %s: %s refused bytes from peers %s for image %s; assigning another "
-                     "source", self.uuid, plan.host, ", ".join(reply.get("bad_peers") or []),
-                     image_id)
-            reply = after_refused(reply, self._cache_assigned(client, plan, site, image_id,
-                                                              report=False))
-        return reply
+        return from_sources_in_turn(
+            lambda report, hand_back: self._cache_assigned(client, plan, site, image_id,
+                                                           report, hand_back),
+            client.reports_refused_peers, client.reports_failed_peers,
+            f"Job {self.uuid}: {plan.host}, image {image_id}")
 
     def _cache_assigned(self, client: ComputeClient, plan: HostPlan, site: PeerSite,
-                        image_id: str, report: bool) -> ImageResult:
+                        image_id: str, report: bool, hand_back: bool) -> tuple[ImageResult, int]:
         """One call for one image from the source the planner assigns, then the planner
-        told what came of it."""
+        told what came of it. :returns: the image's result, and the bytes of it the call
+        took from its paused download (kept by an earlier call that handed it back)."""
         planner = self.planner
         assert planner is not None
         host = plan.host
@@ -315,23 +323,25 @@ class HostCaller:
                       planner.assign(host, site, image_id, on_wait=show,
                                      stopping=self.host_calls.stopping, client=client))
         reply: ImageResult | None = None
+        resumed = 0
         try:
             try:
                 with self._origin_lease(host, image_id, assignment):
                     replies = self._call(
                         client, host, [image_id],
                         peers={image_id: assignment.peers} if assignment.peers else None,
-                        report_refused=report)
+                        report_refused=report, hand_back=hand_back)
             except WaitAbandoned:
                 replies = same_result_per_image([image_id], PAUSED, "the job's window closed "
                                                 "while it waited for a download slot")
+            resumed = resumed_bytes(replies, image_id)
             # Checked before the planner reads it: a malformed reply is this image's error.
             reply = checked_replies(replies, [image_id])[image_id]
         finally:
             planner.finished(host, site, image_id, assignment, reply, client)
         if assignment.reason and not reply.get("fallback_reason"):
             reply = ImageResult(**{**reply, "fallback_reason": assignment.reason})
-        return reply
+        return reply, resumed
 
     @contextlib.contextmanager
     def _origin_lease(self, host: str, image_id: str,
@@ -392,22 +402,76 @@ class HostCaller:
             LOG.warning("Could not show %s waiting in job %s: %s", host, self.uuid, exc)
 
 
-def is_refused(reply: ImageResult) -> bool:
-    """Whether ``reply`` gives back peer bytes a check refused (RPC 1.6: ``error`` naming the
-    peers, nothing fetched from the image service after them)."""
-    return reply["state"] == "error" and bool(reply.get("bad_peers"))
+#: Calls for one image of a host with peers: its first source, then as many as a refused
+#: or failed source hands back (the last fetches from the image service after them itself).
+MAX_SOURCES = 3
 
 
-def after_refused(refused: ImageResult, second: ImageResult) -> ImageResult:
-    """The image's result after a second source: ``second``'s, counting the refused call's
-    bytes (fetched, then dropped) and naming its bad peers and why the second was needed."""
-    bad = list(dict.fromkeys([*(refused.get("bad_peers") or []),
+def from_sources_in_turn(ask: Callable[[bool, bool], tuple[ImageResult, int]],
+                         reports_refused: bool, reports_failed: bool,
+                         what: str = "") -> ImageResult:
+    """An image's result from ``ask(report_refused, hand_back)`` (one call with the source
+    the planner names), asked again while a call hands the image back, at most
+    :data:`MAX_SOURCES` times, each result after the first counting the ones before.
+
+    :param reports_refused: whether the compute may give back refused peer bytes (1.6),
+        and ``reports_failed``: an image whose peers all failed (1.7).
+    """
+    refused_before = False
+    reply, _ = ask(reports_refused, reports_failed)
+    for calls in range(2, MAX_SOURCES + 1):
+        back = handed_back(reply)
+        if back is None:
+            break
+        refused_before = refused_before or back == "refused"
+        last = calls == MAX_SOURCES
+        LOG.info("%s: %s peers %s; assigning another source", what, back,
+                 ", ".join(reply.get("bad_peers") or reply.get("failed_peers") or []))
+        # A second refusal is the compute's to settle, from the image service (as 1.4).
+        nxt, resumed = ask(reports_refused and not last and not refused_before,
+                           reports_failed and not last)
+        reply = after_handed_back(reply, nxt, resumed)
+    return reply
+
+
+def handed_back(reply: ImageResult) -> str | None:
+    """Whether ``reply`` gives the image back to the conductor: ``refused`` (peer bytes a
+    check refused, RPC 1.6: ``error`` naming the peers, nothing fetched from the image
+    service after them), ``failed`` (every peer failed in transport, 1.7: ``error`` naming
+    them, the bytes kept for the next call), else None."""
+    if reply["state"] != "error":
+        return None
+    if reply.get("bad_peers"):
+        return "refused"
+    if reply.get("failed_peers"):
+        return "failed"
+    return None
+
+
+def resumed_bytes(replies: Mapping[str, ImageResult], image_id: str) -> int:
+    """The bytes of ``image_id`` its call took from its paused download (1.5; 0: none)."""
+    reply = replies.get(image_id) if isinstance(replies, Mapping) else None
+    value = reply.get("bytes_resumed") if isinstance(reply, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def after_handed_back(back: ImageResult, second: ImageResult, resumed: int = 0) -> ImageResult:
+    """The image's result after the next source: ``second``'s, counting the bytes the call
+    that handed it back fetched (dropped if refused; resumed by ``second`` if kept: its
+    ``resumed`` bytes are counted once) and naming the peers that failed and why."""
+    bad = list(dict.fromkeys([*(back.get("bad_peers") or []),
                               *(second.get("bad_peers") or [])]))
-    return ImageResult(**{
+    failed = list(dict.fromkeys([*(back.get("failed_peers") or []),
+                                 *(second.get("failed_peers") or [])]))
+    merged = ImageResult(**{
         **second,
-        "bytes_downloaded": refused["bytes_downloaded"] + second["bytes_downloaded"],
-        "bytes_from_peers": (refused.get("bytes_from_peers") or 0)
+        "bytes_downloaded": back["bytes_downloaded"] + second["bytes_downloaded"]
+        - min(resumed, second["bytes_downloaded"]),
+        "bytes_from_peers": (back.get("bytes_from_peers") or 0)
         + (second.get("bytes_from_peers") or 0),
         "bad_peers": bad,
-        "fallback_reason": second.get("fallback_reason") or refused.get("fallback_reason"),
+        "fallback_reason": second.get("fallback_reason") or back.get("fallback_reason"),
     })
+    if failed:
+        merged["failed_peers"] = failed
+    return merged

@@ -29,7 +29,13 @@ held a verified copy of its own: with cut-through a host relays bytes before it 
 them, so a host named by its receiver whose own download was refused too only relayed a liar's
 bytes and is not quarantined (one named before its own outcome is known is not offered
 again until it is: quarantined then if verified). A source that failed a receiver otherwise
-(dead, stalled, refused) is not used again by the job.
+(dead, stalled, refused) is not used again by the job, and holds none of its group's image
+service slots from then on (a dead compute's call may take minutes to end).
+
+A host whose peers all failed comes back for its next source (compute RPC 1.7, its bytes
+kept): it is never given a download that streams from its own (its receivers wait for it),
+so, with the peers that failed it set aside, it usually gets the image service under the
+group's slot, and its receivers keep their place in the chain.
 
 Each job run has its own key (:func:`~fleetcache.common.peer_tokens.new_key`), and each
 source a key derived from it (:func:`~fleetcache.common.peer_tokens.source_key`), given to it
@@ -143,7 +149,7 @@ class _ImageGroup:
 
     holders: dict[str, _Holder] = dataclasses.field(default_factory=dict)
     #: Hosts fetching it from the image service under one of the group's slots.
-    origin: int = 0
+    origin: set[str] = dataclasses.field(default_factory=set)
 
 
 class PeerPlanner:
@@ -216,8 +222,9 @@ class PeerPlanner:
                 holder = self._free_holder(state, host)
                 if holder is not None:
                     break
-                if not self._usable(state, host) and state.origin < self.origin_per_group:
-                    state.origin += 1
+                if (not self._usable(state, host)
+                        and self._origin_in_use(state) < self.origin_per_group):
+                    state.origin.add(host)
                     return Assignment(origin_slot=True)
                 left = deadline - self._monotonic()
                 if left <= 0:
@@ -263,7 +270,7 @@ class PeerPlanner:
             if source is not None and source.holding == assignment.source_holding:
                 source.uploads -= 1
             if assignment.origin_slot:
-                state.origin -= 1
+                state.origin.discard(host)
             if result is not None:
                 self._drop_relays_of(state, self._learn(host, assignment, result))
             partial = state.holders.get(host)
@@ -311,6 +318,10 @@ class PeerPlanner:
             LOG.info("Job %s: peer %s did not deliver (%s); not used again by the job",
                      self.job_uuid, assignment.source, result.get("fallback_reason"))
             self._failed.add(assignment.source)
+        for failed in result.get("failed_peers") or []:  # the host gave the image back
+            LOG.info("Job %s: peer %s failed %s (%s); not used again by the job",
+                     self.job_uuid, failed, host, result.get("fallback_reason"))
+            self._failed.add(str(failed))
         return roots
 
     def _quarantine(self, host: str) -> None:
@@ -321,7 +332,29 @@ class PeerPlanner:
     def _usable(self, state: _ImageGroup, host: str) -> list[_Holder]:
         return [h for h in state.holders.values()
                 if h.host != host and h.host not in self._failed and h.host not in self._named
-                and h.host not in self._tainted and h.host not in self.quarantine]
+                and h.host not in self._tainted and h.host not in self.quarantine
+                and not self._streams_from(state, h, host)]
+
+    def _streams_from(self, state: _ImageGroup, holder: _Holder, host: str) -> bool:
+        """Whether ``holder``'s download under way streams, through any number of hops,
+        from ``host``'s: a host back for a second source (its first ones failed) must not
+        be given its own receivers, which wait for its bytes."""
+        seen = {holder.host}
+        while holder.partial and holder.fed_by is not None:
+            if holder.fed_by == host:
+                return True
+            feeder = state.holders.get(holder.fed_by)
+            if feeder is None or feeder.host in seen:
+                return False
+            seen.add(feeder.host)
+            holder = feeder
+        return False
+
+    def _origin_in_use(self, state: _ImageGroup) -> int:
+        """The group's image service slots taken: a host that failed a receiver (dead,
+        stalled) holds none, so that the host it failed may take the slot at once rather
+        than wait for the failed host's call to end (a dead compute's takes minutes)."""
+        return len(state.origin - self._failed)
 
     def _by_load(self, state: _ImageGroup, host: str) -> list[_Holder]:
         return sorted(self._usable(state, host), key=lambda h: (h.uploads, h.partial, h.host))

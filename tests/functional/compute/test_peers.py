@@ -30,8 +30,10 @@ from fleetcache.compute.imagecache import (
     ImageCache,
     PeerBytesRefused,
 )
+from fleetcache.compute.imagecache.paused import kept_bytes
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
+from fleetcache.compute.peers.inflight import EXPECTED
 from fleetcache.compute.peers.server import SPARE_WORKERS
 from fleetcache.compute.virt.disk import DiskDriver
 from fleetcache.image.local import LocalImageSource, add_image
@@ -597,3 +599,36 @@ def test_a_wait_for_busy_peers_pauses_at_the_calls_end_time(
                        terms=DownloadTerms(until=time.time() + 0.5))
     assert time.monotonic() - started < 3  # not peer_wait_timeout (300 s)
     assert _origin(receiver).offsets == [] and not receiver.partial_files()
+
+
+def test_failed_peers_hand_the_image_back_with_its_bytes_kept_when_the_call_says_so(
+        tmp_path: pathlib.Path, image: ImageMeta, doubles: list[Double]) -> None:
+    """RPC 1.7: every peer failed, and the call's terms leave the next source to the
+    conductor: the image service is not asked, the result names the peer, the bytes stay as
+    the image's paused download (the image server asks this host's receivers to wait), and
+    the next call, from the image service, resumes them with ``Range``."""
+    doubles.append(dying := Double("die", 4 * CHUNK))
+    conf = peer_conf(tmp_path, "compute-c")
+    driver = DiskDriver(conf, OriginSource(conf))
+    driver.init_host("compute-c")
+    manager, cache = ComputeManager(conf, driver), driver.image_cache
+    assert cache is not None and isinstance(cache.source, OriginSource)
+    peers = [_peer(dying, image.id, "dying")]
+
+    result = manager.cache_images(CTXT, [image.id], peers={image.id: peers},
+                                  origin_after_failed_peers=False)[image.id]
+    assert (result["state"], result["download_path"], result["failed_peers"]) == (
+        "error", "peer", ["dying"])
+    assert str(result["fallback_reason"]).startswith("peer_failed: dying: ")
+    kept = result["bytes_downloaded"]
+    assert 3 * CHUNK <= kept <= 4 * CHUNK and result["bytes_from_peers"] == kept
+    assert cache.source.offsets == []
+    assert kept_bytes(cache.paused_file(image.id)) == kept
+    coming = cache.in_flight.get(image.id)
+    assert coming is not None and coming.state == EXPECTED
+
+    again = manager.cache_images(CTXT, [image.id])[image.id]
+    assert (again["state"], again["download_path"]) == ("cached", "http")
+    assert (again["bytes_resumed"], again["bytes_downloaded"]) == (kept, len(DATA) - kept)
+    assert cache.source.offsets == [kept]
+    assert _published(cache, image.id) == DATA

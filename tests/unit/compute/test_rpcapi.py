@@ -60,7 +60,7 @@ def test_capped_client_refuses_1_1_methods_before_sending(
 def test_uncapped_client_sends_1_1_only_for_the_new_methods(
         conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
     client = rpcapi.ComputeAPI(conf, old_compute)
-    assert client.version_cap == rpcapi.RPC_API_VERSION == "1.6"
+    assert client.version_cap == rpcapi.RPC_API_VERSION == "1.7"
     assert client.cache_images(CTXT, conf.host, ["a"])["a"]["state"] == "existing"
     with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
         client.delete_instance_disk(CTXT, conf.host, str(uuid.uuid4()))
@@ -155,3 +155,18 @@ def test_cache_images_asks_for_1_6_only_to_have_refused_peer_bytes_reported(
     assert not capped.reports_refused_peers and capped.takes_terms
     with pytest.raises(exception.RPCVersionCapped, match=r"cache_images needs 1\.6"):
         capped.cache_images(CTXT, conf.host, ["a"], origin_after_refused_peers=False)
+
+
+def test_cache_images_asks_for_1_7_only_to_have_failed_peers_handed_back(
+        conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
+    client = rpcapi.ComputeAPI(conf, old_compute)
+    assert client.reports_failed_peers
+    assert client.cache_images(CTXT, conf.host, ["a"],
+                               origin_after_failed_peers=True)["a"]["state"] == "existing"
+    with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
+        client.cache_images(CTXT, conf.host, ["a"], origin_after_failed_peers=False)
+    conf.set_override("compute", "1.6", group="upgrade_levels")
+    capped = rpcapi.ComputeAPI(conf, old_compute)
+    assert not capped.reports_failed_peers and capped.reports_refused_peers
+    with pytest.raises(exception.RPCVersionCapped, match=r"cache_images needs 1\.7"):
+        capped.cache_images(CTXT, conf.host, ["a"], origin_after_failed_peers=False)

@@ -319,6 +319,7 @@ class PeerComputes(Serving):
 
     takes_peers = True
     reports_refused_peers = False
+    reports_failed_peers = False
 
     def __init__(self) -> None:
         super().__init__()

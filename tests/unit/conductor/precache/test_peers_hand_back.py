@@ -1,0 +1,175 @@
+"""Unit tests of an image given back to the conductor because its peers all failed (compute
+RPC 1.7): the host call asks the planner for the next source, the image service under the
+group's slot, with the bytes kept counted once; the planner never gives a host its own
+receivers, and a host that failed a receiver holds no image service slot."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from oslo_config import cfg
+
+from fleetcache.common import config
+from fleetcache.common.context import get_admin_context
+from fleetcache.compute.rpcapi import ImageResult
+from fleetcache.conductor.precache.hostcall import (
+    MAX_SOURCES,
+    HostCaller,
+    HostPlan,
+    from_sources_in_turn,
+)
+from fleetcache.conductor.precache.hostpool import HostCallPool
+from fleetcache.conductor.precache.peers import Assignment
+from tests.unit.conductor.precache.test_peers import (
+    IMG,
+    JOB,
+    PeerComputes,
+    Serving,
+    planner,
+    site,
+)
+
+#: Bytes of the image the failed peer sent before it died (kept by the receiver).
+KEPT = 4
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    made = cfg.ConfigOpts()
+    config.register_all(made)
+    made([])
+    made.set_override("peer_wait_timeout", 5, group="image_cache")
+    made.set_override("peer_max_uploads", 1, group="image_cache")
+    return made
+
+
+@pytest.fixture
+def pool() -> Iterator[HostCallPool]:
+    made = HostCallPool(3, name="test-hand-back")
+    yield made
+    made.shutdown(wait=False, cancel_futures=True)
+
+
+def gone(*failed: str) -> ImageResult:
+    """A compute of RPC 1.7 giving back an image whose peers all failed, KEPT bytes kept."""
+    return ImageResult(state="error", reason="peer_failed", bytes_downloaded=KEPT,
+                       bytes_from_peers=KEPT, download_path="peer", failed_peers=list(failed),
+                       fallback_reason=f"peer_failed: {failed[-1]}: cannot connect")
+
+
+class GivingBackComputes(PeerComputes):
+    """Computes of RPC 1.7 whose first call given peers finds them all dead: the image comes
+    back with KEPT bytes kept, which the next call from the image service resumes."""
+
+    reports_refused_peers = True
+    reports_failed_peers = True
+
+    def cache_images(self, ctxt: Any, host: str, image_ids: list[str], **kwargs: Any) -> Any:
+        peers = (kwargs.get("peers") or {}).get(image_ids[0]) or []
+        with self.lock:
+            self.cache_calls.append((host, kwargs))
+        if peers:
+            assert kwargs["origin_after_failed_peers"] is False
+            return {image_ids[0]: gone(peers[0]["host"])}
+        if host == "h2":  # resumes what its first call kept: 6 more bytes fetched
+            return {image_ids[0]: cached_with(download_path="http", bytes_downloaded=10 - KEPT,
+                                              bytes_resumed=KEPT)}
+        return {image_ids[0]: cached_with(download_path="http", bytes_downloaded=10)}
+
+
+def cached_with(**fields: Any) -> ImageResult:
+    return ImageResult(**{"state": "cached", "reason": None, **fields})
+
+
+def test_failed_peers_get_the_next_source_from_the_planner_under_the_groups_slot(conf, pool):
+    """h2's only peer h1 died: the host call asks the planner again; h1 failed h2, so h2
+    gets the group's image service slot (h1's call having ended), and its one result counts
+    the bytes it kept once."""
+    computes, outcomes, done = GivingBackComputes(), {}, threading.Event()
+    plan_ = planner(conf)
+
+    def host_done(position: int, results: dict[str, ImageResult]) -> None:
+        outcomes[position] = results[IMG]
+        done.set()
+
+    caller = HostCaller(get_admin_context(), JOB, [IMG], None, clients=computes,
+                        host_calls=pool, db=None, metrics=None,  # type: ignore[arg-type]
+                        gate=None, queued=threading.BoundedSemaphore(4), host_done=host_done,
+                        planner=plan_, peer_images=frozenset({IMG}))
+    service: Any = {"cell": {"name": "cell1"}}
+    pool.run(caller.call_host, 0, HostPlan("h1", service, site=site("h1")))
+    assert done.wait(10)
+    done.clear()
+    pool.run(caller.call_host, 1, HostPlan("h2", service, site=site("h2")))
+    assert done.wait(10)
+
+    result = outcomes[1]
+    assert [host for host, _ in computes.cache_calls] == ["h1", "h2", "h2"]
+    assert computes.cache_calls[2][1].get("peers") is None  # the image service, second
+    assert (result["state"], result["download_path"]) == ("cached", "http")
+    assert result["fallback_reason"] == "peer_failed: h1: cannot connect"
+    assert (result["bytes_downloaded"], result["bytes_from_peers"]) == (10, KEPT)
+    assert result.get("failed_peers") == ["h1"]
+    # h1 (a holder) is not offered again by the job: a third host gets h2 only.
+    assert [p["host"] for p in plan_.assign("h3", site("h3"), IMG).peers] == ["h2"]
+
+
+def test_a_host_back_for_a_source_is_not_given_its_own_receivers(conf):
+    """Cut-through chain h1 (the image service) -> h2 -> h3. h1 dies; h2 gives the image
+    back. Its receiver h3 waits for h2's bytes, so h2 must not be told to fetch from h3
+    (neither would ever send): it gets the image service, h1's slot being free since h1
+    failed a receiver, although h1's own call has not ended."""
+    plan, serving = planner(conf), Serving()
+    first = plan.assign("h1", site("h1"), IMG, client=serving)
+    second = plan.assign("h2", site("h2"), IMG, client=serving)
+    third = plan.assign("h3", site("h3"), IMG, client=serving)
+    assert first.origin_slot and (second.source, third.source) == ("h1", "h2")
+
+    plan.finished("h2", site("h2"), IMG, second, gone("h1"), serving)
+    again = plan.assign("h2", site("h2"), IMG, client=serving)
+
+    assert again == Assignment(origin_slot=True)
+
+
+def test_a_host_that_failed_no_one_keeps_its_image_service_slot(conf):
+    conf.set_override("peer_wait_timeout", 0, group="image_cache")
+    plan = planner(conf)
+    assert plan.assign("h1", site("h1"), IMG).origin_slot
+    late = plan.assign("h2", site("h2"), IMG)  # no holder, and h1 holds the group's slot
+    assert late.from_origin and not late.origin_slot and late.reason
+
+
+def test_sources_are_asked_in_turn_at_most_max_sources_times() -> None:
+    """Each call handing the image back asks for the next source; the last call is told
+    to settle it itself (from the image service), so a host never loops."""
+    asked: list[tuple[bool, bool]] = []
+
+    def ask(report: bool, hand_back: bool) -> tuple[ImageResult, int]:
+        asked.append((report, hand_back))
+        if hand_back:
+            return gone(f"h{len(asked)}"), 0
+        return cached_with(bytes_downloaded=10, download_path="http"), KEPT
+
+    result = from_sources_in_turn(ask, True, True)
+
+    assert len(asked) == MAX_SOURCES
+    assert asked[0] == (True, True) and asked[-1] == (False, False)
+    assert result["state"] == "cached"
+    # Each call that gave the image back kept KEPT bytes; the last resumed only its own.
+    assert result["bytes_downloaded"] == 10 + KEPT * (MAX_SOURCES - 2)
+    assert result.get("failed_peers") == [f"h{n}" for n in range(1, MAX_SOURCES)]
+
+
+def test_a_compute_before_1_7_is_asked_once_when_its_peers_fail() -> None:
+    asked: list[tuple[bool, bool]] = []
+
+    def ask(report: bool, hand_back: bool) -> tuple[ImageResult, int]:
+        asked.append((report, hand_back))
+        return cached_with(bytes_downloaded=10, download_path="http",
+                           fallback_reason="peer_failed: h1: cannot connect"), 0
+
+    assert from_sources_in_turn(ask, True, False)["state"] == "cached"
+    assert asked == [(True, False)]
