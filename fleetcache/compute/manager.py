@@ -103,8 +103,8 @@ class ComputeManager:
         :param origin_after_failed_peers: False: an image whose peers all failed in
             transport is not fetched from the image service by this call but ``error`` with
             ``fallback_reason`` ``peer_failed: ...`` and ``failed_peers``, the bytes written
-            kept as its paused download for the next call: the conductor names the next
-            source, under its caps (1.7).
+            kept as its paused download for a next call from the image service: the
+            conductor names the next source, under its caps (1.7).
         :returns: ``{image_id: {"state": cached|existing|error|unsupported|skipped|paused,
             "reason": ..., "bytes_downloaded": N, "download_path": rbd|http|peer|None,
             "fallback_reason": ..., "source_host": ..., "bytes_from_peers": N, "bad_peers":

@@ -138,9 +138,9 @@ class ComputeMetrics:
 
     def record_peers_gone(self, bytes_from_peers: int) -> None:
         """Every peer of a download failed and the image went back to the conductor with
-        the bytes kept (compute RPC 1.7): an ``error`` request and a ``peer_failed``
-        fallback, the bytes counted as fetched from peers (the next call resumes them)."""
-        self.record_failure("error")
+        the bytes kept (compute RPC 1.7): a ``peer_failed`` fallback, the bytes counted as
+        fetched from peers. No request outcome: the conductor's next call for the image
+        counts its own (an ``error`` here would count a fault the job recovers from)."""
         self.bytes["peer"].inc(bytes_from_peers)
         self.peer_fallbacks["peer_failed"].inc()
 

@@ -97,9 +97,11 @@ class ImageResult(TypedDict):
     :ivar bytes_from_peers: of ``bytes_downloaded``, those peers sent (1.4).
     :ivar bad_peers: peers whose bytes failed verification (1.4; the conductor stops using
         them as sources for a while).
-    :ivar failed_peers: with ``error``, the peers that all failed in transport when the call
-        left the next source to the conductor (1.7, ``origin_after_failed_peers`` False):
-        the bytes written are kept for the next call, which resumes them.
+    :ivar failed_peers: present (1.7, ``origin_after_failed_peers`` False) when the image
+        comes back ``error`` because its peers all failed and the call left the next source
+        to the conductor: those that failed in transport (not those that only asked to be
+        asked again). The bytes written are kept: a next call from the image service resumes
+        them; one from peers starts again from byte 0.
     """
 
     state: str
@@ -193,10 +195,10 @@ class ComputeAPI:
         :param origin_after_refused_peers: False: an image whose peer bytes a check refused
             comes back ``error`` with ``bad_peers`` instead of being fetched again from the
             image service (version 1.6); True: as before 1.6.
-        :param origin_after_failed_peers: False: an image whose peers all failed in
-            transport comes back ``error`` with ``failed_peers``, its bytes kept for the next
-            call, instead of being fetched from the image service (version 1.7); True: as
-            before 1.7.
+        :param origin_after_failed_peers: False: an image whose peers all failed comes
+            back ``error`` with ``failed_peers``, its bytes kept for a next call from the
+            image service, instead of being fetched from the image service (version 1.7);
+            True: as before 1.7.
         :raises RPCVersionCapped: a pin with ``[upgrade_levels] compute`` below 1.2, peers
             below 1.4, an end time or a rate below 1.5, ``origin_after_refused_peers`` False
             below 1.6, ``origin_after_failed_peers`` False below 1.7.

@@ -75,7 +75,7 @@ def _translated(image_id: str, url: str) -> Iterator[None]:
         yield
     except (ksa_exc.ConnectionError, requests.ConnectionError, requests.Timeout,
             requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError,
-            urllib3.exceptions.ReadTimeoutError) as exc:
+            urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.SSLError) as exc:
         raise _Transient(f"GET {url}: {exc}") from exc
     except (ksa_exc.ClientException, requests.RequestException,
             urllib3.exceptions.HTTPError) as exc:

@@ -10,8 +10,10 @@ on, ``peer_listen_port`` 18801-18803).
   test double) is caught by the receiver's verification, nothing of it published, the image
   fetched from Glance and the liar named (at 1.6, on the conductor's ask, given back
   without a Glance GET); a peer that dies mid-transfer is resumed from the
-  next peer with ``Range``; a credential for another job, image or server, a path instead of
-  an image id, or no credential: refused by the compute's image server, nothing served.
+  next peer with ``Range`` (at 1.7, when it was the last, the image is given back with its
+  bytes kept, and the next call resumes them from Glance); a credential for another job,
+  image or server, a path instead of an image id, or no credential: refused by the
+  compute's image server, nothing served.
 """
 
 from __future__ import annotations
@@ -225,6 +227,47 @@ def test_flipped_bytes_are_given_back_to_a_conductor_of_1_6(stack, cell1, image)
     assert result["bytes_from_peers"] == image["size"]
     assert not cached_file(stack, "compute2", image["id"]).exists()
     assert len(file_gets(stack, image["id"])) == before  # nothing from Glance
+
+
+def test_a_dead_peer_gives_the_image_back_to_a_conductor_of_1_7_its_bytes_kept(
+        stack, cell1, image):
+    """Compute RPC 1.7: every peer failed and the conductor names the next source, so the
+    compute asks Glance nothing and keeps what the peer sent; the next call (the image
+    service, as the planner would name it) resumes there: one ranged GET of the rest."""
+    half = len(image["data"]) // 2
+    before = len(file_gets(stack, image["id"]))
+    forget_on(stack, "compute2", image["id"])
+
+    def dies(handler: Any, start: int) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(image["data"])))
+        handler.end_headers()
+        if not start:
+            handler.wfile.write(image["data"][:half])
+            handler.wfile.flush()
+        handler.connection.shutdown(2)  # the source dies half way, then sends nothing
+
+    with double(dies) as url:
+        peer = Peer(host="dying", url=url, authorization="FleetcachePeer x.y")
+        result = cell1.cache_images(_ctxt(), "compute2", [image["id"]],
+                                    peers={image["id"]: [peer]},
+                                    origin_after_failed_peers=False)[image["id"]]
+
+    assert (result["state"], result["download_path"], result["failed_peers"]) == (
+        "error", "peer", ["dying"]), result
+    assert result["fallback_reason"].startswith("peer_failed: dying: ")
+    kept = result["bytes_downloaded"]
+    assert half - (1 << 20) <= kept <= half and result["bytes_from_peers"] == kept
+    assert not cached_file(stack, "compute2", image["id"]).exists()
+    assert len(file_gets(stack, image["id"])) == before  # nothing from Glance
+
+    again = cell1.cache_images(_ctxt(), "compute2", [image["id"]])[image["id"]]
+    assert (again["state"], again["download_path"]) == ("cached", "http"), again
+    assert (again["bytes_resumed"], again["bytes_downloaded"]) == (kept, image["size"] - kept)
+    gets = file_gets(stack, image["id"], at_least=before + 1)
+    assert len(gets) == before + 1
+    assert (gets[-1].status, gets[-1].size) == (206, image["size"] - kept)
+    assert file_sha512(cached_file(stack, "compute2", image["id"])) == image["os_hash_value"]
 
 
 def test_a_peer_that_dies_mid_transfer_is_resumed_from_the_next_with_range(

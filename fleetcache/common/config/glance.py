@@ -54,7 +54,8 @@ cache. Images with none of them are not verified.
 The largest chunk read from the image service at once while downloading.
 
 Nova's client uses 64 KiB; larger chunks cost fewer Python round trips per byte. Reads are
-smaller while bytes arrive slowly (each about 1/32 s of them, at least 64 KiB), so that a
+smaller while bytes arrive slowly (each about 1/32 s of them, at least 64 KiB or this
+size if smaller), so that a
 slow link's bytes reach the cache and any peers served from it without waiting for a
 whole chunk.
 """,

@@ -317,13 +317,9 @@ class ImageCache:
         wait (``not_yet``) instead of telling them it has nothing (they would each go back
         to the conductor too).
         """
-        try:
-            with self.in_flight.downloading(meta.id, meta.size, self.base_dir,
-                                            partial_prefix(meta.id)):
-                return self._download(ctxt, meta, progress, peers, terms)
-        except PeersGone:
-            self.in_flight.expect(meta.id)
-            raise
+        with self.in_flight.downloading(meta.id, meta.size, self.base_dir,
+                                        partial_prefix(meta.id), again=(PeersGone,)):
+            return self._download(ctxt, meta, progress, peers, terms)
 
     def _download(self, ctxt: RequestContext, meta: ImageMeta,
                   progress: ProgressCallback | None, peers: Sequence[Peer],

@@ -82,12 +82,14 @@ class PeerBytesRefused(exception.ImageFetchError):
 
 
 class PeersGone(DownloadPaused):
-    """Every peer failed in transport and the call's terms leave the next source to the
-    conductor (``origin_after_failed_peers`` False, RPC 1.7): the bytes written are kept as
-    the image's paused download, which the next call resumes from the image service.
+    """Every peer failed and the call's terms leave the next source to the conductor
+    (``origin_after_failed_peers`` False, RPC 1.7): the bytes written are kept as the image's
+    paused download, which a next call from the image service resumes (one from peers
+    starts again from byte 0).
 
     :ivar failure: ``<host>: <why>`` of the last peer that failed.
-    :ivar failed_peers: the peers given up on, in order.
+    :ivar failed_peers: the peers that failed in transport, in order (not those that only
+        asked to be asked again).
     :ivar source_host: the last peer whose bytes were written (None: none).
     """
 

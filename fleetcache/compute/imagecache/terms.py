@@ -1,5 +1,5 @@
 """A ``cache_images`` call's terms for its downloads: an end time and a rate (RPC 1.5), and
-who names the source after refused peer bytes (1.6).
+who names the source after refused peer bytes (1.6) or failed peers (1.7).
 
 :class:`DownloadTerms` is what the conductor asks of one call: ``until`` (epoch seconds), the
 time at which a download still in flight stops, keeping what it wrote as a paused download
@@ -78,7 +78,8 @@ class DownloadTerms:
         each fetching the image again from the origin at once would cost a copy per host.
     :ivar origin_after_failed_peers: whether a download whose peers all failed in transport
         (dead, stalled, gone) goes on from the origin in the same call (1.4), or stops there,
-        its bytes kept as the image's paused download for the next call (False, RPC 1.7:
+        its bytes kept as the image's paused download for a next call from the origin
+        (False, RPC 1.7:
         :class:`~fleetcache.compute.imagecache.download_paths.PeersGone`): the conductor
         then names the next source, the image service under a download lease and one of the
         group's image service slots, so that a fault does not let hosts around the caps.

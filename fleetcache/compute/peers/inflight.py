@@ -101,10 +101,13 @@ class InFlight:
                 self._set(Download(image_id, EXPECTED, self._next()))
 
     @contextlib.contextmanager
-    def downloading(self, image_id: str, size: int | None, directory: str,
-                    prefix: str) -> Iterator[None]:
+    def downloading(self, image_id: str, size: int | None, directory: str, prefix: str,
+                    again: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
         """Register the download of ``image_id`` into ``directory/<prefix>...`` while the
-        block runs: ``done`` when it returns, ``failed`` when it raises."""
+        block runs: ``done`` when it returns, ``failed`` when it raises, and announced as
+        coming again (``expected``, a new generation: the streams of this one end, new
+        requests are asked to wait) when it raises one of ``again``, without a moment in
+        between that would tell a receiver this host has nothing."""
         with self._cond:
             generation = self._next()
             self._set(Download(image_id, RUNNING, generation, size, directory, prefix))
@@ -112,11 +115,15 @@ class InFlight:
         try:
             yield
             state = DONE
+        except again:
+            state = EXPECTED
+            raise
         finally:
             with self._cond:
                 current = self._downloads.get(image_id)
                 if current is not None and current.generation == generation:
-                    self._set(dataclasses.replace(current, state=state))
+                    self._set(Download(image_id, EXPECTED, self._next()) if state == EXPECTED
+                              else dataclasses.replace(current, state=state))
 
     def wait(self, timeout: float) -> None:
         """Until any download changes state, at most ``timeout`` seconds."""

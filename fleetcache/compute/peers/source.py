@@ -180,9 +180,10 @@ class PeerSource(ImageSource):
 
     @property
     def failed_hosts(self) -> tuple[str, ...]:
-        """Peers that failed an attempt, in order (each once)."""
+        """Peers that failed an attempt in transport, in order (each once): not those that
+        only asked to be asked again (busy, or their own download not that far yet)."""
         return tuple(dict.fromkeys(a.host for a in self.attempts
-                                   if a.peer and a.outcome != "done"))
+                                   if a.peer and a.outcome != "done" and a.retry_after is None))
 
     @property
     def failures(self) -> list[PeerAttempt]:

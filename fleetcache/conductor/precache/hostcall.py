@@ -419,18 +419,19 @@ def from_sources_in_turn(ask: Callable[[bool, bool], tuple[ImageResult, int]],
     """
     refused_before = False
     reply, _ = ask(reports_refused, reports_failed)
+    latest = reply  # the last call's own reply (the merged one names earlier peers too)
     for calls in range(2, MAX_SOURCES + 1):
-        back = handed_back(reply)
+        back = handed_back(latest)
         if back is None:
             break
         refused_before = refused_before or back == "refused"
         last = calls == MAX_SOURCES
         LOG.info("%s: %s peers %s; assigning another source", what, back,
-                 ", ".join(reply.get("bad_peers") or reply.get("failed_peers") or []))
+                 ", ".join(latest.get("bad_peers") or latest.get("failed_peers") or []))
         # A second refusal is the compute's to settle, from the image service (as 1.4).
-        nxt, resumed = ask(reports_refused and not last and not refused_before,
-                           reports_failed and not last)
-        reply = after_handed_back(reply, nxt, resumed)
+        latest, resumed = ask(reports_refused and not last and not refused_before,
+                              reports_failed and not last)
+        reply = after_handed_back(reply, latest, resumed)
     return reply
 
 
@@ -443,7 +444,7 @@ def handed_back(reply: ImageResult) -> str | None:
         return None
     if reply.get("bad_peers"):
         return "refused"
-    if reply.get("failed_peers"):
+    if isinstance(reply.get("failed_peers"), list):
         return "failed"
     return None
 
@@ -463,6 +464,7 @@ def after_handed_back(back: ImageResult, second: ImageResult, resumed: int = 0) 
                               *(second.get("bad_peers") or [])]))
     failed = list(dict.fromkeys([*(back.get("failed_peers") or []),
                                  *(second.get("failed_peers") or [])]))
+    handed = "failed_peers" in back or "failed_peers" in second
     merged = ImageResult(**{
         **second,
         "bytes_downloaded": back["bytes_downloaded"] + second["bytes_downloaded"]
@@ -472,6 +474,6 @@ def after_handed_back(back: ImageResult, second: ImageResult, resumed: int = 0) 
         "bad_peers": bad,
         "fallback_reason": second.get("fallback_reason") or back.get("fallback_reason"),
     })
-    if failed:
+    if handed:
         merged["failed_peers"] = failed
     return merged

@@ -33,9 +33,10 @@ again until it is: quarantined then if verified). A source that failed a receive
 service slots from then on (a dead compute's call may take minutes to end).
 
 A host whose peers all failed comes back for its next source (compute RPC 1.7, its bytes
-kept): it is never given a download that streams from its own (its receivers wait for it),
-so, with the peers that failed it set aside, it usually gets the image service under the
-group's slot, and its receivers keep their place in the chain.
+kept): it stays a partial holder, its receivers counted (they wait for it: its image server
+asks them to), and is never given a download that streams from its own; so, with the peers
+that failed it set aside, it usually gets the image service under the group's slot, and its
+receivers keep their place in the chain.
 
 Each job run has its own key (:func:`~fleetcache.common.peer_tokens.new_key`), and each
 source a key derived from it (:func:`~fleetcache.common.peer_tokens.source_key`), given to it
@@ -274,12 +275,13 @@ class PeerPlanner:
             if result is not None:
                 self._drop_relays_of(state, self._learn(host, assignment, result))
             partial = state.holders.get(host)
+            coming_back = result is not None and "failed_peers" in result
             if holder is not None and partial is not None:  # its receivers stay counted
                 partial.partial, partial.until = False, holder.until
             elif holder is not None:
                 state.holders[host] = self._numbered(holder)
-            elif partial is not None:  # its download failed, or its base is not served
-                del state.holders[host]
+            elif partial is not None and not coming_back:
+                del state.holders[host]  # its download failed, or its base is not served
             self._cond.notify_all()
 
     # -- helpers ----------------------------------------------------------------------------
@@ -369,9 +371,12 @@ class PeerPlanner:
             return
         with self._cond:
             state = self._groups.setdefault((site["group"], image_id), _ImageGroup())
-            if host not in state.holders:
+            current = state.holders.get(host)
+            if current is None:
                 state.holders[host] = self._numbered(
                     _Holder(host, site, client, until, partial=True, fed_by=fed_by))
+            elif current.partial:  # back for its next source: its receivers stay counted
+                current.fed_by, current.until = fed_by, until
             self._cond.notify_all()
 
     def _numbered(self, holder: _Holder) -> _Holder:

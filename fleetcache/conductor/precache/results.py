@@ -75,9 +75,9 @@ def checked_replies(replies: Mapping[str, ImageResult],
             bytes_from_peers=_count_or_none(reply.get("bytes_from_peers")),
             bad_peers=[h for h in reply.get("bad_peers") or [] if isinstance(h, str)],
         )
-        failed = [h for h in reply.get("failed_peers") or [] if isinstance(h, str)]
-        if failed:  # an image whose peers all failed, given back (RPC 1.7)
-            results[image_id]["failed_peers"] = failed
+        failed = reply.get("failed_peers")
+        if isinstance(failed, list):  # an image whose peers all failed, given back (1.7)
+            results[image_id]["failed_peers"] = [h for h in failed if isinstance(h, str)]
     return results
 
 

@@ -9,9 +9,11 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+import urllib3
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
+from fleetcache.image import glance as glance_module
 from fleetcache.image.glance import GlanceImageSource, paced_buffer
 from fleetcache.image.source import ImageMeta
 from tests.unit.image.fakeglance import FakeGlance
@@ -245,3 +247,16 @@ def test_writer_errors_are_not_retried(glance: FakeGlance) -> None:
 def test_no_endpoint_and_no_auth_is_invalid_configuration() -> None:
     with pytest.raises(exception.InvalidConfiguration, match="api_servers is empty"):
         GlanceImageSource(make_conf())
+
+
+@pytest.mark.parametrize("error", [
+    urllib3.exceptions.SSLError("[SSL: DECRYPTION_FAILED_OR_BAD_RECORD_MAC]"),
+    urllib3.exceptions.ProtocolError("Connection broken: IncompleteRead"),
+    urllib3.exceptions.ReadTimeoutError(None, "/v2/images/img/file", "read timed out"),
+])
+def test_a_transport_error_read_from_the_body_is_retried(error: Exception) -> None:
+    """The body is read from urllib3 directly (prompt_chunks): its errors, which requests no
+    longer translates there, are transient as requests' own were."""
+    with pytest.raises(glance_module._Transient):
+        with glance_module._translated("img", "https://glance/v2/images/img/file"):
+            raise error

@@ -16,6 +16,7 @@ from fleetcache.compute.peers.inflight import (
     EXPECTED,
     FAILED,
     RUNNING,
+    Download,
     DownloadEnded,
     GrowingFile,
     InFlight,
@@ -161,3 +162,23 @@ def test_serve_images_expects_only_an_image_without_a_base_with_cut_through(
     other = InFlight()
     cache.in_flight = other
     assert not expect_download(on, cache, IMG) and other.get(IMG) is None
+
+
+def test_a_download_that_will_come_again_is_announced_without_failing_in_between() -> None:
+    """A download given back to the conductor (its peers failed) goes straight from
+    ``running`` to ``expected`` (a new generation: its streams end, new requests wait), never
+    through ``failed``, which would tell a receiver that looks then that this host has
+    nothing."""
+    seen: list[str] = []
+
+    class Recording(InFlight):
+        def _set(self, download: Download) -> None:
+            seen.append(download.state)
+            super()._set(download)
+
+    flight = Recording()
+    with pytest.raises(LookupError), flight.downloading("img", 10, "/tmp", ".img",
+                                                        again=(LookupError,)):
+        raise LookupError("its peers failed")
+    current = flight.get("img")
+    assert seen == [RUNNING, EXPECTED] and current is not None and current.generation == 2

@@ -88,3 +88,22 @@ def test_a_wait_for_busy_peers_stops_at_the_calls_end_time() -> None:
         peers.download(RequestContext(), META, io.BytesIO())
     assert session.requests == 1
     assert 0.25 < time.monotonic() - started < 2  # the end time, not the 5 s it asked
+
+
+def test_peers_that_only_asked_to_wait_are_not_named_failed_when_handed_back() -> None:
+    """A hand-back to the conductor (RPC 1.7) names the peers that failed in transport: one
+    that kept answering 503 until the wait ended is alive, and the conductor must not set
+    it aside for the job (nor free the image service slot it may hold)."""
+    named: list[tuple[str, ...]] = []
+
+    class Back(Exception):
+        pass
+
+    def at_peers_gone(why: str, hosts: tuple[str, ...]) -> None:
+        named.append(hosts)
+        raise Back(why)
+
+    with pytest.raises(Back):
+        _busy_source(_Busy("1"), SleepingClock(), at_peers_gone=at_peers_gone).download(
+            RequestContext(), META, io.BytesIO())
+    assert named == [()]

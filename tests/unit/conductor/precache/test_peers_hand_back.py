@@ -173,3 +173,40 @@ def test_a_compute_before_1_7_is_asked_once_when_its_peers_fail() -> None:
 
     assert from_sources_in_turn(ask, True, False)["state"] == "cached"
     assert asked == [(True, False)]
+
+
+@pytest.mark.parametrize("back", [
+    ImageResult(state="error", reason="refused", bytes_downloaded=KEPT, bytes_from_peers=KEPT,
+                bad_peers=["liar"]),
+    gone("dead"),
+])
+def test_an_error_of_the_next_source_is_final(back: ImageResult) -> None:
+    """The merged result names the first call's peers; only the latest call's own reply
+    says whether it gave the image back: an ordinary error of the next source (the image
+    deleted, Glance down) ends the host's calls."""
+    asked: list[tuple[bool, bool]] = []
+
+    def ask(report: bool, hand_back: bool) -> tuple[ImageResult, int]:
+        asked.append((report, hand_back))
+        if len(asked) == 1:
+            return back, 0
+        return ImageResult(state="error", reason="image not found", bytes_downloaded=0), 0
+
+    assert from_sources_in_turn(ask, True, True)["reason"] == "image not found"
+    assert len(asked) == 2
+
+
+def test_a_host_back_for_a_source_keeps_its_receivers_counted(conf):
+    """h3 streams from h2 (h2's one upload slot); h2 gives the image back and is offered
+    again: h3 still counts, so h4 is not given h2 too."""
+    plan, serving = planner(conf), Serving()
+    plan.assign("h1", site("h1"), IMG, client=serving)
+    second = plan.assign("h2", site("h2"), IMG, client=serving)
+    third = plan.assign("h3", site("h3"), IMG, client=serving)
+    assert (second.source, third.source) == ("h1", "h2")
+
+    plan.finished("h2", site("h2"), IMG, second, gone("h1"), serving)
+    assert plan.assign("h2", site("h2"), IMG, client=serving).origin_slot
+    fourth = plan.assign("h4", site("h4"), IMG, client=serving)
+
+    assert fourth.source == "h3"  # the free one; h2 has h3 already
