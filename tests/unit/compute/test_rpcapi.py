@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -142,31 +143,23 @@ def test_cache_images_asks_for_1_5_only_with_terms(
             capped.cache_images(CTXT, conf.host, ["a"], **terms)  # type: ignore[arg-type]
 
 
-def test_cache_images_asks_for_1_6_only_to_have_refused_peer_bytes_reported(
-        conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
+@pytest.mark.parametrize(("option", "version", "reports", "below"), [
+    ("origin_after_refused_peers", "1.6", "reports_refused_peers", "1.5"),
+    ("origin_after_failed_peers", "1.7", "reports_failed_peers", "1.6"),
+])
+def test_cache_images_asks_for_a_version_only_to_have_peers_handed_back(
+        conf: cfg.ConfigOpts, old_compute: messaging.Transport, option: str, version: str,
+        reports: str, below: str) -> None:
+    """Refused peer bytes (1.6) and failed peers (1.7) come back only when asked."""
     client = rpcapi.ComputeAPI(conf, old_compute)
-    assert client.reports_refused_peers
+    assert getattr(client, reports)
     assert client.cache_images(CTXT, conf.host, ["a"],
-                               origin_after_refused_peers=True)["a"]["state"] == "existing"
+                               **{option: True})["a"]["state"] == "existing"
     with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
-        client.cache_images(CTXT, conf.host, ["a"], origin_after_refused_peers=False)
-    conf.set_override("compute", "1.5", group="upgrade_levels")
+        client.cache_images(CTXT, conf.host, ["a"], **{option: False})
+    conf.set_override("compute", below, group="upgrade_levels")
     capped = rpcapi.ComputeAPI(conf, old_compute)
-    assert not capped.reports_refused_peers and capped.takes_terms
-    with pytest.raises(exception.RPCVersionCapped, match=r"cache_images needs 1\.6"):
-        capped.cache_images(CTXT, conf.host, ["a"], origin_after_refused_peers=False)
-
-
-def test_cache_images_asks_for_1_7_only_to_have_failed_peers_handed_back(
-        conf: cfg.ConfigOpts, old_compute: messaging.Transport) -> None:
-    client = rpcapi.ComputeAPI(conf, old_compute)
-    assert client.reports_failed_peers
-    assert client.cache_images(CTXT, conf.host, ["a"],
-                               origin_after_failed_peers=True)["a"]["state"] == "existing"
-    with pytest.raises(messaging.UnsupportedVersion):  # the 1.0 server says so
-        client.cache_images(CTXT, conf.host, ["a"], origin_after_failed_peers=False)
-    conf.set_override("compute", "1.6", group="upgrade_levels")
-    capped = rpcapi.ComputeAPI(conf, old_compute)
-    assert not capped.reports_failed_peers and capped.reports_refused_peers
-    with pytest.raises(exception.RPCVersionCapped, match=r"cache_images needs 1\.7"):
-        capped.cache_images(CTXT, conf.host, ["a"], origin_after_failed_peers=False)
+    assert not getattr(capped, reports) and capped.takes_terms
+    with pytest.raises(exception.RPCVersionCapped,
+                       match=rf"cache_images needs {re.escape(version)}"):
+        capped.cache_images(CTXT, conf.host, ["a"], **{option: False})

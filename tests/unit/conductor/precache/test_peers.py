@@ -44,13 +44,18 @@ class Serving:
         return [] if host in self.refuse else list(image_ids)
 
 
-@pytest.fixture
-def conf() -> cfg.ConfigOpts:
+def peer_conf() -> cfg.ConfigOpts:
+    """The options of the peer tests: every default, a 5 s wait for a peer."""
     made = cfg.ConfigOpts()
     config.register_all(made)
     made([])
     made.set_override("peer_wait_timeout", 5, group="image_cache")
     return made
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    return peer_conf()
 
 
 def planner(conf: cfg.ConfigOpts, quarantine: PeerQuarantine | None = None) -> PeerPlanner:
@@ -399,12 +404,10 @@ class RefusingComputes(PeerComputes):
         return super().cache_images(ctxt, host, image_ids, **kwargs)
 
 
-def test_refused_peer_bytes_get_a_second_source_from_the_planner(conf, pool):
-    """h2's bytes from h1 are refused: the host call asks the planner again (h1 is
-    quarantined, so h2 gets the image service) and reports one result for both calls."""
-    computes, outcomes, done = RefusingComputes(), {}, threading.Event()
-    conf.set_override("peer_wait_timeout", 0, group="image_cache")
-    quarantine = PeerQuarantine(60)
+def h1_then_h2(computes: PeerComputes, pool: HostCallPool, plan: PeerPlanner) -> ImageResult:
+    """h1's host call, then h2's, one after the other, ``plan`` their planner: h2's result."""
+    outcomes: dict[int, ImageResult] = {}
+    done = threading.Event()
 
     def host_done(position: int, results: dict[str, ImageResult]) -> None:
         outcomes[position] = results[IMG]
@@ -413,15 +416,24 @@ def test_refused_peer_bytes_get_a_second_source_from_the_planner(conf, pool):
     caller = HostCaller(get_admin_context(), JOB, [IMG], None, clients=computes,
                         host_calls=pool, db=None, metrics=None,  # type: ignore[arg-type]
                         gate=None, queued=threading.BoundedSemaphore(4), host_done=host_done,
-                        planner=planner(conf, quarantine), peer_images=frozenset({IMG}))
+                        planner=plan, peer_images=frozenset({IMG}))
     service: Any = {"cell": {"name": "cell1"}}
-    pool.run(caller.call_host, 0, HostPlan("h1", service, site=site("h1")))
-    assert done.wait(10)
-    done.clear()
-    pool.run(caller.call_host, 1, HostPlan("h2", service, site=site("h2")))
-    assert done.wait(10)
+    for position, host in enumerate(("h1", "h2")):
+        done.clear()
+        pool.run(caller.call_host, position, HostPlan(host, service, site=site(host)))
+        assert done.wait(10)
+    return outcomes[1]
 
-    result = outcomes[1]
+
+def test_refused_peer_bytes_get_a_second_source_from_the_planner(conf, pool):
+    """h2's bytes from h1 are refused: the host call asks the planner again (h1 is
+    quarantined, so h2 gets the image service) and reports one result for both calls."""
+    computes = RefusingComputes()
+    conf.set_override("peer_wait_timeout", 0, group="image_cache")
+    quarantine = PeerQuarantine(60)
+
+    result = h1_then_h2(computes, pool, planner(conf, quarantine))
+
     assert "h1" in quarantine
     assert (result["state"], result["download_path"]) == ("cached", "http")
     assert (result["fallback_reason"], result["bad_peers"]) == ("hash_mismatch: h1", ["h1"])

@@ -10,7 +10,6 @@ import time
 import pytest
 from oslo_config import cfg
 
-from fleetcache.common import config
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor.precache.peers import Assignment
 from tests.unit.conductor.precache.test_peers import (
@@ -18,6 +17,7 @@ from tests.unit.conductor.precache.test_peers import (
     Serving,
     cached,
     in_thread,
+    peer_conf,
     planner,
     site,
 )
@@ -25,10 +25,7 @@ from tests.unit.conductor.precache.test_peers import (
 
 @pytest.fixture
 def conf() -> cfg.ConfigOpts:
-    made = cfg.ConfigOpts()
-    config.register_all(made)
-    made([])
-    made.set_override("peer_wait_timeout", 5, group="image_cache")
+    made = peer_conf()
     made.set_override("peer_max_uploads", 1, group="image_cache")
     return made
 

@@ -5,29 +5,25 @@ receivers, and a host that failed a receiver holds no image service slot."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from oslo_config import cfg
 
-from fleetcache.common import config
-from fleetcache.common.context import get_admin_context
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor.precache.hostcall import (
     MAX_SOURCES,
-    HostCaller,
-    HostPlan,
     from_sources_in_turn,
 )
 from fleetcache.conductor.precache.hostpool import HostCallPool
 from fleetcache.conductor.precache.peers import Assignment
 from tests.unit.conductor.precache.test_peers import (
     IMG,
-    JOB,
     PeerComputes,
     Serving,
+    h1_then_h2,
+    peer_conf,
     planner,
     site,
 )
@@ -38,10 +34,7 @@ KEPT = 4
 
 @pytest.fixture
 def conf() -> cfg.ConfigOpts:
-    made = cfg.ConfigOpts()
-    config.register_all(made)
-    made([])
-    made.set_override("peer_wait_timeout", 5, group="image_cache")
+    made = peer_conf()
     made.set_override("peer_max_uploads", 1, group="image_cache")
     return made
 
@@ -88,25 +81,10 @@ def test_failed_peers_get_the_next_source_from_the_planner_under_the_groups_slot
     """h2's only peer h1 died: the host call asks the planner again; h1 failed h2, so h2
     gets the group's image service slot (h1's call having ended), and its one result counts
     the bytes it kept once."""
-    computes, outcomes, done = GivingBackComputes(), {}, threading.Event()
-    plan_ = planner(conf)
+    computes, plan_ = GivingBackComputes(), planner(conf)
 
-    def host_done(position: int, results: dict[str, ImageResult]) -> None:
-        outcomes[position] = results[IMG]
-        done.set()
+    result = h1_then_h2(computes, pool, plan_)
 
-    caller = HostCaller(get_admin_context(), JOB, [IMG], None, clients=computes,
-                        host_calls=pool, db=None, metrics=None,  # type: ignore[arg-type]
-                        gate=None, queued=threading.BoundedSemaphore(4), host_done=host_done,
-                        planner=plan_, peer_images=frozenset({IMG}))
-    service: Any = {"cell": {"name": "cell1"}}
-    pool.run(caller.call_host, 0, HostPlan("h1", service, site=site("h1")))
-    assert done.wait(10)
-    done.clear()
-    pool.run(caller.call_host, 1, HostPlan("h2", service, site=site("h2")))
-    assert done.wait(10)
-
-    result = outcomes[1]
     assert [host for host, _ in computes.cache_calls] == ["h1", "h2", "h2"]
     assert computes.cache_calls[2][1].get("peers") is None  # the image service, second
     assert (result["state"], result["download_path"]) == ("cached", "http")
