@@ -169,6 +169,9 @@ def parse_args() -> argparse.Namespace:
                         help="the modes the faults are run in")
     parser.add_argument("--fault-hosts", type=int, nargs="+", default=None,
                         help="the N of the fault runs (default: every N of --hosts)")
+    parser.add_argument("--fault-source", choices=p2p_faults.FAULT_SOURCES, default="first",
+                        help="the holder of group 0 that misbehaves: its first (the group's "
+                        "only copy from the origin at first) or its second")
     parser.add_argument("--fault-rounds", type=int, default=1,
                         help="rounds of each fault run per point")
     parser.add_argument("--peer-stall-timeout", type=int, default=30,
@@ -283,8 +286,8 @@ class Bench:
         cpu_before, machine_before = tree_cpu(os.getpid()), machine_cpu()
         results: dict[str, tuple[dict[str, Any], float, float]] = {}
         call: Callable[[Host], tuple[dict[str, Any], float, float]]
-        injected = (p2p_faults.FaultRun(fault, self.size, self.args.fault_stall)
-                    if fault else None)
+        injected = (p2p_faults.FaultRun(fault, self.size, self.args.fault_stall,
+                                        self.args.fault_source) if fault else None)
         started = time.time()
         if mode == "origin-only":
             def from_origin(host: Host) -> tuple[dict[str, Any], float, float]:

@@ -21,6 +21,11 @@ first source with store-and-forward):
   it got, so every host behind the liar in its chain is a victim too (and names its own
   source): expect up to N/G origin copies in group 0, not 1.05.
 
+``--fault-source second`` puts the fault on the **second holder of group 0** instead (the
+first host of the group given a peer: a relay behind the head with cut-through, the second
+complete holder with store-and-forward), where the group's bytes from the origin exist
+elsewhere too: what a fault costs when it is not the group's only copy that fails.
+
 What is injected: the compute's ``PeerServer._send_span`` is wrapped in the compute's own
 process (:class:`HostFaults`); while a fault is armed the victim sends in pieces of
 :data:`PIECE` (``pread`` + ``sendall`` in place of ``sendfile``), counting the bytes handed
@@ -49,6 +54,8 @@ from typing import Any
 
 MIB = 1024 * 1024
 FAULTS = ("kill", "stall", "liar")
+#: Which holder of group 0 misbehaves: the group's first (its image-service slot) or second.
+FAULT_SOURCES = ("first", "second")
 #: Bytes handed to the kernel at once by an armed source.
 PIECE = 64 * 1024
 #: The receivers' read chunk (``PEER_CHUNK`` in ``compute/peers/source.py``): a resume may
@@ -226,18 +233,21 @@ class HostFaults:
 class FaultRun:
     """One fault point, driver side: arms the victim, then gathers what happened."""
 
-    def __init__(self, kind: str, size: int, stall: float) -> None:
+    def __init__(self, kind: str, size: int, stall: float, source: str = "first") -> None:
         self.kind = kind
         self.size = size
         self.stall = stall
+        self.source = source
         self.victim: Any = None
         self.planner: Any = None
         self._lock = threading.Lock()
 
     def on_assigned(self, host: Any, assignment: Any) -> None:
         """Called in ``host``'s thread between the planner's ``assign`` and its
-        ``cache_images``: the group's first image-service slot makes it the victim."""
-        if host.group != 0 or not assignment.origin_slot:
+        ``cache_images``: the group's first image-service slot makes it the victim (the
+        first holder), or, for the second holder, the group's first host given a peer."""
+        chosen = assignment.origin_slot if self.source == "first" else bool(assignment.peers)
+        if host.group != 0 or not chosen:
             return
         with self._lock:
             if self.victim is not None:
@@ -288,7 +298,8 @@ class FaultRun:
                 refused_then_peer.append(f"{name} [{reason}]")
         quarantined = [h.name for h in hosts
                        if self.planner is not None and h.name in self.planner.quarantine]
-        return {"kind": self.kind, "victim": victim.name if victim is not None else None,
+        return {"kind": self.kind, "source": self.source,
+                "victim": victim.name if victim is not None else None,
                 "fired_after_s": (stats["fired_at"] - started) if stats.get("fired_at")
                 else None,
                 "killed": stats.get("killed"), "victim_sent": stats.get("sent", 0),
@@ -320,7 +331,8 @@ def report(points: list[Any], size: int, summary: dict[tuple[str, int, int], flo
           "mode and point):")
     by_key: dict[tuple[str, str, int, int], list[Any]] = {}
     for p in faulty:
-        by_key.setdefault((p.fault["kind"], p.base_mode, p.groups, p.hosts), []).append(p)
+        kind = p.fault["kind"] + ("" if p.fault["source"] == "first" else "@2nd")
+        by_key.setdefault((kind, p.base_mode, p.groups, p.hosts), []).append(p)
     for (kind, mode, groups, n), rows in sorted(by_key.items()):
         walls = sorted(p.wall for p in rows)
         med = median_of(walls)
@@ -333,7 +345,7 @@ def report(points: list[Any], size: int, summary: dict[tuple[str, int, int], flo
         verified = all(p.fault["verified"] == p.fault["hosts"] and not p.fault["partials"]
                        and not p.errors for p in rows)
         invalid = sum(p.invalid for p in rows)
-        print(f"  {kind:>5} {mode:>17} G={groups} N={n:>2}: T {med:.2f} s (worst {walls[-1]:.2f}"
+        print(f"  {kind:>9} {mode:>17} G={groups} N={n:>2}: T {med:.2f} s (worst {walls[-1]:.2f}"
               f"; fault-free {base:.2f}); origin copies group 0 {median_of(g0):.3f} (worst "
               f"{max(g0):.3f}), per group {median_of(per_group):.3f} (worst "
               f"{max(per_group):.3f}), worst group {max(worst_g):.3f}, target <= 1.05: "
