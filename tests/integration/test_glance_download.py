@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import requests
+import urllib3
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
@@ -130,14 +131,17 @@ def test_resume_uses_real_range_requests(stack: Any) -> None:
     def cut_first_body(*args: Any, **kwargs: Any) -> requests.Response:
         resp = real_request(*args, **kwargs)
         statuses.append(resp.status_code)
-        if len(statuses) == 1:
-            chunks = resp.iter_content(256 * 1024)
+        if len(statuses) == 1:  # the body breaks after its first read
+            read, reads = resp.raw.read, [0]
 
-            def broken(_: int) -> Any:
-                yield next(chunks)
-                raise requests.exceptions.ChunkedEncodingError("cut by the test")
+            def broken(*read_args: Any, **read_kwargs: Any) -> bytes:
+                reads[0] += 1
+                if reads[0] > 1:
+                    raise urllib3.exceptions.ProtocolError("cut by the test")
+                data: bytes = read(*read_args, **read_kwargs)
+                return data
 
-            resp.iter_content = broken  # type: ignore[method-assign]
+            resp.raw.read = broken  # type: ignore[method-assign]
         return resp
 
     source.session.request = cut_first_body  # type: ignore[method-assign]
