@@ -14,6 +14,7 @@ from sqlalchemy import update
 from fleetcache.common.db import download_leases, models
 from fleetcache.common.db.download_leases import Limits
 from fleetcache.common.db.session import Database
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.db
 
@@ -265,7 +266,10 @@ def test_racing_low_priority_conductors_never_take_a_slot_a_higher_one_waits_for
             with concurrent.futures.ThreadPoolExecutor(7) as pool:
                 high_call = pool.submit(high)
                 lows = [pool.submit(low, n) for n in range(6)]
-                time.sleep(0.5)  # every waiter registered
+                # Every waiter registered (a fixed pause lost this race on a loaded machine).
+                wait_for(lambda: {w["holder"] for w in download_leases.waiters_list(db)}
+                         >= {"high", *(f"low{n}" for n in range(6))},
+                         "the high and the six low waiters to register", timeout=20)
                 download_leases.lease_release(db, held)
                 got = high_call.result(timeout=30)
                 download_leases.lease_release(db, got)
