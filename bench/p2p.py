@@ -355,7 +355,7 @@ class Bench:
         """The conductor's per-host call with the real PeerPlanner (``peer_cut_through`` as
         the mode says)."""
         from fleetcache.common.db.compute_states import PeerSite
-        from fleetcache.conductor.precache.hostcall import from_sources_in_turn, resumed_bytes
+        from fleetcache.conductor.precache.handback import from_sources_in_turn, resumed_bytes
         from fleetcache.conductor.precache.peers import PeerPlanner, PeerQuarantine
         from fleetcache.conductor.precache.results import checked_replies
 

@@ -12,7 +12,7 @@ import pytest
 from oslo_config import cfg
 
 from fleetcache.compute.rpcapi import ImageResult
-from fleetcache.conductor.precache.hostcall import (
+from fleetcache.conductor.precache.handback import (
     MAX_SOURCES,
     from_sources_in_turn,
 )
