@@ -39,10 +39,14 @@ one core's hashlib speed of sha512 and sha256 over the same bytes in memory besi
 
 A verified download cannot be faster than its hash, which runs on one core (a hash is
 sequential), and a durable one cannot be faster than the disk takes a durable write, which
-``curl -o`` (into the page cache) never waits for. So each round, right after its variants,
-also hashes the image's size in memory with that algorithm, and writes as many bytes with
-``dd oflag=direct conv=fsync`` to the same disk: the round's *limit* is the slowest of
-``curl -o``, that hash and that write. Per round the run prints fleetcache over ``curl -o``
+``curl -o`` (into the page cache) never waits for. So each round hashes the image's size in
+memory with that algorithm just before and just after each fleetcache variant (one core's
+hash on this machine moved by up to 13 % between runs two seconds apart, its other core idle:
+measured minutes away, the limit said more about that drift than about fleetcache), and
+after its variants writes as many bytes with ``dd oflag=direct conv=fsync`` to the same disk:
+a variant's *limit* is the slowest of ``curl -o``, the mean of its two hashes and that write.
+The round's hash after all its variants is printed too (``hash_allows_target`` uses it).
+Per round the run prints fleetcache over ``curl -o``
 and over the limit; the headline counts the rounds in which 0.9 of ``curl -o`` was within
 the one-core hash at all (``hash_allows_target``), and within both hash and disk
 (``limit_allows_target``).
@@ -290,6 +294,9 @@ def main() -> int:
     glance_cpus: dict[str, list[float]] = {k: [] for k in walls}
     glance_pid = stack_pids(args.stack_dir).get("glance")
     round_hash: list[float] = []  # MB/s of one core's hash of the image's algo, per round
+    #: MB/s of one core's hash beside each fleetcache variant (the mean of one just before it
+    #: and one just after), per round: its own limit's hash.
+    beside: dict[str, list[float]] = {"fleetcache": [], "fleetcache (peer)": []}
     round_disk: list[float] = []  # MB/s of a durable direct write to the same disk, per round
     try:
         token = stack_token(stack_env(args.stack_dir))
@@ -335,9 +342,12 @@ def main() -> int:
                     # Rotate the order so that no variant always comes first in a round.
                     order = list(runs)[rnd % len(runs):] + list(runs)[:rnd % len(runs)]
                     for name in order:
+                        hash_before = hash_ceiling(size, algo)[0] if name in beside else 0.0
                         settle()
                         before = tree_cpu(glance_pid) if glance_pid else 0.0
                         wall, cpu = timed(runs[name])
+                        if name in beside:
+                            beside[name].append((hash_before + hash_ceiling(size, algo)[0]) / 2)
                         walls[name].append(wall)
                         cpus[name].append(cpu)
                         glance_cpus[name].append(
@@ -348,7 +358,9 @@ def main() -> int:
                     round_disk.append(disk_ceiling(work / "dd", size))
                     log(f"round {rnd + 1}: " + ", ".join(
                         f"{k} {size / walls[k][-1] / 1e6:.0f} MB/s" for k in names)
-                        + f", {algo} in memory (1 core) {round_hash[-1]:.0f} MB/s, dd oflag=direct "
+                        + f", {algo} in memory (1 core) {round_hash[-1]:.0f} MB/s (beside "
+                        + ", ".join(f"{k} {v[-1]:.0f}" for k, v in beside.items())
+                        + "), dd oflag=direct "
                         f"conv=fsync {round_disk[-1]:.0f} MB/s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -376,7 +388,8 @@ def main() -> int:
           f"({all_read / size:.6f} per byte cached)")
     ratios = [c / f for c, f in zip(walls["curl -o"], walls["fleetcache"], strict=True)]
     curl_rounds = [size / w / 1e6 for w in walls["curl -o"]]
-    limits = [min(c, h, d) for c, h, d in zip(curl_rounds, round_hash, round_disk, strict=True)]
+    limits = [min(c, h, d) for c, h, d in zip(curl_rounds, beside["fleetcache"], round_disk,
+                                               strict=True)]
     of_limit = [size / w / 1e6 / lim
                 for w, lim in zip(walls["fleetcache"], limits, strict=True)]
     allowed = sum(h >= 0.9 * c for c, h in zip(curl_rounds, round_hash, strict=True))
@@ -392,8 +405,8 @@ def main() -> int:
           + ", ".join(f"{r:.3f}" for r in of_limit)
           + f" ({limit_allowed} of {len(limits)} rounds with hash and disk >= 0.9 of curl -o)")
     peer_curl = [size / w / 1e6 for w in walls["curl -o (peer)"]]
-    peer_limits = [min(c, h, d) for c, h, d in zip(peer_curl, round_hash, round_disk,
-                                                   strict=True)]
+    peer_limits = [min(c, h, d) for c, h, d in zip(peer_curl, beside["fleetcache (peer)"],
+                                                   round_disk, strict=True)]
     peer_of_limit = [size / w / 1e6 / lim
                      for w, lim in zip(walls["fleetcache (peer)"], peer_limits, strict=True)]
     print("fleetcache from a peer / min(curl -o of the peer, one-core hash, disk) per round: "

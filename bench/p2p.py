@@ -54,7 +54,8 @@ Links (``--tier``, :mod:`p2p_links`):
 Counted per point (mode, N, groups, round): T(N), the time from the job's start until every
 host holds the image; p50 and p99 of the per-host completion times (nearest rank); origin
 bytes in copies of S per group, **counted in independent ways that must agree**: the
-origin's own log of the body bytes it sent, the sum over the hosts' results
+origin's own log of the body bytes it sent (its TCP's count, :mod:`p2p_origin`), the sum
+over the hosts' results
 (``cache_images``: ``bytes_downloaded`` less ``bytes_from_peers``) and, with Tier A, the
 origin veth's tbf counter (``tc -s qdisc``) and its ``tx_bytes`` (bytes with headers: ``tc``
 counts each wire segment's, so it must be the log times 1514/1448, a full segment's TCP/IP
@@ -334,6 +335,8 @@ class Bench:
             origin_log=[a - b for a, b in zip(log_after["body_bytes"],
                                               log_before["body_bytes"], strict=True)],
             origin_results=origin_results,
+            origin_unsent=[a - b for a, b in zip(log_after["unsent_bytes"],
+                                                 log_before["unsent_bytes"], strict=True)],
             origin_gets=[a - b for a, b in zip(log_after["file_gets"],
                                                log_before["file_gets"], strict=True)],
             wire={k: [a - b for a, b in zip(wire_after[k], wire_before[k], strict=True)]

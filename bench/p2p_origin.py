@@ -5,6 +5,12 @@ It serves ``GET /v2/images/<id>`` (the image's record) and ``GET /v2/images/<id>
 image id per point, and logs the body bytes it sent per group: one of the independent counts
 of origin bytes the report checks against each other. With Tier B it also shapes each
 group's egress with a ``TokenBucket`` (Tier A's shaping is tc's, on its veths).
+
+"Sent" is what its TCP put on the wire (``TCP_INFO``'s bytes sent less those retransmitted),
+not what it wrote into its socket: when a receiver dies, what its socket's send buffer still
+held is never sent, and was 0.6-1.1 MiB per dead host, the difference between this log and
+the veth's counters (docs/performance.md, "Peer distribution"). What was written and never
+sent is logged beside it (``unsent_bytes``).
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import json
 import multiprocessing.connection
 import os
 import re
+import socket
+import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +31,34 @@ from p2p_links import ORIGIN_PORT, enter_netns
 
 MIB = 1024 * 1024
 CHUNK = 256 * 1024
+#: ``struct tcp_info`` (linux/tcp.h): the offset of ``tcpi_bytes_sent`` and
+#: ``tcpi_bytes_retrans`` (Linux 4.19 and later), two native u64s.
+_TCP_INFO_BYTES_SENT = 200
+_TCP_INFO_LEN = 216
+
+
+def unique_bytes_sent(sock: socket.socket) -> int:
+    """The bytes ``sock``'s TCP has put on the wire, each once (retransmissions not counted)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN)
+    if len(info) < _TCP_INFO_LEN:
+        raise RuntimeError("this kernel's TCP_INFO has no bytes_sent (Linux 4.19 and later)")
+    sent, retransmitted = struct.unpack_from("=QQ", info, _TCP_INFO_BYTES_SENT)
+    return int(sent - retransmitted)
+
+
+class _CountingWriter:
+    """The handler's ``wfile``, counting what is written into the connection."""
+
+    def __init__(self, wfile: Any) -> None:
+        self.wfile, self.written = wfile, 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        n = self.wfile.write(data)
+        self.written += len(data)
+        return int(n) if n is not None else len(data)
+
+    def flush(self) -> None:
+        self.wfile.flush()
 
 
 def make_image(path: Path, size: int) -> dict[str, Any]:
@@ -51,6 +87,8 @@ class _OriginState:
         self.images: dict[str, str] = {}
         self.group_of_address = group_of_address
         self.body_bytes = [0] * groups
+        #: Body bytes written into a socket that its TCP never sent (a receiver died).
+        self.unsent_bytes = [0] * groups
         self.file_gets = [0] * groups
         self.lock = threading.Lock()
         self.buckets = [TokenBucket(rate, burst=CHUNK) if rate else None
@@ -65,6 +103,10 @@ def _origin_handler(state: _OriginState) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, *args: Any) -> None:
             pass
+
+        def setup(self) -> None:
+            super().setup()
+            self.wfile = _CountingWriter(self.wfile)  # type: ignore[assignment]
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             match = route.match(self.path)
@@ -93,9 +135,10 @@ def _origin_handler(state: _OriginState) -> type[BaseHTTPRequestHandler]:
             with state.lock:
                 state.file_gets[group] += 1
             bucket = state.buckets[group]
+            before_body = self.wfile.written  # type: ignore[attr-defined]
             fd = os.open(path, os.O_RDONLY)
+            offset = start
             try:
-                offset = start
                 while offset < size:
                     data = os.pread(fd, min(CHUNK, size - offset), offset)
                     if bucket is not None:
@@ -104,8 +147,23 @@ def _origin_handler(state: _OriginState) -> type[BaseHTTPRequestHandler]:
                     offset += len(data)
                     with state.lock:
                         state.body_bytes[group] += len(data)
+            except OSError:
+                self._uncount_unsent(group, before_body, offset - start)
+                raise
             finally:
                 os.close(fd)
+
+        def _uncount_unsent(self, group: int, before_body: int, written: int) -> None:
+            """Take out of the log what a body cut short (its receiver gone) left unsent in
+            the socket: TCP sends a connection's bytes in order, so the body's on the wire
+            are those sent after the ``before_body`` bytes written ahead of it (headers,
+            earlier responses); after the reset nothing more goes out."""
+            sent = unique_bytes_sent(self.connection)
+            unsent = written - min(max(sent - before_body, 0), written)
+            if unsent:
+                with state.lock:
+                    state.body_bytes[group] -= unsent
+                    state.unsent_bytes[group] += unsent
 
         def _send(self, status: int, body: bytes) -> None:
             self.send_response(status)
@@ -151,6 +209,7 @@ def origin_main(netns: str | None, conn: multiprocessing.connection.Connection,
         elif cmd == "stats":
             with state.lock:
                 conn.send({"body_bytes": list(state.body_bytes),
+                           "unsent_bytes": list(state.unsent_bytes),
                            "file_gets": list(state.file_gets)})
         else:
             break

@@ -59,6 +59,9 @@ class Point:
     #: ``<base_mode>+<fault>``).
     fault: dict[str, Any] | None = None
     base_mode: str = ""
+    #: Body bytes the origin wrote into a socket that never sent them (a receiver died):
+    #: not in ``origin_log``, which counts what its TCP sent.
+    origin_unsent: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def invalid(self) -> bool:
@@ -117,15 +120,16 @@ def report(points: list[Point], args: argparse.Namespace, links_desc: list[str],
             # The origin's count of what went out, as the wire's counters must see it.
             least_sent = log_bytes
             if p.fault and p.fault.get("dead"):
-                # What the origin sent to the host that died and it never wrote (its
-                # sockets' buffers, the chunk it was reading) is in the log, not in any
-                # result, and what sat in the origin's own socket when the connection was
-                # reset is in the log, not on the wire: between the two, never outside.
+                # What the origin sent to the host that died and it never wrote (the link's
+                # queue, its socket's buffer, the chunk it was reading) is in the log, not in
+                # any result (what sat in the origin's own socket when the connection was
+                # reset is in neither: the log counts what its TCP sent).
                 lost = log_bytes - res_bytes
                 agree = -AGREE * size <= lost <= DEAD_HOST_LOST
                 least_sent = res_bytes
                 notes.append(f"lost with the dead host (sent by the origin, never written): "
-                             f"{lost / MIB:.2f} MiB")
+                             f"{lost / MIB:.2f} MiB; written by the origin but never sent "
+                             f"(its socket's, at the reset): {sum(p.origin_unsent) / MIB:.2f} MiB")
             if p.fault:  # a source cut short sent bytes its receiver never wrote
                 agree = agree and p.uploaded >= p.peer_bytes - AGREE * size
             else:

@@ -19,7 +19,10 @@ service sees them").
 
 Each read is sized to about 1/32 s of the rate the bytes arrive at, up to
 ``download_chunk_size`` (:mod:`~fleetcache.image.prompt_chunks`): over a slow link the bytes
-reach the file, and any cut-through receivers, without waiting for a whole chunk.
+reach the file, and any cut-through receivers, without waiting for a whole chunk. The image's
+bytes are read straight into the writer's buffers (:mod:`~fleetcache.image.http_into`, with
+the session's TLS settings and token), unless a proxy of the environment applies to the
+endpoint: then the session streams them.
 
 HTTP and keystoneauth errors are translated to the fleetcache exception tree in one place,
 :func:`_translated` and :func:`_check_status`.
@@ -29,9 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
+import http.client
 import logging
 import re
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,8 +53,10 @@ from requests.adapters import HTTPAdapter
 
 from fleetcache.common import exception, service_auth
 from fleetcache.common.context import RequestContext
-from fleetcache.image.prompt_chunks import prompt_chunks
-from fleetcache.image.source import ImageMeta, ImageSource, ProgressCallback, Writer
+from fleetcache.image import http_into
+from fleetcache.image.chunks import receive_buffer
+from fleetcache.image.prompt_chunks import prompt_chunks, prompt_reads
+from fleetcache.image.source import Buffer, ImageMeta, ImageSource, ProgressCallback, Writer
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,19 +90,46 @@ def _translated(image_id: str, url: str) -> Iterator[None]:
         raise exception.ImageFetchError(image_id=image_id, reason=f"GET {url}: {exc}") from exc
 
 
+def _read_by(chunks: Iterator[Buffer], url: str) -> Iterator[Buffer]:
+    """``chunks``, the errors of each read mapped by :func:`_reading` (not those of the
+    consumer between reads)."""
+    while True:
+        with _reading(url):
+            chunk = next(chunks, None)
+        if chunk is None:
+            return
+        yield chunk
+
+
+@contextlib.contextmanager
+def _reading(url: str) -> Iterator[None]:
+    """Map the errors of a direct GET's connection and reads (:mod:`http_into`) to a
+    transient failure; only around them: an ``OSError`` of the writer is not the network's."""
+    try:
+        yield
+    except (OSError, http.client.HTTPException) as exc:
+        raise _Transient(f"GET {url}: {exc}") from exc
+
+
 def _check_status(resp: requests.Response, image_id: str) -> None:
     """Map an HTTP error status of the image service to a fleetcache exception."""
-    code = resp.status_code
+    _check_code(resp.status_code, resp.url, image_id,
+                lambda: next(resp.iter_content(300), b""))
+
+
+def _check_code(code: int, url: str, image_id: str, head: Callable[[], bytes]) -> None:
+    """Map HTTP status ``code`` of a GET of ``url`` to a fleetcache exception; ``head``: the
+    start of the body, which explains an error that has no exception of its own."""
     if code < 300:
         return
-    detail = f"HTTP {code} from GET {resp.url}"
+    detail = f"HTTP {code} from GET {url}"
     if code == 404:
         raise exception.ImageNotFound(image_id=image_id)
     if code == 403:
         raise exception.ImageNotAvailable(image_id=image_id, reason=f"forbidden ({detail})")
     if code in _RETRY_STATUSES:
         raise _Transient(detail)
-    body = next(resp.iter_content(300), b"").decode("utf-8", "replace").strip()
+    body = head().decode("utf-8", "replace").strip()
     raise exception.ImageFetchError(image_id=image_id, reason=f"{detail}: {body}".rstrip(": "))
 
 
@@ -126,11 +161,18 @@ class _SmallReceiveBuffer(HTTPAdapter):
 
     def init_poolmanager(self, connections: int, maxsize: int, block: bool = False,
                          **pool_kwargs: Any) -> None:
-        pool_kwargs["socket_options"] = [
-            (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),
-            (socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer),
-            (socket.IPPROTO_TCP, socket.TCP_MAXSEG, PACED_SEGMENT)]
+        pool_kwargs["socket_options"] = _socket_options(self.receive_buffer)
         super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+
+
+def _socket_options(receive_buffer: int | None) -> list[http_into.SocketOption]:
+    """Options of a connection to the image service, set before it connects: urllib3's
+    default (``TCP_NODELAY``), and for a paced download its receive buffer and segment size."""
+    options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+    if receive_buffer is not None:
+        options += [(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer),
+                    (socket.IPPROTO_TCP, socket.TCP_MAXSEG, PACED_SEGMENT)]
+    return options
 
 
 def _load_session(conf: cfg.ConfigOpts, receive_buffer: int | None = None,
@@ -170,6 +212,9 @@ class GlanceImageSource(ImageSource):
         self.num_retries: int = opts.num_retries
         self.chunk_size: int = opts.download_chunk_size
         self.timeout: float = opts.request_timeout
+        #: How a GET of the image's bytes reaches the image service (:mod:`http_into`).
+        self.transport = http_into.Transport(self.timeout, _socket_options(None),
+                                             self._tls_context())
         #: The paced variants by receive buffer, built once each (:meth:`paced`).
         self._paced: dict[int, GlanceImageSource] = {}
         self._paced_lock = threading.Lock()
@@ -185,6 +230,8 @@ class GlanceImageSource(ImageSource):
                 variant = copy.copy(self)
                 variant.session, _ = _load_session(self.conf, buffer)
                 variant.chunk_size = min(self.chunk_size, buffer // 2)
+                variant.transport = dataclasses.replace(
+                    self.transport, socket_options=_socket_options(buffer))
                 self._paced[buffer] = variant
         return variant
 
@@ -223,29 +270,59 @@ class GlanceImageSource(ImageSource):
         headers = {"Accept-Encoding": "identity"}  # bytes as stored: hashes and Range hold
         if offset:
             headers["Range"] = f"bytes={offset}-"
+        url = self._url(n, image_id, "/file")
+        if not http_into.reaches_directly(url):
+            self._stream_by_session(ctxt, image_id, n, headers, written, writer, progress)
+            return
+        headers |= self._auth_headers(ctxt, image_id, url)
+        with contextlib.ExitStack() as stack:
+            with _reading(url):
+                body = stack.enter_context(http_into.get(url, headers, self.transport))
+                _check_code(body.status, url, image_id, body.head)
+            if body.status == 206:
+                _check_range(body.headers.get("Content-Range"), image_id, offset)
+            if body.status == 204:
+                return
+            chunks = prompt_reads(body.readinto, lambda size: receive_buffer(writer, size),
+                                  self.chunk_size)
+            self._write_all(_read_by(chunks, url), offset if body.status == 200 else 0,
+                            written, writer, progress)
+
+    def _stream_by_session(self, ctxt: RequestContext, image_id: str, n: int,
+                           headers: dict[str, str], written: list[int], writer: Writer,
+                           progress: ProgressCallback | None) -> None:
+        """:meth:`_stream` through the keystoneauth session (the environment's proxy)."""
+        offset = written[0]
         with self._get(ctxt, image_id, n, "/file", headers) as resp, \
                 _translated(image_id, resp.url):
-            skip = offset if offset and resp.status_code == 200 else 0
             if resp.status_code == 206:
-                _check_content_range(resp, image_id, offset)
+                _check_range(resp.headers.get("Content-Range"), image_id, offset)
             if resp.status_code == 204:
                 return
-            for chunk in prompt_chunks(resp.raw, self.chunk_size):
-                if skip:  # the server ignored Range: drop what we already have
-                    cut = min(skip, len(chunk))
-                    chunk, skip = chunk[cut:], skip - cut
-                    if not chunk:
-                        continue
-                writer.write(chunk)
-                written[0] += len(chunk)
-                if progress is not None:
-                    progress(written[0])
+            self._write_all(prompt_chunks(resp.raw, self.chunk_size),
+                            offset if resp.status_code == 200 else 0, written, writer, progress)
+
+    @staticmethod
+    def _write_all(chunks: Iterator[Buffer], skip: int, written: list[int], writer: Writer,
+                   progress: ProgressCallback | None) -> None:
+        """Write ``chunks`` but their first ``skip`` bytes (a server that ignored ``Range``
+        sends what the writer already has), counting them in ``written``."""
+        for chunk in chunks:
+            if skip:
+                cut = min(skip, len(chunk))
+                chunk, skip = chunk[cut:], skip - cut
+                if not chunk:
+                    continue
+            writer.write(chunk)
+            written[0] += len(chunk)
+            if progress is not None:
+                progress(written[0])
 
     @contextlib.contextmanager
     def _get(self, ctxt: RequestContext, image_id: str, n: int, suffix: str,
              headers: dict[str, str] | None = None) -> Iterator[requests.Response]:
         """GET ``/v2/images/<id><suffix>`` on the endpoint for attempt ``n``, streamed."""
-        url = f"{self._endpoint(n, image_id)}/v2/images/{quote(image_id, safe='')}{suffix}"
+        url = self._url(n, image_id, suffix)
         headers = dict(headers or {})
         if not self._service_auth and ctxt.auth_token:
             headers["X-Auth-Token"] = ctxt.auth_token
@@ -259,6 +336,30 @@ class GlanceImageSource(ImageSource):
             yield resp
         finally:
             resp.close()
+
+    def _url(self, n: int, image_id: str, suffix: str) -> str:
+        """``/v2/images/<id><suffix>`` on the endpoint for attempt ``n``."""
+        return f"{self._endpoint(n, image_id)}/v2/images/{quote(image_id, safe='')}{suffix}"
+
+    def _auth_headers(self, ctxt: RequestContext, image_id: str, url: str) -> dict[str, str]:
+        """The headers the session would add to a GET of ``url``: the service's token (service
+        auth) or the caller's, and the request's global id."""
+        headers = {"User-Agent": "fleetcache"}
+        if self._service_auth:
+            with _translated(image_id, url):
+                headers |= self.session.get_auth_headers() or {}
+        elif ctxt.auth_token:
+            headers["X-Auth-Token"] = ctxt.auth_token
+        if ctxt.global_id:
+            headers["X-OpenStack-Request-ID"] = ctxt.global_id
+        return headers
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        """The session's TLS settings for :mod:`http_into` (None when every endpoint is
+        plain http: nothing to load)."""
+        if self.api_servers and not any(u.startswith("https:") for u in self.api_servers):
+            return None
+        return http_into.tls_context(self.session.verify, self.session.cert)
 
     def _endpoint(self, n: int, image_id: str) -> str:
         if self.api_servers:
@@ -299,11 +400,10 @@ class GlanceImageSource(ImageSource):
                 time.sleep(delay)
 
 
-def _check_content_range(resp: requests.Response, image_id: str, offset: int) -> None:
-    match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+def _check_range(content_range: str | None, image_id: str, offset: int) -> None:
+    """A 206's ``Content-Range`` must start at the ``offset`` asked for."""
+    match = _CONTENT_RANGE.match(content_range or "")
     if match is None or int(match.group(1)) != offset:
         raise exception.ImageFetchError(
             image_id=image_id,
-            reason=f"asked for bytes from {offset}, got Content-Range "
-            f"{resp.headers.get('Content-Range')!r}")
-
+            reason=f"asked for bytes from {offset}, got Content-Range {content_range!r}")

@@ -1,5 +1,8 @@
 """Reads of a streamed body sized so that each chunk arrives within about 1/32 s.
 
+:func:`prompt_chunks` reads a body that hands over ``bytes``, :func:`prompt_reads` one that
+fills the caller's buffers.
+
 A download hands on whole chunks: to the hash, to its file, and through the file to the
 receivers a cut-through download serves (``[image_cache] peer_cut_through``). A chunk of a
 fixed ``[glance] download_chunk_size`` (4 MiB) takes a second to arrive over a 4 MiB/s edge
@@ -64,6 +67,23 @@ def prompt_chunks(body: RawBody, largest: int,
             return
         sizer.took(len(chunk), clock() - start)
         yield chunk
+
+
+def prompt_reads(readinto: Callable[[memoryview], int],
+                 buffer_for: Callable[[int], memoryview], largest: int,
+                 clock: Callable[[], float] = time.monotonic) -> Iterator[memoryview]:
+    """The same chunks read into buffers: each of :class:`ChunkSizer`'s size from
+    ``buffer_for(size)``, filled by ``readinto`` (a body that fills a buffer unless it ends),
+    yielded as the view of what it holds. Errors of the transport propagate."""
+    sizer = ChunkSizer(largest)
+    while True:
+        view = buffer_for(sizer.size)
+        start = clock()
+        n = readinto(view)
+        if not n:
+            return
+        sizer.took(n, clock() - start)
+        yield view[:n]
 
 
 def _power_of_two_below(n: int) -> int:

@@ -10,14 +10,17 @@ page-aligned receive buffers (:mod:`fleetcache.image.chunks`), taken back once b
 are done with a chunk.
 :func:`download_verified` puts the two together. The file is never read back.
 
-The hash is a download's bound (one core, sequential), so a verified download keeps its
-other threads off one CPU (:func:`cpus_beside_the_hash`): the receiving thread, while it
-receives, and the writer thread stay on the CPUs the process may use but the highest,
-which they leave to the hash thread (itself free to run anywhere). Without it the hash
-thread was runnable but not running for 7-34 % of its hashing at load 2 (the receiving
-thread, woken by it once per chunk, among those that took its CPU); kept off its CPU, a
-download with sha512 took 1.37-1.76 s per 512 MiB against 2.28-3.09 s in the same run
-(docs/performance.md, "Download from Glance").
+The hash is a download's bound (one core, sequential), so a verified download splits the CPUs
+its process may use (:func:`split_cpus`): the hash thread keeps to the highest, the receiving
+thread (while it receives) and the writer thread to the others. Without it the hash thread was
+runnable but not running for 7-34 % of its hashing at load 2 (the receiving thread, woken by
+it once per chunk, among those that took its CPU); with the others kept off its CPU, a
+download with sha512 took 1.37-1.76 s per 512 MiB against 2.28-3.09 s in the same run. Left
+free to run anywhere, the hash thread still followed the receiving thread's wake-ups onto the
+busy CPU: kept to its own as well, and with the body read straight into the pool's buffers
+(:mod:`~fleetcache.image.http_into`), a 1 GiB sha512 download from Glance went from 0.77-0.81
+of one core's hash (median of 10 rounds each, receiving into buffers but the hash free; kept,
+but bytes copied) to 0.91-0.92 (docs/performance.md, "Download from Glance").
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
@@ -74,17 +77,30 @@ def expected_hash(meta: ImageMeta) -> tuple[str, str] | None:
     return None
 
 
-def cpus_beside_the_hash() -> frozenset[int] | None:
-    """The CPUs a verified download's receiving and writing threads keep to: those the calling
-    thread may use but the highest numbered, left to the hash thread. None when it may use
-    fewer than two (or the platform has no CPU affinity): then nothing is confined."""
+class CpuSplit(NamedTuple):
+    """Where a verified download's threads run: the hash thread on ``hash``, the receiving
+    and writer threads on ``others``."""
+
+    hash: frozenset[int]
+    others: frozenset[int]
+
+
+def split_cpus() -> CpuSplit | None:
+    """The CPUs the calling thread may use, split: the highest for the hash thread, the rest
+    for the download's other threads. None when it may use fewer than two (or the platform
+    has no CPU affinity): then nothing is confined.
+
+    A host that pins instances' vCPUs keeps its services off their CPUs (systemd's
+    ``CPUAffinity=``): the hash then keeps to the highest CPU the compute service may use.
+    """
     try:
         allowed = os.sched_getaffinity(0)
     except (AttributeError, OSError):
         return None
     if len(allowed) < 2:
         return None
-    return frozenset(allowed - {max(allowed)})
+    highest = max(allowed)
+    return CpuSplit(hash=frozenset({highest}), others=frozenset(allowed - {highest}))
 
 
 def _confine(cpus: frozenset[int] | set[int]) -> bool:
@@ -215,10 +231,11 @@ class VerifyingWriter:
     thread, whose copies and writes otherwise bound the download (``bench/download.py``
     with the hash left out; docs/performance.md, "The writer thread's copy").
 
-    When the image has a hash, the writer thread keeps to :attr:`cpus` (from
-    :func:`cpus_beside_the_hash`), and so should the caller's thread while it receives
-    (:func:`beside_the_hash`, as :func:`download_verified` does): the hash thread then has a
-    CPU that none of the download's other threads takes from it.
+    When the image has a hash, the hash thread keeps to ``cpus.hash`` and the writer thread
+    to ``cpus.others`` (:attr:`cpus`, from :func:`split_cpus`), and so should the caller's
+    thread while it receives (:func:`beside_the_hash`, as :func:`download_verified` does):
+    the hash thread then has a CPU that none of the download's other threads takes from it,
+    and does not follow their wake-ups onto theirs.
     """
 
     def __init__(self, sink: Writer, verifier: ImageVerifier,
@@ -228,13 +245,14 @@ class VerifyingWriter:
         self.verifier = verifier
         self.observers = tuple(observers)
         self.aligned_sink = aligned_sink
-        #: Where the download's threads but the hash thread run (None: anywhere).
-        self.cpus = cpus_beside_the_hash() if verifier.algorithm is not None else None
+        #: Where the download's threads run (None: anywhere).
+        self.cpus = split_cpus() if verifier.algorithm is not None else None
         self._pool = ChunkPool()
         self._lanes = (
-            _Lane("image-hash", [verifier.update], depth, self._pool.seen),
+            _Lane("image-hash", [verifier.update], depth, self._pool.seen,
+                  self.cpus.hash if self.cpus else None),
             _Lane("image-writer", [*self.observers, sink.write], depth, self._pool.seen,
-                  self.cpus),
+                  self.cpus.others if self.cpus else None),
         )
         for lane in self._lanes:
             lane.start()
@@ -308,7 +326,7 @@ def download_verified(
     """
     writer = VerifyingWriter(sink, ImageVerifier(meta), observers, aligned_sink=aligned_sink)
     try:
-        with beside_the_hash(writer.cpus):
+        with beside_the_hash(writer.cpus.others if writer.cpus else None):
             source.download(ctxt, meta, writer, progress)
     except keep_on:
         writer.close()

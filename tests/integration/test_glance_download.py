@@ -21,14 +21,14 @@ import threading
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import pytest
-import requests
-import urllib3
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import ImageCache, cache_name
+from fleetcache.image import http_into
 from fleetcache.image.glance import GlanceImageSource
 from fleetcache.image.source import ImageMeta
 from tests.integration.stackops import file_gets, glance_image
@@ -126,27 +126,27 @@ def test_resume_uses_real_range_requests(stack: Any) -> None:
     source.retry_delay = 0.01
     meta = source.show(CTXT, image_id)
     statuses: list[int] = []
-    real_request = source.session.request
+    real_get = http_into.get
 
-    def cut_first_body(*args: Any, **kwargs: Any) -> requests.Response:
-        resp = real_request(*args, **kwargs)
-        statuses.append(resp.status_code)
-        if len(statuses) == 1:  # the body breaks after its first read
-            read, reads = resp.raw.read, [0]
+    @contextlib.contextmanager
+    def cut_first_body(*args: Any, **kwargs: Any) -> Iterator[http_into.Body]:
+        with real_get(*args, **kwargs) as body:
+            statuses.append(body.status)
+            if len(statuses) == 1:  # the body breaks after its first read
+                read, reads = body.readinto, [0]
 
-            def broken(*read_args: Any, **read_kwargs: Any) -> bytes:
-                reads[0] += 1
-                if reads[0] > 1:
-                    raise urllib3.exceptions.ProtocolError("cut by the test")
-                data: bytes = read(*read_args, **read_kwargs)
-                return data
+                def broken(buffer: memoryview) -> int:
+                    reads[0] += 1
+                    if reads[0] > 1:
+                        raise ConnectionResetError(104, "cut by the test")
+                    return read(buffer)
 
-            resp.raw.read = broken  # type: ignore[method-assign]
-        return resp
+                body.readinto = broken  # type: ignore[method-assign]
+            yield body
 
-    source.session.request = cut_first_body  # type: ignore[method-assign]
     out = io.BytesIO()
-    assert source.download(CTXT, meta, out) == meta.size
+    with mock.patch.object(http_into, "get", cut_first_body):
+        assert source.download(CTXT, meta, out) == meta.size
     assert statuses == [200, 206]
     assert hashlib.sha512(out.getvalue()).hexdigest() == meta.os_hash_value
 
@@ -156,6 +156,7 @@ import json, os, sys, time
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import ImageCache
+from fleetcache.image import http_into
 from fleetcache.image.glance import GlanceImageSource
 from tests.unit.image.fixtures import make_conf
 conf = make_conf(instances_path=sys.argv[1], glance__api_servers=[sys.argv[2]],
@@ -216,8 +217,9 @@ class Proxy:
     """A TCP proxy in front of Glance that damages what Glance sends, one connection at a time.
 
     ``cuts``: per new connection, close it after forwarding that many bytes to the client.
-    ``flip_at``: flip one bit of the byte at that offset of the first connection's reply
-    stream. Offsets beyond 1 MiB always fall in image data: the JSON replies are ~1 KB.
+    ``flip_at``: flip one bit of the byte at that offset of each connection's reply stream.
+    Offsets beyond 1 MiB fall only in image data: the JSON replies are ~1 KB (and the image's
+    bytes come over a connection of their own, not the session's).
     """
 
     def __init__(self, upstream: str) -> None:
@@ -241,7 +243,7 @@ class Proxy:
                 return
             self.connections += 1
             budget = self.cuts.pop(0) if self.cuts else None
-            flip, self.flip_at = self.flip_at, None
+            flip = self.flip_at
             server = socket.create_connection(self.upstream)
             threading.Thread(target=self._pump, args=(client, server, None, None),
                              daemon=True).start()

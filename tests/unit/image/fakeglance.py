@@ -1,8 +1,9 @@
 """A small in-test stand-in for Glance's v2 image API, over real HTTP on 127.0.0.1.
 
 Serves ``GET /v2/images/<id>`` (JSON) and ``GET /v2/images/<id>/file`` (200, or 206 for a
-``Range: bytes=N-`` request, as Glance does), counts requests, and injects faults: an error
-status for the next requests, a connection cut after some bytes, ignoring ``Range``. It is
+``Range: bytes=N-`` request, as Glance does), over https when given a certificate, counts
+requests, and injects faults: an error status for the next requests, a connection cut after
+some bytes, ignoring ``Range``. It is
 for unit tests of the HTTP client; the integration tests use the real Glance.
 """
 
@@ -12,6 +13,7 @@ import hashlib
 import json
 import re
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -29,7 +31,9 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeGlance:
-    def __init__(self) -> None:
+    """``tls``: serve https with this certificate and key (PEM paths)."""
+
+    def __init__(self, tls: tuple[str, str] | None = None) -> None:
         self.images: dict[str, tuple[dict[str, Any], bytes]] = {}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.statuses: list[int] = []  # served (one each) before anything else
@@ -38,7 +42,13 @@ class FakeGlance:
         self.file_delay = 0.0  # seconds to wait before sending a /file body
         self.lock = threading.Lock()
         self.server = _Server(("127.0.0.1", 0), _handler(self))
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
     def __enter__(self) -> FakeGlance:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import pathlib
 import socket
 from collections.abc import Iterator
 
@@ -16,6 +17,7 @@ from fleetcache.common.context import RequestContext
 from fleetcache.image import glance as glance_module
 from fleetcache.image.glance import GlanceImageSource, paced_buffer
 from fleetcache.image.source import ImageMeta
+from tests.tls_certs import TestCA
 from tests.unit.image.fakeglance import FakeGlance
 from tests.unit.image.fixtures import make_conf
 
@@ -172,8 +174,8 @@ def test_download_resumes_with_range_after_a_cut(glance: FakeGlance) -> None:
     glance.cuts = [1_000_000, 500_000]
     assert _download(_source(glance.url, chunk=65536), ImageMeta.from_dict(body)) == DATA
     ranges = [h.get("range") for h in glance.file_gets(body["id"])]
-    # Whole chunks received before each cut are kept: 15 x 64 KiB, then 7 more.
-    assert ranges == [None, f"bytes={15 * 65536}-", f"bytes={22 * 65536}-"]
+    # Every byte received before each cut is kept, the chunk it cut short included.
+    assert ranges == [None, "bytes=1000000-", "bytes=1500000-"]
 
 
 def test_download_from_an_offset_asks_range_and_writes_the_rest(glance: FakeGlance) -> None:
@@ -199,7 +201,7 @@ def test_download_resumes_when_server_ignores_range(glance: FakeGlance) -> None:
 def test_download_gives_up_after_num_retries_cuts_without_progress(glance: FakeGlance) -> None:
     body = glance.add(DATA)
     glance.cuts = [200_000, 0, 0, 0]  # progress, then two retries (num_retries) bring nothing
-    with pytest.raises(exception.ImageFetchError, match="3 attempts, 196608 bytes received"):
+    with pytest.raises(exception.ImageFetchError, match="3 attempts, 200000 bytes received"):
         _download(_source(glance.url, retries=2), ImageMeta.from_dict(body))
     assert len(glance.file_gets(body["id"])) == 3
 
@@ -225,6 +227,43 @@ def test_progress_restarts_the_pause(glance: FakeGlance, monkeypatch: pytest.Mon
     monkeypatch.setattr("fleetcache.image.glance.time.sleep", pauses.append)
     assert _download(_source(glance.url, retries=3), ImageMeta.from_dict(body)) == DATA
     assert [p for p in pauses if p] == [0.01, 0.02, 0.01, 0.02]  # (0: the fake's own sleep)
+
+
+def test_download_sends_the_callers_token_and_request_id(glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    ctxt = RequestContext(request_id="req-test", auth_token="tok-123",
+                          global_request_id="req-11111111-2222-3333-4444-555555555555")
+    _source(glance.url).download(ctxt, ImageMeta.from_dict(body), io.BytesIO())
+    headers = glance.file_gets(body["id"])[0]
+    assert headers["x-auth-token"] == "tok-123"
+    assert headers["x-openstack-request-id"] == ctxt.global_request_id
+    assert headers["accept-encoding"] == "identity"
+
+
+def test_download_over_tls_verifies_the_image_service_with_the_configured_ca(
+        tmp_path: pathlib.Path) -> None:
+    ca = TestCA(tmp_path)
+    certs = ca.issue("glance")
+    with FakeGlance(tls=(certs.cert, certs.key)) as glance:
+        body = glance.add(DATA)
+        trusting = _source(glance.url)
+        trusting.conf.set_override("cafile", ca.ca_file, group="glance")
+        assert _download(GlanceImageSource(trusting.conf), ImageMeta.from_dict(body)) == DATA
+        with pytest.raises(exception.ImageFetchError, match="CERTIFICATE_VERIFY_FAILED"):
+            _download(_source(glance.url, retries=0), ImageMeta.from_dict(body))
+
+
+def test_a_proxy_of_the_environment_is_used_as_the_session_would(
+        glance: FakeGlance, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = glance.add(DATA)
+    monkeypatch.setenv("http_proxy", _dead_url())
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    with pytest.raises(exception.ImageFetchError, match="proxy"):
+        _download(_source(glance.url, retries=0), ImageMeta.from_dict(body))
+    assert glance.file_gets(body["id"]) == []  # it went to the proxy, not around it
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    assert _download(_source(glance.url), ImageMeta.from_dict(body)) == DATA
 
 
 def test_download_missing_image_is_not_found(glance: FakeGlance) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from fleetcache.image.prompt_chunks import SMALLEST, ChunkSizer, prompt_chunks
+from fleetcache.image.prompt_chunks import SMALLEST, ChunkSizer, prompt_chunks, prompt_reads
 from tests.unit.common.clock import Clock
 
 MIB = 1024 * 1024
@@ -71,3 +71,25 @@ def test_prompt_chunks_yields_the_body_in_order_in_the_sizers_reads() -> None:
     assert body.asked[:3] == [64 * 1024, 128 * 1024, 128 * 1024]
     assert max(len(c) for c in chunks) == 128 * 1024
     assert body.asked[-1] == 128 * 1024  # the read that found the end
+
+
+def test_prompt_reads_fills_the_buffers_it_is_given_in_the_sizers_reads() -> None:
+    data = bytes(range(256)) * 4096  # 1 MiB
+    clock = Clock()
+    body = io.BytesIO(data)
+    given: list[memoryview] = []
+
+    def buffer_for(size: int) -> memoryview:
+        given.append(memoryview(bytearray(size)))
+        return given[-1]
+
+    def readinto(view: memoryview) -> int:  # bytes arriving at 4 MiB/s on ``clock``
+        n = body.readinto(view)
+        clock.now += n / (4 * MIB)
+        return n
+
+    chunks = list(prompt_reads(readinto, buffer_for, 4 * MIB, clock))
+    assert b"".join(chunks) == data
+    assert [len(b) for b in given[:3]] == [64 * 1024, 128 * 1024, 128 * 1024]
+    assert all(c.obj is b.obj for c, b in zip(chunks, given, strict=False))  # no copy
+    assert len(given) == len(chunks) + 1  # the read that found the end

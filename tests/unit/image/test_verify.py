@@ -328,7 +328,7 @@ def affinity(request: pytest.FixtureRequest) -> AffinitySpy:
         yield spy  # type: ignore[misc]
 
 
-def test_a_verified_download_receives_and_writes_off_the_cpu_it_leaves_to_the_hash(
+def test_a_verified_download_hashes_on_one_cpu_and_receives_and_writes_on_the_others(
         affinity: AffinitySpy) -> None:
     caller = threading.current_thread().name
     out = io.BytesIO()
@@ -337,7 +337,7 @@ def test_a_verified_download_receives_and_writes_off_the_cpu_it_leaves_to_the_ha
     mine = [cpus for name, cpus in affinity.calls if name == caller]
     assert mine == [{0, 1, 2}, {0, 1, 2, 3}]  # confined while receiving, then restored
     assert [cpus for name, cpus in affinity.calls if name == "image-writer"] == [{0, 1, 2}]
-    assert not [name for name, _ in affinity.calls if name == "image-hash"]
+    assert [cpus for name, cpus in affinity.calls if name == "image-hash"] == [{3}]
 
 
 def test_the_receiving_thread_gets_its_cpus_back_after_a_failed_download(
@@ -358,7 +358,7 @@ def test_a_download_without_a_hash_confines_nothing(affinity: AffinitySpy) -> No
 
 @pytest.mark.parametrize("affinity", [(1,)], indirect=True)
 def test_a_thread_on_one_cpu_is_left_alone(affinity: AffinitySpy) -> None:
-    assert verify.cpus_beside_the_hash() is None
+    assert verify.split_cpus() is None
     verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), io.BytesIO())
     assert affinity.calls == []
 
@@ -374,7 +374,7 @@ def test_a_refused_affinity_does_not_fail_the_download(affinity: AffinitySpy) ->
 
 @pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2,
                     reason="needs two CPUs")
-def test_on_this_host_the_receiver_and_writer_leave_the_highest_cpu_to_the_hash() -> None:
+def test_on_this_host_the_hash_keeps_to_the_highest_cpu_and_the_others_leave_it() -> None:
     before = os.sched_getaffinity(0)
     highest = max(before)
     seen: dict[str, set[int]] = {}
@@ -384,12 +384,19 @@ def test_on_this_host_the_receiver_and_writer_leave_the_highest_cpu_to_the_hash(
             seen.setdefault(threading.current_thread().name, os.sched_getaffinity(0))
             return super().write(data)
 
+    class Verifier(verify.ImageVerifier):
+        def update(self, data: Buffer) -> None:
+            seen.setdefault(threading.current_thread().name, os.sched_getaffinity(0))
+            super().update(data)
+
     class Source(ChunkSource):
         def download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
                      progress: ProgressCallback | None = None) -> int:
             seen["receiver"] = os.sched_getaffinity(0)
             return super().download(ctxt, meta, writer, progress)
 
-    verify.download_verified(Source(DATA), RequestContext(), _meta(), Sink())
-    assert seen == {"receiver": before - {highest}, "image-writer": before - {highest}}
+    with mock.patch.object(verify, "ImageVerifier", Verifier):
+        verify.download_verified(Source(DATA), RequestContext(), _meta(), Sink())
+    assert seen == {"receiver": before - {highest}, "image-writer": before - {highest},
+                    "image-hash": {highest}}
     assert os.sched_getaffinity(0) == before
