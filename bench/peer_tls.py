@@ -2,11 +2,11 @@
 """What mutual TLS between peers costs one transfer (``[image_cache] peer_ssl_*``, issue 22).
 
 A cached image of ``--size-mib`` random MiB is served by a real ``PeerServer`` (its compute's
-``ImageCache`` holds it) on 127.0.0.1 to a ``requests`` session built as a receiving compute
-builds it (``fleetcache.compute.peers.source.peer_session``), first over plain HTTP
-(``sendfile``), then over TLS with certificates of one CA made for the run (P-256). Each
-round reads the whole body in 1 MiB chunks and drops it; the first round of each mode warms
-the page cache and is left out. Per mode: MB/s and the process's CPU seconds per GiB (both
+``ImageCache`` holds it) on 127.0.0.1 to a client built as a receiving compute builds it
+(``fleetcache.compute.peers.source.peer_opener``), first over plain HTTP (``sendfile``), then
+over TLS with certificates of one CA made for the run (P-256). Each round reads the whole
+body into one 1 MiB buffer, read after read; the first round of each mode warms the page
+cache and is left out. Per mode: MB/s and the process's CPU seconds per GiB (both
 ends are in this process), median and worst of ``--rounds``; the headline's ratio is TLS
 over plain HTTP, both medians.
 
@@ -36,7 +36,7 @@ from fleetcache.common.peer_tokens import PeerClaims, mint, new_key  # noqa: E40
 from fleetcache.compute.imagecache import ImageCache  # noqa: E402
 from fleetcache.compute.peers import PeerServer, ServeGrants  # noqa: E402
 from fleetcache.compute.peers import tls as peer_tls  # noqa: E402
-from fleetcache.compute.peers.source import peer_session  # noqa: E402
+from fleetcache.compute.peers.source import peer_opener  # noqa: E402
 from fleetcache.demo.harness import make_conf  # noqa: E402
 from fleetcache.image.local import LocalImageSource, add_image  # noqa: E402
 from tests.tls_certs import TestCA  # noqa: E402
@@ -67,26 +67,26 @@ def one_mode(workdir: pathlib.Path, image_dir: pathlib.Path, image_id: str,
     grants.open(job, key, [image_id], time.time() + 3600)
     server = PeerServer(conf, cache, grants)
     server.start()
-    session = peer_session(None if client_files is None else peer_tls.PeerTLSFiles(
-        client_files.cert, client_files.key, client_files.ca))
+    opener = peer_opener(None if client_files is None else peer_tls.PeerTLSFiles(
+        client_files.cert, client_files.key, client_files.ca), 60.0)
+    buffer = memoryview(bytearray(MIB))
     figures = []
     try:
         for n in range(rounds + 1):
             auth = mint(key, PeerClaims(job, image_id, "client", "127.0.0.1", "server",
                                         time.time() + 600))
             started, cpu, size = time.monotonic(), time.process_time(), 0
-            with session.get(f"{server.url}/v1/images/{image_id}", stream=True,
-                             headers={"Authorization": auth}, timeout=60) as resp:
-                resp.raise_for_status()
-                for chunk in resp.iter_content(MIB):
-                    size += len(chunk)
+            with opener(f"{server.url}/v1/images/{image_id}", {"Authorization": auth}) as body:
+                if body.status != 200:
+                    raise RuntimeError(f"the peer answered HTTP {body.status}")
+                while n_read := body.readinto(buffer):
+                    size += n_read
             wall, cpu = time.monotonic() - started, time.process_time() - cpu
             log(f"{mode} round {n}: {size / wall / 1e6:.0f} MB/s, "
                 f"{cpu / (size / 2**30):.2f} CPU-s/GiB{' (warm-up, left out)' if n == 0 else ''}")
             if n:
                 figures.append((size / wall / 1e6, cpu / (size / 2**30)))
     finally:
-        session.close()
         server.stop()
     return figures
 

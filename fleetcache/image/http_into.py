@@ -39,11 +39,13 @@ class BodyCut(http.client.HTTPException):
 
 @dataclass(frozen=True)
 class Transport:
-    """How :func:`get` reaches a server: per-read timeout, TLS context, socket options."""
+    """How :func:`get` reaches a server: the timeout of each read (and of the connection,
+    unless ``connect_timeout`` is given), socket options, the TLS context of ``https``."""
 
     timeout: float | None
     socket_options: Sequence[SocketOption] = ()
     tls: ssl.SSLContext | None = None
+    connect_timeout: float | None = None
 
 
 def tls_context(verify: bool | str | None, cert: str | tuple[str, str] | None,
@@ -113,6 +115,10 @@ class Body:
             self.remaining -= n
         return n
 
+    def header(self, name: str, default: str = "") -> str:
+        """The value of header ``name`` (any case), else ``default``."""
+        return self.headers.get(name, default)
+
     def head(self, limit: int = 300) -> bytes:
         """Up to ``limit`` bytes of the body (an error's explanation)."""
         return self._response.read(limit)
@@ -138,8 +144,11 @@ class _Connection(http.client.HTTPConnection):
             try:
                 for option in self.transport.socket_options:
                     sock.setsockopt(*option)
-                sock.settimeout(self.transport.timeout)
+                connect_timeout = self.transport.connect_timeout
+                sock.settimeout(self.transport.timeout if connect_timeout is None
+                                else connect_timeout)
                 sock.connect(address)
+                sock.settimeout(self.transport.timeout)
                 if self.tls is not None:
                     return self.tls.wrap_socket(sock, server_hostname=self.host)
                 return sock

@@ -5,9 +5,10 @@ so peer bytes go through the same one-pass verification as the image service's (
 multihash, signatures, format safety): a peer can waste bytes, never publish them. It walks
 its ordered list of peers; a peer that cannot be reached, answers anything but 200/206, sends
 a body of another length, or sends no byte for ``[image_cache] peer_stall_timeout`` seconds
-(the read timeout of ``requests``, which bounds each wait for the socket) is left, and the
-next peer is asked for the rest with ``Range: bytes=<written>-``. So a failure costs at most
-the chunk that was in flight.
+(the socket's timeout, which bounds each wait for it) is left, and the next peer is asked for
+the rest with ``Range: bytes=<written>-``. The body is read straight into the download's
+buffers (:mod:`~fleetcache.image.http_into`): a failure costs at most the read that was in
+flight.
 
 A peer left is not given up at once: while any peer may still send (it sent bytes in its last
 attempt, or answered 503/429: busy, or not that far in its own download yet), the list is
@@ -24,10 +25,11 @@ When no peer is left after some bytes arrived, and ``origin`` can start mid-imag
 comes from the origin in the same stream; otherwise :class:`PeersFailed` is raised and the
 caller downloads from the origin from byte 0.
 
-With mutual TLS (``[image_cache] peer_ssl_*``, :mod:`~.tls`) the session presents this
+With mutual TLS (``[image_cache] peer_ssl_*``, :mod:`~.tls`) the connection presents this
 host's certificate and accepts only a server certificate signed by the peers' CA for the
 address it connects to; a plain ``http://`` peer is then left unasked (its credential and
-bytes would travel in clear).
+bytes would travel in clear). No proxy of the environment is used (a proxy would see the
+token and hide the requester's address), nor ``.netrc`` credentials.
 
 Metadata never comes from a peer: :meth:`PeerSource.show` refuses, and ``download`` takes the
 image service's ``meta``.
@@ -35,26 +37,25 @@ image service's ``meta``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import http.client
 import logging
 import re
-import ssl
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
-import requests
-import requests.adapters
-import urllib3
 from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.peers import tls
 from fleetcache.compute.rpcapi import Peer
-from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
-from fleetcache.image.prompt_chunks import prompt_chunks
-from fleetcache.image.source import Writer
+from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, http_into
+from fleetcache.image.chunks import receive_buffer
+from fleetcache.image.prompt_chunks import prompt_reads
+from fleetcache.image.source import Buffer, Writer
 
 LOG = logging.getLogger(__name__)
 
@@ -77,6 +78,10 @@ MAX_RETRY_AFTER = 60.0
 #: Least pause between two walks of the peers that sent nothing (no busy loop).
 MIN_PAUSE = 0.2
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
+
+#: How a peer's image is asked for: ``opener(url, headers)`` is the response for the block
+#: (:func:`fleetcache.image.http_into.get`; tests give their own).
+Opener = Callable[[str, Mapping[str, str]], contextlib.AbstractContextManager[http_into.Body]]
 
 
 @dataclasses.dataclass
@@ -120,6 +125,8 @@ class _Left(Exception):
 class PeerSource(ImageSource):
     """``meta``'s bytes from ``peers`` in order, then the rest from ``origin`` if given.
 
+    :param opener: how a peer is asked (:data:`Opener`); None: over HTTP, with this host's
+        peer TLS settings.
     :param clock: monotonic seconds, and ``sleep``: the pause between two walks of the peers
         (tests pass their own).
     :param until: the call's end time (epoch seconds; its terms, RPC 1.5): a wait for the
@@ -133,7 +140,7 @@ class PeerSource(ImageSource):
 
     def __init__(self, conf: cfg.ConfigOpts, peers: Sequence[Peer],
                  origin: ImageSource | None = None,
-                 session: requests.Session | None = None,
+                 opener: Opener | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
                  until: float | None = None,
@@ -144,10 +151,9 @@ class PeerSource(ImageSource):
         self.peers = tuple(peers)
         self.origin = origin
         self.tls = tls.load(conf)
-        self.session = session or peer_session(self.tls)
-        self._own_session = session is None
         self.chunk_size: int = min(conf.glance.download_chunk_size, PEER_CHUNK)
         self.stall_timeout: float = conf.image_cache.peer_stall_timeout
+        self.opener = opener or peer_opener(self.tls, self.stall_timeout)
         self.wait_timeout: float = float(conf.image_cache.peer_wait_timeout)
         self.attempts: list[PeerAttempt] = []
         self._clock = clock
@@ -200,14 +206,6 @@ class PeerSource(ImageSource):
     def download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
                  progress: ProgressCallback | None = None) -> int:
         """:raises PeersFailed: every peer failed and the origin could not take over."""
-        try:
-            return self._download(ctxt, meta, writer, progress)
-        finally:
-            if self._own_session:
-                self.session.close()
-
-    def _download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
-                  progress: ProgressCallback | None) -> int:
         written = 0
         live = list(self.peers)
         patience = self._clock() + self.wait_timeout
@@ -279,20 +277,19 @@ class PeerSource(ImageSource):
         url = image_url(peer, meta.id)
         if self.tls is not None and not url.startswith("https://"):
             raise _Left("a plain HTTP peer while [image_cache] peer_ssl_* is set")
-        headers = {"Authorization": peer["authorization"], "Accept-Encoding": "identity"}
+        headers = {"Authorization": peer["authorization"], "Accept-Encoding": "identity",
+                   "User-Agent": "fleetcache"}
         if offset:
             headers["Range"] = f"bytes={offset}-"
-        try:
-            resp = self.session.get(url, headers=headers, stream=True,
-                                    allow_redirects=False,
-                                    timeout=(CONNECT_TIMEOUT, self.stall_timeout))
-        except (requests.RequestException, ValueError) as exc:
-            raise _Left(f"cannot connect: {exc}") from exc
-        with resp:
-            end = _check_response(resp, meta, offset)
-            for chunk in _chunks(resp, self.chunk_size):
+        with contextlib.ExitStack() as stack:
+            try:
+                body = stack.enter_context(self.opener(url, headers))
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                raise _Left(f"cannot connect: {exc}") from exc
+            end = _check_response(body, meta, offset)
+            for chunk in _chunks(body, self.chunk_size, writer):
                 left = end - offset - attempt.bytes
-                if len(chunk) > left:  # never past the image's end (a copy only then)
+                if len(chunk) > left:  # never past the image's end
                     chunk = chunk[:left]
                 if not chunk:
                     break
@@ -304,71 +301,54 @@ class PeerSource(ImageSource):
             raise _Left(f"body ended at byte {offset + attempt.bytes} of {end}")
 
 
-def peer_session(files: tls.PeerTLSFiles | None = None) -> requests.Session:
-    """A session for peers only: no proxy from the environment (a proxy would see the token
-    and hide the requester's address) and no ``.netrc`` credentials; with ``files``, mutual
-    TLS (:func:`~.tls.client_context`) for ``https://`` peers.
+def peer_opener(files: tls.PeerTLSFiles | None, stall_timeout: float) -> Opener:
+    """How a receiver asks its peers: :func:`~fleetcache.image.http_into.get`, each read
+    bounded by ``stall_timeout``; with ``files``, mutual TLS (:func:`~.tls.client_context`)
+    for ``https://`` peers.
 
     :raises InvalidConfiguration: the TLS files cannot be loaded.
     """
-    session = requests.Session()
-    session.trust_env = False
-    if files is not None:
-        # NOTE: ``verify`` names the CA so that requests never adds its own bundle
-        # to the context (it loads the CA file given into it).
-        session.verify = files.ca_file
-        session.mount("https://", _TLSAdapter(tls.client_context(files)))
-    return session
+    transport = http_into.Transport(
+        timeout=stall_timeout, connect_timeout=CONNECT_TIMEOUT,
+        tls=tls.client_context(files) if files is not None else None)
+    return functools.partial(http_into.get, transport=transport)
 
 
-class _TLSAdapter(requests.adapters.HTTPAdapter):
-    """An adapter whose connections use ``context`` (urllib3's ``ssl_context``)."""
-
-    def __init__(self, context: ssl.SSLContext) -> None:
-        self.context = context
-        super().__init__()
-
-    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False,
-                         **pool_kwargs: Any) -> None:
-        super().init_poolmanager(connections, maxsize, block, ssl_context=self.context,
-                                 **pool_kwargs)
-
-
-def _chunks(resp: requests.Response, size: int) -> Iterator[bytes]:
-    """The body's chunks (:func:`~fleetcache.image.prompt_chunks.prompt_chunks`, at most
-    ``size``); a transport failure (a stall included) is :class:`_Left`."""
-    it = prompt_chunks(resp.raw, size)
+def _chunks(body: http_into.Body, size: int, writer: Writer) -> Iterator[Buffer]:
+    """The body's chunks read into ``writer``'s buffers
+    (:func:`~fleetcache.image.prompt_chunks.prompt_reads`, at most ``size``); a transport
+    failure (a stall, a body cut short of its length) is :class:`_Left`."""
+    it = prompt_reads(body.readinto, functools.partial(receive_buffer, writer), size)
     while True:
         try:
             chunk = next(it, None)
-        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+        except (OSError, http.client.HTTPException) as exc:
             raise _Left(f"transfer failed: {exc}") from exc
         if chunk is None:
             return
         yield chunk
 
 
-def _check_response(resp: requests.Response, meta: ImageMeta, offset: int) -> int:
+def _check_response(resp: http_into.Body, meta: ImageMeta, offset: int) -> int:
     """Where the body ends (the image's size). :raises _Left: a status other than 200 (from
     byte 0) or 206 (from ``offset``), a body of another image size than Glance's, or an
-    encoded body (``requests`` would inflate a gzip body before the size cut: a small
-    response could fill the receiver's memory)."""
-    encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+    encoded body (its bytes are not the image's)."""
+    encoding = resp.header("Content-Encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
         raise _Left(f"the peer sent a body encoded {encoding!r}")
-    if offset == 0 and resp.status_code == 200:
-        length = resp.headers.get("Content-Length")
+    if offset == 0 and resp.status == 200:
+        length = resp.header("Content-Length")
         total = int(length) if length and length.isdigit() else meta.size
-    elif offset and resp.status_code == 206:
-        match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+    elif offset and resp.status == 206:
+        match = _CONTENT_RANGE.match(resp.header("Content-Range"))
         if match is None or int(match.group(1)) != offset:
             raise _Left(f"asked bytes from {offset}, got Content-Range "
-                        f"{resp.headers.get('Content-Range')!r}")
+                        f"{resp.header('Content-Range')!r}")
         total = int(match.group(3))
-    elif resp.status_code in RETRY_STATUSES:
-        raise _Left(f"HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After")))
+    elif resp.status in RETRY_STATUSES:
+        raise _Left(f"HTTP {resp.status}", retry_after(resp.header("Retry-After") or None))
     else:
-        raise _Left(f"HTTP {resp.status_code}")
+        raise _Left(f"HTTP {resp.status}")
     if total is None or (meta.size is not None and total != meta.size):
         raise _Left(f"serves {total} bytes, the image has {meta.size}")
     return total

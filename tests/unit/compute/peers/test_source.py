@@ -3,17 +3,19 @@ peers that ask to be asked again."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import io
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
-import requests
 
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.peers import source
 from fleetcache.compute.rpcapi import Peer
-from fleetcache.image import ImageMeta
+from fleetcache.image import ImageMeta, http_into
 from tests.unit.common.clock import SleepingClock
 from tests.unit.image.fixtures import make_conf
 
@@ -21,11 +23,23 @@ META = ImageMeta(id="a26887c6-c47b-4654-abb5-dfadf7d3f803", size=10,
                  os_hash_algo="sha512", os_hash_value="0" * 128)
 
 
-def _response(status: int, **headers: str) -> requests.Response:
-    resp = requests.Response()
-    resp.status_code = status
-    resp.headers.update(headers)
-    return resp
+class _Socket:
+    """What ``http.client.HTTPResponse`` reads a response from: these bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def makefile(self, mode: str) -> io.BytesIO:
+        return io.BytesIO(self.data)
+
+
+def _response(status: int, **headers: str) -> http_into.Body:
+    """A response of ``status`` with ``headers`` and no body, parsed by ``http.client``."""
+    head = f"HTTP/1.1 {status} X\r\n" + "".join(
+        f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n"
+    resp = http.client.HTTPResponse(_Socket(head.encode()))  # type: ignore[arg-type]
+    resp.begin()
+    return http_into.Body(resp, "http://10.0.0.2:8790/v1/images/x")
 
 
 def test_a_plain_whole_body_ends_at_the_image_size() -> None:
@@ -33,24 +47,23 @@ def test_a_plain_whole_body_ends_at_the_image_size() -> None:
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "br"])
-def test_an_encoded_body_is_left_before_requests_inflates_it(encoding: str) -> None:
+def test_an_encoded_body_is_left(encoding: str) -> None:
     resp = _response(200, **{"Content-Length": "10", "Content-Encoding": encoding})
     with pytest.raises(source._Left, match="encoded"):
         source._check_response(resp, META, 0)
 
 
 class _Busy:
-    """A session whose every peer answers 503 with ``retry_after``; counts the requests."""
+    """An opener whose every peer answers 503 with ``retry_after``; counts the requests."""
 
     def __init__(self, retry_after: str) -> None:
         self.retry_after = retry_after
         self.requests = 0
 
-    def get(self, url: str, **kwargs: object) -> requests.Response:
+    def __call__(self, url: str, headers: Mapping[str, str],
+                 ) -> contextlib.AbstractContextManager[http_into.Body]:
         self.requests += 1
-        resp = _response(503, **{"Retry-After": self.retry_after})
-        resp.raw = io.BytesIO(b"")
-        return resp
+        return contextlib.nullcontext(_response(503, **{"Retry-After": self.retry_after}))
 
 
 PEER = Peer(host="busy", url="http://10.0.0.2:8790", authorization="FleetcachePeer x.y")
@@ -58,7 +71,7 @@ PEER = Peer(host="busy", url="http://10.0.0.2:8790", authorization="FleetcachePe
 
 def _busy_source(session: _Busy, clock: SleepingClock, **kwargs: Any) -> source.PeerSource:
     conf = make_conf(image_cache__peer_wait_timeout=2)
-    return source.PeerSource(conf, [PEER], session=session,  # type: ignore[arg-type]
+    return source.PeerSource(conf, [PEER], opener=session,
                              clock=lambda: clock.now, sleep=clock.sleep, **kwargs)
 
 
@@ -81,7 +94,7 @@ def test_a_wait_for_busy_peers_stops_at_the_calls_end_time() -> None:
 
     session = _Busy("5")
     peers = source.PeerSource(make_conf(image_cache__peer_wait_timeout=60), [PEER],
-                              session=session,  # type: ignore[arg-type]
+                              opener=session,
                               until=time.time() + 0.3, at_end=at_end)
     started = time.monotonic()
     with pytest.raises(Ended):
