@@ -10,7 +10,8 @@ group's egress with a ``TokenBucket`` (Tier A's shaping is tc's, on its veths).
 not what it wrote into its socket: when a receiver dies, what its socket's send buffer still
 held is never sent, and was 0.6-1.1 MiB per dead host, the difference between this log and
 the veth's counters (docs/performance.md, "Peer distribution"). What was written and never
-sent is logged beside it (``unsent_bytes``).
+sent is logged beside it (``unsent_bytes``). A body whose every write returned before its
+receiver died is counted whole (what its socket still held is not known then).
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ def _origin_handler(state: _OriginState) -> type[BaseHTTPRequestHandler]:
             before_body = self.wfile.written  # type: ignore[attr-defined]
             fd = os.open(path, os.O_RDONLY)
             offset = start
+            data = b""
             try:
                 while offset < size:
                     data = os.pread(fd, min(CHUNK, size - offset), offset)
@@ -148,22 +150,22 @@ def _origin_handler(state: _OriginState) -> type[BaseHTTPRequestHandler]:
                     with state.lock:
                         state.body_bytes[group] += len(data)
             except OSError:
-                self._uncount_unsent(group, before_body, offset - start)
+                self._count_cut(group, before_body, offset - start, len(data))
                 raise
             finally:
                 os.close(fd)
 
-        def _uncount_unsent(self, group: int, before_body: int, written: int) -> None:
-            """Take out of the log what a body cut short (its receiver gone) left unsent in
-            the socket: TCP sends a connection's bytes in order, so the body's on the wire
-            are those sent after the ``before_body`` bytes written ahead of it (headers,
-            earlier responses); after the reset nothing more goes out."""
-            sent = unique_bytes_sent(self.connection)
-            unsent = written - min(max(sent - before_body, 0), written)
-            if unsent:
-                with state.lock:
-                    state.body_bytes[group] -= unsent
-                    state.unsent_bytes[group] += unsent
+        def _count_cut(self, group: int, before_body: int, written: int, failed: int) -> None:
+            """Count a body cut short (its receiver gone) by what its TCP sent: ``written``
+            bytes were logged, and part of the ``failed`` write may have gone out. TCP sends
+            a connection's bytes in order, so the body's on the wire are those sent after
+            the ``before_body`` bytes written ahead of it (headers, earlier responses);
+            after the reset nothing more goes out."""
+            sent = min(max(unique_bytes_sent(self.connection) - before_body, 0),
+                       written + failed)
+            with state.lock:
+                state.body_bytes[group] += sent - written
+                state.unsent_bytes[group] += written + failed - sent
 
         def _send(self, status: int, body: bytes) -> None:
             self.send_response(status)

@@ -26,8 +26,11 @@ class ChunkPool:
 
     There is no upper bound here: the writer's bounded queues already bound how many chunks
     are in flight, and a pool that never blocks cannot deadlock a source that keeps a buffer
-    it did not fill (the last read of a stream). The pool refers to no one who uses it (its
-    readers hold it), so it and its buffers go as soon as the download's writer goes.
+    it did not fill (the last read of a stream). A source holds one buffer at a time: one
+    acquired and not handed on by the next :meth:`acquire` (a read that failed or found the
+    end, a chunk a server that ignored ``Range`` sent again and the source dropped) is lent
+    again, so that a dropped read costs no new buffer. The pool refers to no one who uses
+    it (its readers hold it), so it and its buffers go as soon as the download's writer goes.
     """
 
     def __init__(self) -> None:
@@ -37,16 +40,23 @@ class ChunkPool:
         self._made: dict[int, mmap.mmap] = {}
         #: Buffers handed on -> readers still to see them (by ``id``).
         self._visits: dict[int, int] = {}
+        #: The buffer last acquired, until it is handed on.
+        self._lent: mmap.mmap | None = None
 
     def acquire(self, size: int) -> memoryview:
         """A writable, page-aligned buffer of ``size`` bytes (reused, or made now)."""
         with self._lock:
+            lent, self._lent = self._lent, None
+            if lent is not None:  # acquired, never handed on: the source dropped it
+                self._free.setdefault(len(lent), []).append(lent)
             free = self._free.get(size)
             if free:
-                return memoryview(free.pop())
+                self._lent = free.pop()
+                return memoryview(self._lent)
         buf = mmap.mmap(-1, size)
         with self._lock:
             self._made[id(buf)] = buf
+            self._lent = buf
         return memoryview(buf)
 
     def copy_in(self, chunk: Buffer) -> Buffer:
@@ -62,6 +72,8 @@ class ChunkPool:
         buf = self._owner(chunk)
         if buf is not None:
             with self._lock:
+                if buf is self._lent:
+                    self._lent = None
                 self._visits[id(buf)] = self._visits.get(id(buf), 0) + readers
 
     def seen(self, chunk: Buffer) -> None:

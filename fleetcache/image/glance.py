@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
 import urllib3
@@ -62,6 +62,8 @@ LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _RETRY_STATUSES = frozenset({502, 503, 504})
+#: Statuses of a redirect, which the keystoneauth session follows.
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-\d+/(?:\d+|\*)")
 _VERSION_SUFFIX = re.compile(r"/v\d+(\.\d+)?/?$")
 #: Bounds of a paced download's receive buffer (see :func:`paced_buffer`).
@@ -90,11 +92,11 @@ def _translated(image_id: str, url: str) -> Iterator[None]:
         raise exception.ImageFetchError(image_id=image_id, reason=f"GET {url}: {exc}") from exc
 
 
-def _read_by(chunks: Iterator[Buffer], url: str) -> Iterator[Buffer]:
+def _read_by(chunks: Iterator[Buffer], image_id: str, url: str) -> Iterator[Buffer]:
     """``chunks``, the errors of each read mapped by :func:`_reading` (not those of the
     consumer between reads)."""
     while True:
-        with _reading(url):
+        with _reading(image_id, url):
             chunk = next(chunks, None)
         if chunk is None:
             return
@@ -102,13 +104,16 @@ def _read_by(chunks: Iterator[Buffer], url: str) -> Iterator[Buffer]:
 
 
 @contextlib.contextmanager
-def _reading(url: str) -> Iterator[None]:
-    """Map the errors of a direct GET's connection and reads (:mod:`http_into`) to a
-    transient failure; only around them: an ``OSError`` of the writer is not the network's."""
+def _reading(image_id: str, url: str) -> Iterator[None]:
+    """Map the errors of a direct GET's connection and reads (:mod:`http_into`): a transient
+    failure, or a URL it cannot take; only around them: an ``OSError`` of the writer is not
+    the network's."""
     try:
         yield
     except (OSError, http.client.HTTPException) as exc:
         raise _Transient(f"GET {url}: {exc}") from exc
+    except ValueError as exc:
+        raise exception.ImageFetchError(image_id=image_id, reason=f"GET {url}: {exc}") from exc
 
 
 def _check_status(resp: requests.Response, image_id: str) -> None:
@@ -274,10 +279,18 @@ class GlanceImageSource(ImageSource):
         if not http_into.reaches_directly(url):
             self._stream_by_session(ctxt, image_id, n, headers, written, writer, progress)
             return
-        headers |= self._auth_headers(ctxt, image_id, url)
         with contextlib.ExitStack() as stack:
-            with _reading(url):
-                body = stack.enter_context(http_into.get(url, headers, self.transport))
+            with _reading(image_id, url):
+                body = stack.enter_context(http_into.get(
+                    url, headers | self._auth_headers(ctxt, image_id, url), self.transport))
+            if body.status in _REDIRECTS:  # the session follows them, as it did
+                stack.close()
+                self._stream_by_session(ctxt, image_id, n, headers, written, writer, progress)
+                return
+            if body.status == 401 and self._service_auth:  # a token revoked or expired
+                self.session.invalidate()
+                raise _Transient(f"HTTP 401 from GET {url}: a new service token next")
+            with _reading(image_id, url):
                 _check_code(body.status, url, image_id, body.head)
             if body.status == 206:
                 _check_range(body.headers.get("Content-Range"), image_id, offset)
@@ -285,8 +298,8 @@ class GlanceImageSource(ImageSource):
                 return
             chunks = prompt_reads(body.readinto, lambda size: receive_buffer(writer, size),
                                   self.chunk_size)
-            self._write_all(_read_by(chunks, url), offset if body.status == 200 else 0,
-                            written, writer, progress)
+            self._write_all(_read_by(chunks, image_id, url),
+                            offset if body.status == 200 else 0, written, writer, progress)
 
     def _stream_by_session(self, ctxt: RequestContext, image_id: str, n: int,
                            headers: dict[str, str], written: list[int], writer: Writer,
@@ -357,7 +370,7 @@ class GlanceImageSource(ImageSource):
     def _tls_context(self) -> ssl.SSLContext | None:
         """The session's TLS settings for :mod:`http_into` (None when every endpoint is
         plain http: nothing to load)."""
-        if self.api_servers and not any(u.startswith("https:") for u in self.api_servers):
+        if self.api_servers and not any(urlsplit(u).scheme == "https" for u in self.api_servers):
             return None
         return http_into.tls_context(self.session.verify, self.session.cert)
 

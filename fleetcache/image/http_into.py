@@ -132,6 +132,8 @@ class _Connection(http.client.HTTPConnection):
                  tls: ssl.SSLContext | None) -> None:
         super().__init__(host, port, timeout=transport.timeout)
         self.transport, self.tls = transport, tls
+        if tls is not None:  # the Host header names no port on the scheme's own
+            self.default_port = http.client.HTTPS_PORT
 
     def connect(self) -> None:
         self.sock = self._open()
@@ -148,9 +150,9 @@ class _Connection(http.client.HTTPConnection):
                 sock.settimeout(self.transport.timeout if connect_timeout is None
                                 else connect_timeout)
                 sock.connect(address)
+                if self.tls is not None:  # the handshake is part of connecting
+                    sock = self.tls.wrap_socket(sock, server_hostname=self.host)
                 sock.settimeout(self.transport.timeout)
-                if self.tls is not None:
-                    return self.tls.wrap_socket(sock, server_hostname=self.host)
                 return sock
             except OSError as exc:
                 sock.close()
@@ -165,14 +167,16 @@ def get(url: str, headers: Mapping[str, str], transport: Transport) -> Iterator[
 
     :raises OSError: connecting or sending (refused, timed out, TLS).
     :raises http.client.HTTPException: a response that is not HTTP.
+    :raises ValueError: ``url`` is not an http(s) URL with a host and a valid port.
     """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {url}")
+    port = parts.port  # raises ValueError for a port out of range
     https = parts.scheme == "https"
     if https and transport.tls is None:
         raise ValueError(f"{url}: https needs a TLS context")
-    connection = _Connection(parts.hostname, parts.port or (443 if https else 80), transport,
+    connection = _Connection(parts.hostname, port or (443 if https else 80), transport,
                              transport.tls if https else None)
     try:
         target = parts.path or "/"

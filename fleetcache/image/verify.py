@@ -10,9 +10,10 @@ page-aligned receive buffers (:mod:`fleetcache.image.chunks`), taken back once b
 are done with a chunk.
 :func:`download_verified` puts the two together. The file is never read back.
 
-The hash is a download's bound (one core, sequential), so a verified download splits the CPUs
-its process may use (:func:`split_cpus`): the hash thread keeps to the highest, the receiving
-thread (while it receives) and the writer thread to the others. Without it the hash thread was
+The hash is a download's bound (one core, sequential), so a verified download given its
+process's :class:`HashCpus` splits the CPUs it may use: the hash thread keeps to one of its
+own (the highest free), the receiving thread (while it receives) and the writer thread to
+the others. Without it the hash thread was
 runnable but not running for 7-34 % of its hashing at load 2 (the receiving thread, woken by
 it once per chunk, among those that took its CPU); with the others kept off its CPU, a
 download with sha512 took 1.37-1.76 s per 512 MiB against 2.28-3.09 s in the same run. Left
@@ -85,22 +86,48 @@ class CpuSplit(NamedTuple):
     others: frozenset[int]
 
 
-def split_cpus() -> CpuSplit | None:
-    """The CPUs the calling thread may use, split: the highest for the hash thread, the rest
-    for the download's other threads. None when it may use fewer than two (or the platform
-    has no CPU affinity): then nothing is confined.
+class HashCpus:
+    """The CPUs the verified downloads of one process hash on, one download per CPU.
+
+    A download takes, for its hash thread, the highest CPU the process may use that no other
+    download's hash holds, and keeps its other threads off the CPUs so held
+    (:meth:`lease`). When fewer than two are free (or the process may use fewer than two),
+    it confines nothing: its threads run where the kernel puts them. So concurrent downloads
+    hash on CPUs of their own instead of on one. One per process, built at start-up (the
+    image cache's) and passed in.
 
     A host that pins instances' vCPUs keeps its services off their CPUs (systemd's
-    ``CPUAffinity=``): the hash then keeps to the highest CPU the compute service may use.
+    ``CPUAffinity=``): the hashes then keep to the CPUs the compute service may use.
     """
-    try:
-        allowed = os.sched_getaffinity(0)
-    except (AttributeError, OSError):
-        return None
-    if len(allowed) < 2:
-        return None
-    highest = max(allowed)
-    return CpuSplit(hash=frozenset({highest}), others=frozenset(allowed - {highest}))
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: set[int] = set()
+
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[CpuSplit | None]:
+        """A split for one download, for the block; None: nothing is confined."""
+        split = self._take()
+        try:
+            yield split
+        finally:
+            if split is not None:
+                with self._lock:
+                    self._held -= split.hash
+
+    def _take(self) -> CpuSplit | None:
+        try:
+            allowed = frozenset(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return None
+        with self._lock:
+            free = allowed - self._held
+            if len(free) < 2:
+                return None
+            mine = max(free)
+            self._held.add(mine)
+            others = free - {mine}
+        return CpuSplit(hash=frozenset({mine}), others=others)
 
 
 def _confine(cpus: frozenset[int] | set[int]) -> bool:
@@ -231,22 +258,23 @@ class VerifyingWriter:
     thread, whose copies and writes otherwise bound the download (``bench/download.py``
     with the hash left out; docs/performance.md, "The writer thread's copy").
 
-    When the image has a hash, the hash thread keeps to ``cpus.hash`` and the writer thread
-    to ``cpus.others`` (:attr:`cpus`, from :func:`split_cpus`), and so should the caller's
-    thread while it receives (:func:`beside_the_hash`, as :func:`download_verified` does):
-    the hash thread then has a CPU that none of the download's other threads takes from it,
-    and does not follow their wake-ups onto theirs.
+    Given ``cpus`` (a :meth:`HashCpus.lease`), the hash thread keeps to ``cpus.hash`` and the
+    writer thread to ``cpus.others``, and so should the caller's thread while it receives
+    (:func:`beside_the_hash`, as :func:`download_verified` does): the hash thread then has a
+    CPU that none of the download's other threads takes from it, and does not follow their
+    wake-ups onto theirs.
     """
 
     def __init__(self, sink: Writer, verifier: ImageVerifier,
                  observers: Sequence[Callable[[Buffer], None]] = (),
-                 depth: int = PIPELINE_DEPTH, aligned_sink: bool = False) -> None:
+                 depth: int = PIPELINE_DEPTH, aligned_sink: bool = False,
+                 cpus: CpuSplit | None = None) -> None:
         self.sink = sink
         self.verifier = verifier
         self.observers = tuple(observers)
         self.aligned_sink = aligned_sink
         #: Where the download's threads run (None: anywhere).
-        self.cpus = split_cpus() if verifier.algorithm is not None else None
+        self.cpus = cpus
         self._pool = ChunkPool()
         self._lanes = (
             _Lane("image-hash", [verifier.update], depth, self._pool.seen,
@@ -308,6 +336,7 @@ def download_verified(
     observers: Sequence[Callable[[Buffer], None]] = (),
     aligned_sink: bool = False,
     keep_on: tuple[type[BaseException], ...] = (),
+    hash_cpus: HashCpus | None = None,
 ) -> int:
     """Stream image ``meta`` from ``source`` into ``sink``, verifying it in the same pass.
 
@@ -318,22 +347,28 @@ def download_verified(
     ``aligned_sink``: as for :class:`VerifyingWriter`. ``keep_on``: errors of the source (a
     download stopped on purpose) after which every chunk it handed over is still written to
     ``sink`` before the error is raised on, so the caller may keep a prefix of the image with
-    nothing missing.
+    nothing missing. ``hash_cpus``: the process's, when the image has a hash (None: nothing
+    is confined).
 
     :returns: bytes written.
     :raises ImageFetchError: on a size or hash mismatch, or when the transfer failed.
     :raises OSError: when writing ``sink`` failed.
     """
-    writer = VerifyingWriter(sink, ImageVerifier(meta), observers, aligned_sink=aligned_sink)
-    try:
-        with beside_the_hash(writer.cpus.others if writer.cpus else None):
-            source.download(ctxt, meta, writer, progress)
-    except keep_on:
+    verifier = ImageVerifier(meta)
+    with contextlib.ExitStack() as stack:
+        cpus = (stack.enter_context(hash_cpus.lease())
+                if hash_cpus is not None and verifier.algorithm is not None else None)
+        writer = VerifyingWriter(sink, verifier, observers, aligned_sink=aligned_sink,
+                                 cpus=cpus)
+        try:
+            with beside_the_hash(cpus.others if cpus else None):
+                source.download(ctxt, meta, writer, progress)
+        except keep_on:
+            writer.close()
+            raise
+        except BaseException:
+            writer.abort()
+            raise
         writer.close()
-        raise
-    except BaseException:
-        writer.abort()
-        raise
-    writer.close()
-    writer.verifier.verify()
-    return writer.verifier.size
+    verifier.verify()
+    return verifier.size

@@ -77,6 +77,7 @@ from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms
 from fleetcache.compute.peers.inflight import InFlight
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
+from fleetcache.image.verify import HashCpus
 
 LOG = logging.getLogger(__name__)
 
@@ -137,8 +138,9 @@ class ImageCache:
         self.source = source
         self.direct = direct
         self._checks = tuple(checks)
-        #: The paths a download takes (peers, Ceph, the source) and their fallbacks.
-        self.paths = DownloadPaths(conf, self._checks, direct)
+        #: The paths a download takes (peers, Ceph, the source) and their fallbacks; its
+        #: downloads hash on CPUs of their own (one per process: this cache's).
+        self.paths = DownloadPaths(conf, self._checks, direct, HashCpus())
         self.index = CacheIndex(conf)
         #: Images a pre-cache request pinned (:mod:`~.pins`); written under the image's lock.
         self.pins = PinStore(conf)

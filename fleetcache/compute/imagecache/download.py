@@ -39,6 +39,7 @@ from fleetcache.compute.imagecache.terms import DownloadPaused
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, download_verified
 from fleetcache.image.format_safety import StreamInspection, inspect_image
 from fleetcache.image.source import Buffer
+from fleetcache.image.verify import HashCpus
 
 LOG = logging.getLogger(__name__)
 
@@ -108,11 +109,13 @@ def _prepare(conf: cfg.ConfigOpts, ctxt: RequestContext, meta: ImageMeta,
 def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestContext,
                      meta: ImageMeta, factories: Sequence[CheckFactory], final: str,
                      tmp_prefix: str, progress: ProgressCallback | None = None,
-                     keep: str | None = None) -> Published:
+                     keep: str | None = None, hash_cpus: HashCpus | None = None) -> Published:
     """Download ``meta`` to ``<tmp_prefix>XXXX`` beside ``final``, check it, publish it.
 
     :param keep: where a download stopped at its call's end time keeps its bytes (its
         file is renamed there, replacing what was there); None: nothing is kept.
+    :param hash_cpus: the process's CPUs for hashing (:class:`~fleetcache.image.verify.
+        HashCpus`); None: the download's threads run anywhere.
     :returns: the bytes downloaded and the formats of the published base.
     :raises DownloadPaused: the source stopped at the call's end time, with ``kept`` (the
         bytes now in ``keep``) and ``size`` set.
@@ -130,7 +133,7 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
                 written = download_verified(
                     source, ctxt, meta, sink, progress,
                     [*(c.feed for c in checks), inspection.feed], aligned_sink=sink.direct,
-                    keep_on=(DownloadPaused,))
+                    keep_on=(DownloadPaused,), hash_cpus=hash_cpus)
             except DownloadPaused:
                 sink.finish()  # what was received is in the file, for the next call
                 raise

@@ -50,7 +50,7 @@ from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms, M
 from fleetcache.compute.peers.source import PeersFailed, PeerSource
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
-from fleetcache.image.verify import has_strong_hash
+from fleetcache.image.verify import HashCpus, has_strong_hash
 
 LOG = logging.getLogger(__name__)
 
@@ -142,14 +142,16 @@ class DownloadPaths:
 
     :param checks: the cache's checks (signatures), run on every path.
     :param direct: the direct path from Ceph; None: no ``rbd`` path.
+    :param hash_cpus: the process's CPUs for hashing, shared by its downloads.
     :ivar direct_fallbacks: direct downloads that fell back to HTTP since start-up.
     """
 
     def __init__(self, conf: cfg.ConfigOpts, checks: Sequence[CheckFactory],
-                 direct: RbdDirect | None) -> None:
+                 direct: RbdDirect | None, hash_cpus: HashCpus | None = None) -> None:
         self.conf = conf
         self.checks = tuple(checks)
         self.direct = direct
+        self.hash_cpus = hash_cpus
         self.direct_fallbacks = 0
 
     def download(self, ctxt: RequestContext, source: ImageSource, meta: ImageMeta,
@@ -188,7 +190,7 @@ class DownloadPaths:
         try:
             published = download_checked(self.conf, reader or bound, ctxt, job.meta,
                                          self.checks, job.final, job.prefix, job.progress,
-                                         job.paused)
+                                         job.paused, self.hash_cpus)
         except DownloadPaused as exc:
             exc.bytes_resumed = reader.resumed if reader is not None else 0
             exc.bytes_downloaded = max(exc.kept - exc.bytes_resumed, 0)

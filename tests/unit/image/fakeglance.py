@@ -2,8 +2,8 @@
 
 Serves ``GET /v2/images/<id>`` (JSON) and ``GET /v2/images/<id>/file`` (200, or 206 for a
 ``Range: bytes=N-`` request, as Glance does), over https when given a certificate, counts
-requests, and injects faults: an error status for the next requests, a connection cut after
-some bytes, ignoring ``Range``. It is
+requests, and injects faults: an error status for the next requests, a redirect, a connection
+cut after some bytes, ignoring ``Range``. It is
 for unit tests of the HTTP client; the integration tests use the real Glance.
 """
 
@@ -37,6 +37,7 @@ class FakeGlance:
         self.images: dict[str, tuple[dict[str, Any], bytes]] = {}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.statuses: list[int] = []  # served (one each) before anything else
+        self.redirects: list[str] = []  # per /file GET: a 302 to this path first
         self.cuts: list[int] = []  # per /file GET: bytes sent before the connection is cut
         self.ignore_range = False
         self.file_delay = 0.0  # seconds to wait before sending a /file body
@@ -96,6 +97,14 @@ def _handler(glance: FakeGlance) -> type[BaseHTTPRequestHandler]:
             meta, data = glance.images[match.group(1)]
             if not match.group(2):
                 return self._send(200, json.dumps(meta).encode(), "application/json")
+            with glance.lock:
+                location = glance.redirects.pop(0) if glance.redirects else None
+            if location is not None:
+                self.send_response(302)
+                self.send_header("Location", location)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
             self._send_file(data)
 
         def _send_file(self, data: bytes) -> None:

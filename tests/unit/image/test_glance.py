@@ -266,6 +266,27 @@ def test_a_proxy_of_the_environment_is_used_as_the_session_would(
     assert _download(_source(glance.url), ImageMeta.from_dict(body)) == DATA
 
 
+def test_a_redirected_download_follows_the_redirect_as_the_session_does(
+        glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    glance.redirects = [f"/v2/images/{body['id']}/file"]
+    assert _download(_source(glance.url), ImageMeta.from_dict(body)) == DATA
+    assert len(glance.file_gets(body["id"])) == 2
+
+
+def test_a_401_with_service_auth_invalidates_the_token_and_retries(glance: FakeGlance) -> None:
+    body = glance.add(DATA)
+    source = _source(glance.url)
+    source._service_auth = True
+    invalidated: list[object] = []
+    source.session.get_auth_headers = lambda *a, **k: {"X-Auth-Token": "svc"}  # type: ignore[method-assign]
+    source.session.invalidate = lambda *a, **k: invalidated.append(a) or True  # type: ignore[method-assign]
+    glance.statuses = [401]
+    assert _download(source, ImageMeta.from_dict(body)) == DATA
+    assert len(invalidated) == 1
+    assert [h["x-auth-token"] for h in glance.file_gets(body["id"])] == ["svc", "svc"]
+
+
 def test_download_missing_image_is_not_found(glance: FakeGlance) -> None:
     with pytest.raises(exception.ImageNotFound):
         _download(_source(glance.url), ImageMeta(id="gone"))

@@ -185,6 +185,26 @@ def test_receive_buffers_are_page_aligned_and_reused_once_both_workers_are_done(
     assert out.getvalue() == DATA[:65536]
 
 
+def test_a_receive_buffer_dropped_unwritten_is_lent_again() -> None:
+    """A source that drops a read (a failed one, the one that found the end, bytes a server
+    that ignored ``Range`` sent again) takes no new buffer for the next one."""
+    out = io.BytesIO()
+    writer = verify.VerifyingWriter(out, verify.ImageVerifier(_meta()))
+    addresses = set()
+    for _ in range(100):  # 100 dropped reads: one buffer
+        dropped = receive_buffer(writer, 65536)
+        addresses.add(ctypes.addressof(ctypes.c_char.from_buffer(dropped)))
+        del dropped
+    assert len(addresses) == 1
+    kept = receive_buffer(writer, 65536)
+    kept[:] = DATA[:65536]
+    writer.write(kept[:1000])  # a slice of it is handed on: it is no longer lent
+    other = receive_buffer(writer, 65536)
+    assert other.obj is not kept.obj
+    writer.close()
+    assert out.getvalue() == DATA[:1000]
+
+
 def test_a_receive_buffer_is_not_reused_while_a_worker_still_reads_it() -> None:
     gate = threading.Event()
     verifier = verify.ImageVerifier(_meta())
@@ -332,7 +352,8 @@ def test_a_verified_download_hashes_on_one_cpu_and_receives_and_writes_on_the_ot
         affinity: AffinitySpy) -> None:
     caller = threading.current_thread().name
     out = io.BytesIO()
-    assert verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), out) == len(DATA)
+    assert verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), out,
+                                    hash_cpus=verify.HashCpus()) == len(DATA)
     assert out.getvalue() == DATA
     mine = [cpus for name, cpus in affinity.calls if name == caller]
     assert mine == [{0, 1, 2}, {0, 1, 2, 3}]  # confined while receiving, then restored
@@ -344,7 +365,7 @@ def test_the_receiving_thread_gets_its_cpus_back_after_a_failed_download(
         affinity: AffinitySpy) -> None:
     with pytest.raises(exception.ImageFetchError, match="connection lost"):
         verify.download_verified(ChunkSource(DATA, fail_after=65536 * 3), RequestContext(),
-                                 _meta(), io.BytesIO())
+                                 _meta(), io.BytesIO(), hash_cpus=verify.HashCpus())
     caller = threading.current_thread().name
     assert [cpus for name, cpus in affinity.calls if name == caller] == [{0, 1, 2},
                                                                          {0, 1, 2, 3}]
@@ -352,21 +373,43 @@ def test_the_receiving_thread_gets_its_cpus_back_after_a_failed_download(
 
 def test_a_download_without_a_hash_confines_nothing(affinity: AffinitySpy) -> None:
     meta = _meta(os_hash_algo=None, os_hash_value=None, checksum=None)
-    verify.download_verified(ChunkSource(DATA), RequestContext(), meta, io.BytesIO())
+    verify.download_verified(ChunkSource(DATA), RequestContext(), meta, io.BytesIO(),
+                             hash_cpus=verify.HashCpus())
+    assert affinity.calls == []
+
+
+def test_concurrent_downloads_hash_on_cpus_of_their_own_while_two_are_free(
+        affinity: AffinitySpy) -> None:
+    cpus = verify.HashCpus()
+    with cpus.lease() as first, cpus.lease() as second, cpus.lease() as third, \
+            cpus.lease() as fourth:
+        assert first == verify.CpuSplit(hash=frozenset({3}), others=frozenset({0, 1, 2}))
+        assert second == verify.CpuSplit(hash=frozenset({2}), others=frozenset({0, 1}))
+        assert third == verify.CpuSplit(hash=frozenset({1}), others=frozenset({0}))
+        assert fourth is None  # one CPU left free: nothing confined
+    with cpus.lease() as again:  # each lease gave its CPU back
+        assert again is not None and again.hash == {3}
+
+
+def test_a_download_without_the_process_cpus_confines_nothing(affinity: AffinitySpy) -> None:
+    verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), io.BytesIO())
     assert affinity.calls == []
 
 
 @pytest.mark.parametrize("affinity", [(1,)], indirect=True)
 def test_a_thread_on_one_cpu_is_left_alone(affinity: AffinitySpy) -> None:
-    assert verify.split_cpus() is None
-    verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), io.BytesIO())
+    with verify.HashCpus().lease() as split:
+        assert split is None
+    verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), io.BytesIO(),
+                             hash_cpus=verify.HashCpus())
     assert affinity.calls == []
 
 
 @pytest.mark.parametrize("affinity", [(2, True)], indirect=True)
 def test_a_refused_affinity_does_not_fail_the_download(affinity: AffinitySpy) -> None:
     out = io.BytesIO()
-    assert verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), out) == len(DATA)
+    assert verify.download_verified(ChunkSource(DATA), RequestContext(), _meta(), out,
+                                    hash_cpus=verify.HashCpus()) == len(DATA)
     caller = threading.current_thread().name
     # refused at once: nothing to restore
     assert [cpus for name, cpus in affinity.calls if name == caller] == [{0}]
@@ -396,7 +439,8 @@ def test_on_this_host_the_hash_keeps_to_the_highest_cpu_and_the_others_leave_it(
             return super().download(ctxt, meta, writer, progress)
 
     with mock.patch.object(verify, "ImageVerifier", Verifier):
-        verify.download_verified(Source(DATA), RequestContext(), _meta(), Sink())
+        verify.download_verified(Source(DATA), RequestContext(), _meta(), Sink(),
+                                 hash_cpus=verify.HashCpus())
     assert seen == {"receiver": before - {highest}, "image-writer": before - {highest},
                     "image-hash": {highest}}
     assert os.sched_getaffinity(0) == before
