@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -15,9 +16,13 @@ from fleetcache.image import http_into
 TRANSPORT = http_into.Transport(timeout=5.0)
 
 
+Answered = Callable[[bytes], contextlib.AbstractContextManager[http_into.Body]]
+
+
 @pytest.fixture
-def one_answer() -> Iterator[tuple[str, list[bytes]]]:
-    """A server that answers one request with the bytes put in the list, then closes."""
+def answered() -> Iterator[Answered]:
+    """``answered(raw)``: a GET of a server that answers it with the bytes ``raw``, then
+    closes the connection."""
     answer: list[bytes] = []
     listener = socket.create_server(("127.0.0.1", 0))
 
@@ -29,49 +34,46 @@ def one_answer() -> Iterator[tuple[str, list[bytes]]]:
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/x", answer
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/x"
+
+    def get(raw: bytes) -> contextlib.AbstractContextManager[http_into.Body]:
+        answer.append(raw)
+        return http_into.get(url, {}, TRANSPORT)
+
+    yield get
     thread.join(5)
     listener.close()
 
 
-def test_a_body_fills_the_buffers_given_and_ends_at_its_length(
-        one_answer: tuple[str, list[bytes]]) -> None:
-    url, answer = one_answer
-    answer.append(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789")
+def test_a_body_fills_the_buffers_given_and_ends_at_its_length(answered: Answered) -> None:
     buffer = memoryview(bytearray(8))
-    with http_into.get(url, {}, TRANSPORT) as body:
+    with answered(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789") as body:
         assert (body.status, body.remaining) == (200, 10)
         assert body.readinto(buffer) == 8 and bytes(buffer) == b"01234567"
         assert body.readinto(buffer) == 2 and bytes(buffer[:2]) == b"89"
         assert body.readinto(buffer) == 0
 
 
-def test_a_body_cut_short_of_its_content_length_is_an_error(
-        one_answer: tuple[str, list[bytes]]) -> None:
-    url, answer = one_answer
-    answer.append(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+def test_a_body_cut_short_of_its_content_length_is_an_error(answered: Answered) -> None:
     buffer = memoryview(bytearray(64))
-    with http_into.get(url, {}, TRANSPORT) as body:
+    with answered(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789") as body:
         assert body.readinto(buffer) == 10  # what came, before the end
         with pytest.raises(http_into.BodyCut, match="90 bytes short"):
             body.readinto(buffer)
 
 
-def test_a_chunked_body_cut_short_is_an_error(one_answer: tuple[str, list[bytes]]) -> None:
-    url, answer = one_answer
-    answer.append(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n")
-    with http_into.get(url, {}, TRANSPORT) as body:
+def test_a_chunked_body_cut_short_is_an_error(answered: Answered) -> None:
+    with answered(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"a\r\n0123456789\r\n") as body:
         assert body.remaining is None
         with pytest.raises(http.client.IncompleteRead):
             while body.readinto(memoryview(bytearray(64))):
                 pass
 
 
-def test_an_answer_that_is_not_http_is_an_error(one_answer: tuple[str, list[bytes]]) -> None:
-    url, answer = one_answer
-    answer.append(b"SSH-2.0-OpenSSH_9.2\r\n")
+def test_an_answer_that_is_not_http_is_an_error(answered: Answered) -> None:
     with pytest.raises(http.client.HTTPException):
-        with http_into.get(url, {}, TRANSPORT):
+        with answered(b"SSH-2.0-OpenSSH_9.2\r\n"):
             pass
 
 
