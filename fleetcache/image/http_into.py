@@ -5,8 +5,8 @@ kernel's copy into it, then the download's copy of it into a page-aligned pool b
 (:meth:`~fleetcache.image.chunks.ChunkPool.copy_in`) while holding the GIL, which the hash
 thread needs between chunks. ``http.client``'s ``readinto`` fills the pool buffer itself, the
 kernel's copy only. A 1 GiB sha512 download from Glance on two cores went from 0.78 to 0.91
-of one core's hash (median of 10 rounds each, the hash kept to its own CPU in both;
-docs/performance.md, "Download from Glance").
+of one core's hash (median of 10 rounds each, alternated in one process, the hash kept to its
+own CPU in both; docs/performance.md, "Download from Glance").
 
 It does what a keystoneauth session's GET would do with the same settings: its TLS settings
 (``verify``, ``cert``, requests' CA bundle and its environment overrides), socket options set

@@ -20,8 +20,9 @@ download with sha512 took 1.37-1.76 s per 512 MiB against 2.28-3.09 s in the sam
 free to run anywhere, the hash thread still followed the receiving thread's wake-ups onto the
 busy CPU: kept to its own as well, and with the body read straight into the pool's buffers
 (:mod:`~fleetcache.image.http_into`), a 1 GiB sha512 download from Glance went from 0.77-0.81
-of one core's hash (median of 10 rounds each, receiving into buffers but the hash free; kept,
-but bytes copied) to 0.91-0.92 (docs/performance.md, "Download from Glance").
+of one core's hash (median of 10 rounds each, alternated in one process: receiving into
+buffers but the hash free; kept, but bytes copied) to 0.91-0.92 (docs/performance.md,
+"Download from Glance").
 """
 
 from __future__ import annotations
