@@ -293,7 +293,7 @@ class GlanceImageSource(ImageSource):
             with _reading(image_id, url):
                 _check_code(body.status, url, image_id, body.head)
             if body.status == 206:
-                _check_range(body.headers.get("Content-Range"), image_id, offset)
+                _check_range(body.header("Content-Range"), image_id, offset)
             if body.status == 204:
                 return
             chunks = prompt_reads(body.readinto, lambda size: receive_buffer(writer, size),
@@ -336,9 +336,7 @@ class GlanceImageSource(ImageSource):
              headers: dict[str, str] | None = None) -> Iterator[requests.Response]:
         """GET ``/v2/images/<id><suffix>`` on the endpoint for attempt ``n``, streamed."""
         url = self._url(n, image_id, suffix)
-        headers = dict(headers or {})
-        if not self._service_auth and ctxt.auth_token:
-            headers["X-Auth-Token"] = ctxt.auth_token
+        headers = dict(headers or {}) | self._caller_token(ctxt)
         with _translated(image_id, url):
             resp = self.session.request(
                 url, "GET", raise_exc=False, stream=True, headers=headers,
@@ -357,15 +355,19 @@ class GlanceImageSource(ImageSource):
     def _auth_headers(self, ctxt: RequestContext, image_id: str, url: str) -> dict[str, str]:
         """The headers the session would add to a GET of ``url``: the service's token (service
         auth) or the caller's, and the request's global id."""
-        headers = {"User-Agent": "fleetcache"}
+        headers = {"User-Agent": "fleetcache"} | self._caller_token(ctxt)
         if self._service_auth:
             with _translated(image_id, url):
                 headers |= self.session.get_auth_headers() or {}
-        elif ctxt.auth_token:
-            headers["X-Auth-Token"] = ctxt.auth_token
         if ctxt.global_id:
             headers["X-OpenStack-Request-ID"] = ctxt.global_id
         return headers
+
+    def _caller_token(self, ctxt: RequestContext) -> dict[str, str]:
+        """The caller's token, passed through when the source has no service auth."""
+        if self._service_auth or not ctxt.auth_token:
+            return {}
+        return {"X-Auth-Token": ctxt.auth_token}
 
     def _tls_context(self) -> ssl.SSLContext | None:
         """The session's TLS settings for :mod:`http_into` (None when every endpoint is

@@ -87,10 +87,8 @@ def reaches_directly(url: str) -> bool:
 class Body:
     """A response: its status and headers, and its body read into the caller's buffers."""
 
-    def __init__(self, response: http.client.HTTPResponse, url: str) -> None:
-        self.url = url
+    def __init__(self, response: http.client.HTTPResponse) -> None:
         self.status = response.status
-        self.headers = response.headers
         self._response = response
         length = response.getheader("Content-Length")
         chunked = "chunked" in (response.getheader("Transfer-Encoding") or "").lower()
@@ -117,7 +115,7 @@ class Body:
 
     def header(self, name: str, default: str = "") -> str:
         """The value of header ``name`` (any case), else ``default``."""
-        return self.headers.get(name, default)
+        return self._response.getheader(name, default)
 
     def head(self, limit: int = 300) -> bytes:
         """Up to ``limit`` bytes of the body (an error's explanation)."""
@@ -183,6 +181,6 @@ def get(url: str, headers: Mapping[str, str], transport: Transport) -> Iterator[
         if parts.query:
             target += f"?{parts.query}"
         connection.request("GET", target, headers=dict(headers))
-        yield Body(connection.getresponse(), url)
+        yield Body(connection.getresponse())
     finally:
         connection.close()

@@ -11,18 +11,17 @@ are done with a chunk.
 :func:`download_verified` puts the two together. The file is never read back.
 
 The hash is a download's bound (one core, sequential), so a verified download given its
-process's :class:`HashCpus` splits the CPUs it may use: the hash thread keeps to one of its
-own (the highest free), the receiving thread (while it receives) and the writer thread to
-the others. Without it the hash thread was
-runnable but not running for 7-34 % of its hashing at load 2 (the receiving thread, woken by
-it once per chunk, among those that took its CPU); with the others kept off its CPU, a
-download with sha512 took 1.37-1.76 s per 512 MiB against 2.28-3.09 s in the same run. Left
-free to run anywhere, the hash thread still followed the receiving thread's wake-ups onto the
-busy CPU: kept to its own as well, and with the body read straight into the pool's buffers
-(:mod:`~fleetcache.image.http_into`), a 1 GiB sha512 download from Glance went from 0.77-0.81
-of one core's hash (median of 10 rounds each, alternated in one process: receiving into
-buffers but the hash free; kept, but bytes copied) to 0.91-0.92 (docs/performance.md,
-"Download from Glance").
+process's :class:`HashCpus` splits the CPUs it may use: the hash thread keeps to one of its own
+(the highest free), the receiving thread (while it receives) and the writer thread to the
+others. Without it the hash thread was runnable but not running for 7-34 % of its hashing at
+load 2 (the receiving thread, woken by it once per chunk, among those that took its CPU); with
+the others kept off its CPU, a download with sha512 took 1.37-1.76 s per 512 MiB against
+2.28-3.09 s in the same run. Left free to run anywhere, the hash thread still followed the
+receiving thread's wake-ups onto the busy CPU: kept to its own as well, and with the body read
+straight into the pool's buffers (:mod:`~fleetcache.image.http_into`), a 1 GiB sha512 download
+from Glance went from 0.77-0.81 of one core's hash (median of 10 rounds each, alternated in one
+process: receiving into buffers but the hash free; kept, but bytes copied) to 0.91-0.92
+(docs/performance.md, "Download from Glance").
 """
 
 from __future__ import annotations
@@ -356,9 +355,9 @@ def download_verified(
     :raises OSError: when writing ``sink`` failed.
     """
     verifier = ImageVerifier(meta)
-    with contextlib.ExitStack() as stack:
-        cpus = (stack.enter_context(hash_cpus.lease())
-                if hash_cpus is not None and verifier.algorithm is not None else None)
+    lease = (hash_cpus.lease() if hash_cpus is not None and verifier.algorithm is not None
+             else contextlib.nullcontext())
+    with lease as cpus:
         writer = VerifyingWriter(sink, verifier, observers, aligned_sink=aligned_sink,
                                  cpus=cpus)
         try:
