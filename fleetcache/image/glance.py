@@ -371,10 +371,17 @@ class GlanceImageSource(ImageSource):
 
     def _tls_context(self) -> ssl.SSLContext | None:
         """The session's TLS settings for :mod:`http_into` (None when every endpoint is
-        plain http: nothing to load)."""
+        plain http: nothing to load).
+
+        :raises InvalidConfiguration: a CA, certificate or key file cannot be loaded.
+        """
         if self.api_servers and not any(urlsplit(u).scheme == "https" for u in self.api_servers):
             return None
-        return http_into.tls_context(self.session.verify, self.session.cert)
+        try:
+            return http_into.tls_context(self.session.verify, self.session.cert)
+        except (OSError, ssl.SSLError) as exc:
+            raise exception.InvalidConfiguration(
+                reason=f"[glance] cafile, certfile or keyfile cannot be loaded: {exc}") from exc
 
     def _endpoint(self, n: int, image_id: str) -> str:
         if self.api_servers:

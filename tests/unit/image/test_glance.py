@@ -253,6 +253,14 @@ def test_download_over_tls_verifies_the_image_service_with_the_configured_ca(
             _download(_source(glance.url, retries=0), ImageMeta.from_dict(body))
 
 
+def test_a_missing_ca_file_is_a_configuration_error_naming_the_option(
+        tmp_path: pathlib.Path) -> None:
+    conf = make_conf(glance__api_servers=["https://glance.example:9292"],
+                     glance__cafile=str(tmp_path / "missing.pem"))
+    with pytest.raises(exception.InvalidConfiguration, match=r"\[glance\] cafile"):
+        GlanceImageSource(conf)
+
+
 def test_a_proxy_of_the_environment_is_used_as_the_session_would(
         glance: FakeGlance, monkeypatch: pytest.MonkeyPatch) -> None:
     body = glance.add(DATA)
