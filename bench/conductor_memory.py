@@ -68,6 +68,7 @@ from fleetcache.common.db.session import Database  # noqa: E402
 from fleetcache.conductor.precache import job as precache  # noqa: E402
 from fleetcache.conductor.precache import notifications  # noqa: E402
 from fleetcache.conductor.precache.hostpool import HostCallPool  # noqa: E402
+from fleetcache.conductor.precache.precacher import Precacher  # noqa: E402
 from fleetcache.image.source import ImageMeta  # noqa: E402
 
 IMAGE_ID = "1b5c4fd2-5a57-4c6e-9c6b-3f4b0c8a2f10"
@@ -209,7 +210,7 @@ class EncodingNotifier:
 MEASURED_CALLS = (
     (db_aggregates, "aggregate_get"), (jobs, "job_create"), (jobs, "job_set_state"),
     (jobs, "job_record_hosts"), (job_leases, "job_end_first_pass"),
-    (precache.Precacher, "plan_hosts"), (notifications.CacheNotifier, "start"),
+    (Precacher, "plan_hosts"), (notifications.CacheNotifier, "start"),
     (notifications.CacheNotifier, "end"),
 )
 
@@ -312,7 +313,7 @@ def one(args: argparse.Namespace, hosts: int) -> dict[str, Any]:
     host_calls = HostCallPool(args.concurrency)
     coordinators = futurist.ThreadPoolExecutor(max_workers=2)
     notifier = EncodingNotifier()
-    precacher = precache.Precacher(
+    precacher = Precacher(
         conf, db, "conductor1", clients=FakeComputes(args.delay),  # type: ignore[arg-type]
         notifier=notifications.CacheNotifier(notifier), host_calls=host_calls,
         job_runner=coordinators.submit, images=FakeImages(),  # type: ignore[arg-type]

@@ -3,8 +3,8 @@
 One module per step of a job's life, as Ironic keeps one per workflow
 (``ironic/conductor/deployments.py``):
 
-* :mod:`~.job`: :class:`Precacher` validates a request and queues the job;
-  :class:`~.job.PrecacheJob` plans the hosts page by page and settles every one;
+* :mod:`~.precacher`: :class:`Precacher` validates a request and queues the job;
+* :mod:`~.job`: :class:`~.job.PrecacheJob` plans the hosts page by page and settles every one;
 * :mod:`~.hostcall` asks one compute (its ``cache_images`` call and what the reply means), on a
   worker of :mod:`~.hostpool`'s :class:`HostCallPool`, bounded across jobs;
 * :mod:`~.results` checks the computes' replies and stores them in batches;
@@ -28,11 +28,11 @@ in (``fleetcache.conductor.manager.ConductorState``)::
 
 from fleetcache.conductor.precache.catchup import CatchUp
 from fleetcache.conductor.precache.hostpool import HostCallPool
-from fleetcache.conductor.precache.job import Precacher
 from fleetcache.conductor.precache.notifications import CacheNotifier
 from fleetcache.conductor.precache.origin import DownloadGate
 from fleetcache.conductor.precache.ownership import JobOwner
 from fleetcache.conductor.precache.peers import PeerQuarantine
+from fleetcache.conductor.precache.precacher import Precacher
 from fleetcache.conductor.precache.takeover import JobTakeover
 from fleetcache.conductor.precache.windows import JobWindows
 

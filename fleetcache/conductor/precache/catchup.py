@@ -49,8 +49,8 @@ from fleetcache.common.servicegroup import service_is_up
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.precache.hostcall import ComputeClient
-from fleetcache.conductor.precache.job import Precacher
 from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.precacher import Precacher
 from fleetcache.conductor.precache.results import (
     CACHED_STATES,
     checked_replies,

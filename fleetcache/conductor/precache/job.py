@@ -6,10 +6,8 @@ status API), bulk host-to-cell queries (Nova has one ``HostMapping`` query per h
 outcome for every host (in Nova a failed call stays in an uninspected future, and an unmapped
 host aborts the operation without ``.end``), and progress numbered under a lock.
 
-1. :meth:`Precacher.start` runs inside the conductor's ``cache_images`` RPC. It looks the
-   aggregate and each image up once (a missing image fails the request before any host is
-   asked), creates the job (``queued``), hands it to the conductor's job coordinators and
-   returns it.
+1. :meth:`~.precacher.Precacher.start` validates the request, creates the job and launches a
+   :class:`PrecacheJob` on the conductor's job coordinators.
 2. :class:`PrecacheJob` marks the job ``running`` and sends ``aggregate.cache_images.start``.
    It maps the hosts to their compute services and cells :data:`LOOKUP_PAGE` hosts per query,
    and keeps at most twice the pool's size of calls submitted, so that its memory does not
@@ -26,14 +24,6 @@ host aborts the operation without ``.end``), and progress numbered under a lock.
 4. The job ends ``done`` (``failed`` when the job itself broke or the host pool stopped under
    it, the conductor stopping) with ``.end`` and one summary log line, plus a warning per
    image that failed somewhere.
-
-The conductor process builds both pools and the notifier at start-up
-(:class:`~fleetcache.conductor.manager.ConductorState`)::
-
-    precacher = Precacher(conf, db, conf.host, clients=cells, notifier=CacheNotifier(n),
-                          host_calls=HostCallPool(conf.image_cache.precache_concurrency),
-                          job_runner=coordinators.submit)
-    job = precacher.start(ctxt, aggregate_id, image_ids)   # returns at once
 """
 
 from __future__ import annotations
@@ -43,18 +33,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Protocol
 
 from oslo_config import cfg
 
-from fleetcache.common import binaries, exception, job_terms
+from fleetcache.common import job_terms
 from fleetcache.common.context import RequestContext
-from fleetcache.common.db import aggregates as db_aggregates
-from fleetcache.common.db import host_images, job_leases, jobs
+from fleetcache.common.db import job_leases, jobs
 from fleetcache.common.db.aggregates import AggregateDict
-from fleetcache.common.db.compute_states import compute_states, peer_sites
 from fleetcache.common.db.jobs import JobDict
-from fleetcache.common.db.models import utcnow as models_utcnow
 from fleetcache.common.db.session import Database
 from fleetcache.common.servicegroup import service_is_up
 from fleetcache.compute.rpcapi import PAUSED, ImageResult
@@ -72,8 +59,6 @@ from fleetcache.conductor.precache.results import (
     same_result_per_image,
     unpaused,
 )
-from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
-from fleetcache.image import source as image_source
 from fleetcache.image.verify import has_strong_hash
 
 LOG = logging.getLogger(__name__)
@@ -82,133 +67,25 @@ LOG = logging.getLogger(__name__)
 LOOKUP_PAGE = 500
 
 
-class Precacher:
-    """Starts pre-cache jobs for one conductor.
+class JobServices(Protocol):
+    """What a running job uses of the conductor that started it (a
+    :class:`~.precacher.Precacher`): the pools, clients and notifier the conductor built at
+    start-up, and the planning of a page of hosts. Named here so that a job does not depend
+    on how it was started (a request, :mod:`~.windows`, :mod:`~.takeover`)."""
 
-    :param host: the conductor's host name, stored on its jobs so that a restart marks the
-        ones it left unfinished.
-    :param clients: compute RPC clients per cell.
-    :param notifier: sends the jobs' notifications.
-    :param host_calls: the conductor's pool that calls computes, shared by its jobs; a job
-        stops waiting for its hosts once the pool is :attr:`~HostCallPool.stopping`.
-    :param job_runner: runs a job's coordinating function in the background (the conductor's
-        bounded coordinator pool's ``submit``); it raises ``RuntimeError`` once stopped.
-    :param images: the image source; default ``[image_source] backend``, loaded on first use.
-    :param image_support: tells which hosts lack an image's format trait in Placement (``None``:
-        every host is asked).
-    :param metrics: counts host calls in flight and per-host results (the conductor's
-        Prometheus registry); ``None`` counts nothing.
-    :param gate: the image service's download slots shared by every conductor
-        (:mod:`~.origin`); ``None`` or without limits: hosts are called without a lease.
-    :param owner: this conductor process as a job owner: its jobs get its lease and catch-up
-        window (``None``: no lease, no catch-up).
-    :param quarantine: sources whose bytes failed verification, shared by the conductor's
-        jobs; ``None``: jobs do not distribute through peers (``[image_cache]
-        peer_distribution`` off).
-    """
-
-    def __init__(
-        self,
-        conf: cfg.ConfigOpts,
-        db: Database,
-        host: str,
-        clients: ComputeClients,
-        notifier: notifications.CacheNotifier,
-        host_calls: HostCallPool,
-        job_runner: Callable[[Callable[[], None]], object],
-        images: image_source.ImageSource | None = None,
-        image_support: ImageTypeSupport | None = None,
-        metrics: ConductorMetrics | None = None,
-        gate: DownloadGate | None = None,
-        owner: JobOwner | None = None,
-        quarantine: PeerQuarantine | None = None,
-    ) -> None:
-        self.conf = conf
-        self.quarantine = quarantine
-        self.owner = owner
-        self.image_support = image_support
-        self.metrics = metrics
-        self.db = db
-        self.host = host
-        self.clients = clients
-        self.notifier = notifier
-        self.host_calls = host_calls
-        self.job_runner = job_runner
-        self._images = images
-        self.gate = gate
-
-    @property
-    def images(self) -> image_source.ImageSource:
-        if self._images is None:
-            self._images = image_source.load_image_source(self.conf)
-        return self._images
-
-    def start(self, ctxt: RequestContext, aggregate_id: int, image_ids: list[str],
-              pin_seconds: int | None = None,
-              terms: Mapping[str, Any] | None = None) -> JobDict:
-        """Validate the request, create its job and start it, or schedule it when its window
-        is not open yet (:mod:`~.windows` starts it then).
-
-        :param pin_seconds: pin the images on the hosts for this long from now (the ageing
-            pass keeps them until then); ``None``: no pin.
-        :param terms: the request's window and limits (:mod:`fleetcache.common.job_terms`),
-            checked again here against this conductor's caps.
-        :returns: the job as created (``queued``, or ``scheduled`` with ``next_start_at``).
-        :raises AggregateNotFound:
-        :raises ImageNotFound, ImageNotAvailable: before any host is asked; no job is created.
-        :raises InvalidInput: when ``image_ids`` is empty, or for terms beyond the caps.
-        """
-        if not image_ids:
-            raise exception.InvalidInput(reason="no image to cache")
-        now = datetime.datetime.now(datetime.UTC)
-        checked = job_terms.check_terms(terms or {}, job_terms.Caps.from_conf(self.conf), now)
-        period = job_terms.next_period(checked, now)
-        assert period is not None, "check_terms refuses terms without a period"
-        aggregate = db_aggregates.aggregate_get(self.db, aggregate_id)
-        # By the image service's spelling of each id (the API takes any UUID form, e.g.
-        # upper case, which Glance on MySQL answers in lower case): one job entry per image.
-        metas: dict[str, Mapping[str, object]] = {}
-        for requested in dict.fromkeys(image_ids):
-            meta = self.images.show(ctxt, requested)
-            metas.setdefault(meta.id, meta.to_dict())
-        image_ids = list(metas)
-        pin_until = (None if pin_seconds is None else
-                     models_utcnow() + datetime.timedelta(seconds=int(pin_seconds)))
-        owner = self.owner
-        job = jobs.job_create(
-            self.db, aggregate["id"], aggregate["uuid"], image_ids,
-            len(aggregate["hosts"]), self.host, hosts=aggregate["hosts"], pin_until=pin_until,
-            owner=owner.owner if owner else None,
-            lease_expires_at=owner.lease_until() if owner else None,
-            # A job that waits for its window catches up from its first opening on.
-            catch_up_until=(owner.catch_up_until(period.opens.replace(tzinfo=None))
-                            if owner else None),
-            terms=checked,
-        )
-        if period.opens > now:
-            opens = period.opens.replace(tzinfo=None)
-            jobs.job_schedule(self.db, job["uuid"], opens)
-            LOG.info("Image pre-cache job %s on aggregate %s waits for its window: it starts "
-                     "at %s", job["uuid"], aggregate_id, job_terms.format_instant(opens))
-            return {**job, "state": jobs.SCHEDULED, "next_start_at": opens}
-        PrecacheJob(self, ctxt, aggregate, job, aggregate["hosts"], metas).launch()
-        return job
+    conf: cfg.ConfigOpts
+    db: Database
+    clients: ComputeClients
+    notifier: notifications.CacheNotifier
+    host_calls: HostCallPool
+    job_runner: Callable[[Callable[[], None]], object]
+    metrics: ConductorMetrics | None
+    gate: DownloadGate | None
+    owner: JobOwner | None
+    quarantine: PeerQuarantine | None
 
     def plan_hosts(self, aggregate: AggregateDict, hosts: list[str],
-                   metas: Mapping[str, Mapping[str, object]]) -> list[HostPlan]:
-        """Plan ``hosts`` of the aggregate: their services in one query, and which images
-        they cannot use (``metas``: image id -> the image service's record); with peers,
-        their image servers and the images their cache reports hold."""
-        by_host = compute_states(self.db, hosts, binaries.COMPUTE)
-        unsupported = (self.image_support.unsupported(aggregate["uuid"], hosts, dict(metas))
-                       if self.image_support is not None else {})
-        if self.quarantine is None:
-            return [HostPlan(h, by_host.get(h), unsupported.get(h, {})) for h in hosts]
-        sites = peer_sites(self.db, hosts, binaries.COMPUTE)
-        holders = {i: host_images.hosts_with_image(self.db, i, hosts) for i in metas}
-        return [HostPlan(h, by_host.get(h), unsupported.get(h, {}), sites.get(h),
-                         frozenset(i for i, held in holders.items() if h in held))
-                for h in hosts]
+                   metas: Mapping[str, Mapping[str, object]]) -> list[HostPlan]: ...
 
 
 class PrecacheJob:
@@ -216,7 +93,7 @@ class PrecacheJob:
 
     def __init__(
         self,
-        precacher: Precacher,
+        precacher: JobServices,
         ctxt: RequestContext,
         aggregate: AggregateDict,
         job: JobDict,

@@ -37,8 +37,9 @@ from fleetcache.common.context import RequestContext, get_admin_context
 from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import job_leases, jobs
 from fleetcache.common.db.models import utcnow
-from fleetcache.conductor.precache.job import PrecacheJob, Precacher
+from fleetcache.conductor.precache.job import PrecacheJob
 from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.precacher import Precacher
 
 LOG = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 A job whose request has a ``not_before`` or a daily ``window`` (:mod:`fleetcache.common.job_terms`)
 is ``scheduled`` while it is outside them, with ``next_start_at`` stored in its row: at
-creation (:meth:`~.job.Precacher.start`) and each time a window closes under it
+creation (:meth:`~.precacher.Precacher.start`) and each time a window closes under it
 (:class:`~.job.PrecacheJob` cuts its calls at the window's end and leaves the hosts it did
 not finish for the next one). Every conductor runs :meth:`JobWindows.run_once` every
 ``[conductor] job_window_interval`` seconds: the jobs it owns whose time has come are carried
@@ -25,8 +25,8 @@ from fleetcache.common.db import aggregates as db_aggregates
 from fleetcache.common.db import job_leases, jobs
 from fleetcache.common.db.models import utcnow
 from fleetcache.conductor.precache import notifications
-from fleetcache.conductor.precache.job import Precacher
 from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.precacher import Precacher
 from fleetcache.conductor.precache.takeover import carry_on
 
 LOG = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ from prometheus_client import CollectorRegistry
 from fleetcache.common import metrics as common_metrics
 from fleetcache.common.db import jobs
 from fleetcache.conductor.metrics import ConductorMetrics, JobStateCollector
-from fleetcache.conductor.precache import job as precache
 from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.precache.hostpool import HostCallPool
+from fleetcache.conductor.precache.precacher import Precacher
 from tests.unit.conductor.precache.test_job import (
     IMG_A,
     IMG_B,
@@ -46,7 +46,7 @@ def test_results_downloads_and_fallbacks_counted_per_host(conf, db):
 
     computes.cache_images = spy  # type: ignore[method-assign]
     host_calls = HostCallPool(1, name="test-metrics")
-    precacher = precache.Precacher(
+    precacher = Precacher(
         conf, db, "conductor1", clients=computes, images=FakeImages(),  # type: ignore[arg-type]
         notifier=notifications.CacheNotifier(None), host_calls=host_calls,
         job_runner=lambda f: f(), metrics=ConductorMetrics(registry))

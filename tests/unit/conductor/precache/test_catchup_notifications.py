@@ -18,11 +18,11 @@ from fleetcache.common.db import download_leases, jobs
 from fleetcache.common.db import services as db_services
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.db.session import Database
-from fleetcache.conductor.precache import job as precache
 from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.precache.catchup import CatchUp
 from fleetcache.conductor.precache.origin import DownloadGate
 from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.precacher import Precacher
 from fleetcache.conductor.precache.takeover import JobTakeover
 from tests.unit.conductor.precache.test_catchup_takeover import wait_job_state
 from tests.unit.conductor.precache.test_job import (
@@ -61,8 +61,8 @@ def pools() -> Iterator[Pools]:
 
 
 def _precacher(conf: cfg.ConfigOpts, db: Database, computes: FakeComputes, pools: Pools,
-               notifier: FakeNotifier, gate: DownloadGate | None = None) -> precache.Precacher:
-    return precache.Precacher(
+               notifier: FakeNotifier, gate: DownloadGate | None = None) -> Precacher:
+    return Precacher(
         conf, db, OWNER.host, clients=computes, images=FakeImages(),  # type: ignore[arg-type]
         notifier=notifications.CacheNotifier(notifier), host_calls=pools.host_calls(2),
         job_runner=lambda f: f(), owner=OWNER, gate=gate)

@@ -20,10 +20,10 @@ from fleetcache.common.db import job_leases, jobs, models
 from fleetcache.common.db import services as db_services
 from fleetcache.common.db.models import utcnow
 from fleetcache.common.db.session import Database
-from fleetcache.conductor.precache import job as precache
 from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.precache.catchup import REMOVED_REASON, CatchUp
 from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.precacher import Precacher
 from fleetcache.conductor.precache.takeover import JobTakeover
 from tests.unit.conductor.precache.test_job import (
     IMG_A,
@@ -53,8 +53,8 @@ OWNER = JobOwner(host="conductor1", owner="conductor1:one", lease_time=30,
 
 
 def _precacher(conf: cfg.ConfigOpts, db: Database, computes: FakeComputes, pools: Pools,
-               owner: JobOwner = OWNER) -> precache.Precacher:
-    return precache.Precacher(
+               owner: JobOwner = OWNER) -> Precacher:
+    return Precacher(
         conf, db, owner.host, clients=computes, images=FakeImages(),  # type: ignore[arg-type]
         notifier=notifications.CacheNotifier(None), host_calls=pools.host_calls(2),
         job_runner=lambda f: f(), owner=owner)

@@ -27,9 +27,10 @@ from fleetcache.common.db import services as db_services
 from fleetcache.common.db.session import Database
 from fleetcache.conductor.manager import ConductorManager, ConductorState
 from fleetcache.conductor.precache import job as precache
-from fleetcache.conductor.precache import notifications
+from fleetcache.conductor.precache import notifications, precacher
 from fleetcache.conductor.precache import results as jobresults
 from fleetcache.conductor.precache.hostpool import HostCallPool
+from fleetcache.conductor.precache.precacher import Precacher
 from fleetcache.image.source import ImageMeta
 
 IMG_A = "a26887c6-c47b-4654-abb5-dfadf7d3f803"
@@ -151,12 +152,12 @@ def make_precacher(conf: cfg.ConfigOpts, db: Database, computes: FakeComputes, p
                    notifier: FakeNotifier | None = None, sync: bool = True,
                    host_calls: HostCallPool | None = None,
                    job_runner: Callable[[Callable[[], None]], object] | None = None,
-                   ) -> precache.Precacher:
+                   ) -> Precacher:
     """A precacher on fake computes; ``sync`` runs each job inside ``start`` (no coordinator
     pool), else on a coordinator pool of the test's own."""
     if job_runner is None:
         job_runner = (lambda f: f()) if sync else pools.coordinators().submit
-    return precache.Precacher(
+    return Precacher(
         conf, db, "conductor1", clients=computes, images=FakeImages(),  # type: ignore[arg-type]
         notifier=notifications.CacheNotifier(notifier),
         host_calls=host_calls or pools.host_calls(conf.image_cache.precache_concurrency),
@@ -627,14 +628,14 @@ def test_hosts_are_looked_up_a_page_at_a_time_and_calls_stay_bounded(conf, db, p
     with db.transaction() as session:
         session.execute(delete(models.Service).where(models.Service.host == "h05"))
     pages: list[list[str]] = []
-    lookup = precache.compute_states
+    lookup = precacher.compute_states
 
     def recording_lookup(db_: Database, page: list[str], binary: str) -> Any:
         pages.append(list(page))
         return lookup(db_, page, binary)
 
     monkeypatch.setattr(precache, "LOOKUP_PAGE", 4)
-    monkeypatch.setattr(precache, "compute_states", recording_lookup)
+    monkeypatch.setattr(precacher, "compute_states", recording_lookup)
     host_calls = pools.host_calls(1)
     submitted = []
     real_run = host_calls.run

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleetcache.common.db import jobs
-from fleetcache.conductor.precache import job as precache
 from fleetcache.conductor.precache import notifications
+from fleetcache.conductor.precache.precacher import Precacher
 from fleetcache.conductor.scheduler.image_support import ImageTypeSupport
 from fleetcache.image.source import ImageMeta
 from tests.unit.conductor.precache.test_job import (
@@ -43,7 +43,7 @@ class LacksQcow2:
 def test_hosts_lacking_the_format_trait_are_unsupported_without_a_call(conf, db, pools):  # noqa: F811
     agg_id = make_aggregate(db, ["h1", "h2", "h3"])
     computes = FakeComputes()
-    precacher = precache.Precacher(
+    precacher = Precacher(
         conf, db, "conductor1", clients=computes, images=FormatImages(),
         notifier=notifications.CacheNotifier(None),
         host_calls=pools.host_calls(conf.image_cache.precache_concurrency),

@@ -15,9 +15,9 @@ from sqlalchemy import update
 
 from fleetcache.common import exception
 from fleetcache.common.db import jobs, models
-from fleetcache.conductor.precache import job as precache
 from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.precache.ownership import JobOwner
+from fleetcache.conductor.precache.precacher import Precacher
 from fleetcache.conductor.precache.windows import JobWindows
 from tests.unit.conductor.precache.test_job import (
     IMG_A,
@@ -70,8 +70,8 @@ class TermsComputes(FakeComputes):
         return super().cache_images(ctxt, host, image_ids)
 
 
-def _precacher(conf, db, computes, pools, notifier=None, size: int = 4) -> precache.Precacher:
-    return precache.Precacher(
+def _precacher(conf, db, computes, pools, notifier=None, size: int = 4) -> Precacher:
+    return Precacher(
         conf, db, OWNER.host, clients=computes, images=FakeImages(),
         notifier=notifications.CacheNotifier(notifier), host_calls=pools.host_calls(size),
         job_runner=lambda f: f(), owner=OWNER)
@@ -262,7 +262,7 @@ def test_a_scheduled_job_is_taken_over_and_still_waits(conf, db, pools):
     with db.transaction() as session:  # the first conductor died: its lease lapsed
         session.execute(update(models.CacheJob).values(
             lease_expires_at=datetime.datetime(2000, 1, 1)))
-    second = precache.Precacher(
+    second = Precacher(
         conf, db, other.host, clients=computes, images=FakeImages(),
         notifier=notifications.CacheNotifier(None), host_calls=pools.host_calls(2),
         job_runner=lambda f: f(), owner=other)
@@ -289,7 +289,7 @@ def _catching_up(conf, db, computes, pools, terms):
     db_services.service_update(db, service["id"], forced_down=True)
     owner = JobOwner(host="conductor1", owner="conductor1:one", lease_time=30,
                      catch_up_window=600)
-    precacher = precache.Precacher(
+    precacher = Precacher(
         conf, db, owner.host, clients=computes, images=FakeImages(),
         notifier=notifications.CacheNotifier(None), host_calls=pools.host_calls(2),
         job_runner=lambda f: f(), owner=owner)
@@ -348,7 +348,7 @@ def test_a_higher_priority_jobs_hosts_are_called_first(conf, db, pools):
     computes = TermsComputes()
     host_calls = pools.host_calls(1)
     coordinators = pools.coordinators()
-    precacher = precache.Precacher(
+    precacher = Precacher(
         conf, db, OWNER.host, clients=computes, images=FakeImages(),
         notifier=notifications.CacheNotifier(None), host_calls=host_calls,
         job_runner=coordinators.submit, owner=OWNER)
@@ -377,7 +377,7 @@ def test_a_due_job_is_launched_once_while_its_coordinator_waits(conf, db, pools)
     conf.set_override("precache_concurrency", 4, group="image_cache")
     agg_id = make_aggregate(db, ["h1"])
     launched: list[Any] = []  # a busy coordinator pool: the run waits for a worker
-    precacher = precache.Precacher(
+    precacher = Precacher(
         conf, db, OWNER.host, clients=TermsComputes(), images=FakeImages(),
         notifier=notifications.CacheNotifier(FakeNotifier()), host_calls=pools.host_calls(4),
         job_runner=launched.append, owner=OWNER)
@@ -439,7 +439,7 @@ def test_a_window_that_closes_ends_the_wait_for_a_download_slot(conf, db, pools)
     computes = TermsComputes(slow=("h1",))
     gate = DownloadGate(db, "conductor1/1", Limits(total=1), lease_seconds=30)
     try:
-        precacher = precache.Precacher(
+        precacher = Precacher(
             conf, db, OWNER.host, clients=computes, images=FakeImages(),
             notifier=notifications.CacheNotifier(None), host_calls=pools.host_calls(4),
             job_runner=lambda f: f(), owner=OWNER, gate=gate)

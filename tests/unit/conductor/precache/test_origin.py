@@ -12,9 +12,9 @@ import pytest
 from fleetcache.common.db import download_leases, jobs
 from fleetcache.common.db.download_leases import Limits
 from fleetcache.common.db.session import Database
-from fleetcache.conductor.precache import job as precache
 from fleetcache.conductor.precache import notifications
 from fleetcache.conductor.precache.origin import DownloadGate, GateClosed
+from fleetcache.conductor.precache.precacher import Precacher
 from tests.unit.conductor.precache.test_job import (
     IMG_A,
     IMG_B,
@@ -177,7 +177,7 @@ def test_a_limited_job_calls_each_image_under_a_lease_and_shows_waiting_hosts(
     conf.set_override("precache_concurrency", 3, group="image_cache")
     pools = Pools()
     try:
-        precacher = precache.Precacher(
+        precacher = Precacher(
             conf, db, "conductor1", clients=computes, images=FakeImages(),  # type: ignore[arg-type]
             notifier=notifications.CacheNotifier(None), host_calls=pools.host_calls(3),
             job_runner=pools.coordinators().submit, gate=gate)
@@ -208,7 +208,7 @@ def test_a_pin_is_stored_on_the_job_and_sent_to_the_computes(conf, db):
 
     pools = Pools()
     try:
-        precacher = precache.Precacher(
+        precacher = Precacher(
             conf, db, "conductor1", clients=PinComputes(), images=FakeImages(),  # type: ignore[arg-type]
             notifier=notifications.CacheNotifier(None), host_calls=pools.host_calls(1),
             job_runner=lambda f: f())
