@@ -1,21 +1,15 @@
 """Starting a pre-cache job: validate the request, create the job, launch or schedule it.
 
-Nova's ``ComputeTaskManager.cache_images`` (Ussuri, ``nova/conductor/manager.py``) looks the
-aggregate and each image up before any host is asked; so does :meth:`Precacher.start`, inside
-the conductor's ``cache_images`` RPC (a missing image fails the request, no job is created).
-It then creates the job (``queued``), hands it to the conductor's job coordinators as a
-:class:`~.job.PrecacheJob`, and returns it; a job whose window is not open yet is
-``scheduled`` instead (:mod:`~.windows` starts it then). :meth:`Precacher.plan_hosts` is how a
-job learns about a page of its hosts: their services, the images they cannot use, and with
-peers their sites and cache reports.
+:meth:`Precacher.start` runs inside the conductor's ``cache_images`` RPC. It looks the
+aggregate and each image up once (a missing image fails the request before any host is asked
+and no job is created), creates the job (``queued``), hands it to the conductor's job
+coordinators as a :class:`~.job.PrecacheJob` and returns it; a job whose window is not open
+yet is ``scheduled`` instead (:mod:`~.windows` starts it then). :meth:`Precacher.plan_hosts`
+is how a running job learns about a page of its hosts: their compute services, the images
+they cannot use, and with peers their sites and the images their cache reports hold.
 
-The conductor process builds the pools and the notifier at start-up
-(:class:`~fleetcache.conductor.manager.ConductorState`)::
-
-    precacher = Precacher(conf, db, conf.host, clients=cells, notifier=CacheNotifier(n),
-                          host_calls=HostCallPool(conf.image_cache.precache_concurrency),
-                          job_runner=coordinators.submit)
-    job = precacher.start(ctxt, aggregate_id, image_ids)   # returns at once
+The conductor process builds the :class:`Precacher` at start-up with its pools, clients and
+notifier (:mod:`fleetcache.conductor.precache` shows how).
 """
 
 from __future__ import annotations
