@@ -44,7 +44,11 @@ class ChunkPool:
         self._lent: mmap.mmap | None = None
 
     def acquire(self, size: int) -> memoryview:
-        """A writable, page-aligned buffer of ``size`` bytes (reused, or made now)."""
+        """A writable, page-aligned buffer of ``size`` bytes (reused, or made now).
+
+        :raises MemoryError: no buffer can be mapped. Not an ``OSError``: the sources map
+            those of their reads to a transient transfer failure (a retry, or the next
+            peer), which a host out of memory is not."""
         with self._lock:
             lent, self._lent = self._lent, None
             if lent is not None:  # acquired, never handed on: the source dropped it
@@ -53,7 +57,10 @@ class ChunkPool:
             if free:
                 self._lent = free.pop()
                 return memoryview(self._lent)
-        buf = mmap.mmap(-1, size)
+        try:
+            buf = mmap.mmap(-1, size)
+        except OSError as exc:  # ENOMEM: this host's memory, not the transfer's fault
+            raise MemoryError(f"cannot map a {size}-byte download buffer: {exc}") from exc
         with self._lock:
             self._made[id(buf)] = buf
             self._lent = buf

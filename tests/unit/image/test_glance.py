@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
 import pathlib
 import socket
 from collections.abc import Iterator
+from unittest import mock
 
 import pytest
 import urllib3
@@ -15,6 +17,7 @@ import urllib3
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.image import glance as glance_module
+from fleetcache.image import verify
 from fleetcache.image.glance import GlanceImageSource, paced_buffer
 from fleetcache.image.source import ImageMeta
 from tests.tls_certs import TestCA
@@ -309,6 +312,19 @@ def test_writer_errors_are_not_retried(glance: FakeGlance) -> None:
 
     with pytest.raises(OSError, match="No space left"):
         _source(glance.url).download(CTXT, ImageMeta.from_dict(body), Full())
+    assert len(glance.file_gets(body["id"])) == 1
+
+
+def test_a_download_buffer_that_cannot_be_mapped_is_not_retried(glance: FakeGlance) -> None:
+    """A host out of memory is not a network failure: no retry, no error blaming the GET."""
+    body = glance.add(DATA)
+    meta = ImageMeta.from_dict(body)
+    writer = verify.VerifyingWriter(io.BytesIO(), verify.ImageVerifier(meta))
+    enomem = OSError(errno.ENOMEM, "Cannot allocate memory")
+    with mock.patch("mmap.mmap", side_effect=enomem), \
+            pytest.raises(MemoryError, match="cannot map a .*-byte download buffer"):
+        _source(glance.url).download(CTXT, meta, writer)
+    writer.abort()
     assert len(glance.file_gets(body["id"])) == 1
 
 
