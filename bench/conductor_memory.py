@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a pre-cache job's memory goes in the conductor, from 1,000 to 10,000 hosts (issue 12).
 
-Drives :class:`fleetcache.conductor.precache.job.Precacher` in this process as the conductor
+Drives :class:`fleetcache.conductor.precache.precacher.Precacher` in this process as the conductor
 does (its host call pool of ``--concurrency`` workers, a coordinator pool, the result writer,
 a SQLite database with one compute service per host over ``--cells`` cells and an aggregate
 over them all), with fake compute clients that answer ``existing`` after ``--delay`` seconds

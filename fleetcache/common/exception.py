@@ -301,6 +301,14 @@ class ImageChecksumMismatch(ImageFetchError):
     error_code = "fleetcache.image.checksum_mismatch"
 
 
+class HostOutOfMemory(ImageFetchError):
+    """The download could not get the memory for its buffers: this host's failure, not the
+    transfer's, so no other source or retry is tried for it."""
+
+    msg_fmt = "Could not fetch image %(image_id)s: this host is out of memory: %(reason)s"
+    error_code = "fleetcache.image.host_out_of_memory"
+
+
 class DiskFloorReached(ImageFetchError):
     msg_fmt = ("Not caching image %(image_id)s: %(reason)s ([image_cache] disk_free_floor "
                "= %(floor)s)")

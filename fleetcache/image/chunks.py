@@ -14,6 +14,7 @@ The buffers of a :class:`ChunkPool` are anonymous ``mmap`` s, so:
 
 from __future__ import annotations
 
+import errno
 import mmap
 import threading
 
@@ -46,9 +47,9 @@ class ChunkPool:
     def acquire(self, size: int) -> memoryview:
         """A writable, page-aligned buffer of ``size`` bytes (reused, or made now).
 
-        :raises MemoryError: no buffer can be mapped. Not an ``OSError``: the sources map
-            those of their reads to a transient transfer failure (a retry, or the next
-            peer), which a host out of memory is not."""
+        :raises MemoryError: the host has no memory for the buffer (``ENOMEM``). Not an
+            ``OSError``: the sources map those of their reads to a transient transfer
+            failure (a retry, or the next peer), which a host out of memory is not."""
         with self._lock:
             lent, self._lent = self._lent, None
             if lent is not None:  # acquired, never handed on: the source dropped it
@@ -59,7 +60,9 @@ class ChunkPool:
                 return memoryview(self._lent)
         try:
             buf = mmap.mmap(-1, size)
-        except OSError as exc:  # ENOMEM: this host's memory, not the transfer's fault
+        except OSError as exc:
+            if exc.errno != errno.ENOMEM:
+                raise
             raise MemoryError(f"cannot map a {size}-byte download buffer: {exc}") from exc
         with self._lock:
             self._made[id(buf)] = buf

@@ -121,6 +121,7 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
         bytes now in ``keep``) and ``size`` set.
     :raises ImageNotAvailable: the image has no disk format (nothing is downloaded).
     :raises ImageFormatRejected, ImageSignatureVerificationFailed: the image is refused.
+    :raises HostOutOfMemory: the download's buffers could not be had.
     :raises ImageFetchError: the download or its verification failed, the file could not be
         written or converted. In every case the temporary file is removed.
     """
@@ -155,6 +156,9 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
         unlink(tmp)
         raise exception.ImageFetchError(
             image_id=meta.id, reason=f"cannot write {tmp}: {exc}") from exc
+    except MemoryError as exc:  # the pipeline's buffers (ChunkPool.acquire)
+        unlink(tmp)
+        raise exception.HostOutOfMemory(image_id=meta.id, reason=str(exc)) from exc
     except BaseException:
         unlink(tmp)
         raise

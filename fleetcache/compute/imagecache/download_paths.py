@@ -235,6 +235,8 @@ class DownloadPaths:
             LOG.warning("Image %s: bytes from peers %s refused (%s); fetching it from the "
                         "origin", meta.id, ", ".join(bad), exc)
             return self._after_peers(ctxt, origin, job, source, why, bad)
+        except exception.HostOutOfMemory:
+            raise  # neither the peers' failure nor one the origin would escape
         except Exception as exc:  # whatever went wrong, the origin is the way out
             why = (f"peer_failed: {exc.kwargs.get('reason')}" if isinstance(exc, PeersFailed)
                    else f"peer_failed: {source.failure()}: {type(exc).__name__}: {exc}")
@@ -270,7 +272,7 @@ class DownloadPaths:
             rbd = self.direct.source(route.location, os.path.dirname(job.final), job.prefix)
             try:
                 published, _ = self._checked(ctxt, rbd, job)
-            except DownloadPaused:
+            except (DownloadPaused, exception.HostOutOfMemory):
                 raise
             except Exception as exc:
                 fallback = f"{type(exc).__name__}: {exc}"

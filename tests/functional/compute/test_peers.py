@@ -5,6 +5,7 @@ image source), and small HTTP test doubles for peers that misbehave."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import http.server
 import io
 import json
@@ -13,6 +14,7 @@ import pathlib
 import socket
 import threading
 import time
+import types
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -36,6 +38,7 @@ from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.compute.peers.inflight import EXPECTED
 from fleetcache.compute.peers.server import SPARE_WORKERS
 from fleetcache.compute.virt.disk import DiskDriver
+from fleetcache.image import chunks
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
 from tests.functional.compute.peerfixtures import (
@@ -632,3 +635,28 @@ def test_failed_peers_hand_the_image_back_with_its_bytes_kept_when_the_call_says
     assert (again["bytes_resumed"], again["bytes_downloaded"]) == (kept, len(DATA) - kept)
     assert cache.source.offsets == [kept]
     assert _published(cache, image.id) == DATA
+
+
+def test_a_host_out_of_memory_blames_no_peer_and_asks_no_origin(
+        tmp_path: pathlib.Path, server: PeerServer, image: ImageMeta,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The download's buffers cannot be mapped (``ENOMEM``): the host's failure, not the
+    peer's: the image is an ``error`` saying so, the peer is not named failed, and the image
+    service is not asked behind the conductor's back (the call leaves it the next source)."""
+    conf = peer_conf(tmp_path, "compute-c")
+    driver = DiskDriver(conf, OriginSource(conf))
+    driver.init_host("compute-c")
+    manager, cache = ComputeManager(conf, driver), driver.image_cache
+    assert cache is not None and isinstance(cache.source, OriginSource)
+
+    def no_memory(*args: object) -> object:
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    monkeypatch.setattr(chunks, "mmap", types.SimpleNamespace(mmap=no_memory))
+    result = manager.cache_images(CTXT, [image.id], peers={image.id: [_peer(server, image.id)]},
+                                  origin_after_failed_peers=False)[image.id]
+    assert result["state"] == "error"
+    assert "this host is out of memory: cannot map a " in str(result["reason"])
+    assert not result.get("failed_peers") and not result.get("fallback_reason")
+    assert cache.source.offsets == [] and not cache.partial_files()
+    assert not os.path.exists(cache.path_for(image.id))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 import gc
 import hashlib
 import io
 import mmap
 import os
 import threading
+import types
 import weakref
 from unittest import mock
 
@@ -16,7 +18,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.image import verify
+from fleetcache.image import chunks, verify
 from fleetcache.image.chunks import ChunkPool, receive_buffer
 from fleetcache.image.source import (
     Buffer,
@@ -183,6 +185,20 @@ def test_receive_buffers_are_page_aligned_and_reused_once_both_workers_are_done(
     again = receive_buffer(writer, 65536)
     assert ctypes.addressof(ctypes.c_char.from_buffer(again)) == address
     assert out.getvalue() == DATA[:65536]
+
+
+@pytest.mark.parametrize(("code", "raised"), [(errno.ENOMEM, MemoryError),
+                                              (errno.EPERM, PermissionError)])
+def test_only_a_buffer_the_host_has_no_memory_for_is_a_memory_error(
+        code: int, raised: type[BaseException], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ENOMEM`` is the host's failure, not the transfer's (the sources take an ``OSError``
+    of a read for a transient one); any other error of ``mmap`` stays what it is."""
+    def refused(*args: object) -> object:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(chunks, "mmap", types.SimpleNamespace(mmap=refused))
+    with pytest.raises(raised):
+        ChunkPool().acquire(65536)
 
 
 def test_a_receive_buffer_dropped_unwritten_is_lent_again() -> None:

@@ -1,6 +1,6 @@
 """A job's terms in the conductor: its window (scheduled, cut at the close, resumed in the next
-one), its deadline, and its per-request limits (fleetcache.conductor.precache.job, .hostcall,
-.windows), on fake computes that take compute RPC 1.5."""
+one), its deadline, and its per-request limits (fleetcache.conductor.precache.job,
+.precacher, .hostcall, .windows), on fake computes that take compute RPC 1.5."""
 
 from __future__ import annotations
 
