@@ -5,10 +5,12 @@ replaced by a function that writes into the FIFO as the privsep daemon's ``rbd``
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import io
 import os
 import pathlib
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +21,7 @@ from fleetcache.common.context import RequestContext
 from fleetcache.common.rbd_settings import RbdSettings
 from fleetcache.compute.imagecache import ImageCache, RbdDirect
 from fleetcache.compute.imagecache.layout import partial_prefix
+from fleetcache.image import chunks
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta
 from fleetcache.privsep.rbd import (
@@ -138,6 +141,21 @@ def test_any_failure_of_the_export_falls_back_to_http_and_leaves_nothing(env, ex
     assert pathlib.Path(cache.path_for(env["meta"].id)).read_bytes() == DATA
     assert _leftovers(cache) == []
     assert cache.direct_fallbacks == 1
+
+
+def test_a_host_out_of_memory_is_no_fallback_to_http(env, monkeypatch):
+    """The download's buffers cannot be mapped: the host's failure, which HTTP would meet
+    too: no fallback counted, the image service not asked, nothing left."""
+    def no_memory(*args: object) -> object:
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    cache = _cache(env, FakeExport())
+    monkeypatch.setattr(chunks, "mmap", types.SimpleNamespace(mmap=no_memory))
+    with pytest.raises(exception.HostOutOfMemory, match="this host is out of memory"):
+        cache.fetch(CTXT, env["meta"].id)
+    assert isinstance(cache.source, RbdLocalSource) and cache.source.downloads == 0
+    assert cache.direct_fallbacks == 0 and _leftovers(cache) == []
+    assert not os.path.exists(cache.path_for(env["meta"].id))
 
 
 def test_image_of_another_cluster_goes_over_http_with_the_reason(env):
