@@ -5,7 +5,6 @@ image source), and small HTTP test doubles for peers that misbehave."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import http.server
 import io
 import json
@@ -14,7 +13,6 @@ import pathlib
 import socket
 import threading
 import time
-import types
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -38,7 +36,6 @@ from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.compute.peers.inflight import EXPECTED
 from fleetcache.compute.peers.server import SPARE_WORKERS
 from fleetcache.compute.virt.disk import DiskDriver
-from fleetcache.image import chunks
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
 from tests.functional.compute.peerfixtures import (
@@ -47,6 +44,7 @@ from tests.functional.compute.peerfixtures import (
     peer_conf,
     running_server,
 )
+from tests.unit.image.fixtures import buffers_cannot_be_mapped
 from tests.waiting import wait_for
 
 CTXT = RequestContext()
@@ -649,10 +647,7 @@ def test_a_host_out_of_memory_blames_no_peer_and_asks_no_origin(
     manager, cache = ComputeManager(conf, driver), driver.image_cache
     assert cache is not None and isinstance(cache.source, OriginSource)
 
-    def no_memory(*args: object) -> object:
-        raise OSError(errno.ENOMEM, "Cannot allocate memory")
-
-    monkeypatch.setattr(chunks, "mmap", types.SimpleNamespace(mmap=no_memory))
+    buffers_cannot_be_mapped(monkeypatch)
     result = manager.cache_images(CTXT, [image.id], peers={image.id: [_peer(server, image.id)]},
                                   origin_after_failed_peers=False)[image.id]
     assert result["state"] == "error"

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 import shutil
 import time
+import types
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from fleetcache.common import config
+from fleetcache.image import chunks
 
 
 def make_conf(**overrides: Any) -> cfg.ConfigOpts:
@@ -85,3 +88,13 @@ def _gone(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def buffers_cannot_be_mapped(monkeypatch: pytest.MonkeyPatch, code: int = errno.ENOMEM) -> None:
+    """Every download buffer a :class:`~fleetcache.image.chunks.ChunkPool` maps from now on
+    fails with ``code`` (``ENOMEM``: the host is out of memory); other ``mmap`` users (the
+    ``O_DIRECT`` writer's staging buffer) are left alone."""
+    def refused(*args: object) -> object:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(chunks, "mmap", types.SimpleNamespace(mmap=refused))

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import io
 import os
 import pathlib
 import socket
 from collections.abc import Iterator
-from unittest import mock
 
 import pytest
 import urllib3
@@ -22,7 +20,7 @@ from fleetcache.image.glance import GlanceImageSource, paced_buffer
 from fleetcache.image.source import ImageMeta
 from tests.tls_certs import TestCA
 from tests.unit.image.fakeglance import FakeGlance
-from tests.unit.image.fixtures import make_conf
+from tests.unit.image.fixtures import buffers_cannot_be_mapped, make_conf
 
 CTXT = RequestContext(request_id="req-test")
 DATA = os.urandom(3 * 1024 * 1024 + 17)
@@ -315,14 +313,14 @@ def test_writer_errors_are_not_retried(glance: FakeGlance) -> None:
     assert len(glance.file_gets(body["id"])) == 1
 
 
-def test_a_download_buffer_that_cannot_be_mapped_is_not_retried(glance: FakeGlance) -> None:
+def test_a_download_buffer_that_cannot_be_mapped_is_not_retried(
+        glance: FakeGlance, monkeypatch: pytest.MonkeyPatch) -> None:
     """A host out of memory is not a network failure: no retry, no error blaming the GET."""
     body = glance.add(DATA)
     meta = ImageMeta.from_dict(body)
     writer = verify.VerifyingWriter(io.BytesIO(), verify.ImageVerifier(meta))
-    enomem = OSError(errno.ENOMEM, "Cannot allocate memory")
-    with mock.patch("mmap.mmap", side_effect=enomem), \
-            pytest.raises(MemoryError, match="cannot map a .*-byte download buffer"):
+    buffers_cannot_be_mapped(monkeypatch)
+    with pytest.raises(MemoryError, match="cannot map a .*-byte download buffer"):
         _source(glance.url).download(CTXT, meta, writer)
     writer.abort()
     assert len(glance.file_gets(body["id"])) == 1

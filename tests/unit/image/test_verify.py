@@ -10,7 +10,6 @@ import io
 import mmap
 import os
 import threading
-import types
 import weakref
 from unittest import mock
 
@@ -18,7 +17,7 @@ import pytest
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
-from fleetcache.image import chunks, verify
+from fleetcache.image import verify
 from fleetcache.image.chunks import ChunkPool, receive_buffer
 from fleetcache.image.source import (
     Buffer,
@@ -27,6 +26,7 @@ from fleetcache.image.source import (
     ProgressCallback,
     Writer,
 )
+from tests.unit.image.fixtures import buffers_cannot_be_mapped
 
 DATA = b"fleetcache" * 100_000
 
@@ -193,10 +193,7 @@ def test_only_a_buffer_the_host_has_no_memory_for_is_a_memory_error(
         code: int, raised: type[BaseException], monkeypatch: pytest.MonkeyPatch) -> None:
     """``ENOMEM`` is the host's failure, not the transfer's (the sources take an ``OSError``
     of a read for a transient one); any other error of ``mmap`` stays what it is."""
-    def refused(*args: object) -> object:
-        raise OSError(code, os.strerror(code))
-
-    monkeypatch.setattr(chunks, "mmap", types.SimpleNamespace(mmap=refused))
+    buffers_cannot_be_mapped(monkeypatch, code)
     with pytest.raises(raised):
         ChunkPool().acquire(65536)
 

@@ -5,12 +5,10 @@ replaced by a function that writes into the FIFO as the privsep daemon's ``rbd``
 from __future__ import annotations
 
 import dataclasses
-import errno
 import functools
 import io
 import os
 import pathlib
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +19,6 @@ from fleetcache.common.context import RequestContext
 from fleetcache.common.rbd_settings import RbdSettings
 from fleetcache.compute.imagecache import ImageCache, RbdDirect
 from fleetcache.compute.imagecache.layout import partial_prefix
-from fleetcache.image import chunks
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta
 from fleetcache.privsep.rbd import (
@@ -30,7 +27,7 @@ from fleetcache.privsep.rbd import (
     check_destination,
     configured_settings,
 )
-from tests.unit.image.fixtures import make_conf
+from tests.unit.image.fixtures import buffers_cannot_be_mapped, make_conf
 
 CTXT = RequestContext()
 FSID = "7d3c1f0e-2a4b-4c5d-8e9f-0a1b2c3d4e5f"
@@ -146,11 +143,8 @@ def test_any_failure_of_the_export_falls_back_to_http_and_leaves_nothing(env, ex
 def test_a_host_out_of_memory_is_no_fallback_to_http(env, monkeypatch):
     """The download's buffers cannot be mapped: the host's failure, which HTTP would meet
     too: no fallback counted, the image service not asked, nothing left."""
-    def no_memory(*args: object) -> object:
-        raise OSError(errno.ENOMEM, "Cannot allocate memory")
-
     cache = _cache(env, FakeExport())
-    monkeypatch.setattr(chunks, "mmap", types.SimpleNamespace(mmap=no_memory))
+    buffers_cannot_be_mapped(monkeypatch)
     with pytest.raises(exception.HostOutOfMemory, match="this host is out of memory"):
         cache.fetch(CTXT, env["meta"].id)
     assert isinstance(cache.source, RbdLocalSource) and cache.source.downloads == 0
