@@ -21,6 +21,23 @@ import threading
 from fleetcache.image.source import Buffer, Writer
 
 
+def map_buffer(size: int) -> mmap.mmap:
+    """An anonymous, page-aligned mapping of ``size`` bytes for a download's bytes.
+
+    :raises MemoryError: the host has no memory for it (``ENOMEM``). Not an ``OSError``: the
+        sources map the ``OSError`` s of their reads to a transient transfer failure (a
+        retry, or the next peer), and the image cache those of its writes to "cannot write",
+        neither of which a host out of memory is. Any other ``mmap`` error stays an
+        ``OSError``.
+    """
+    try:
+        return mmap.mmap(-1, size)
+    except OSError as exc:
+        if exc.errno != errno.ENOMEM:
+            raise
+        raise MemoryError(f"cannot map a {size}-byte download buffer: {exc}") from exc
+
+
 class ChunkPool:
     """Buffers handed out by :meth:`acquire`, free again once every reader of the chunk made
     of one is done with it (:meth:`handed`, then :meth:`seen` by each reader).
@@ -47,9 +64,7 @@ class ChunkPool:
     def acquire(self, size: int) -> memoryview:
         """A writable, page-aligned buffer of ``size`` bytes (reused, or made now).
 
-        :raises MemoryError: the host has no memory for the buffer (``ENOMEM``). Not an
-            ``OSError``: the sources map those of their reads to a transient transfer
-            failure (a retry, or the next peer), which a host out of memory is not."""
+        :raises MemoryError: the host has no memory for the buffer (:func:`map_buffer`)."""
         with self._lock:
             lent, self._lent = self._lent, None
             if lent is not None:  # acquired, never handed on: the source dropped it
@@ -58,12 +73,7 @@ class ChunkPool:
             if free:
                 self._lent = free.pop()
                 return memoryview(self._lent)
-        try:
-            buf = mmap.mmap(-1, size)
-        except OSError as exc:
-            if exc.errno != errno.ENOMEM:
-                raise
-            raise MemoryError(f"cannot map a {size}-byte download buffer: {exc}") from exc
+        buf = map_buffer(size)
         with self._lock:
             self._made[id(buf)] = buf
             self._lent = buf

@@ -31,6 +31,7 @@ import os
 from typing import BinaryIO, Protocol
 
 from fleetcache.compute.imagecache.files import EarlyWriteback
+from fleetcache.image.chunks import map_buffer
 from fleetcache.image.source import Buffer
 
 LOG = logging.getLogger(__name__)
@@ -76,13 +77,19 @@ class _Buffered(EarlyWriteback):
 
 
 class ODirectWriter:
-    """Writes to ``fd``, opened or switched to ``O_DIRECT``, from offset 0 on."""
+    """Writes to ``fd``, opened or switched to ``O_DIRECT``, from offset 0 on.
+
+    The staging buffer is mapped when a chunk first needs it (a download made only of whole
+    pages in pool buffers never does), through :func:`~fleetcache.image.chunks.map_buffer`:
+    a host out of memory then raises ``MemoryError``, which the image cache reports as
+    such, not as a file it "cannot write".
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.direct = True
         self.written = 0
-        self._stage = mmap.mmap(-1, STAGE)
+        self._stage: mmap.mmap | None = None
         self._staged = 0
 
     def write(self, data: Buffer, /) -> int:
@@ -97,6 +104,8 @@ class ODirectWriter:
     def finish(self) -> None:
         """Write what is staged: its whole blocks directly, the rest without ``O_DIRECT``
         (the file's end, which is where an unaligned tail can only be)."""
+        if self._stage is None:
+            return
         stage = memoryview(self._stage)
         head = self._staged - self._staged % ALIGN
         self._write_all(stage[:head])
@@ -106,6 +115,8 @@ class ODirectWriter:
         self._staged = 0
 
     def _stage_copy(self, view: memoryview) -> None:
+        if self._stage is None:
+            self._stage = map_buffer(STAGE)
         stage = memoryview(self._stage)
         while view:
             take = min(len(view), STAGE - self._staged)

@@ -91,9 +91,9 @@ def _gone(pid: int) -> bool:
 
 
 def buffers_cannot_be_mapped(monkeypatch: pytest.MonkeyPatch, code: int = errno.ENOMEM) -> None:
-    """Every download buffer a :class:`~fleetcache.image.chunks.ChunkPool` maps from now on
-    fails with ``code`` (``ENOMEM``: the host is out of memory); other ``mmap`` users (the
-    ``O_DIRECT`` writer's staging buffer) are left alone."""
+    """Every download buffer mapped from now on (:func:`~fleetcache.image.chunks.map_buffer`:
+    a :class:`~fleetcache.image.chunks.ChunkPool`'s, the ``O_DIRECT`` writer's staging
+    buffer) fails with ``code`` (``ENOMEM``: the host is out of memory)."""
     def refused(*args: object) -> object:
         raise OSError(code, os.strerror(code))
 

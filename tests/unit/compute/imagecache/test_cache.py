@@ -24,7 +24,7 @@ from tests import hostile_images
 from tests.unit.compute.diskfixtures import Host
 from tests.unit.compute.imagecache.test_odirect import refuse_o_direct
 from tests.unit.image.fakeglance import FakeGlance
-from tests.unit.image.fixtures import make_conf
+from tests.unit.image.fixtures import buffers_cannot_be_mapped, make_conf
 from tests.waiting import wait_for
 
 CTXT = RequestContext()
@@ -135,6 +135,17 @@ def test_corrupt_download_leaves_nothing(cache: ImageCache, images: pathlib.Path
     assert os.listdir(cache.base_dir) == []
 
 
+def test_host_out_of_memory_is_said_and_leaves_nothing(
+        cache: ImageCache, images: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local source hands over ``bytes`` of no whole page: the ``O_DIRECT`` writer
+    stages them, and its staging buffer is what the host cannot map."""
+    meta = _add(images)
+    buffers_cannot_be_mapped(monkeypatch)
+    with pytest.raises(exception.HostOutOfMemory, match="this host is out of memory"):
+        cache.fetch(CTXT, meta.id)
+    assert os.listdir(cache.base_dir) == []
+
+
 def test_failed_transfer_leaves_nothing(cache: ImageCache, images: pathlib.Path) -> None:
     meta = _add(images)
     _source(cache).error = exception.ImageFetchError(image_id=meta.id, reason="cut")
@@ -215,7 +226,7 @@ import sys
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import ImageCache
 from fleetcache.image.glance import GlanceImageSource
-from tests.unit.image.fixtures import make_conf
+from tests.unit.image.fixtures import buffers_cannot_be_mapped, make_conf
 conf = make_conf(instances_path=sys.argv[1], glance__api_servers=[sys.argv[2]])
 print(ImageCache(conf, GlanceImageSource(conf)).fetch(RequestContext(), sys.argv[3]).downloaded)
 """

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from fleetcache.compute.imagecache import odirect
+from tests.unit.image.fixtures import buffers_cannot_be_mapped
 
 ALIGN = odirect.ALIGN
 
@@ -152,3 +153,28 @@ def test_other_write_errors_are_raised(tmp_path: pathlib.Path,
         sink = odirect.file_sink(f)
         with pytest.raises(OSError, match="No space left"):
             sink.write(_aligned_chunk(ALIGN, 1))
+
+
+def test_aligned_chunks_map_no_staging_buffer(tmp_path: pathlib.Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    buffers_cannot_be_mapped(monkeypatch)
+    chunk = _aligned_chunk(2 * ALIGN, 7)
+    with open(tmp_path / "base", "wb") as f:
+        sink = odirect.file_sink(f)
+        sink.write(chunk)
+        sink.finish()
+    assert (tmp_path / "base").read_bytes() == bytes(chunk)
+
+
+@pytest.mark.parametrize(("code", "error"), [(errno.ENOMEM, MemoryError),
+                                             (errno.EACCES, PermissionError)])
+def test_a_staging_buffer_that_cannot_be_mapped(tmp_path: pathlib.Path,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                code: int, error: type[Exception]) -> None:
+    """Out of memory is ``MemoryError`` (the image cache says so), not a write error; any
+    other ``mmap`` failure stays an ``OSError``."""
+    buffers_cannot_be_mapped(monkeypatch, code)
+    with open(tmp_path / "base", "wb") as f:
+        sink = odirect.file_sink(f)
+        with pytest.raises(error):
+            sink.write(b"tail")
