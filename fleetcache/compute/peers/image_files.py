@@ -5,8 +5,9 @@ Both are found through the image cache (its index, :mod:`~.inflight`), never fro
 the request, and opened once, with ``O_NOFOLLOW``, then ``fstat``-ed: the server reads only
 from the descriptor returned, so a link or a file swapped in after the check is never
 served. A base converted for a backend is not the image's own bytes and is not servable
-(:meth:`~fleetcache.compute.imagecache.cache.ImageCache.servable`), nor is the download
-that produced it.
+(:meth:`~fleetcache.compute.imagecache.cache.ImageCache.servable`), nor is the conversion
+while it is written (:meth:`~.inflight.Download.partial_path`); the download it is made
+from holds the image's bytes and is streamed until it ends.
 """
 
 from __future__ import annotations

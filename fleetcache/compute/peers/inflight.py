@@ -60,14 +60,21 @@ class Download:
     since: float = dataclasses.field(default_factory=time.monotonic)
 
     def partial_path(self) -> str | None:
-        """The download's temporary file: the newest regular file of ``directory`` whose
-        name starts with ``prefix`` (links and FIFOs skipped), or None while there is none."""
+        """The download's temporary file: the newest regular file of ``directory`` named
+        ``prefix`` + a ``mkstemp`` suffix (links and FIFOs skipped), or None while there is
+        none.
+
+        A name with a further dot is made from the download, not the download: the
+        conversion a backend asks for, written beside it as ``<download>.converted``
+        (:func:`~fleetcache.compute.imagebackend.disks.prepare_base`) while the download is
+        still registered as running. It is the newest file then, and not the image's bytes.
+        """
         if self.state != RUNNING or not self.prefix:
             return None
         best: tuple[float, int, str] | None = None
         with contextlib.suppress(FileNotFoundError), os.scandir(self.directory) as it:
             for entry in it:
-                if not entry.name.startswith(self.prefix):
+                if not entry.name.startswith(self.prefix) or "." in entry.name[len(self.prefix):]:
                     continue
                 with contextlib.suppress(FileNotFoundError):
                     st = entry.stat(follow_symlinks=False)

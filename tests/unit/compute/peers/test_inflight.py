@@ -70,6 +70,18 @@ def test_the_partial_file_is_the_newest_regular_one_never_a_link_or_fifo(
     assert flights.get(IMG).partial_path() is None  # type: ignore[union-attr]
 
 
+def test_the_conversion_of_a_download_is_never_its_partial_file(tmp_path: pathlib.Path) -> None:
+    """A backend that converts (qcow2 -> raw) writes ``<download>.converted`` beside the
+    download while it is still running: the newer file, and not the image's bytes."""
+    flights = InFlight()
+    with flights.downloading(IMG, 10, str(tmp_path), PREFIX):
+        download = tmp_path / f"{PREFIX}k3x_9q2z"
+        download.write_bytes(b"qcow2")
+        os.utime(download, (1, 1))
+        (tmp_path / f"{PREFIX}k3x_9q2z.converted").write_bytes(b"raw")
+        assert flights.get(IMG).partial_path() == str(download)  # type: ignore[union-attr]
+
+
 def _growing(tmp_path: pathlib.Path, flights: InFlight, size: int,
              stall: float = 5.0) -> tuple[GrowingFile, pathlib.Path]:
     path = tmp_path / f"{PREFIX}x"
