@@ -21,7 +21,10 @@ import time
 
 #: Largest request head read (a token is a few hundred bytes).
 MAX_HEAD = 8192
-_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
+#: ASCII digits only (``\d`` takes any script's, and ``int`` reads them), and at most 19: a
+#: byte offset of a file fits in 63 bits; more digits would make ``int`` refuse the number
+#: (Python's 4,300-digit limit) with a ``ValueError`` instead of a 416.
+_RANGE = re.compile(r"bytes=([0-9]{1,19})-([0-9]{0,19})")
 _REASONS = {200: "OK", 206: "Partial Content", 400: "Bad Request", 401: "Unauthorized",
             403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
             416: "Range Not Satisfiable", 431: "Request Header Fields Too Large",

@@ -27,6 +27,7 @@ def test_one_range_from_a_first_byte(value: str, span: tuple[int, int]) -> None:
 @pytest.mark.parametrize("value", [
     "bytes=0-1,5-6", "bytes=-10", "bytes=100-", "bytes=20-10", "items=0-1", "bytes=a-b",
     "bytes=", "bytes 0-1", "bytes=0-1 , 2-3",
+    "bytes=" + "9" * 5000 + "-", "bytes=0-" + "9" * 5000, "bytes=\u0661-\u0662",
 ])
 def test_several_suffix_foreign_or_unsatisfiable_ranges_are_refused(value: str) -> None:
     with pytest.raises(http_wire.RangeNotSatisfiable):
