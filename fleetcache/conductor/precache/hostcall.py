@@ -95,7 +95,9 @@ class HostPlan:
     #: Its image server for peers, when the job distributes through peers and it runs one.
     site: PeerSite | None = None
     #: Images its last cache report holds (looked up only when the job uses peers): asked
-    #: at once, neither waiting for a peer nor taking an image service slot.
+    #: at once, without waiting for a peer. The call still takes an image service slot and
+    #: download lease like any call without peers: the report may be older than the image's
+    #: ageing, and the host then downloads it, within the caps.
     holds: frozenset[str] = frozenset()
 
 
