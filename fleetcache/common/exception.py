@@ -309,6 +309,14 @@ class HostOutOfMemory(ImageFetchError):
     error_code = "fleetcache.image.host_out_of_memory"
 
 
+class ImageStoreFailed(ImageFetchError):
+    """The image's bytes came and this host could not store them: its file could not be
+    written, or the conversion its disk backend asks for failed. Another source of the same
+    bytes would meet the same, so none is tried for it."""
+
+    error_code = "fleetcache.image.store_failed"
+
+
 class DiskFloorReached(ImageFetchError):
     msg_fmt = ("Not caching image %(image_id)s: %(reason)s ([image_cache] disk_free_floor "
                "= %(floor)s)")

@@ -122,8 +122,9 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
     :raises ImageNotAvailable: the image has no disk format (nothing is downloaded).
     :raises ImageFormatRejected, ImageSignatureVerificationFailed: the image is refused.
     :raises HostOutOfMemory: the download's buffers could not be had.
-    :raises ImageFetchError: the download or its verification failed, the file could not be
-        written or converted. In every case the temporary file is removed.
+    :raises ImageStoreFailed: the file could not be written or converted.
+    :raises ImageFetchError: the download or its verification failed. In every case the
+        temporary file is removed.
     """
     inspection, plan, checks = _prepare(conf, ctxt, meta, factories)
     fd, tmp = tempfile.mkstemp(prefix=tmp_prefix, dir=os.path.dirname(final))
@@ -152,9 +153,9 @@ def download_checked(conf: cfg.ConfigOpts, source: ImageSource, ctxt: RequestCon
     except DownloadPaused as paused:
         _keep(tmp, keep, meta, paused)
         raise
-    except OSError as exc:
+    except OSError as exc:  # the sources map their reads' own (a transfer failure)
         unlink(tmp)
-        raise exception.ImageFetchError(
+        raise exception.ImageStoreFailed(
             image_id=meta.id, reason=f"cannot write {tmp}: {exc}") from exc
     except MemoryError as exc:  # the pipeline's buffers (ChunkPool.acquire)
         unlink(tmp)
@@ -187,11 +188,11 @@ def publish(plan: imagebackend.DiskPlan, image_id: str, downloaded: str, final: 
     """Make the inspected ``downloaded`` file the cached base ``final``, as ``plan`` says: a
     rename, or a conversion (``qemu-img convert``, fsync, rename).
 
-    :raises ImageFetchError: when the conversion fails (nothing is left behind).
+    :raises ImageStoreFailed: when the conversion fails (nothing is left behind).
     """
     try:
         imagebackend.prepare_base(plan, downloaded, final)
     except exception.QemuImgError as exc:
-        raise exception.ImageFetchError(
+        raise exception.ImageStoreFailed(
             image_id=image_id, reason=f"cannot convert it from {plan.source_format} to "
             f"{plan.base_format} for the {plan.backend} backend: {exc}") from exc

@@ -58,6 +58,10 @@ LOG = logging.getLogger(__name__)
 REFUSED_BYTES: tuple[type[Exception], ...] = (
     exception.ImageChecksumMismatch, exception.ImageSignatureVerificationFailed,
     exception.ImageFormatRejected)
+#: This host's own failures: the same whatever the bytes' source, so neither another source
+#: nor the origin is tried for them (peers are not blamed, no fallback is counted).
+HOST_FAILURES: tuple[type[Exception], ...] = (
+    exception.HostOutOfMemory, exception.ImageStoreFailed, exception.DiskFloorReached)
 #: Errors after which a paused download is dropped and the image fetched from byte 0.
 _RESUME_FAILED: tuple[type[Exception], ...] = (*REFUSED_BYTES, NotResumable)
 
@@ -235,7 +239,7 @@ class DownloadPaths:
             LOG.warning("Image %s: bytes from peers %s refused (%s); fetching it from the "
                         "origin", meta.id, ", ".join(bad), exc)
             return self._after_peers(ctxt, origin, job, source, why, bad)
-        except exception.HostOutOfMemory:
+        except HOST_FAILURES:
             raise  # neither the peers' failure nor one the origin would escape
         except Exception as exc:  # whatever went wrong, the origin is the way out
             why = (f"peer_failed: {exc.kwargs.get('reason')}" if isinstance(exc, PeersFailed)
@@ -272,7 +276,9 @@ class DownloadPaths:
             rbd = self.direct.source(route.location, os.path.dirname(job.final), job.prefix)
             try:
                 published, _ = self._checked(ctxt, rbd, job)
-            except (DownloadPaused, exception.HostOutOfMemory):
+            except DownloadPaused:
+                raise
+            except HOST_FAILURES:
                 raise
             except Exception as exc:
                 fallback = f"{type(exc).__name__}: {exc}"

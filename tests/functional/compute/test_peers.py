@@ -5,6 +5,7 @@ image source), and small HTTP test doubles for peers that misbehave."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import http.server
 import io
 import json
@@ -29,6 +30,7 @@ from fleetcache.compute.imagecache import (
     DownloadTerms,
     ImageCache,
     PeerBytesRefused,
+    download,
 )
 from fleetcache.compute.imagecache.paused import kept_bytes
 from fleetcache.compute.manager import ComputeManager
@@ -633,6 +635,40 @@ def test_failed_peers_hand_the_image_back_with_its_bytes_kept_when_the_call_says
     assert (again["bytes_resumed"], again["bytes_downloaded"]) == (kept, len(DATA) - kept)
     assert cache.source.offsets == [kept]
     assert _published(cache, image.id) == DATA
+
+
+class _FullDisk:
+    """A download's file sink on a full disk (what ``file_sink`` hands the pipeline)."""
+
+    direct = False
+
+    def write(self, data: object, /) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def finish(self) -> None:
+        pass
+
+
+def test_a_host_that_cannot_store_the_bytes_blames_no_peer_and_asks_no_origin(
+        tmp_path: pathlib.Path, server: PeerServer, image: ImageMeta,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The peer's bytes come and this host's disk refuses them: the host's failure, which
+    the image service's bytes would meet too: an ``error`` saying so, the peer not named
+    failed, the image service not asked, nothing left."""
+    conf = peer_conf(tmp_path, "compute-c")
+    driver = DiskDriver(conf, OriginSource(conf))
+    driver.init_host("compute-c")
+    manager, cache = ComputeManager(conf, driver), driver.image_cache
+    assert cache is not None and isinstance(cache.source, OriginSource)
+
+    monkeypatch.setattr(download, "file_sink", lambda f: _FullDisk())
+    result = manager.cache_images(CTXT, [image.id], peers={image.id: [_peer(server, image.id)]},
+                                  origin_after_failed_peers=True)[image.id]
+    assert result["state"] == "error"
+    assert "cannot write " in str(result["reason"]) and "No space left" in str(result["reason"])
+    assert not result.get("failed_peers") and not result.get("fallback_reason")
+    assert cache.source.offsets == [] and not cache.partial_files()
+    assert not os.path.exists(cache.path_for(image.id))
 
 
 def test_a_host_out_of_memory_blames_no_peer_and_asks_no_origin(
