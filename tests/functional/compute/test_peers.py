@@ -5,12 +5,12 @@ image source), and small HTTP test doubles for peers that misbehave."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import http.server
 import io
 import json
 import os
 import pathlib
+import re
 import socket
 import threading
 import time
@@ -30,7 +30,6 @@ from fleetcache.compute.imagecache import (
     DownloadTerms,
     ImageCache,
     PeerBytesRefused,
-    download,
 )
 from fleetcache.compute.imagecache.paused import kept_bytes
 from fleetcache.compute.manager import ComputeManager
@@ -46,6 +45,7 @@ from tests.functional.compute.peerfixtures import (
     peer_conf,
     running_server,
 )
+from tests.unit.compute.diskfixtures import disk_is_full
 from tests.unit.image.fixtures import buffers_cannot_be_mapped
 from tests.waiting import wait_for
 
@@ -637,57 +637,30 @@ def test_failed_peers_hand_the_image_back_with_its_bytes_kept_when_the_call_says
     assert _published(cache, image.id) == DATA
 
 
-class _FullDisk:
-    """A download's file sink on a full disk (what ``file_sink`` hands the pipeline)."""
-
-    direct = False
-
-    def write(self, data: object, /) -> int:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    def finish(self) -> None:
-        pass
-
-
-def test_a_host_that_cannot_store_the_bytes_blames_no_peer_and_asks_no_origin(
+@pytest.mark.parametrize("origin_after_failed_peers", [False, True])
+@pytest.mark.parametrize(("fault", "reason"), [
+    (buffers_cannot_be_mapped, "this host is out of memory: cannot map a "),
+    (disk_is_full, "cannot write .*No space left"),
+])
+def test_a_host_failure_blames_no_peer_and_asks_no_origin(
         tmp_path: pathlib.Path, server: PeerServer, image: ImageMeta,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The peer's bytes come and this host's disk refuses them: the host's failure, which
-    the image service's bytes would meet too: an ``error`` saying so, the peer not named
-    failed, the image service not asked, nothing left."""
+        monkeypatch: pytest.MonkeyPatch, fault: Any, reason: str,
+        origin_after_failed_peers: bool) -> None:
+    """The download's buffers cannot be mapped (``ENOMEM``), or the peer's bytes come and
+    this host's disk refuses them: the host's failure, which the image service's bytes would
+    meet too: the image is an ``error`` saying so, the peer is not named failed, and the
+    image service is not asked (whether or not the call leaves it the next source)."""
     conf = peer_conf(tmp_path, "compute-c")
     driver = DiskDriver(conf, OriginSource(conf))
     driver.init_host("compute-c")
     manager, cache = ComputeManager(conf, driver), driver.image_cache
     assert cache is not None and isinstance(cache.source, OriginSource)
 
-    monkeypatch.setattr(download, "file_sink", lambda f: _FullDisk())
+    fault(monkeypatch)
     result = manager.cache_images(CTXT, [image.id], peers={image.id: [_peer(server, image.id)]},
-                                  origin_after_failed_peers=True)[image.id]
+                                  origin_after_failed_peers=origin_after_failed_peers)[image.id]
     assert result["state"] == "error"
-    assert "cannot write " in str(result["reason"]) and "No space left" in str(result["reason"])
-    assert not result.get("failed_peers") and not result.get("fallback_reason")
-    assert cache.source.offsets == [] and not cache.partial_files()
-    assert not os.path.exists(cache.path_for(image.id))
-
-
-def test_a_host_out_of_memory_blames_no_peer_and_asks_no_origin(
-        tmp_path: pathlib.Path, server: PeerServer, image: ImageMeta,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The download's buffers cannot be mapped (``ENOMEM``): the host's failure, not the
-    peer's: the image is an ``error`` saying so, the peer is not named failed, and the image
-    service is not asked behind the conductor's back (the call leaves it the next source)."""
-    conf = peer_conf(tmp_path, "compute-c")
-    driver = DiskDriver(conf, OriginSource(conf))
-    driver.init_host("compute-c")
-    manager, cache = ComputeManager(conf, driver), driver.image_cache
-    assert cache is not None and isinstance(cache.source, OriginSource)
-
-    buffers_cannot_be_mapped(monkeypatch)
-    result = manager.cache_images(CTXT, [image.id], peers={image.id: [_peer(server, image.id)]},
-                                  origin_after_failed_peers=False)[image.id]
-    assert result["state"] == "error"
-    assert "this host is out of memory: cannot map a " in str(result["reason"])
+    assert re.search(reason, str(result["reason"]))
     assert not result.get("failed_peers") and not result.get("fallback_reason")
     assert cache.source.offsets == [] and not cache.partial_files()
     assert not os.path.exists(cache.path_for(image.id))

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import pathlib
 import subprocess
 from typing import Any
 
+import pytest
+
 from fleetcache.common.context import RequestContext
-from fleetcache.compute.imagecache import ImageCache
+from fleetcache.compute.imagecache import ImageCache, download
 from fleetcache.compute.instance_disks import InstanceDisks
 from fleetcache.image.local import LocalImageSource, add_image
 from tests.unit.image.fixtures import make_conf
@@ -62,3 +65,21 @@ def backing_chain(disk: str) -> list[dict[str, Any]]:
                           "-f", "qcow2", disk], check=True, capture_output=True, text=True)
     chain: list[dict[str, Any]] = json.loads(out.stdout)
     return chain
+
+
+class _FullDisk:
+    """A download's file sink on a full disk."""
+
+    direct = False
+
+    def write(self, data: object, /) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def finish(self) -> None:
+        pass
+
+
+def disk_is_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every download's file refuses its bytes from now on (``ENOSPC``): what the image
+    cache's pipeline writes through (``download.file_sink``) is a full disk."""
+    monkeypatch.setattr(download, "file_sink", lambda f: _FullDisk())

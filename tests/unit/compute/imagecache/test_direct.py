@@ -5,7 +5,6 @@ replaced by a function that writes into the FIFO as the privsep daemon's ``rbd``
 from __future__ import annotations
 
 import dataclasses
-import errno
 import functools
 import io
 import os
@@ -18,7 +17,7 @@ import pytest
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.rbd_settings import RbdSettings
-from fleetcache.compute.imagecache import ImageCache, RbdDirect, download
+from fleetcache.compute.imagecache import ImageCache, RbdDirect
 from fleetcache.compute.imagecache.layout import partial_prefix
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta
@@ -28,6 +27,7 @@ from fleetcache.privsep.rbd import (
     check_destination,
     configured_settings,
 )
+from tests.unit.compute.diskfixtures import disk_is_full
 from tests.unit.image.fixtures import buffers_cannot_be_mapped, make_conf
 
 CTXT = RequestContext()
@@ -141,37 +141,21 @@ def test_any_failure_of_the_export_falls_back_to_http_and_leaves_nothing(env, ex
     assert cache.direct_fallbacks == 1
 
 
-def test_a_host_out_of_memory_is_no_fallback_to_http(env, monkeypatch):
-    """The download's buffers cannot be mapped: the host's failure, which HTTP would meet
-    too: no fallback counted, the image service not asked, nothing left."""
+@pytest.mark.parametrize(("fault", "error", "reason"), [
+    (buffers_cannot_be_mapped, exception.HostOutOfMemory, "this host is out of memory"),
+    (disk_is_full, exception.ImageStoreFailed, "cannot write .*No space left"),
+])
+def test_a_host_failure_is_no_fallback_to_http(env, monkeypatch, fault, error, reason):
+    """The download's buffers cannot be mapped, or Ceph's bytes came and this host's disk
+    refused them: the host's failure, which HTTP would meet too: no fallback counted, the
+    image service not asked, nothing left."""
     cache = _cache(env, FakeExport())
-    buffers_cannot_be_mapped(monkeypatch)
-    with pytest.raises(exception.HostOutOfMemory, match="this host is out of memory"):
+    fault(monkeypatch)
+    with pytest.raises(error, match=reason):
         cache.fetch(CTXT, env["meta"].id)
     assert isinstance(cache.source, RbdLocalSource) and cache.source.downloads == 0
     assert cache.direct_fallbacks == 0 and _leftovers(cache) == []
     assert not os.path.exists(cache.path_for(env["meta"].id))
-
-
-def test_a_disk_that_cannot_store_the_bytes_is_no_fallback_to_http(env, monkeypatch):
-    """Ceph's bytes came and this host's disk refused them: HTTP's bytes would meet the same
-    disk: no fallback counted, the image service not asked, nothing left."""
-    cache = _cache(env, FakeExport())
-
-    class FullDisk:
-        direct = False
-
-        def write(self, data: object, /) -> int:
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        def finish(self) -> None:
-            pass
-
-    monkeypatch.setattr(download, "file_sink", lambda f: FullDisk())
-    with pytest.raises(exception.ImageStoreFailed, match="cannot write .*No space left"):
-        cache.fetch(CTXT, env["meta"].id)
-    assert isinstance(cache.source, RbdLocalSource) and cache.source.downloads == 0
-    assert cache.direct_fallbacks == 0 and _leftovers(cache) == []
 
 
 def test_image_of_another_cluster_goes_over_http_with_the_reason(env):
