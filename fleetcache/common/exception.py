@@ -41,6 +41,8 @@ formats ``msg_fmt`` with its keyword arguments and carries an HTTP-like ``code``
     │   └── LimitsUnavailable (Keystone's limits could not be read)
     ├── ImageFetchError (a download failed; carries the reason)
     │   ├── ImageChecksumMismatch (the bytes differ from the image's size or hash)
+    │   ├── HostOutOfMemory (the download's buffers could not be mapped)
+    │   ├── ImageStoreFailed (the bytes came; the file could not be written or converted)
     │   └── DiskFloorReached (the cache's file system would fall below its floor)
     ├── NoValidHost (the scheduler found no host; carries the per-filter summary)
     ├── DiskCreateFailed (an instance disk could not be written: a failed copy, a full disk)

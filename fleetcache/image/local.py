@@ -65,9 +65,16 @@ class LocalImageSource(ImageSource):
             src = open(data_path, "rb")
         except FileNotFoundError as exc:
             raise exception.ImageNotAvailable(image_id=image_id, reason="no data") from exc
+        except OSError as exc:  # the source's failure, not the writer's
+            raise exception.ImageFetchError(image_id=image_id,
+                                            reason=f"cannot open {data_path}: {exc}") from exc
         with src:
             if offset:  # a FIFO (the tests' slow image) cannot seek, and need not from 0
-                src.seek(offset)
+                try:
+                    src.seek(offset)
+                except OSError as exc:
+                    raise exception.ImageFetchError(
+                        image_id=image_id, reason=f"cannot seek to byte {offset}: {exc}") from exc
             while chunk := _read(src, image_id, self.chunk_size):
                 writer.write(chunk)
                 written += len(chunk)

@@ -14,7 +14,8 @@ final name, and any failure (a refused image included) removes the temporary fil
 refused image never lands in the cache and its reason is the exception's message. With a
 direct path (:mod:`~fleetcache.compute.imagecache.direct`), an image with an ``rbd://``
 location of this compute's cluster is first exported from Ceph through the same pipeline;
-any failure of that attempt leaves nothing and the image is downloaded from the source
+any failure of that attempt but the host's own (out of memory, a file it cannot write or
+convert, its disk floor) leaves nothing and the image is downloaded from the source
 instead, the reason kept in the outcome and logged, and counted.
 
 A call's terms (:mod:`~fleetcache.compute.imagecache.terms`: an end time and a rate) apply to

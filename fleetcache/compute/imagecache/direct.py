@@ -130,11 +130,20 @@ class RbdExportSource(ImageSource):
                  progress: ProgressCallback | None = None) -> int:
         """Export ``meta`` into ``writer``; :raises ImageFetchError: naming the failure."""
         fifo = os.path.join(self.base_dir, f"{self.tmp_prefix}rbd{secrets.token_hex(4)}")
-        os.mkfifo(fifo, 0o600)
+        # The FIFO's own errors are this path's (HTTP is tried next), as its reads' are; only
+        # the writer's are the host's.
+        try:
+            os.mkfifo(fifo, 0o600)
+        except OSError as exc:
+            raise exception.ImageFetchError(
+                image_id=meta.id, reason=f"cannot make the export's FIFO: {exc}") from exc
         try:
             rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except BaseException:
+        except BaseException as exc:
             os.unlink(fifo)
+            if isinstance(exc, OSError):
+                raise exception.ImageFetchError(
+                    image_id=meta.id, reason=f"cannot open the export's FIFO: {exc}") from exc
             raise
         export = _ExportThread(self, fifo)
         try:
@@ -162,7 +171,8 @@ class RbdExportSource(ImageSource):
             fcntl.fcntl(rfd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)
         except OSError as exc:  # a smaller pipe-max-size: keep the default
             if exc.errno not in (errno.EPERM, errno.EINVAL):
-                raise
+                raise exception.ImageFetchError(
+                    image_id=meta.id, reason=f"cannot size the export's FIFO: {exc}") from exc
         written = 0
         while True:
             # The writer's page-aligned buffer, handed over as it is (no copy into ``bytes``;
@@ -175,6 +185,9 @@ class RbdExportSource(ImageSource):
                     n = os.readv(rfd, [view[filled:]])
                 except BlockingIOError:  # no writer ever came: the export failed early
                     n = 0
+                except OSError as exc:
+                    raise exception.ImageFetchError(
+                        image_id=meta.id, reason=f"reading the export failed: {exc}") from exc
                 if n == 0:
                     break
                 filled += n

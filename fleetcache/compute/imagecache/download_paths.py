@@ -13,7 +13,7 @@ fallbacks between them; every path feeds the same checked download
   leave that to the conductor, :class:`PeerBytesRefused` is raised (nothing kept);
 * **rbd**: the direct path from Ceph (:mod:`~fleetcache.compute.imagecache.direct`) for an
   image with an ``rbd://`` location of this compute's cluster; any failure leaves nothing
-  and falls back to HTTP, the reason kept;
+  and falls back to HTTP, the reason kept, but this host's own (:data:`HOST_FAILURES`);
 * **http**: the image source; a paused download of the image
   (:mod:`~fleetcache.compute.imagecache.paused`) is resumed there: its bytes re-read through
   the checks, the rest asked of the source from its end (``Range``). Bytes of a resumed
@@ -26,6 +26,10 @@ download's source is bound to them, and a download stopped at the call's end tim
 the image's paused download (whatever its path) and raised as
 :class:`~fleetcache.compute.imagecache.terms.DownloadPaused`, with what this call fetched and
 resumed.
+
+This host's own failures (:data:`HOST_FAILURES`: out of memory, a file it cannot write or
+convert, its disk floor) end the call on any path: another source of the same bytes would
+meet them too, so no fallback is made and no peer is named.
 
 Metadata always comes from the image source (the caller's ``meta``), never from a peer.
 """
@@ -209,8 +213,8 @@ class DownloadPaths:
 
     def _from_peers(self, ctxt: RequestContext, origin: ImageSource, job: _Download,
                     peers: Sequence[Peer]) -> Fetched:
-        """One checked download from ``peers`` (then the origin resuming); on any failure,
-        the origin from byte 0."""
+        """One checked download from ``peers`` (then the origin resuming); on any failure
+        but :data:`HOST_FAILURES`, the origin from byte 0."""
         meta = job.meta
         self._drop_paused(job)
         gone = (None if job.terms.origin_after_failed_peers
@@ -241,7 +245,7 @@ class DownloadPaths:
             return self._after_peers(ctxt, origin, job, source, why, bad)
         except HOST_FAILURES:
             raise  # neither the peers' failure nor one the origin would escape
-        except Exception as exc:  # whatever went wrong, the origin is the way out
+        except Exception as exc:  # any other failure: the origin is the way out
             why = (f"peer_failed: {exc.kwargs.get('reason')}" if isinstance(exc, PeersFailed)
                    else f"peer_failed: {source.failure()}: {type(exc).__name__}: {exc}")
             LOG.warning("Image %s: %s; fetching it from the origin", meta.id, why)
@@ -266,7 +270,7 @@ class DownloadPaths:
     def _from_origin(self, ctxt: RequestContext, source: ImageSource,
                      job: _Download) -> Fetched:
         """One checked download from Ceph when the direct path applies, else, or when it
-        fails in any way (nothing of it is left), over HTTP."""
+        fails in any way but :data:`HOST_FAILURES` (nothing of it is left), over HTTP."""
         meta = job.meta
         route = self.direct.route(meta) if self.direct is not None else None
         fallback = route.fallback if route is not None else None

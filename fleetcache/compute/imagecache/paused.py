@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import BinaryIO
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
@@ -43,7 +44,8 @@ def kept_bytes(path: str) -> int:
 
 
 class NotResumable(exception.ImageFetchError):
-    """The origin cannot continue an image mid-way; the caller starts again from byte 0."""
+    """The paused download cannot be read, or the origin cannot continue an image mid-way;
+    the caller starts again from byte 0."""
 
 
 class ResumedSource(ImageSource):
@@ -63,13 +65,17 @@ class ResumedSource(ImageSource):
 
     def download(self, ctxt: RequestContext, meta: ImageMeta, writer: Writer,
                  progress: ProgressCallback | None = None) -> int:
-        """:raises NotResumable: the origin cannot start mid-image (the file's bytes are
-        already written: the caller's download is spoilt and must start again)."""
-        fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        """:raises NotResumable: the paused file cannot be read, or the origin cannot start
+        mid-image (the file's bytes may be written already: the caller's download is spoilt
+        and must start again)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            raise NotResumable(image_id=meta.id, reason=f"cannot open {self.path}: {exc}") from exc
         with os.fdopen(fd, "rb") as f:
             with contextlib.suppress(AttributeError, OSError):
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-            while chunk := f.read(READ_CHUNK):
+            while chunk := self._read(f, meta):
                 writer.write(chunk)
                 self.resumed += len(chunk)
                 if progress is not None:
@@ -80,3 +86,12 @@ class ResumedSource(ImageSource):
             raise NotResumable(image_id=meta.id,
                                reason="its source cannot resume a download") from exc
         return self.resumed + got
+
+    def _read(self, f: BinaryIO, meta: ImageMeta) -> bytes:
+        """The paused file's next bytes; its read errors are the resume's (not the writer's).
+
+        :raises NotResumable: the read failed."""
+        try:
+            return f.read(READ_CHUNK)
+        except OSError as exc:
+            raise NotResumable(image_id=meta.id, reason=f"cannot read {self.path}: {exc}") from exc

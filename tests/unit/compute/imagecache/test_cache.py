@@ -226,7 +226,7 @@ import sys
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.imagecache import ImageCache
 from fleetcache.image.glance import GlanceImageSource
-from tests.unit.image.fixtures import buffers_cannot_be_mapped, make_conf
+from tests.unit.image.fixtures import make_conf
 conf = make_conf(instances_path=sys.argv[1], glance__api_servers=[sys.argv[2]])
 print(ImageCache(conf, GlanceImageSource(conf)).fetch(RequestContext(), sys.argv[3]).downloaded)
 """

@@ -5,6 +5,7 @@ replaced by a function that writes into the FIFO as the privsep daemon's ``rbd``
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import io
 import os
@@ -17,7 +18,7 @@ import pytest
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.rbd_settings import RbdSettings
-from fleetcache.compute.imagecache import ImageCache, RbdDirect
+from fleetcache.compute.imagecache import ImageCache, RbdDirect, direct
 from fleetcache.compute.imagecache.layout import partial_prefix
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta
@@ -139,6 +140,22 @@ def test_any_failure_of_the_export_falls_back_to_http_and_leaves_nothing(env, ex
     assert pathlib.Path(cache.path_for(env["meta"].id)).read_bytes() == DATA
     assert _leftovers(cache) == []
     assert cache.direct_fallbacks == 1
+
+
+def test_a_fifo_that_cannot_be_made_falls_back_to_http(env, monkeypatch):
+    """The export's FIFO is the direct path's own: its failure is the path's, not a disk
+    refusing the image's bytes, so HTTP is tried and the fallback counted."""
+    cache = _cache(env, FakeExport())
+
+    def refused(path: str, mode: int = 0o666) -> None:
+        raise OSError(errno.EMLINK, os.strerror(errno.EMLINK))
+
+    monkeypatch.setattr(direct.os, "mkfifo", refused)
+    outcome = cache.fetch(CTXT, env["meta"].id)
+    assert outcome.download_path == "http" and cache.direct_fallbacks == 1
+    assert outcome.fallback_reason is not None
+    assert "cannot make the export's FIFO" in outcome.fallback_reason
+    assert pathlib.Path(cache.path_for(env["meta"].id)).read_bytes() == DATA
 
 
 @pytest.mark.parametrize(("fault", "error", "reason"), [
