@@ -322,14 +322,18 @@ class HostCaller:
         assert planner is not None
         host = plan.host
         show = functools.partial(self._show_waiting, host, image_id)
-        assignment = (Assignment() if image_id in plan.holds else
+        reported = image_id in plan.holds
+        assignment = (Assignment() if reported else
                       planner.assign(host, site, image_id, on_wait=show,
-                                     stopping=self.host_calls.stopping, client=client))
+                                     stopping=self.host_calls.stopping, client=client,
+                                     offer_origin=False))
         reply: ImageResult | None = None
         resumed = 0
         try:
             try:
                 with self._origin_lease(host, image_id, assignment):
+                    if assignment.from_origin and not reported:
+                        planner.offer(host, site, image_id, client, assignment)
                     replies = self._call(
                         client, host, [image_id],
                         peers={image_id: assignment.peers} if assignment.peers else None,

@@ -197,7 +197,8 @@ class PeerPlanner:
     def assign(self, host: str, site: PeerSite, image_id: str,
                on_wait: Callable[[str], None] | None = None,
                stopping: threading.Event | None = None,
-               client: ServeClient | None = None) -> Assignment:
+               client: ServeClient | None = None,
+               offer_origin: bool = True) -> Assignment:
         """Where ``host`` (of ``site``) takes ``image_id`` from; waits for a peer while its
         group's image service slots are taken and no holder has a free upload slot, at most
         ``peer_wait_timeout`` seconds. With cut-through and ``client`` (the host's cell's
@@ -205,12 +206,25 @@ class PeerPlanner:
         way, if it agrees (``serve_images``).
 
         :param on_wait: called once, with what it waits for, when the host has to wait.
+        :param offer_origin: whether a host assigned the image service is offered at once;
+            False: by :meth:`offer`, once the caller has its download lease. A host that
+            waits for one must not be offered before: its image server answers 404 to an
+            announced download that did not start within ``peer_stall_timeout``, and its
+            receivers would give a healthy source up as dead.
         :raises GateClosed: when ``stopping`` was set while it waited.
         """
         assignment = self._assign(host, site, image_id, on_wait, stopping)
-        if self.cut_through and client is not None:
-            self._offer_partial(host, site, image_id, client, assignment.source)
+        if client is not None and (offer_origin or not assignment.from_origin):
+            self.offer(host, site, image_id, client, assignment)
         return assignment
+
+    def offer(self, host: str, site: PeerSite, image_id: str, client: ServeClient,
+              assignment: Assignment) -> None:
+        """With cut-through, offer ``host`` as a source of its download of ``image_id`` (as
+        ``assignment`` says), which is about to start; hosts waiting for a peer of its group
+        are woken."""
+        if self.cut_through:
+            self._offer_partial(host, site, image_id, client, assignment.source)
 
     def _assign(self, host: str, site: PeerSite, image_id: str,
                 on_wait: Callable[[str], None] | None,

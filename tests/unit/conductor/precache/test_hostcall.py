@@ -9,6 +9,7 @@ slot given back whatever happens.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from fleetcache.common.context import get_admin_context
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor.precache.hostcall import HostCaller, HostPlan
 from fleetcache.conductor.precache.hostpool import HostCallPool
+from tests.unit.conductor.precache.test_peers import peer_conf, planner, site
 
 IMG_A = "a26887c6-c47b-4654-abb5-dfadf7d3f803"
 IMG_B = "4d8c3732-a248-40ed-bebc-539a6ffd25c0"
@@ -105,3 +107,55 @@ def test_a_client_that_cannot_be_had_or_a_raising_call_is_the_hosts_error(pool):
     assert lookup[IMG_A]["reason"] == "LookupError: no transport for cell1"
     assert call[IMG_B]["reason"] == "TimeoutError: gone"
     assert queued.acquire(blocking=False) and queued.acquire(blocking=False)
+
+
+class PeerComputes(Computes):
+    """Computes of compute RPC 1.7 (peers, refused and failed peers reported) that serve
+    what they are asked; ``events`` records ``serve_images`` and ``cache_images`` in order."""
+
+    takes_peers = takes_terms = reports_refused_peers = reports_failed_peers = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, str]] = []
+
+    def serve_images(self, ctxt: Any, host: str, job_uuid: str, key: str,
+                     image_ids: list[str], until: float) -> list[str]:
+        self.events.append(("serve", host))
+        return list(image_ids)
+
+    def cache_images(self, ctxt: Any, host: str, image_ids: list[str], **kwargs: Any) -> Any:
+        self.events.append(("cache", host))
+        return super().cache_images(ctxt, host, image_ids, **kwargs)
+
+
+def test_a_host_from_the_image_service_is_offered_to_peers_once_it_has_its_slot(pool):
+    """With cut-through, the host the planner gives the image service is announced as a
+    source (``serve_images``) only when it may start: its image server would answer 404 to
+    an announcement that waited for a download slot longer than ``peer_stall_timeout``, and
+    its receivers would give it up as dead."""
+    conf = peer_conf()
+    computes, outcomes, slots = PeerComputes(), Outcomes(), threading.BoundedSemaphore(1)
+    queued = threading.BoundedSemaphore(1)
+    caller = HostCaller(
+        get_admin_context(), "job-1", [IMG_A], None, clients=computes, host_calls=pool,
+        db=None, metrics=None, gate=None,  # type: ignore[arg-type]
+        queued=queued, host_done=outcomes,
+        planner=planner(conf), peer_images=frozenset([IMG_A]), origin_slots=slots)
+    queued.acquire()
+    slots.acquire()  # another host of the job downloads from the image service
+
+    thread = threading.Thread(
+        target=caller.call_host, args=(0, HostPlan("h1", SERVICE, site=site("h1"))),
+        daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    assert computes.events == []
+
+    slots.release()
+    thread.join(10)
+
+    # Offered, called, then (its base served) offered as a holder.
+    assert computes.events == [("serve", "h1"), ("cache", "h1"), ("serve", "h1")]
+    ((_, results),) = outcomes.got
+    assert results[IMG_A]["state"] == "cached"

@@ -42,6 +42,25 @@ def test_a_host_fetching_from_the_image_service_is_a_source_at_once(conf):
         ("h1", [IMG]), ("h2", [IMG])]
 
 
+def test_a_host_offered_later_is_no_source_until_then(conf):
+    """``offer_origin=False``: the caller offers the host once it may start (its download
+    lease); until then the group's next host waits for a peer, then gets it at once."""
+    plan, serving = planner(conf), Serving()
+
+    first = plan.assign("h1", site("h1"), IMG, client=serving, offer_origin=False)
+    thread, out = in_thread(lambda: plan.assign("h2", site("h2"), IMG, client=serving))
+    time.sleep(0.3)
+    assert first == Assignment(origin_slot=True)
+    assert serving.calls == [] and out == []
+
+    plan.offer("h1", site("h1"), IMG, serving, first)
+    thread.join(5)
+
+    (second,) = out
+    assert second.source == "h1" and [p["host"] for p in second.peers] == ["h1"]
+    assert [host for host, _, _, _ in serving.calls] == ["h1", "h2"]
+
+
 def test_with_one_upload_per_source_the_hosts_form_a_chain(conf):
     plan, serving = planner(conf), Serving()
 
