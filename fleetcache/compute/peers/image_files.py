@@ -16,6 +16,7 @@ import errno
 import logging
 import os
 import stat
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,8 @@ class DownloadNotStarted(Exception):
 
 
 def open_image(cache: ImageCache, image_id: str, *, cut_through: bool, answer_by: float,
-               send_timeout: float) -> tuple[int | None, GrowingFile | None]:
+               send_timeout: float, stopping: threading.Event | None = None
+               ) -> tuple[int | None, GrowingFile | None]:
     """A read-only descriptor of the cached base of ``image_id`` if it may be served, else
     (with ``cut_through``) of the file of its download under way, waiting until
     ``answer_by`` (monotonic seconds) at most for an expected download to start.
@@ -41,7 +43,8 @@ def open_image(cache: ImageCache, image_id: str, *, cut_through: bool, answer_by
         gives up after ``send_timeout`` seconds without progress), ``(None, None)``:
         neither, a download of unknown size (never streamed), or an expected download that
         did not start within ``send_timeout`` of being announced.
-    :raises DownloadNotStarted: its download is expected or starting, still.
+    :raises DownloadNotStarted: its download is expected or starting, still (at
+        ``answer_by``, or once ``stopping`` is set: the image server stops).
     """
     in_flight = cache.in_flight
     while True:
@@ -54,12 +57,12 @@ def open_image(cache: ImageCache, image_id: str, *, cut_through: bool, answer_by
                 return None, None
             fd = open_regular(download.partial_path())
             if fd is not None:
-                return fd, GrowingFile(fd, download, in_flight, send_timeout)
+                return fd, GrowingFile(fd, download, in_flight, send_timeout, stopping)
         elif download.state in (DONE, FAILED):  # a converted base is not served
             return open_regular(cache.servable(image_id)), None
         elif time.monotonic() - download.since >= send_timeout:
             return None, None  # announced, never started
-        if time.monotonic() >= answer_by:
+        if time.monotonic() >= answer_by or (stopping is not None and stopping.is_set()):
             raise DownloadNotStarted(image_id)
         in_flight.wait(min(0.05, max(0.0, answer_by - time.monotonic())))
 

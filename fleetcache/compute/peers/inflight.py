@@ -154,15 +154,18 @@ class GrowingFile:
     """The open temporary file ``fd`` of ``download``, as it grows.
 
     :param stall_timeout: seconds without growth before :meth:`wait_beyond` gives up.
+    :param stopping: set when the image server stops: the waits end at their next look.
     :param clock: monotonic seconds (tests pass their own).
     """
 
     def __init__(self, fd: int, download: Download, in_flight: InFlight, stall_timeout: float,
+                 stopping: threading.Event | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.fd = fd
         self.download = download
         self.in_flight = in_flight
         self.stall_timeout = stall_timeout
+        self.stopping = stopping
         self._clock = clock
         assert download.size is not None
         self.size: int = download.size
@@ -176,7 +179,8 @@ class GrowingFile:
                 return True
             current = self.in_flight.get(self.download.image_id)
             if (current is None or current.generation != self.download.generation
-                    or current.state != RUNNING or self._clock() >= deadline):
+                    or current.state != RUNNING or self._clock() >= deadline
+                    or self._stopping()):
                 return False
             self.in_flight.wait(POLL)
 
@@ -203,7 +207,12 @@ class GrowingFile:
             if self._clock() >= deadline:
                 raise DownloadEnded(f"no progress for {self.stall_timeout:.0f} s at byte "
                                     f"{written}")
+            if self._stopping():
+                raise DownloadEnded("the image server stops")
             self.in_flight.wait(POLL)
+
+    def _stopping(self) -> bool:
+        return self.stopping is not None and self.stopping.is_set()
 
 
 class _Cache(Protocol):

@@ -63,6 +63,8 @@ class BoundedListener(socketserver.TCPServer):
         self.free = threading.BoundedSemaphore(workers)
         self.sockets: set[socket.socket] = set()
         self._active_lock = threading.Lock()
+        #: Set by :meth:`abort_all`: a connection a worker takes up after it is not served.
+        self._aborted = False
         super().__init__(address, socketserver.BaseRequestHandler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -79,6 +81,8 @@ class BoundedListener(socketserver.TCPServer):
             # only ``sock`` may be shut down and closed.
             sock = self.handler.wrap(request)
             with self._active_lock:
+                if self._aborted:
+                    return
                 self.sockets.add(sock)
             self.handler.serve_connection(sock, client_address[0])
         except Exception:
@@ -96,8 +100,11 @@ class BoundedListener(socketserver.TCPServer):
             return len(self.sockets)
 
     def abort_all(self) -> None:
-        """End every connection under way (their workers then return at once)."""
+        """End every connection under way, and any a worker takes up from now on. A worker
+        waiting for a download's bytes does not touch its socket: its handler ends that wait
+        (:meth:`~fleetcache.compute.peers.server.PeerServer.stop`)."""
         with self._active_lock:
+            self._aborted = True
             for sock in self.sockets:
                 with contextlib.suppress(OSError):
                     # The TCP connection itself: a TLS socket's own ``shutdown`` would drop

@@ -171,6 +171,8 @@ class PeerServer:
         self._lock = threading.Lock()
         self._listener: BoundedListener | None = None
         self._thread: threading.Thread | None = None
+        #: Set by :meth:`stop`: requests waiting for a download's bytes end at once.
+        self._stopping = threading.Event()
 
     @property
     def url(self) -> str:
@@ -211,6 +213,7 @@ class PeerServer:
         listener, self._listener = self._listener, None
         if listener is None:
             return
+        self._stopping.set()
         listener.shutdown()
         listener.server_close()
         listener.abort_all()
@@ -308,7 +311,8 @@ class PeerServer:
             if not self.grants.allows(claims.job, image_id):
                 raise peer_tokens.PeerDenied("not_granted", f"{image_id} for {claims.job}")
             fd, growing = open_image(self.cache, image_id, cut_through=self.cut_through,
-                                     answer_by=answer_by, send_timeout=self.send_timeout)
+                                     answer_by=answer_by, send_timeout=self.send_timeout,
+                                     stopping=self._stopping)
             if fd is None:
                 raise peer_tokens.PeerDenied("not_cached", image_id)
         except peer_tokens.PeerDenied as exc:

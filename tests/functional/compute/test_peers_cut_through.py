@@ -27,6 +27,7 @@ from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.image.local import LocalImageSource
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
 from tests.functional.compute.peerfixtures import CHUNK, local_image, peer_conf
+from tests.waiting import wait_for
 
 CTXT = RequestContext()
 DATA = os.urandom(16 * CHUNK + 5)
@@ -212,6 +213,36 @@ def test_a_stalled_download_ends_the_response_after_the_stall_timeout(
     (_, body), waited = _timed_while_stalled(source_cache, image,
                                              lambda: _raw_get(server, image.id))
     assert body == DATA[:3 * CHUNK] and 0.9 < waited < 5
+
+
+def test_stopping_the_server_ends_a_request_waiting_for_a_stalled_download_at_once(
+        source_cache: ImageCache, image: ImageMeta) -> None:
+    """A request waiting for a download's next bytes touches no socket, so ending the
+    connections does not wake it: the server's stop does (before, it waited out the stall
+    timeout, 10 s here)."""
+    grants = ServeGrants()
+    grants.open(JOB, KEY, [image.id], time.time() + 600)
+    server = PeerServer(source_cache.conf, source_cache, grants, send_timeout=10)
+    server.start()
+    got: list[tuple[bytes, bytes]] = []
+
+    def request_then_stop() -> float:
+        reader = threading.Thread(target=lambda: got.append(_raw_get(server, image.id)))
+        reader.start()
+        wait_for(lambda: server.active_connections == 1, "the request is served")
+        time.sleep(0.2)  # the 3 chunks written are sent; it waits for more
+        started = time.monotonic()
+        server.stop()
+        stopped_in = time.monotonic() - started
+        reader.join(5)
+        return stopped_in
+
+    try:
+        stopped_in, _ = _timed_while_stalled(source_cache, image, request_then_stop)
+    finally:
+        server.stop()
+    assert stopped_in < 2
+    assert [body for _, body in got] == [DATA[:3 * CHUNK]]
 
 
 def test_a_request_beyond_the_written_part_is_told_to_ask_again_within_the_stall_timeout(
