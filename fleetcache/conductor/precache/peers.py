@@ -151,6 +151,11 @@ class _ImageGroup:
     holders: dict[str, _Holder] = dataclasses.field(default_factory=dict)
     #: Hosts fetching it from the image service under one of the group's slots.
     origin: set[str] = dataclasses.field(default_factory=set)
+    #: Hosts given the image service whose offer as a source waits for their download
+    #: lease (``assign(offer_origin=False)``, cut-through): the group's next hosts wait for
+    #: them as for a holder, and, when one is a holder already (back after its peers
+    #: failed), it is given to no new receiver meanwhile.
+    offering: set[str] = dataclasses.field(default_factory=set)
 
 
 class PeerPlanner:
@@ -214,8 +219,13 @@ class PeerPlanner:
         :raises GateClosed: when ``stopping`` was set while it waited.
         """
         assignment = self._assign(host, site, image_id, on_wait, stopping)
-        if client is not None and (offer_origin or not assignment.from_origin):
+        if client is None or not self.cut_through:
+            return assignment
+        if offer_origin or not assignment.from_origin:
             self.offer(host, site, image_id, client, assignment)
+        else:
+            with self._cond:
+                self._groups[(site["group"], image_id)].offering.add(host)
         return assignment
 
     def offer(self, host: str, site: PeerSite, image_id: str, client: ServeClient,
@@ -223,8 +233,20 @@ class PeerPlanner:
         """With cut-through, offer ``host`` as a source of its download of ``image_id`` (as
         ``assignment`` says), which is about to start; hosts waiting for a peer of its group
         are woken."""
-        if self.cut_through:
+        if not self.cut_through:
+            return
+        try:
             self._offer_partial(host, site, image_id, client, assignment.source)
+        finally:
+            self._offered(site, image_id, host)
+
+    def _offered(self, site: PeerSite, image_id: str, host: str) -> None:
+        """``host`` is no longer about to be offered (offered, refused, or its call ended)."""
+        with self._cond:
+            state = self._groups.get((site["group"], image_id))
+            if state is not None and host in state.offering:
+                state.offering.discard(host)
+                self._cond.notify_all()
 
     def _assign(self, host: str, site: PeerSite, image_id: str,
                 on_wait: Callable[[str], None] | None,
@@ -237,7 +259,7 @@ class PeerPlanner:
                 holder = self._free_holder(state, host)
                 if holder is not None:
                     break
-                if (not self._usable(state, host)
+                if (not self._usable(state, host) and not (state.offering - {host})
                         and self._origin_in_use(state) < self.origin_per_group):
                     state.origin.add(host)
                     return Assignment(origin_slot=True)
@@ -286,6 +308,7 @@ class PeerPlanner:
                 source.uploads -= 1
             if assignment.origin_slot:
                 state.origin.discard(host)
+            state.offering.discard(host)  # a wait for its lease that ended without it
             if result is not None:
                 self._drop_relays_of(state, self._learn(host, assignment, result))
             partial = state.holders.get(host)
@@ -347,7 +370,8 @@ class PeerPlanner:
 
     def _usable(self, state: _ImageGroup, host: str) -> list[_Holder]:
         return [h for h in state.holders.values()
-                if h.host != host and h.host not in self._failed and h.host not in self._named
+                if h.host != host and h.host not in state.offering
+                and h.host not in self._failed and h.host not in self._named
                 and h.host not in self._tainted and h.host not in self.quarantine
                 and not self._streams_from(state, h, host)]
 

@@ -61,6 +61,45 @@ def test_a_host_offered_later_is_no_source_until_then(conf):
     assert [host for host, _, _, _ in serving.calls] == ["h1", "h2"]
 
 
+def test_a_host_about_to_be_offered_is_waited_for_not_doubled_from_the_image_service(conf):
+    """Two image service slots per group: the group's next host waits for the first host's
+    offer (as it would have got it as its peer at once) instead of fetching a second copy
+    while the first waits for its download lease."""
+    conf.set_override("origin_downloads_per_group", 2, group="image_cache")
+    conf.set_override("peer_wait_timeout", 2, group="image_cache")
+    plan, serving = planner(conf), Serving()
+
+    first = plan.assign("h1", site("h1"), IMG, client=serving, offer_origin=False)
+    thread, out = in_thread(lambda: plan.assign("h2", site("h2"), IMG, client=serving))
+    time.sleep(0.3)
+    assert out == []
+
+    plan.offer("h1", site("h1"), IMG, serving, first)
+    thread.join(5)
+    assert out[0].source == "h1" and not out[0].origin_slot
+
+
+def test_a_host_back_for_the_image_service_is_no_source_until_offered_again(conf):
+    """h2 (fed by h1) gave the image back and is given the image service: until it has its
+    download lease and is offered again, no new receiver is sent to it."""
+    plan, serving = planner(conf), Serving()
+    plan.assign("h1", site("h1"), IMG, client=serving)
+    second = plan.assign("h2", site("h2"), IMG, client=serving)
+    plan.finished("h2", site("h2"), IMG, second,
+                  ImageResult(state="error", reason="peers gone", bytes_downloaded=0,
+                              failed_peers=["h1"]), serving)
+    again = plan.assign("h2", site("h2"), IMG, client=serving, offer_origin=False)
+    assert again == Assignment(origin_slot=True)
+
+    thread, out = in_thread(lambda: plan.assign("h3", site("h3"), IMG, client=serving))
+    time.sleep(0.3)
+    assert out == []
+
+    plan.offer("h2", site("h2"), IMG, serving, again)
+    thread.join(5)
+    assert out[0].source == "h2"
+
+
 def test_with_one_upload_per_source_the_hosts_form_a_chain(conf):
     plan, serving = planner(conf), Serving()
 
