@@ -194,6 +194,7 @@ class PeerServer:
 
         :raises InvalidConfiguration: the address cannot be bound.
         """
+        self._stopping.clear()  # started again after a stop
         try:
             self._listener = BoundedListener((self.address, self.port), self,
                                              self.max_uploads + SPARE_WORKERS)

@@ -235,6 +235,14 @@ def test_stopping_the_server_ends_a_request_waiting_for_a_stalled_download_at_on
         server.stop()
         stopped_in = time.monotonic() - started
         reader.join(5)
+        server.start()  # started again, it waits for the download as before
+        again = threading.Thread(target=lambda: got.append(_raw_get(server, image.id)))
+        again.start()
+        wait_for(lambda: server.active_connections == 1, "the request is served again")
+        time.sleep(0.5)
+        assert server.active_connections == 1
+        server.stop()
+        again.join(5)
         return stopped_in
 
     try:
@@ -242,7 +250,7 @@ def test_stopping_the_server_ends_a_request_waiting_for_a_stalled_download_at_on
     finally:
         server.stop()
     assert stopped_in < 2
-    assert [body for _, body in got] == [DATA[:3 * CHUNK]]
+    assert [body for _, body in got] == [DATA[:3 * CHUNK]] * 2
 
 
 def test_a_request_beyond_the_written_part_is_told_to_ask_again_within_the_stall_timeout(
