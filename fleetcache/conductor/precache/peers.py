@@ -259,7 +259,8 @@ class PeerPlanner:
                 holder = self._free_holder(state, host)
                 if holder is not None:
                     break
-                if (not self._usable(state, host) and not (state.offering - {host})
+                if (not self._usable(state, host)
+                        and not (state.offering - {host} - self._failed)
                         and self._origin_in_use(state) < self.origin_per_group):
                     state.origin.add(host)
                     return Assignment(origin_slot=True)
