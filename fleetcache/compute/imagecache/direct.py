@@ -134,17 +134,14 @@ class RbdExportSource(ImageSource):
         # the writer's are the host's.
         try:
             os.mkfifo(fifo, 0o600)
+            try:
+                rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except BaseException:
+                os.unlink(fifo)
+                raise
         except OSError as exc:
             raise exception.ImageFetchError(
                 image_id=meta.id, reason=f"cannot make the export's FIFO: {exc}") from exc
-        try:
-            rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except BaseException as exc:
-            os.unlink(fifo)
-            if isinstance(exc, OSError):
-                raise exception.ImageFetchError(
-                    image_id=meta.id, reason=f"cannot open the export's FIFO: {exc}") from exc
-            raise
         export = _ExportThread(self, fifo)
         try:
             export.start()
