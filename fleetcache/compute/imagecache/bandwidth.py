@@ -38,7 +38,7 @@ class TokenBucket:
 
     def __init__(self, rate: float, burst: float | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], object] = time.sleep) -> None:
         if rate <= 0:
             raise ValueError("a token bucket needs a positive rate")
         self.rate = float(rate)

@@ -160,8 +160,6 @@ class PeerServer:
         self.first_byte_wait: float = self.send_timeout / 2
         self.max_uploads: int = opts.peer_max_uploads
         self.cut_through: bool = opts.peer_cut_through
-        rate: int = opts.max_upload_bytes_per_second
-        self.bucket = TokenBucket(rate) if rate else None
         files = tls.load(conf)
         self.ssl_context = tls.server_context(files) if files is not None else None
         self.denied: collections.Counter[str] = collections.Counter()
@@ -171,8 +169,11 @@ class PeerServer:
         self._lock = threading.Lock()
         self._listener: BoundedListener | None = None
         self._thread: threading.Thread | None = None
-        #: Set by :meth:`stop`: requests waiting for a download's bytes end at once.
+        #: Set by :meth:`stop`: requests waiting for a download's bytes, or for the upload
+        #: cap's tokens, end at once.
         self._stopping = threading.Event()
+        rate: int = opts.max_upload_bytes_per_second
+        self.bucket = TokenBucket(rate, sleep=self._stopping.wait) if rate else None
 
     @property
     def url(self) -> str:
@@ -404,6 +405,8 @@ class PeerServer:
             if not data:
                 break
             self.bucket.take(len(data))
+            if self._stopping.is_set():
+                raise DownloadEnded("the image server stops")
             sock.sendall(data)
             sent += len(data)
         return sent

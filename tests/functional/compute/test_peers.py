@@ -494,6 +494,26 @@ def test_uploads_beyond_the_limit_get_503_with_retry_after(
             assert got < len(DATA)
 
 
+def test_stopping_the_server_ends_an_upload_waiting_for_its_cap(
+        tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants) -> None:
+    # At CHUNK bytes a second, the upload's first 256 KiB send waits 3 s for its tokens.
+    conf = peer_conf(tmp_path, "compute-c",
+                     image_cache__max_upload_bytes_per_second=CHUNK)
+    cache = ImageCache(conf, LocalImageSource(conf))
+    cache.fetch(CTXT, image.id)
+    with running_server(cache, grants) as server:
+        url = f"{server.url}/v1/images/{image.id}"
+        with requests.get(url, headers={"Authorization": _auth(image.id, server="compute-c")},
+                          stream=True, timeout=5) as upload:
+            assert upload.status_code == 200
+            started = time.monotonic()
+            server.stop()
+            assert time.monotonic() - started < 1.5
+            with contextlib.suppress(Exception):  # the body was cut short
+                assert len(upload.raw.read()) < len(DATA)
+        assert server.responses[200] == 1
+
+
 def test_connections_beyond_every_worker_get_503_at_once(
         tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants) -> None:
     conf = peer_conf(tmp_path, "compute-c", image_cache__peer_max_uploads=1)
