@@ -33,7 +33,8 @@ class DownloadNotStarted(Exception):
 
 
 def open_image(cache: ImageCache, image_id: str, *, cut_through: bool, answer_by: float,
-               send_timeout: float, stopping: threading.Event | None = None
+               send_timeout: float, resume_timeout: float,
+               stopping: threading.Event | None = None
                ) -> tuple[int | None, GrowingFile | None]:
     """A read-only descriptor of the cached base of ``image_id`` if it may be served, else
     (with ``cut_through``) of the file of its download under way, waiting until
@@ -42,7 +43,10 @@ def open_image(cache: ImageCache, image_id: str, *, cut_through: bool, answer_by
     :returns: ``(fd, None)`` for the base, ``(fd, growing)`` for a download (``growing``
         gives up after ``send_timeout`` seconds without progress), ``(None, None)``:
         neither, a download of unknown size (never streamed), or an expected download that
-        did not start within ``send_timeout`` of being announced.
+        did not start within ``send_timeout`` of being announced (``resume_timeout`` of
+        being handed back: the conductor's next call for it may first wait for a download
+        slot, and the receivers streaming from it would otherwise give it up as dead while
+        it waits).
     :raises DownloadNotStarted: its download is expected or starting, still (at
         ``answer_by``, or once ``stopping`` is set: the image server stops).
     """
@@ -60,7 +64,8 @@ def open_image(cache: ImageCache, image_id: str, *, cut_through: bool, answer_by
                 return fd, GrowingFile(fd, download, in_flight, send_timeout, stopping)
         elif download.state in (DONE, FAILED):  # a converted base is not served
             return open_regular(cache.servable(image_id)), None
-        elif time.monotonic() - download.since >= send_timeout:
+        elif time.monotonic() - download.since >= (resume_timeout if download.handed_back
+                                                   else send_timeout):
             return None, None  # announced, never started
         if time.monotonic() >= answer_by or (stopping is not None and stopping.is_set()):
             raise DownloadNotStarted(image_id)

@@ -58,6 +58,9 @@ class Download:
     prefix: str = ""
     #: Monotonic seconds of its registration.
     since: float = dataclasses.field(default_factory=time.monotonic)
+    #: Announced again because its peers failed: the image was given back to the
+    #: conductor, whose next call for it may first wait for a download slot.
+    handed_back: bool = False
 
     def partial_path(self) -> str | None:
         """The download's temporary file: the newest regular file of ``directory`` named
@@ -129,7 +132,8 @@ class InFlight:
             with self._cond:
                 current = self._downloads.get(image_id)
                 if current is not None and current.generation == generation:
-                    self._set(Download(image_id, EXPECTED, self._next()) if state == EXPECTED
+                    self._set(Download(image_id, EXPECTED, self._next(), handed_back=True)
+                              if state == EXPECTED
                               else dataclasses.replace(current, state=state))
 
     def wait(self, timeout: float) -> None:

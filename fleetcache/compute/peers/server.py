@@ -158,6 +158,9 @@ class PeerServer:
         #: them before a 503 ``not_yet``: within the receiver's read timeout
         #: (``peer_stall_timeout``), so that it hears the 503 rather than timing out.
         self.first_byte_wait: float = self.send_timeout / 2
+        #: How long a download handed back to the conductor is waited for: as long as its
+        #: receivers wait for a peer (``peer_wait_timeout``).
+        self.resume_timeout = float(opts.peer_wait_timeout)
         self.max_uploads: int = opts.peer_max_uploads
         self.cut_through: bool = opts.peer_cut_through
         files = tls.load(conf)
@@ -314,6 +317,7 @@ class PeerServer:
                 raise peer_tokens.PeerDenied("not_granted", f"{image_id} for {claims.job}")
             fd, growing = open_image(self.cache, image_id, cut_through=self.cut_through,
                                      answer_by=answer_by, send_timeout=self.send_timeout,
+                                     resume_timeout=self.resume_timeout,
                                      stopping=self._stopping)
             if fd is None:
                 raise peer_tokens.PeerDenied("not_cached", image_id)

@@ -22,6 +22,7 @@ from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
 from fleetcache.compute.imagecache import ImageCache
+from fleetcache.compute.imagecache.download_paths import PeersGone
 from fleetcache.compute.imagecache.layout import LOCK_PREFIX, partial_prefix
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.image.local import LocalImageSource
@@ -313,6 +314,23 @@ def test_an_expected_image_whose_download_never_starts_is_not_found(
     time.sleep(0.6)
     late = _get(server, image.id)  # peer_stall_timeout after the announcement: never
     assert (late.status_code, server.denied["not_cached"]) == (404, 1)
+
+
+def test_a_download_handed_back_is_waited_for_beyond_the_stall_timeout(
+        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
+    # Its peers failed: the image goes back to the conductor, whose next call may first
+    # wait for a download slot longer than peer_stall_timeout (1 s here).
+    with contextlib.suppress(PeersGone), source_cache.in_flight.downloading(
+            image.id, image.size, source_cache.base_dir, partial_prefix(image.id),
+            again=(PeersGone,)):
+        raise PeersGone(image.id, "compute-c: refused")
+    time.sleep(1.2)
+    waiting = _get(server, image.id)
+    assert (waiting.status_code, waiting.headers["Retry-After"]) == (503, "1")
+    with _writing(source_cache, image):
+        resumed = _get(server, image.id)
+    assert (resumed.status_code, resumed.content) == (200, DATA)
+    assert server.denied["not_cached"] == 0
 
 
 def test_without_cut_through_a_download_under_way_is_not_served(
