@@ -39,6 +39,7 @@ from fleetcache.compute.peers.server import SPARE_WORKERS
 from fleetcache.compute.virt.disk import DiskDriver
 from fleetcache.image.local import LocalImageSource, add_image
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
+from tests import hostile_images as corpus
 from tests.functional.compute.peerfixtures import (
     CHUNK,
     local_image,
@@ -46,7 +47,7 @@ from tests.functional.compute.peerfixtures import (
     running_server,
 )
 from tests.unit.compute.diskfixtures import disk_is_full
-from tests.unit.image.fixtures import buffers_cannot_be_mapped
+from tests.unit.image.fixtures import buffers_cannot_be_mapped, hanging_qemu_img
 from tests.waiting import wait_for
 
 CTXT = RequestContext()
@@ -492,6 +493,40 @@ def test_uploads_beyond_the_limit_get_503_with_retry_after(
             with contextlib.suppress(Exception):  # the body was cut short
                 got += len(upload.raw.read())
             assert got < len(DATA)
+
+
+@pytest.mark.parametrize("origin_after_failed_peers", [False, True])
+def test_a_conversion_that_fails_after_peers_blames_no_peer_and_asks_no_origin(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+        origin_after_failed_peers: bool) -> None:
+    """The peer's qcow2 bytes verify, then this host's ``qemu-img convert`` (to raw, for its
+    flat backend) does not finish within ``images_convert_timeout``: this host's failure,
+    as in the test above; the holder keeps and serves the qcow2 as it is."""
+    qcow2 = add_image(str(tmp_path / "images"), str(corpus.qcow2_with_data(tmp_path)),
+                      disk_format="qcow2")
+    holder = ImageCache(peer_conf(tmp_path, "compute-a", force_raw_images=False),
+                        LocalImageSource(peer_conf(tmp_path, "compute-a")))
+    assert holder.fetch(CTXT, qcow2.id).downloaded and holder.servable(qcow2.id)
+    grants = ServeGrants()
+    grants.open(JOB, KEY, [qcow2.id], time.time() + 600)
+    conf = peer_conf(tmp_path, "compute-c", libvirt__images_type="flat",
+                     libvirt__images_convert_timeout=1)
+    driver = DiskDriver(conf, OriginSource(conf))
+    driver.init_host("compute-c")
+    manager, cache = ComputeManager(conf, driver), driver.image_cache
+    assert cache is not None and isinstance(cache.source, OriginSource)
+
+    hanging_qemu_img(tmp_path, monkeypatch, "convert")
+    with running_server(holder, grants) as server:
+        result = manager.cache_images(
+            CTXT, [qcow2.id], peers={qcow2.id: [_peer(server, qcow2.id)]},
+            origin_after_failed_peers=origin_after_failed_peers)[qcow2.id]
+    assert result["state"] == "error"
+    assert re.search(r"cannot convert it from qcow2 to raw for the flat backend: .*time "
+                     r"limit of 1 s", str(result["reason"]))
+    assert not result.get("failed_peers") and not result.get("fallback_reason")
+    assert cache.source.offsets == [] and not cache.partial_files()
+    assert not os.path.exists(cache.path_for(qcow2.id))
 
 
 def test_stopping_the_server_ends_an_upload_waiting_for_its_cap(
