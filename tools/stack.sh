@@ -56,6 +56,10 @@
 # operator's choice that the benchmarks run both ways (docs/performance.md, "Hash speed per
 # core").
 #
+# FLEETCACHE_TOKEN_CACHE_TIME (default 10) is the services' [keystone_authtoken]
+# token_cache_time: the integration tests need a revoked token refused within seconds; the
+# benchmarks (bench/run.sh) run with keystonemiddleware's default, 300.
+#
 # FLEETCACHE_STACK_PEER_TLS=1 runs the computes' peer image servers over mutual TLS
 # ([image_cache] peer_ssl_*, docs/peer-distribution.md): `up` makes a CA of the stack's own and
 # one certificate per compute (openssl, P-256, the compute's my_ip as IP SAN) in
