@@ -139,6 +139,26 @@ def test_a_tampered_paused_download_is_dropped_and_the_image_fetched_from_zero(
     assert cache.paused_files() == [] and cache.partial_files() == []
 
 
+def test_a_paused_download_replaced_by_a_link_is_dropped_and_the_image_fetched_from_zero(
+        cache: ImageCache, tmp_path: pathlib.Path) -> None:
+    """The link (to a file that holds the image's own first bytes) is never followed: the
+    resume's open fails, and that is no error of the download."""
+    data = os.urandom(SIZE)
+    image_id = _add(cache, data)
+    kept = _pause(cache, image_id).kept
+    paused = pathlib.Path(cache.paused_file(image_id))
+    elsewhere = tmp_path / "elsewhere"
+    os.replace(paused, elsewhere)
+    paused.symlink_to(elsewhere)
+    outcome = cache.fetch(CTXT, image_id)
+    assert (outcome.bytes_resumed, outcome.bytes_downloaded) == (0, SIZE)
+    assert _source(cache).offsets == [0, 0]  # the link was neither read nor resumed from
+    with open(cache.path_for(image_id), "rb") as f:
+        assert f.read() == data
+    assert cache.paused_files() == [] and cache.partial_files() == []
+    assert not paused.is_symlink() and elsewhere.stat().st_size == kept
+
+
 def test_a_paused_download_larger_than_the_image_is_dropped(cache: ImageCache) -> None:
     image_id = _add(cache, os.urandom(64 * KiB))
     cache.ensure_dirs()
