@@ -25,7 +25,7 @@
 #   each in turn (FLEETCACHE_GLANCE_HASHING_ALGORITHM), since which hash a compute verifies is
 #   Glance's choice; sha512 is Glance's default, sha256 an operator's option. Its services
 #   keep a validated token for keystonemiddleware's default 300 s (FLEETCACHE_TOKEN_CACHE_TIME;
-#   the tests' stack keeps it 10 s, and every 10 s a request waits 0.13-0.17 s for Keystone).
+#   the tests' stack keeps it 10 s, and every 10 s a request waits 0.13-0.18 s for Keystone).
 # Each benchmark's output is shown as it runs; the end lists each one's status and headline.
 # Exit status: 0 when every benchmark ran to its end, else 1 (a missed target is no failure:
 # the figures depend on the machine's load; the smoke run judges none).

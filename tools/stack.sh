@@ -57,8 +57,9 @@
 # core").
 #
 # FLEETCACHE_TOKEN_CACHE_TIME (default 10) is the services' [keystone_authtoken]
-# token_cache_time: the integration tests need a revoked token refused within seconds; the
-# benchmarks (bench/run.sh) run with keystonemiddleware's default, 300.
+# token_cache_time: the integration tests need a revoked token refused within seconds (and
+# tools/run-integration.sh always runs with 10); the benchmarks (bench/run.sh) run with
+# keystonemiddleware's default, 300.
 #
 # FLEETCACHE_STACK_PEER_TLS=1 runs the computes' peer image servers over mutual TLS
 # ([image_cache] peer_ssl_*, docs/peer-distribution.md): `up` makes a CA of the stack's own and

@@ -40,7 +40,7 @@ KEYSTONE_START_PID=
 # default is 300): a revoked token is refused by the API and Glance within this time
 # (tests/integration/test_keystone_policy.py relies on 10). FLEETCACHE_TOKEN_CACHE_TIME sets
 # it otherwise: the benchmarks run with keystonemiddleware's default, since a request that
-# comes after the cache's time waits for Keystone again (0.13-0.17 s on this stack's Glance
+# comes after the cache's time waits for Keystone again (0.13-0.18 s on this stack's Glance
 # against 0.01 s, every 10 s; measured 2026-11-29), about 5 % of a 1 GiB download.
 TOKEN_CACHE_TIME=${FLEETCACHE_TOKEN_CACHE_TIME:-10}
 [[ $TOKEN_CACHE_TIME =~ ^[0-9]+$ ]] \

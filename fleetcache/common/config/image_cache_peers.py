@@ -109,7 +109,8 @@ service: on the conductor, for a peer of its group to hold an image (or to have 
 slot); on the compute, for a byte from its peers once they failed, while any of them may
 still send (it sent bytes in its last attempt, or answered 503: busy, or its own download is
 not that far yet); a peer that refuses the connection or answers 404 is given up at once.
-Its image server tells receivers to wait that long for an image it gave back to the conductor.
+Its image server tells receivers to wait for an image it gave back to the conductor that long
+after it gave it back.
 """,
     ),
     cfg.IntOpt(

@@ -316,9 +316,10 @@ class ImageCache:
 
         A download whose peers all failed and whose call leaves the next source to the
         conductor (:class:`PeersGone`) is announced again as coming: the conductor calls
-        again at once, and until then the image server asks this host's own receivers to
-        wait (``not_yet``) instead of telling them it has nothing (they would each go back
-        to the conductor too).
+        again (once it has a download slot, if it gives it the image service), and until
+        then, for up to ``peer_wait_timeout``, the image server asks this host's own
+        receivers to wait (``not_yet``) instead of telling them it has nothing (they would
+        each go back to the conductor too).
         """
         with self.in_flight.downloading(meta.id, meta.size, self.base_dir,
                                         partial_prefix(meta.id), again=(PeersGone,)):

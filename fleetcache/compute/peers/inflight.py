@@ -104,11 +104,14 @@ class InFlight:
 
     def expect(self, image_id: str) -> None:
         """``image_id`` is about to be downloaded here (a job made this host its source);
-        a download under way stays as it is."""
+        a download under way stays as it is, and one handed back stays handed back (another
+        job's announcement does not shorten its receivers' wait)."""
         with self._cond:
             current = self._downloads.get(image_id)
             if current is None or current.state != RUNNING:
-                self._set(Download(image_id, EXPECTED, self._next()))
+                handed_back = (current is not None and current.state == EXPECTED
+                               and current.handed_back)
+                self._set(Download(image_id, EXPECTED, self._next(), handed_back=handed_back))
 
     @contextlib.contextmanager
     def downloading(self, image_id: str, size: int | None, directory: str, prefix: str,

@@ -52,7 +52,9 @@ for an announced download to start) at most half of ``send_timeout``, then is an
 ``not_yet`` with ``Retry-After: 1``: the receiver, whose read timeout is
 ``peer_stall_timeout``, asks again instead of timing out and giving this host up (a chain
 behind a stalled host waits in turn). An announced download that has not started
-``send_timeout`` after its announcement is answered 404. When the download fails, its file
+``send_timeout`` after its announcement is answered 404 (one handed back to the conductor
+after its peers failed: ``peer_wait_timeout`` after that, since the conductor's next call for
+it may first wait for a download slot). When the download fails, its file
 goes before the end, or it makes no progress for ``send_timeout`` seconds, the connection is
 closed short: the receiver resumes from its next source, or asks again (it got bytes). Once
 published, new requests are served from the base.
@@ -159,8 +161,8 @@ class PeerServer:
         #: (``peer_stall_timeout``), so that it hears the 503 rather than timing out.
         self.first_byte_wait: float = self.send_timeout / 2
         #: How long a download handed back to the conductor is waited for: as long as its
-        #: receivers wait for a peer (``peer_wait_timeout``).
-        self.resume_timeout = float(opts.peer_wait_timeout)
+        #: receivers wait for a peer (``peer_wait_timeout``), never less than one announced.
+        self.resume_timeout = max(self.send_timeout, float(opts.peer_wait_timeout))
         self.max_uploads: int = opts.peer_max_uploads
         self.cut_through: bool = opts.peer_cut_through
         files = tls.load(conf)

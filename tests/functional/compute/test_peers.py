@@ -488,7 +488,7 @@ def test_uploads_beyond_the_limit_get_503_with_retry_after(
                           timeout=5) as upload:
             got = len(upload.raw.read(CHUNK))
             started = time.monotonic()
-            server.stop()  # ends the upload under way (within one throttled step)
+            server.stop()  # ends the upload under way
             assert time.monotonic() - started < 2
             with contextlib.suppress(Exception):  # the body was cut short
                 got += len(upload.raw.read())
@@ -531,9 +531,9 @@ def test_a_conversion_that_fails_after_peers_blames_no_peer_and_asks_no_origin(
 
 def test_stopping_the_server_ends_an_upload_waiting_for_its_cap(
         tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants) -> None:
-    # At CHUNK bytes a second, the upload's first 256 KiB send waits 3 s for its tokens.
+    # At 8 KiB a second, the upload's first 256 KiB send waits 31 s for its tokens.
     conf = peer_conf(tmp_path, "compute-c",
-                     image_cache__max_upload_bytes_per_second=CHUNK)
+                     image_cache__max_upload_bytes_per_second=CHUNK // 8)
     cache = ImageCache(conf, LocalImageSource(conf))
     cache.fetch(CTXT, image.id)
     with running_server(cache, grants) as server:
@@ -543,9 +543,11 @@ def test_stopping_the_server_ends_an_upload_waiting_for_its_cap(
             assert upload.status_code == 200
             started = time.monotonic()
             server.stop()
-            assert time.monotonic() - started < 1.5
+            assert time.monotonic() - started < 5
+            got = 0
             with contextlib.suppress(Exception):  # the body was cut short
-                assert len(upload.raw.read()) < len(DATA)
+                got = len(upload.raw.read())
+            assert got < len(DATA)
         assert server.responses[200] == 1
 
 

@@ -27,7 +27,7 @@ from fleetcache.compute.imagecache.layout import LOCK_PREFIX, partial_prefix
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.image.local import LocalImageSource
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
-from tests.functional.compute.peerfixtures import CHUNK, local_image, peer_conf
+from tests.functional.compute.peerfixtures import CHUNK, local_image, peer_conf, running_server
 from tests.waiting import wait_for
 
 CTXT = RequestContext()
@@ -316,21 +316,41 @@ def test_an_expected_image_whose_download_never_starts_is_not_found(
     assert (late.status_code, server.denied["not_cached"]) == (404, 1)
 
 
-def test_a_download_handed_back_is_waited_for_beyond_the_stall_timeout(
-        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
-    # Its peers failed: the image goes back to the conductor, whose next call may first
-    # wait for a download slot longer than peer_stall_timeout (1 s here).
-    with contextlib.suppress(PeersGone), source_cache.in_flight.downloading(
-            image.id, image.size, source_cache.base_dir, partial_prefix(image.id),
+def _hand_back(cache: ImageCache, image: ImageMeta) -> None:
+    """A download of ``image`` whose peers all failed: the image goes back to the conductor,
+    whose next call may first wait for a download slot."""
+    with contextlib.suppress(PeersGone), cache.in_flight.downloading(
+            image.id, image.size, cache.base_dir, partial_prefix(image.id),
             again=(PeersGone,)):
         raise PeersGone(image.id, "compute-c: refused")
-    time.sleep(1.2)
+
+
+def test_a_download_handed_back_is_waited_for_beyond_the_stall_timeout(
+        server: PeerServer, source_cache: ImageCache, image: ImageMeta) -> None:
+    _hand_back(source_cache, image)
+    time.sleep(1.2)  # beyond peer_stall_timeout (1 s here)
     waiting = _get(server, image.id)
     assert (waiting.status_code, waiting.headers["Retry-After"]) == (503, "1")
     with _writing(source_cache, image):
         resumed = _get(server, image.id)
     assert (resumed.status_code, resumed.content) == (200, DATA)
     assert server.denied["not_cached"] == 0
+
+
+def test_a_download_handed_back_and_not_resumed_is_not_found_after_the_wait_timeout(
+        tmp_path: pathlib.Path, image: ImageMeta) -> None:
+    conf = peer_conf(tmp_path, "compute-a", image_cache__peer_wait_timeout=3)
+    cache = ImageCache(conf, SlowOrigin(conf))
+    cache.ensure_dirs()
+    grants = ServeGrants()
+    grants.open(JOB, KEY, [image.id], time.time() + 600)
+    with running_server(cache, grants) as server:
+        _hand_back(cache, image)
+        handed_back = time.monotonic()
+        assert _get(server, image.id).status_code == 503  # not_yet
+        time.sleep(max(0.0, handed_back + 3.2 - time.monotonic()))
+        late = _get(server, image.id)
+        assert (late.status_code, server.denied["not_cached"]) == (404, 1)
 
 
 def test_without_cut_through_a_download_under_way_is_not_served(

@@ -194,3 +194,20 @@ def test_a_download_that_will_come_again_is_announced_without_failing_in_between
         raise LookupError("its peers failed")
     current = flight.get("img")
     assert seen == [RUNNING, EXPECTED] and current is not None and current.generation == 2
+
+
+def test_a_download_handed_back_stays_handed_back_until_it_runs_again() -> None:
+    """Handed back, its receivers wait longer for it (the image server's ``resume_timeout``);
+    another job's announcement does not end that, its next download does."""
+    flight = InFlight()
+    with pytest.raises(LookupError), flight.downloading(IMG, 10, "/tmp", PREFIX,
+                                                        again=(LookupError,)):
+        raise LookupError("its peers failed")
+    assert flight.get(IMG).handed_back  # type: ignore[union-attr]
+    flight.expect(IMG)
+    announced = flight.get(IMG)
+    assert announced is not None and announced.state == EXPECTED and announced.handed_back
+    with flight.downloading(IMG, 10, "/tmp", PREFIX):
+        assert not flight.get(IMG).handed_back  # type: ignore[union-attr]
+    flight.expect(IMG)
+    assert not flight.get(IMG).handed_back  # type: ignore[union-attr]
