@@ -109,8 +109,7 @@ class InFlight:
         with self._cond:
             current = self._downloads.get(image_id)
             if current is None or current.state != RUNNING:
-                handed_back = (current is not None and current.state == EXPECTED
-                               and current.handed_back)
+                handed_back = current is not None and current.handed_back  # EXPECTED only
                 self._set(Download(image_id, EXPECTED, self._next(), handed_back=handed_back))
 
     @contextlib.contextmanager

@@ -504,8 +504,8 @@ def test_a_conversion_that_fails_after_peers_blames_no_peer_and_asks_no_origin(
     as in the test above; the holder keeps and serves the qcow2 as it is."""
     qcow2 = add_image(str(tmp_path / "images"), str(corpus.qcow2_with_data(tmp_path)),
                       disk_format="qcow2")
-    holder = ImageCache(peer_conf(tmp_path, "compute-a", force_raw_images=False),
-                        LocalImageSource(peer_conf(tmp_path, "compute-a")))
+    holder_conf = peer_conf(tmp_path, "compute-a", force_raw_images=False)
+    holder = ImageCache(holder_conf, LocalImageSource(holder_conf))
     assert holder.fetch(CTXT, qcow2.id).downloaded and holder.servable(qcow2.id)
     grants = ServeGrants()
     grants.open(JOB, KEY, [qcow2.id], time.time() + 600)
