@@ -45,7 +45,13 @@ hash on this machine moved by up to 13 % between runs two seconds apart, its oth
 measured minutes away, the limit said more about that drift than about fleetcache), and
 after its variants writes as many bytes with ``dd oflag=direct conv=fsync`` to the same disk:
 a variant's *limit* is the slowest of ``curl -o``, the mean of its two hashes and that write.
-The round's hash after all its variants is printed too (``hash_allows_target`` uses it).
+The run prints how far apart each pair of hashes was (``hash_drift_max``): how well a
+round's limit is known. After its variants a round hashes once more, then hashes while
+``curl -o /dev/null`` receives the image on the other CPUs, then once more
+(``bench/_hash_limits.py``): that hash over the limit with the mean of the two around it is
+what a download whose pipeline cost nothing would reach in the round
+(``free_pipeline_of_limit``, informative: whether the target was within reach at all). The
+round's hash after all this is printed too (``hash_allows_target`` uses it).
 Per round the run prints fleetcache over ``curl -o``
 and over the limit; the headline counts the rounds in which 0.9 of ``curl -o`` was within
 the one-core hash at all (``hash_allows_target``), and within both hash and disk
@@ -64,7 +70,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import os
 import resource
 import shutil
@@ -98,6 +103,7 @@ from _glance import (  # noqa: E402
     stack_token,
     token_header_file,
 )
+from _hash_limits import hash_beside_receive, hash_ceiling  # noqa: E402
 
 if TYPE_CHECKING:
     from oslo_config import cfg
@@ -236,16 +242,6 @@ def proc_io() -> dict[str, int]:
         return {k: int(v) for k, v in (line.split(": ") for line in f)}
 
 
-def hash_ceiling(size: int, algo: str) -> tuple[float, float]:
-    """MB/s and CPU-s of hashlib's ``algo`` on one core over ``size`` bytes in memory
-    (informative: with verification on, no download can beat it, a hash being sequential)."""
-    block, digest = os.urandom(CHUNK), hashlib.new(algo)
-    cpu0, started = time.thread_time(), time.monotonic()
-    for _ in range(0, size, CHUNK):
-        digest.update(block)
-    return size / (time.monotonic() - started) / 1e6, time.thread_time() - cpu0
-
-
 def disk_ceiling(dest: Path, size: int) -> float:
     """MB/s of a durable write of ``size`` zeros to ``dest`` (``dd``, 4 MiB blocks, ``O_DIRECT``
     and fsync, as fleetcache writes its copy): the disk's limit for any durable copy."""
@@ -294,9 +290,12 @@ def main() -> int:
     glance_cpus: dict[str, list[float]] = {k: [] for k in walls}
     glance_pid = stack_pids(args.stack_dir).get("glance")
     round_hash: list[float] = []  # MB/s of one core's hash of the image's algo, per round
-    #: MB/s of one core's hash beside each fleetcache variant (the mean of one just before it
-    #: and one just after), per round: its own limit's hash.
-    beside: dict[str, list[float]] = {"fleetcache": [], "fleetcache (peer)": []}
+    #: MB/s of one core's hash just before and just after each fleetcache variant, per round:
+    #: their mean is its own limit's hash.
+    beside: dict[str, list[tuple[float, float]]] = {"fleetcache": [], "fleetcache (peer)": []}
+    #: MB/s of one core's hash while curl receives the image on the other CPUs, and of one
+    #: core's hash just before it and after it (the round's), per round.
+    receiving: list[tuple[float, float, float]] = []
     round_disk: list[float] = []  # MB/s of a durable direct write to the same disk, per round
     try:
         token = stack_token(stack_env(args.stack_dir))
@@ -347,20 +346,24 @@ def main() -> int:
                         before = tree_cpu(glance_pid) if glance_pid else 0.0
                         wall, cpu = timed(runs[name])
                         if name in beside:
-                            beside[name].append((hash_before + hash_ceiling(size, algo)[0]) / 2)
+                            beside[name].append((hash_before, hash_ceiling(size, algo)[0]))
                         walls[name].append(wall)
                         cpus[name].append(cpu)
                         glance_cpus[name].append(
                             tree_cpu(glance_pid) - before if glance_pid else float("nan"))
                         check_and_remove([copies[name]], size)
+                    hash_before = hash_ceiling(size, algo)[0]
+                    received = hash_beside_receive(url, header, algo)
                     round_hash.append(hash_ceiling(size, algo)[0])
+                    receiving.append((received, hash_before, round_hash[-1]))
                     settle()
                     round_disk.append(disk_ceiling(work / "dd", size))
                     log(f"round {rnd + 1}: " + ", ".join(
                         f"{k} {size / walls[k][-1] / 1e6:.0f} MB/s" for k in names)
-                        + f", {algo} in memory (1 core) {round_hash[-1]:.0f} MB/s (beside "
-                        + ", ".join(f"{k} {v[-1]:.0f}" for k, v in beside.items())
-                        + "), dd oflag=direct "
+                        + f", {algo} in memory (1 core) {round_hash[-1]:.0f} MB/s (before/after "
+                        + ", ".join(f"{k} {v[-1][0]:.0f}/{v[-1][1]:.0f}"
+                                    for k, v in beside.items())
+                        + f"; beside a receive {received:.0f}), dd oflag=direct "
                         f"conv=fsync {round_disk[-1]:.0f} MB/s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -388,8 +391,8 @@ def main() -> int:
           f"({all_read / size:.6f} per byte cached)")
     ratios = [c / f for c, f in zip(walls["curl -o"], walls["fleetcache"], strict=True)]
     curl_rounds = [size / w / 1e6 for w in walls["curl -o"]]
-    limits = [min(c, h, d) for c, h, d in zip(curl_rounds, beside["fleetcache"], round_disk,
-                                               strict=True)]
+    limits = [min(c, (b + a) / 2, d)
+              for c, (b, a), d in zip(curl_rounds, beside["fleetcache"], round_disk, strict=True)]
     of_limit = [size / w / 1e6 / lim
                 for w, lim in zip(walls["fleetcache"], limits, strict=True)]
     allowed = sum(h >= 0.9 * c for c, h in zip(curl_rounds, round_hash, strict=True))
@@ -405,13 +408,24 @@ def main() -> int:
           + ", ".join(f"{r:.3f}" for r in of_limit)
           + f" ({limit_allowed} of {len(limits)} rounds with hash and disk >= 0.9 of curl -o)")
     peer_curl = [size / w / 1e6 for w in walls["curl -o (peer)"]]
-    peer_limits = [min(c, h, d) for c, h, d in zip(peer_curl, beside["fleetcache (peer)"],
-                                                   round_disk, strict=True)]
+    peer_limits = [min(c, (b + a) / 2, d) for c, (b, a), d in zip(
+        peer_curl, beside["fleetcache (peer)"], round_disk, strict=True)]
     peer_of_limit = [size / w / 1e6 / lim
                      for w, lim in zip(walls["fleetcache (peer)"], peer_limits, strict=True)]
     print("fleetcache from a peer / min(curl -o of the peer, one-core hash, disk) per round: "
           + ", ".join(f"{r:.3f}" for r in peer_of_limit))
-    for label, rounds in (("from Glance", of_limit), ("from a peer", peer_of_limit)):
+    # A download whose pipeline cost nothing: bound by curl -o, the disk, and the hash at the
+    # speed it had beside a receive.
+    ideal_of_limit = [min(c, r, d) / min(c, (b + a) / 2, d) for c, (r, b, a), d in zip(
+        curl_rounds, receiving, round_disk, strict=True)]
+    drift = [abs(a - b) / ((a + b) / 2) for v in beside.values() for b, a in v]
+    print(f"{algo} (1 core) just before against just after each fleetcache variant: "
+          f"{min(drift):.0%} to {max(drift):.0%} apart (the limit's own uncertainty)")
+    print(f"min(curl -o, {algo} (1 core) beside a receive on the other CPUs, disk) / min(curl "
+          "-o, one-core hash, disk) per round: " + ", ".join(f"{r:.3f}" for r in ideal_of_limit)
+          + " (a download whose pipeline cost nothing)")
+    for label, rounds in (("from Glance", of_limit), ("from a peer", peer_of_limit),
+                          ("a free pipeline (informative)", ideal_of_limit)):
         met = median(rounds) >= 0.9 and min(rounds) >= 0.8
         print(f"target (issue 22), {label}: >= 0.9 of the round's limit in the median round "
               f"and >= 0.8 in the worst: {median(rounds):.3f} and {min(rounds):.3f}: "
@@ -443,7 +457,10 @@ def main() -> int:
                    peer_curl_mbps=round(mbps["curl -o (peer)"]),
                    peer_mbps=round(mbps["fleetcache (peer)"]),
                    peer_of_limit=round(median(peer_of_limit), 3),
-                   peer_worst_round_of_limit=round(min(peer_of_limit), 3)))
+                   peer_worst_round_of_limit=round(min(peer_of_limit), 3),
+                   free_pipeline_of_limit=round(median(ideal_of_limit), 3),
+                   free_pipeline_worst_round_of_limit=round(min(ideal_of_limit), 3),
+                   hash_drift_max=round(max(drift), 3)))
     return 0
 
 

@@ -1,0 +1,64 @@
+"""One core's hash of an image's algorithm, the bound of every verified download
+(``bench/download.py``): alone, and beside a receive of the image on the other CPUs.
+
+A hash is sequential, so a download that verifies its image runs at best at one core's hash.
+:func:`hash_ceiling` measures it with the machine otherwise idle, as the download
+benchmark's limit does. :func:`hash_beside_receive` measures the same hash while ``curl``
+receives the image on the other CPUs, as any verified download must receive it while it
+hashes: on this 2-core VM one core's sha512 ran 4-5 % slower (median of 15 pairs) with a
+busy loop or a memory copy on the other core, and moved between 0.65 and 1.14 times its
+speed measured just before and after, with ``curl`` receiving beside it
+(docs/performance.md, "Download from Glance"). So it is what a download whose pipeline
+cost nothing at all would reach in that round: informative, beside the target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from _glance import CHUNK
+
+
+def hash_ceiling(size: int, algo: str) -> tuple[float, float]:
+    """MB/s and CPU-s of hashlib's ``algo`` on one core over ``size`` bytes in memory
+    (with verification on, no download can beat it, a hash being sequential)."""
+    block, digest = os.urandom(CHUNK), hashlib.new(algo)
+    cpu0, started = time.thread_time(), time.monotonic()
+    for _ in range(0, size, CHUNK):
+        digest.update(block)
+    return size / (time.monotonic() - started) / 1e6, time.thread_time() - cpu0
+
+
+def hash_beside_receive(url: str, header: Path, algo: str) -> float:
+    """MB/s of hashlib's ``algo`` on this process's highest CPU, in memory, for as long as
+    ``curl -o /dev/null`` of ``url`` (headers from the file ``header``) runs on its other CPUs.
+
+    The hash keeps to one CPU and the receive to the others, as a fleetcache download
+    splits them (``fleetcache.image.verify.HashCpus``). With one CPU, both share it.
+
+    :raises subprocess.CalledProcessError: curl failed.
+    """
+    allowed = os.sched_getaffinity(0)
+    mine = max(allowed)
+    others = allowed - {mine} or allowed
+    block, digest, hashed = os.urandom(CHUNK), hashlib.new(algo), 0
+    try:
+        os.sched_setaffinity(0, others)  # curl inherits the CPUs it is started on
+        curl = subprocess.Popen(["curl", "-sSf", "-H", f"@{header}", "-o", "/dev/null", url])
+        os.sched_setaffinity(0, {mine})
+        started = time.monotonic()
+        while True:  # at least one block, however quickly a tiny image arrives
+            digest.update(block)
+            hashed += CHUNK
+            if curl.poll() is not None:
+                break
+        elapsed = time.monotonic() - started
+    finally:
+        os.sched_setaffinity(0, allowed)
+    if curl.returncode:
+        raise subprocess.CalledProcessError(curl.returncode, curl.args)
+    return hashed / elapsed / 1e6
