@@ -5,11 +5,11 @@ A hash is sequential, so a download that verifies its image runs at best at one 
 :func:`hash_ceiling` measures it with the machine otherwise idle, as the download
 benchmark's limit does. :func:`hash_beside_receive` measures the same hash while ``curl``
 receives the image on the other CPUs, as any verified download must receive it while it
-hashes: on this 2-core VM one core's sha512 ran 4-5 % slower (median of 15 pairs) with a
-busy loop or a memory copy on the other core, and moved between 0.65 and 1.14 times its
-speed measured just before and after, with ``curl`` receiving beside it
-(docs/performance.md, "Download from Glance"). So it is what a download whose pipeline
-cost nothing at all would reach in that round: informative, beside the target.
+hashes. On a 2-core VM one core's sha512 ran 4-5 % slower with a busy loop or a memory copy
+on the other core (medians of 15 alternated rounds), and at 0.65-1.14 of its speed just
+before and after while ``curl`` received beside it (docs/performance.md, "Download from
+Glance"). So it is what a download whose pipeline cost nothing at all would reach in that
+round: informative, beside the target.
 """
 
 from __future__ import annotations
