@@ -363,7 +363,8 @@ def main() -> int:
                         + f", {algo} in memory (1 core) {round_hash[-1]:.0f} MB/s (before/after "
                         + ", ".join(f"{k} {v[-1][0]:.0f}/{v[-1][1]:.0f}"
                                     for k, v in beside.items())
-                        + f"; beside a receive {received:.0f}), dd oflag=direct "
+                        + f", the receive {hash_before:.0f}/{round_hash[-1]:.0f}; beside "
+                        f"a receive {received:.0f}), dd oflag=direct "
                         f"conv=fsync {round_disk[-1]:.0f} MB/s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -425,7 +426,8 @@ def main() -> int:
           "-o, one-core hash, disk) per round: " + ", ".join(f"{r:.3f}" for r in ideal_of_limit)
           + " (a download whose pipeline cost nothing)")
     for label, rounds in (("from Glance", of_limit), ("from a peer", peer_of_limit),
-                          ("a free pipeline (informative)", ideal_of_limit)):
+                          ("a free pipeline, by the target's rule (informative)",
+                           ideal_of_limit)):
         met = median(rounds) >= 0.9 and min(rounds) >= 0.8
         print(f"target (issue 22), {label}: >= 0.9 of the round's limit in the median round "
               f"and >= 0.8 in the worst: {median(rounds):.3f} and {min(rounds):.3f}: "
