@@ -41,8 +41,11 @@ def hash_beside_receive(url: str, header: Path, algo: str) -> float:
     threads (``fleetcache.image.verify.HashCpus``); the sender (Glance, on this host) and the
     kernel's loopback work run where the kernel puts them, as during a fetch. With one CPU,
     everything shares it. The clock starts once curl is started (its connection and request
-    are inside) and stops after the block during which it ended: on 1 GiB both are a few
-    milliseconds of a second or more.
+    are inside) and stops after the block during which it ended: a few milliseconds each,
+    against a second or more for 1 GiB. The hash goes over one block again and again, already
+    in the hashing core's cache, where a download's bytes were just written by another core:
+    0.943-0.981 of this speed (docs/performance.md, "Download from Glance"), a cost this
+    figure leaves out.
 
     :raises subprocess.CalledProcessError: curl failed.
     """

@@ -352,10 +352,10 @@ def main() -> int:
                         glance_cpus[name].append(
                             tree_cpu(glance_pid) - before if glance_pid else float("nan"))
                         check_and_remove([copies[name]], size)
-                    hash_before = hash_ceiling(size, algo)[0]
+                    receive_before = hash_ceiling(size, algo)[0]
                     received = hash_beside_receive(url, header, algo)
                     round_hash.append(hash_ceiling(size, algo)[0])
-                    receiving.append((received, hash_before, round_hash[-1]))
+                    receiving.append((received, receive_before, round_hash[-1]))
                     settle()
                     round_disk.append(disk_ceiling(work / "dd", size))
                     log(f"round {rnd + 1}: " + ", ".join(
@@ -363,7 +363,7 @@ def main() -> int:
                         + f", {algo} in memory (1 core) {round_hash[-1]:.0f} MB/s (before/after "
                         + ", ".join(f"{k} {v[-1][0]:.0f}/{v[-1][1]:.0f}"
                                     for k, v in beside.items())
-                        + f", the receive {hash_before:.0f}/{round_hash[-1]:.0f}; beside "
+                        + f", the receive {receive_before:.0f}/{round_hash[-1]:.0f}; beside "
                         f"a receive {received:.0f}), dd oflag=direct "
                         f"conv=fsync {round_disk[-1]:.0f} MB/s")
     finally:
