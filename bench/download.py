@@ -242,6 +242,12 @@ def proc_io() -> dict[str, int]:
         return {k: int(v) for k, v in (line.split(": ") for line in f)}
 
 
+def round_limit(curl: float, hashes: tuple[float, float], disk: float) -> float:
+    """A round's limit (MB/s): the slowest of ``curl -o``, the mean of the one-core hashes
+    just before and just after the measured variant, and the disk's durable write."""
+    return min(curl, sum(hashes) / 2, disk)
+
+
 def disk_ceiling(dest: Path, size: int) -> float:
     """MB/s of a durable write of ``size`` zeros to ``dest`` (``dd``, 4 MiB blocks, ``O_DIRECT``
     and fsync, as fleetcache writes its copy): the disk's limit for any durable copy."""
@@ -392,8 +398,8 @@ def main() -> int:
           f"({all_read / size:.6f} per byte cached)")
     ratios = [c / f for c, f in zip(walls["curl -o"], walls["fleetcache"], strict=True)]
     curl_rounds = [size / w / 1e6 for w in walls["curl -o"]]
-    limits = [min(c, (b + a) / 2, d)
-              for c, (b, a), d in zip(curl_rounds, beside["fleetcache"], round_disk, strict=True)]
+    limits = [round_limit(c, h, d)
+              for c, h, d in zip(curl_rounds, beside["fleetcache"], round_disk, strict=True)]
     of_limit = [size / w / 1e6 / lim
                 for w, lim in zip(walls["fleetcache"], limits, strict=True)]
     allowed = sum(h >= 0.9 * c for c, h in zip(curl_rounds, round_hash, strict=True))
@@ -409,7 +415,7 @@ def main() -> int:
           + ", ".join(f"{r:.3f}" for r in of_limit)
           + f" ({limit_allowed} of {len(limits)} rounds with hash and disk >= 0.9 of curl -o)")
     peer_curl = [size / w / 1e6 for w in walls["curl -o (peer)"]]
-    peer_limits = [min(c, (b + a) / 2, d) for c, (b, a), d in zip(
+    peer_limits = [round_limit(c, h, d) for c, h, d in zip(
         peer_curl, beside["fleetcache (peer)"], round_disk, strict=True)]
     peer_of_limit = [size / w / 1e6 / lim
                      for w, lim in zip(walls["fleetcache (peer)"], peer_limits, strict=True)]
@@ -417,7 +423,7 @@ def main() -> int:
           + ", ".join(f"{r:.3f}" for r in peer_of_limit))
     # A download whose pipeline cost nothing: bound by curl -o, the disk, and the hash at the
     # speed it had beside a receive.
-    ideal_of_limit = [min(c, r, d) / min(c, (b + a) / 2, d) for c, (r, b, a), d in zip(
+    ideal_of_limit = [min(c, r, d) / round_limit(c, (b, a), d) for c, (r, b, a), d in zip(
         curl_rounds, receiving, round_disk, strict=True)]
     drift = [abs(a - b) / ((a + b) / 2) for v in beside.values() for b, a in v]
     print(f"{algo} (1 core) just before against just after each fleetcache variant: "
