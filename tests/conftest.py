@@ -10,12 +10,13 @@ the outer fixture to an inner one of the same name)::
         conf.set_override("instances_path", str(tmp_path / "instances"))
         return conf
 
-And, around every test, the root logger given back as it was (:func:`_restore_root_logger`).
+And, around every test, logging given back as it was (:func:`_restore_logging`).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -34,20 +35,28 @@ def conf() -> cfg.ConfigOpts:
 
 
 @pytest.fixture(autouse=True)
-def _restore_root_logger() -> Iterator[None]:
-    """Give the root logger back its handlers and level after the test.
+def _restore_logging() -> Iterator[None]:
+    """Give logging back as it was after the test: the root logger's handlers, every logger's
+    level and ``sys.excepthook``.
 
     A test that runs a command or the API's application loading in-process (``manage.main``,
     ``fleetcache.cmd.common.parse_config``, ``fleetcache.api.wsgi.load_conf``) has oslo.log's
-    ``log.setup`` take over the root logger: it removes its handlers and adds a
+    ``log.setup`` take over logging: it removes the root logger's handlers and adds a
     ``StreamHandler`` on the ``sys.stdout``/``sys.stderr`` of that moment, which is pytest's
-    capture of that test (``capsys``'s is closed when the test ends). Left there, it would get
-    the records of every later test, and a daemon thread of one logging between two test phases
-    would print "--- Logging error --- ValueError: I/O operation on closed file".
+    capture of that test (``capsys``'s is closed when the test ends); it sets the levels of
+    the ``default_log_levels`` loggers (``oslo_messaging``, ``stevedore``, ...); it installs
+    an excepthook that logs. Left there, the handler would get the records of every later
+    test, and a daemon thread of one logging between two test phases would print "--- Logging
+    error --- ValueError: I/O operation on closed file"; the levels would decide what later
+    tests' ``caplog`` sees. Within the test itself, pytest's handlers stay removed after the
+    set-up: records logged after it are not captured.
     """
     root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
+    handlers = list(root.handlers)
+    levels = _logger_levels()
+    excepthook = sys.excepthook
     yield
+    sys.excepthook = excepthook
     for handler in list(root.handlers):
         if handler not in handlers:
             root.removeHandler(handler)
@@ -55,4 +64,14 @@ def _restore_root_logger() -> Iterator[None]:
     for handler in handlers:
         if handler not in root.handlers:
             root.addHandler(handler)
-    root.setLevel(level)
+    for name, level in _logger_levels().items():
+        if level != levels.get(name, logging.NOTSET):
+            logging.getLogger(name or None).setLevel(levels.get(name, logging.NOTSET))
+
+
+def _logger_levels() -> dict[str, int]:
+    """The level of every logger that exists, the root's under ``""``."""
+    levels = {name: logger.level for name, logger in logging.Logger.manager.loggerDict.items()
+              if isinstance(logger, logging.Logger)}
+    levels[""] = logging.getLogger().level
+    return levels
