@@ -57,16 +57,14 @@ def _restore_logging() -> Iterator[None]:
     excepthook = sys.excepthook
     yield
     sys.excepthook = excepthook
-    for handler in list(root.handlers):
+    for handler in root.handlers:
         if handler not in handlers:
-            root.removeHandler(handler)
             handler.close()
-    for handler in handlers:
-        if handler not in root.handlers:
-            root.addHandler(handler)
+    root.handlers[:] = handlers
     for name, level in _logger_levels().items():
-        if level != levels.get(name, logging.NOTSET):
-            logging.getLogger(name or None).setLevel(levels.get(name, logging.NOTSET))
+        before = levels.get(name, logging.NOTSET)
+        if level != before:
+            logging.getLogger(name or None).setLevel(before)
 
 
 def _logger_levels() -> dict[str, int]:
