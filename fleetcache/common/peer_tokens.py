@@ -30,6 +30,7 @@ import binascii
 import dataclasses
 import hashlib
 import hmac
+import ipaddress
 import json
 import math
 import secrets
@@ -111,16 +112,17 @@ def verify(header: str | None, key_for: Callable[[str], str | None], *, server: 
     claims = _claims(payload)
     key = key_for(claims.job)
     if key is None:
-        raise PeerDenied("unknown_job", claims.job)
+        raise PeerDenied("unknown_job", _shown(claims.job))
     if not hmac.compare_digest(_sign(key, payload), signature):
-        raise PeerDenied("bad_signature", f"job {claims.job}")
+        raise PeerDenied("bad_signature", f"job {_shown(claims.job)}")
     if claims.server != server:
         raise PeerDenied("wrong_server", f"for {claims.server}, this is {server}")
     if claims.image_id != image_id:
         raise PeerDenied("wrong_image", f"for {claims.image_id}, asked {image_id}")
     if claims.expires <= (time.time() if now is None else now):
         raise PeerDenied("expired", f"at {claims.expires:.0f}")
-    if check_ip and claims.requester_ip is not None and claims.requester_ip != remote_ip:
+    if (check_ip and claims.requester_ip is not None
+            and _address(claims.requester_ip) != _address(remote_ip)):
         raise PeerDenied("wrong_address", f"{remote_ip} is not {claims.requester_ip}")
     return claims
 
@@ -150,9 +152,37 @@ def _claims(payload: str) -> PeerClaims:
             or not isinstance(body["requester_ip"], (str, type(None)))
             or isinstance(body["expires"], bool)
             or not isinstance(body["expires"], (int, float))
-            or not math.isfinite(body["expires"])):  # NaN would never expire
+            or not _finite(body["expires"])):
         raise PeerDenied("malformed", "claims of the wrong type")
     return PeerClaims(**body)
+
+
+def _finite(number: float) -> bool:
+    """Whether ``number`` is a finite float: NaN would never expire, and a JSON integer of
+    hundreds of digits does not fit a float at all (``OverflowError``)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
+
+
+def _shown(text: str) -> str:
+    """A string of claims not verified yet, as a refusal may show it in a log: quoted with
+    its control characters escaped (a client may put line breaks there) and cut short."""
+    return repr(text[:80])
+
+
+def _address(text: str) -> object:
+    """``text`` as an address, so that two spellings of one compare equal (IPv6 in any
+    case or compression, an IPv4-mapped IPv6 address as its IPv4 address); ``text`` itself
+    when it is no IP address."""
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return text
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
 
 
 def _sign(key: str, payload: str) -> bytes:

@@ -65,9 +65,17 @@ def test_claims_nested_past_the_recursion_limit_are_malformed() -> None:
 
 
 def test_wrong_types_in_claims_are_malformed() -> None:
-    for expires in ("soon", True, float("nan"), float("inf")):
+    for expires in ("soon", True, float("nan"), float("inf"), 10**400):
         bad = dataclasses.replace(CLAIMS, expires=expires)  # type: ignore[arg-type]
         assert _reason(mint(KEY, bad)) == "malformed", expires
+
+
+def test_what_an_unverified_token_claims_is_shown_escaped_and_short() -> None:
+    for job in ("other\nPeer request from 10.0.0.1 granted", "x" * 1000):
+        with pytest.raises(PeerDenied) as info:
+            _verify(mint(KEY, dataclasses.replace(CLAIMS, job=job)))
+        assert info.value.reason == "unknown_job"
+        assert "\n" not in str(info.value) and len(str(info.value)) < 120
 
 
 def test_a_job_this_server_does_not_serve_is_unknown() -> None:
@@ -88,6 +96,15 @@ def test_a_token_for_another_server_image_time_or_address_is_refused() -> None:
     assert _reason(header, image_id="0" * 8 + IMAGE[8:]) == "wrong_image"
     assert _reason(header, now=NOW + 60) == "expired"
     assert _reason(header, remote_ip="10.0.0.99") == "wrong_address"
+
+
+def test_the_address_is_compared_as_an_address_not_as_a_spelling() -> None:
+    v6 = dataclasses.replace(CLAIMS, requester_ip="2001:DB8:0:0::A")
+    assert _verify(mint(KEY, v6), remote_ip="2001:db8::a") == v6
+    assert _reason(mint(KEY, v6), remote_ip="2001:db8::b") == "wrong_address"
+    assert _verify(mint(KEY, CLAIMS), remote_ip="::ffff:10.0.0.12") == CLAIMS
+    named = dataclasses.replace(CLAIMS, requester_ip="compute2.example")
+    assert _reason(mint(KEY, named), remote_ip="10.0.0.12") == "wrong_address"
 
 
 def test_the_address_is_not_checked_when_disabled_or_unnamed() -> None:
