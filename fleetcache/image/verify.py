@@ -282,8 +282,12 @@ class VerifyingWriter:
             _Lane("image-writer", [*self.observers, sink.write], depth, self._pool.seen,
                   self.cpus.others if self.cpus else None),
         )
-        for lane in self._lanes:
-            lane.start()
+        try:
+            for lane in self._lanes:
+                lane.start()
+        except BaseException:  # e.g. no thread to be had: the one started must not wait on
+            self.abort()
+            raise
 
     def receive_buffer(self, size: int) -> memoryview:
         """A page-aligned buffer of ``size`` bytes for the source's next chunk (a view of it
@@ -319,7 +323,8 @@ class VerifyingWriter:
             if lane.is_alive():
                 lane.queue.put(None)
         for lane in self._lanes:
-            lane.join()
+            if lane.ident is not None:  # started
+                lane.join()
 
     def _raise_first_error(self) -> None:
         for lane in self._lanes:

@@ -24,6 +24,7 @@ on the helper's command line), through the same
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import fcntl
@@ -85,6 +86,9 @@ class RbdDirect:
                  export: ExportFunc = privsep_rbd.export_to_fifo) -> None:
         self.settings = settings
         self.export = export
+        #: The CPUs of the thread that built it, the service's at start-up: those of every
+        #: export's thread (:class:`_ExportThread`), whatever thread a download runs in.
+        self.cpus = frozenset(os.sched_getaffinity(0))
 
     def route(self, meta: ImageMeta) -> Route:
         """Where ``meta``'s bytes come from. Never raises: a problem is a fallback."""
@@ -207,6 +211,13 @@ class _ExportThread(threading.Thread):
         self.error: str | None = None
 
     def run(self) -> None:
+        # Started by a verified download's receiving thread, it has that thread's CPUs (kept
+        # off the hash's: fleetcache.image.verify.beside_the_hash). The privsep daemon and
+        # its channel's reader thread, which the first export (or the first after the daemon
+        # died) starts from here, would keep them for the life of the compute, and so would
+        # every ``rbd export`` after: they get the service's instead.
+        with contextlib.suppress(OSError):  # the cgroup's CPU set changed meanwhile
+            os.sched_setaffinity(0, self.src.direct.cpus)
         loc = self.src.location
         try:
             self.src.direct.export(loc.pool, loc.image, loc.snapshot, self.fifo)

@@ -146,6 +146,21 @@ def test_abort_stops_both_workers_without_raising() -> None:
     assert threading.active_count() == before
 
 
+def test_a_worker_that_cannot_start_stops_the_one_started() -> None:
+    before = threading.active_count()
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        if thread.name == "image-writer":
+            raise RuntimeError("can't start new thread")
+        real_start(thread)
+
+    with mock.patch.object(threading.Thread, "start", start), \
+            pytest.raises(RuntimeError, match="new thread"):
+        verify.VerifyingWriter(io.BytesIO(), verify.ImageVerifier(_meta()))
+    assert threading.active_count() == before
+
+
 def test_observer_error_stops_the_download() -> None:
     def refuse(chunk: bytes) -> None:
         raise exception.ImageFormatRejected(image_id="x", reason="not raw")

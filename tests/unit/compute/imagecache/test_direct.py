@@ -65,6 +65,7 @@ class FakeExport:
 
     def __call__(self, settings: ExportSettings, *args: str) -> int:
         self.calls.append((settings, args))
+        self.cpus = os.sched_getaffinity(0)
         dest = args[3]
         check_destination(settings.base_dir, dest)
         if self.fail and self.before_open:
@@ -122,6 +123,16 @@ def test_image_in_this_cluster_is_exported_verified_and_published(env):
         connect_timeout=5, osd_op_timeout=30, export_timeout=3600)
     assert settings.base_dir == cache.base_dir
     assert _leftovers(cache) == [] and cache.direct_fallbacks == 0
+
+
+def test_the_export_runs_on_the_process_cpus_not_the_receiving_threads(env):
+    # The first export starts the privsep daemon from its thread: confined like the
+    # receiving thread (off the hash's CPU), the daemon would stay so for good.
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("a download confines its threads only with two CPUs or more")
+    export = FakeExport()
+    assert _cache(env, export).fetch(CTXT, env["meta"].id).download_path == "rbd"
+    assert export.cpus == os.sched_getaffinity(0)
 
 
 @pytest.mark.parametrize("export, reason", [
