@@ -40,12 +40,15 @@ class BodyCut(http.client.HTTPException):
 @dataclass(frozen=True)
 class Transport:
     """How :func:`get` reaches a server: the timeout of each read (and of the connection,
-    unless ``connect_timeout`` is given), socket options, the TLS context of ``https``."""
+    unless ``connect_timeout`` is given), socket options, the TLS context of ``https``, and
+    the local address connections come from (None: the one the kernel picks for the route).
+    """
 
     timeout: float | None
     socket_options: Sequence[SocketOption] = ()
     tls: ssl.SSLContext | None = None
     connect_timeout: float | None = None
+    source_address: str | None = None
 
 
 def tls_context(verify: bool | str | None, cert: str | tuple[str, str] | None,
@@ -144,6 +147,8 @@ class _Connection(http.client.HTTPConnection):
             try:
                 for option in self.transport.socket_options:
                     sock.setsockopt(*option)
+                if self.transport.source_address is not None:
+                    sock.bind((self.transport.source_address, 0))
                 connect_timeout = self.transport.connect_timeout
                 sock.settimeout(self.transport.timeout if connect_timeout is None
                                 else connect_timeout)

@@ -141,7 +141,9 @@ bytes is asked again after the others, see ``peer_wait_timeout``).
         "peer_check_source_address",
         default=True,
         help="(compute) Whether a peer request must come from the address the conductor "
-        "named in its credential (the requesting compute's ``my_ip``).",
+        "named in its credential: the one the requesting compute's image server is bound to "
+        "(its ``peer_listen_address``, a host name resolved, else its ``my_ip``), which its "
+        "requests to peers come from.",
     ),
 ]
 

@@ -5,9 +5,8 @@ The server answers one route for other computes' :class:`~.source.PeerSource` on
 speaks the least HTTP that route needs rather than carry a general server: one request per
 connection (``Connection: close``), no body, no chunking, no keep-alive, one range. What is
 left is small enough to read whole, and every limit is explicit: a head larger than
-:data:`MAX_HEAD` is refused, and the head must arrive before a deadline, not within a
-per-read timeout, so a client trickling bytes holds a worker no longer than one that sends
-nothing.
+:data:`MAX_HEAD` is refused, and the head must arrive before a deadline (the listener's door,
+:mod:`~.listener`, reads it without holding a worker).
 
 Refusals are :class:`Refused` (a status, a reason for the counters, extra headers), raised
 here and by :class:`~.server.PeerServer`, which answers and counts them in one place.
@@ -17,7 +16,6 @@ from __future__ import annotations
 
 import re
 import socket
-import time
 
 #: Largest request head read (a token is a few hundred bytes).
 MAX_HEAD = 8192
@@ -68,27 +66,20 @@ def parse_range(value: str | None, size: int) -> tuple[int, int] | None:
     return first, min(last, size - 1)
 
 
-def read_head(sock: socket.socket, deadline: float) -> tuple[str, str, dict[str, str]]:
-    """``(method, target, headers)`` of the request on ``sock`` (header names lower-case),
-    received whole before ``deadline`` (``time.monotonic``).
+def head_ended(data: bytes | bytearray) -> bool:
+    """Whether ``data``, the first bytes of a request, hold its whole head."""
+    return b"\r\n\r\n" in data
 
-    :raises Refused: status 0 (no answer: the client was too slow or left), 400 or 431.
+
+def parse_head(data: bytes) -> tuple[str, str, dict[str, str]]:
+    """``(method, target, headers)`` of the request whose first bytes are ``data`` (header
+    names lower-case).
+
+    :raises Refused: 431 when ``data`` is larger than :data:`MAX_HEAD` without a whole head,
+        400 when the head is no HTTP/1.x request head.
     """
-    data = b""
-    while b"\r\n\r\n" not in data:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise Refused(0, "header_timeout")
-        if len(data) > MAX_HEAD:
-            raise Refused(431, "head too large")
-        sock.settimeout(left)
-        try:
-            got = sock.recv(4096)
-        except OSError as exc:  # a timeout included
-            raise Refused(0, "header_timeout") from exc
-        if not got:
-            raise Refused(0, "closed")
-        data += got
+    if not head_ended(data):
+        raise Refused(431 if len(data) > MAX_HEAD else 400, "head too large or cut")
     head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
     request_line, *lines = head.split("\r\n")
     parts = request_line.split(" ")

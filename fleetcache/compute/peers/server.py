@@ -24,19 +24,21 @@ What it refuses, and how (every refusal is counted by reason, :attr:`PeerServer.
 * several ranges, or one it cannot satisfy: 416;
 * more than ``[image_cache] peer_max_uploads`` uploads at once: 503 with ``Retry-After``.
 
-Connections are served by a bounded pool (``peer_max_uploads`` plus a few spare workers for
-refusals, :mod:`~.listener`); a connection beyond it gets a 503 from the accepting thread.
-The request head must arrive whole within ``header_timeout`` seconds (a deadline, not a
-per-read timeout, so a client trickling bytes holds no worker for longer), and every send
-must progress within ``send_timeout`` (``peer_stall_timeout``: the receiver itself leaves
-after that). Uploads share ``[image_cache] max_upload_bytes_per_second`` (a
-:class:`~fleetcache.compute.imagecache.bandwidth.TokenBucket`); without it the file is sent
-with ``sendfile``. One request per connection (``Connection: close``).
+Requests are served by a bounded pool (``peer_max_uploads`` plus a few spare workers for
+refusals, :mod:`~.listener`), each once its head has arrived whole: a connection waits for
+that at the listener's door, which holds no worker, for ``header_timeout`` seconds at most (a
+deadline, not a per-read timeout), so clients that connect and send nothing, or trickle
+their bytes, keep no fleet member from being served. A request beyond the pool gets a 503 at
+once. Every send must progress within ``send_timeout`` (``peer_stall_timeout``: the
+receiver itself leaves after that). Uploads share ``[image_cache]
+max_upload_bytes_per_second`` (a :class:`~fleetcache.compute.imagecache.bandwidth.
+TokenBucket`); without it the file is sent with ``sendfile``. One request per connection
+(``Connection: close``).
 
-**Mutual TLS** (``[image_cache] peer_ssl_*``, :mod:`~.tls`): each accepted connection is
-wrapped in a worker, never in the accepting thread, and its handshake must end within the
-same ``header_timeout`` deadline as the request head that follows (a client that connects
-and sends nothing, or trickles its handshake, is cut then). A client without a certificate
+**Mutual TLS** (``[image_cache] peer_ssl_*``, :mod:`~.tls`): each accepted connection's
+handshake runs at the door, without blocking, and must end within the same
+``header_timeout`` deadline as the request head that follows (a client that connects and
+sends nothing, or trickles its handshake, is cut then). A client without a certificate
 signed by the peers' CA (none, self-signed, another CA's) or that speaks plain HTTP fails
 the handshake: the connection is closed with no HTTP answer, and the refusal is counted as
 ``tls``. The credential is still required on top. Uploads are then encrypted in this
@@ -81,11 +83,10 @@ from fleetcache.compute.imagecache.bandwidth import TokenBucket
 from fleetcache.compute.peers import tls
 from fleetcache.compute.peers.grants import ServeGrants
 from fleetcache.compute.peers.http_wire import (
-    MAX_HEAD,
     RangeNotSatisfiable,
     Refused,
+    parse_head,
     parse_range,
-    read_head,
     send_head,
 )
 from fleetcache.compute.peers.image_files import DownloadNotStarted, open_image
@@ -103,7 +104,7 @@ HEADER_TIMEOUT = 10.0
 #: Workers beyond ``peer_max_uploads``, so that refusals (401, 404, 503) are answered while
 #: every upload slot is taken.
 SPARE_WORKERS = 4
-#: Seconds the accepting thread spends on a connection no worker is free for.
+#: Seconds the listener's door spends answering a request no worker is free for.
 OVERFLOW_DRAIN = 0.1
 #: Seconds a client refused for want of an upload slot, or asking for bytes a download under
 #: way has not written yet, is told to wait (``Retry-After``): receivers ask again after it
@@ -190,10 +191,24 @@ class PeerServer:
         return f"{scheme}://{host}:{port}"
 
     @property
+    def bound_address(self) -> str:
+        """The IP address the server is bound to once started (``address`` before): a host
+        name in ``peer_listen_address`` resolved as the kernel bound it. The conductor names
+        it in credentials for this host's own requests (``peer_check_source_address``),
+        which come from it (:mod:`~.source`): the source address a server sees."""
+        return str(self._listener.server_address[0]) if self._listener else self.address
+
+    @property
     def active_connections(self) -> int:
         """Connections a worker is serving now (at most ``peer_max_uploads`` +
         :data:`SPARE_WORKERS`)."""
         return self._listener.active if self._listener is not None else 0
+
+    @property
+    def waiting_connections(self) -> int:
+        """Connections waiting for their handshake or request head, which no worker serves
+        yet (at most :data:`~.listener.MAX_AT_DOOR`)."""
+        return self._listener.door.waiting if self._listener is not None else 0
 
     def start(self) -> None:
         """Listen on ``peer_listen_address`` (or ``my_ip``) and ``peer_listen_port``.
@@ -203,7 +218,8 @@ class PeerServer:
         self._stopping.clear()  # started again after a stop
         try:
             self._listener = BoundedListener((self.address, self.port), self,
-                                             self.max_uploads + SPARE_WORKERS)
+                                             self.max_uploads + SPARE_WORKERS,
+                                             self.header_timeout)
         except OSError as exc:
             raise exception.InvalidConfiguration(
                 reason=f"the peer image server cannot listen on {self.address}:{self.port} "
@@ -229,42 +245,35 @@ class PeerServer:
             self._thread.join()
 
     def overloaded(self, sock: socket.socket) -> None:
-        """Answer 503 on a connection no worker is free for, in the accepting thread, so
-        within a bounded time: the answer is tiny, then what the client sent by then is read
-        for at most ``OVERFLOW_DRAIN`` seconds and dropped (closing a socket with unread
-        data resets the connection, and the client would see a reset, not the 503). With
-        TLS nothing is answered (a handshake has no place in the accepting thread): the
-        connection is closed, and the client goes on to its next source as from a refused
-        connection."""
-        if self.ssl_context is not None:
-            return
+        """Answer 503 on a request no worker is free for, at the listener's door, so within
+        a bounded time (the answer is tiny: ``OVERFLOW_DRAIN`` seconds at most). Its head was
+        read whole, so closing the socket after leaves no unread data that would reset the
+        connection before the client reads the answer."""
         with contextlib.suppress(OSError):
             sock.settimeout(OVERFLOW_DRAIN)
             self._respond(sock, 503, {"Retry-After": str(RETRY_AFTER)})
-            sock.shutdown(socket.SHUT_WR)
-            deadline = time.monotonic() + OVERFLOW_DRAIN
-            while time.monotonic() < deadline and sock.recv(MAX_HEAD):
-                pass
 
     def wrap(self, sock: socket.socket) -> socket.socket:
-        """``sock`` as the worker serves it: a TLS socket whose handshake has not started
-        yet (:meth:`serve_connection` runs it under the header deadline), or ``sock``
-        itself without TLS."""
+        """``sock`` as it is served: a TLS socket whose handshake has not started yet (the
+        listener's door runs it under the header deadline), or ``sock`` itself without
+        TLS."""
         if self.ssl_context is None:
             return sock
         return self.ssl_context.wrap_socket(sock, server_side=True,
                                             do_handshake_on_connect=False)
 
-    def serve_connection(self, sock: socket.socket, remote: str) -> None:
-        """Answer the one request of ``sock`` (from :meth:`wrap`), from ``remote``."""
-        deadline = time.monotonic() + self.header_timeout
-        if isinstance(sock, ssl.SSLSocket) and not self._handshake(sock, remote, deadline):
-            return
+    def refused_handshake(self, remote: str, exc: ssl.SSLError) -> None:
+        """Count a TLS handshake that failed on the peer's certificate or protocol (a client
+        that leaves or is too slow is not counted, as without TLS)."""
+        self._count_denial("tls", _plain_ip(remote), exc)
+
+    def serve_connection(self, sock: socket.socket, remote: str, head: bytes) -> None:
+        """Answer the one request of ``sock`` (from :meth:`wrap`), whose head is ``head``,
+        from ``remote``."""
         try:
-            method, target, headers = read_head(sock, deadline)
+            method, target, headers = parse_head(head)
         except Refused as exc:
-            if exc.status:
-                self._answer(sock, exc)
+            self._answer(sock, exc)
             return
         # The receiver's read timeout runs from its request: whatever this request waits
         # for (a download to start, then its first bytes), it is answered by then.
@@ -281,23 +290,6 @@ class PeerServer:
                                 answer_by)
             except OSError as exc:  # the client left
                 LOG.info("Peer request for %s from %s ended: %s", image_id, remote, exc)
-
-    def _handshake(self, sock: ssl.SSLSocket, remote: str, deadline: float) -> bool:
-        """Run the TLS handshake of ``sock`` before ``deadline`` (the socket's timeout
-        bounds the whole handshake, not each read); False: it failed, nothing is to be
-        answered. A failure of the peer's certificate or protocol is counted as ``tls``;
-        a client that leaves or is too slow is not counted, as without TLS."""
-        try:
-            sock.settimeout(max(deadline - time.monotonic(), 0.001))
-            sock.do_handshake()
-        except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
-            return False  # it left before the handshake ended
-        except ssl.SSLError as exc:
-            self._count_denial("tls", _plain_ip(remote), exc)
-            return False
-        except OSError:  # a timeout or a reset
-            return False
-        return True
 
     def _authorize(self, method: str, target: str, headers: dict[str, str],
                    remote: str, answer_by: float) -> tuple[int, str, GrowingFile | None]:

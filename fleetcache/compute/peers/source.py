@@ -153,7 +153,9 @@ class PeerSource(ImageSource):
         self.tls = tls.load(conf)
         self.chunk_size: int = min(conf.glance.download_chunk_size, PEER_CHUNK)
         self.stall_timeout: float = conf.image_cache.peer_stall_timeout
-        self.opener = opener or peer_opener(self.tls, self.stall_timeout)
+        self.opener = opener or peer_opener(
+            self.tls, self.stall_timeout,
+            source_address=conf.image_cache.peer_listen_address or conf.my_ip)
         self.wait_timeout: float = float(conf.image_cache.peer_wait_timeout)
         self.attempts: list[PeerAttempt] = []
         self._clock = clock
@@ -301,16 +303,21 @@ class PeerSource(ImageSource):
             raise _Left(f"body ended at byte {offset + attempt.bytes} of {end}")
 
 
-def peer_opener(files: tls.PeerTLSFiles | None, stall_timeout: float) -> Opener:
+def peer_opener(files: tls.PeerTLSFiles | None, stall_timeout: float,
+                source_address: str | None = None) -> Opener:
     """How a receiver asks its peers: :func:`~fleetcache.image.http_into.get`, each read
     bounded by ``stall_timeout``; with ``files``, mutual TLS (:func:`~.tls.client_context`)
-    for ``https://`` peers.
+    for ``https://`` peers; from ``source_address`` when given: the address of this host's
+    own image server, which the conductor names in its credentials
+    (``peer_check_source_address``), although the route to a peer may leave from another
+    (a second address of the interface, another network's).
 
     :raises InvalidConfiguration: the TLS files cannot be loaded.
     """
     transport = http_into.Transport(
         timeout=stall_timeout, connect_timeout=CONNECT_TIMEOUT,
-        tls=tls.client_context(files) if files is not None else None)
+        tls=tls.client_context(files) if files is not None else None,
+        source_address=source_address)
     return functools.partial(http_into.get, transport=transport)
 
 

@@ -44,6 +44,7 @@ from tests.functional.compute.peerfixtures import (
     CHUNK,
     local_image,
     peer_conf,
+    requests_held,
     running_server,
 )
 from tests.unit.compute.diskfixtures import disk_is_full
@@ -418,6 +419,26 @@ def test_tokens_for_another_job_image_server_time_or_address_are_refused(
     assert 200 not in server.responses
 
 
+def test_a_receiver_asks_from_its_own_image_servers_address(
+        tmp_path: pathlib.Path, server: PeerServer, image: ImageMeta) -> None:
+    # compute-b's image server is on a second address (127.0.0.2), not the one the route to
+    # compute-a leaves from (127.0.0.1): the credential names its server's address, and the
+    # check of the source address passes only if its request comes from there.
+    conf = peer_conf(tmp_path, "compute-b", image_cache__peer_listen_address="127.0.0.2")
+    receiver = ImageCache(conf, OriginSource(conf))
+    peer = Peer(host="compute-a", url=server.url, authorization=_auth(image.id, ip="127.0.0.2"))
+    outcome = receiver.fetch(CTXT, image.id, peers=[peer])
+    assert (outcome.download_path, outcome.bytes_from_origin) == ("peer", 0)
+    assert server.denied == {} and server.responses == {200: 1}
+
+
+def test_the_bound_address_is_the_listen_address_resolved(
+        tmp_path: pathlib.Path, grants: ServeGrants) -> None:
+    conf = peer_conf(tmp_path, "compute-c", image_cache__peer_listen_address="localhost")
+    with running_server(ImageCache(conf, OriginSource(conf)), grants) as named:
+        assert named.address == "localhost" and named.bound_address == "127.0.0.1"
+
+
 def test_only_the_route_with_a_uuid_is_served(server: PeerServer, image: ImageMeta) -> None:
     auth = _auth(image.id).encode()
     for path in (b"/v1/images/../../etc/passwd", b"/v1/images/..%2F..%2Fetc%2Fpasswd",
@@ -551,20 +572,40 @@ def test_stopping_the_server_ends_an_upload_waiting_for_its_cap(
         assert server.responses[200] == 1
 
 
-def test_connections_beyond_every_worker_get_503_at_once(
+def test_requests_beyond_every_worker_get_503_at_once(
         tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants) -> None:
     conf = peer_conf(tmp_path, "compute-c", image_cache__peer_max_uploads=1)
     cache = ImageCache(conf, LocalImageSource(conf))
     cache.fetch(CTXT, image.id)
-    with running_server(cache, grants, header_timeout=5) as server:
+    with running_server(cache, grants, header_timeout=5) as server, requests_held(server):
         port = int(server.url.rsplit(":", 1)[1])
-        idle = [socket.create_connection(("127.0.0.1", port), timeout=5)
-                for _ in range(1 + SPARE_WORKERS)]  # every worker waits for their heads
+        busy = [socket.create_connection(("127.0.0.1", port), timeout=5)
+                for _ in range(1 + SPARE_WORKERS)]
         try:
-            wait_for(lambda: server.active_connections == len(idle), "every worker busy", 5)
+            for sock in busy:
+                sock.sendall(f"GET /v1/images/{image.id} HTTP/1.1\r\n\r\n".encode())
+            wait_for(lambda: server.active_connections == len(busy), "every worker busy", 5)
             started = time.monotonic()
             resp = _get(server, image.id, _auth(image.id, server="compute-c"))
             assert (resp.status_code, resp.headers["Retry-After"]) == (503, "1")
+            assert time.monotonic() - started < 1
+        finally:
+            for sock in busy:
+                sock.close()
+
+
+def test_connections_that_send_nothing_hold_no_worker(
+        source_cache: ImageCache, grants: ServeGrants, image: ImageMeta) -> None:
+    with running_server(source_cache, grants, header_timeout=5) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5)
+                for _ in range(4 * (server.max_uploads + SPARE_WORKERS))]
+        try:
+            wait_for(lambda: server.waiting_connections == len(idle), "all at the door", 5)
+            assert server.active_connections == 0
+            started = time.monotonic()
+            resp = _get(server, image.id, _auth(image.id))
+            assert (resp.status_code, resp.content) == (200, DATA)
             assert time.monotonic() - started < 1
         finally:
             for sock in idle:

@@ -29,6 +29,7 @@ from tests.functional.compute.peerfixtures import (
     CHUNK,
     local_image,
     peer_conf,
+    requests_held,
     running_server,
 )
 from tests.tls_certs import CertFiles, TestCA, self_signed
@@ -234,40 +235,43 @@ def test_a_silent_client_is_cut_at_the_header_deadline(
     with running_server(cache, grants, header_timeout=1.0) as server:
         opened = time.monotonic()
         silent = [socket.create_connection(("127.0.0.1", _port(server)), timeout=5)
-                  for _ in range(3)]
+                  for _ in range(3 * (server.max_uploads + SPARE_WORKERS))]
         try:
-            wait_for(lambda: server.active_connections == len(silent), "the handshakes", 5)
+            wait_for(lambda: server.waiting_connections == len(silent), "the handshakes", 5)
             # Meanwhile a fleet member is served at once: the handshakes under way hold
-            # neither the accepting thread nor the upload slot (peer_max_uploads = 1).
+            # neither a worker nor the upload slot (peer_max_uploads = 1).
+            assert server.active_connections == 0
             answer = _tls_get(server, image.id, pki["compute-b"], pki["compute-b"].ca)
             assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(DATA)
             assert time.monotonic() - opened < 0.9
             for sock in silent:
                 assert sock.recv(1024) == b""  # closed by the server, nothing sent
             assert time.monotonic() - opened < 2
-            wait_for(lambda: server.active_connections == 0, "the workers to be free", 2)
+            wait_for(lambda: server.waiting_connections == 0, "the door to be empty", 2)
         finally:
             for sock in silent:
                 sock.close()
         assert not server.denied  # a client that said nothing was refused nothing
 
 
-def test_connections_beyond_every_worker_are_closed_at_once(
+def test_requests_beyond_every_worker_get_503_at_once(
         tmp_path: pathlib.Path, image: ImageMeta, grants: ServeGrants,
         pki: dict[str, CertFiles]) -> None:
     cache = _source_cache(tmp_path, image, pki["compute-a"])
-    with running_server(cache, grants, header_timeout=5) as server:
-        idle = [socket.create_connection(("127.0.0.1", _port(server)), timeout=5)
-                for _ in range(1 + SPARE_WORKERS)]  # every worker waits for a handshake
-        try:
-            wait_for(lambda: server.active_connections == len(idle), "every worker busy", 5)
-            started = time.monotonic()
-            assert _tls_get(server, image.id, pki["compute-b"], pki["compute-b"].ca) == b""
-            assert time.monotonic() - started < 1
-        finally:
-            for sock in idle:
-                sock.close()
-        assert not server.responses and not server.denied
+    context = ssl.create_default_context(cafile=pki["compute-b"].ca)
+    context.load_cert_chain(pki["compute-b"].cert, pki["compute-b"].key)
+    with running_server(cache, grants, header_timeout=5) as server, requests_held(server), \
+            contextlib.ExitStack() as busy:
+        for _ in range(1 + SPARE_WORKERS):
+            raw = socket.create_connection(("127.0.0.1", _port(server)), timeout=5)
+            sock = busy.enter_context(context.wrap_socket(raw, server_hostname="127.0.0.1"))
+            sock.sendall(_request(image.id))
+        wait_for(lambda: server.active_connections == 1 + SPARE_WORKERS, "every worker busy", 5)
+        started = time.monotonic()
+        answer = _tls_get(server, image.id, pki["compute-b"], pki["compute-b"].ca)
+        assert answer.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1\r\n" in answer
+        assert time.monotonic() - started < 1
+        assert server.responses == {503: 1} and not server.denied
 
 
 def test_a_client_trickling_its_handshake_is_cut_at_the_header_deadline(
