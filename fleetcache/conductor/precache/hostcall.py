@@ -332,7 +332,9 @@ class HostCaller:
         try:
             try:
                 with self._origin_lease(host, image_id, assignment):
-                    if assignment.from_origin and not reported:
+                    if reported:  # the group's hosts that lack it wait for it from now on
+                        planner.expect(host, site, image_id)
+                    elif assignment.from_origin:
                         planner.offer(host, site, image_id, client, assignment)
                     replies = self._call(
                         client, host, [image_id],

@@ -28,6 +28,7 @@ host aborts the operation without ``.end``), and progress numbered under a lock.
 
 from __future__ import annotations
 
+import collections
 import datetime
 import logging
 import threading
@@ -86,6 +87,8 @@ class JobServices(Protocol):
 
     def plan_hosts(self, aggregate: AggregateDict, hosts: list[str],
                    metas: Mapping[str, Mapping[str, object]]) -> list[HostPlan]: ...
+
+    def images_held(self, hosts: list[str], image_ids: list[str]) -> Mapping[str, int]: ...
 
 
 class PrecacheJob:
@@ -212,6 +215,7 @@ class PrecacheJob:
         an ``error`` saying why: every host ends in a state."""
         host_calls = self.precacher.host_calls
         broke: str | None = None
+        self._holders_first()
         try:
             self._hand_out(host_calls)
         except Exception as exc:
@@ -229,6 +233,34 @@ class PrecacheJob:
         for position in missing:
             self._host_done(position, same_result_per_image(self.image_ids, "error", reason))
         return "interrupted: the conductor stopped while the job ran"
+
+    def _holders_first(self) -> None:
+        """With peers, order :attr:`hosts` so that those whose cache reports hold more of the
+        job's images are called first, the order otherwise kept; before any host is handed
+        out (a host's position is its index in :attr:`hosts`).
+
+        A host that lacks an image takes its group's image service slot when no holder of
+        the group is known or under way (:meth:`~.peers.PeerPlanner.expect`): called before
+        the hosts an earlier run of the job cached (a run in its next window, or taken
+        over), it would fetch a second copy of what its group already holds. A job whose
+        cache reports cannot be read keeps its order: only the copies suffer.
+
+        NOTE: one more query per image and :data:`LOOKUP_PAGE` hosts, for the whole run
+        before its first call; only the hosts holding an image are kept (a count each).
+        """
+        if self.precacher.quarantine is None or len(self.hosts) < 2:
+            return
+        held: collections.Counter[str] = collections.Counter()
+        try:
+            for start in range(0, len(self.hosts), LOOKUP_PAGE):
+                held.update(self.precacher.images_held(self.hosts[start:start + LOOKUP_PAGE],
+                                                       self.image_ids))
+        except Exception as exc:  # noqa: BLE001 - the hosts are still called, in list order
+            LOG.warning("Image pre-cache job %s calls its hosts in list order: their cache "
+                        "reports could not be read: %s: %s", self.uuid, type(exc).__name__, exc)
+            return
+        if held:
+            self.hosts.sort(key=lambda host: -held[host])
 
     def _hand_out(self, host_calls: HostCallPool) -> None:
         """Settle or submit every host in order, until all are, the pool is stopping or the

@@ -22,6 +22,14 @@ is a holder like any other if it holds the image (``serve_images`` again, which 
 else it is no source any more. A compute that refuses (an older one, or one without
 cut-through) becomes a source once it finished, as without cut-through.
 
+A host whose cache report already holds the image (a host an earlier run of the job cached)
+is asked without a source; from the start of its call (:meth:`PeerPlanner.expect`) the hosts
+of its group that lack the image wait for it as for a host about to be offered, rather than
+take the group's image service slot for a second copy, and once its call ended it is a holder
+like any other, or, if its report was wrong, the waiters are woken to go on without it. The
+job calls such hosts first (:mod:`~.job`), so that they are under way before the hosts that
+wait for them.
+
 A host waits for a peer at most ``peer_wait_timeout`` seconds, then fetches from the image
 service. A source whose bytes failed a receiver's verification is quarantined for
 ``peer_quarantine_time`` (:class:`PeerQuarantine`, shared by the conductor's jobs) if it
@@ -30,7 +38,8 @@ them, so a host named by its receiver whose own download was refused too only re
 bytes and is not quarantined (one named before its own outcome is known is not offered
 again until it is: quarantined then if verified). A source that failed a receiver otherwise
 (dead, stalled, refused) is not used again by the job, and holds none of its group's image
-service slots from then on (a dead compute's call may take minutes to end).
+service slots from then on, nor the upload slot of its own source (a dead compute's call may
+take minutes to end, and the receivers it failed need those slots now).
 
 A host whose peers all failed comes back for its next source (compute RPC 1.7, its bytes
 kept): it stays a partial holder, its receivers counted (they wait for it: its image server
@@ -45,7 +54,12 @@ job, the image, both hosts and the receiver's address, and ends with the source'
 
 Limits: upload slots are counted per job run in this conductor; two jobs (or conductors)
 using one source at once are bounded by the source itself, which answers 503 beyond
-``peer_max_uploads`` (the receiver then takes its next source).
+``peer_max_uploads`` (the receiver then takes its next source). The image service slots of a
+group (``origin_downloads_per_group``) are counted per job run too: two jobs running at once
+for the same image may each take one on the same group. A failed source's upload slot is
+given back before its own call ends: should it be alive after all (stalled, say), its source
+may briefly have one receiver more than planned, and answers 503 beyond its own
+``peer_max_uploads``.
 """
 
 from __future__ import annotations
@@ -151,11 +165,17 @@ class _ImageGroup:
     holders: dict[str, _Holder] = dataclasses.field(default_factory=dict)
     #: Hosts fetching it from the image service under one of the group's slots.
     origin: set[str] = dataclasses.field(default_factory=set)
-    #: Hosts given the image service whose offer as a source waits for their download
-    #: lease (``assign(offer_origin=False)``, cut-through): the group's next hosts wait for
-    #: them as for a holder, and, when one is a holder already (back after its peers
-    #: failed), it is given to no new receiver meanwhile.
+    #: Hosts about to be offered as sources: those given the image service whose offer
+    #: waits for their download lease (``assign(offer_origin=False)``, cut-through), and
+    #: those whose cache report holds the image, while their call is under way
+    #: (:meth:`PeerPlanner.expect`). The group's next hosts wait for them as for a holder,
+    #: and, when one is a holder already (back after its peers failed), it is given to no
+    #: new receiver meanwhile.
     offering: set[str] = dataclasses.field(default_factory=set)
+    #: Each receiver's upload slot: the source and the holding it is counted on (see
+    #: ``Assignment.source_holding``); given back once, by whichever comes first of the
+    #: receiver's call ending and the receiver failing one of its own receivers.
+    fed: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
 
 
 class PeerPlanner:
@@ -240,6 +260,17 @@ class PeerPlanner:
         finally:
             self._offered(site, image_id, host)
 
+    def expect(self, host: str, site: PeerSite, image_id: str) -> None:
+        """``host``, whose cache report holds ``image_id``, starts its call: until it ended
+        (:meth:`finished`), the hosts of its group that lack the image wait for it (at most
+        ``peer_wait_timeout``) as for a host about to be offered, instead of fetching a
+        second copy from the image service.
+
+        Called once its call starts, never before: a host waiting for a call that has not
+        been dispatched would wait out ``peer_wait_timeout``."""
+        with self._cond:
+            self._groups.setdefault((site["group"], image_id), _ImageGroup()).offering.add(host)
+
     def _offered(self, site: PeerSite, image_id: str, host: str) -> None:
         """``host`` is no longer about to be offered (offered, refused, or its call ended)."""
         with self._cond:
@@ -282,6 +313,7 @@ class PeerPlanner:
             chosen = [holder, *[h for h in self._by_load(state, host) if h is not holder]]
             chosen = chosen[:self.candidates]
             holder.uploads += 1
+            state.fed[host] = (holder.host, holder.holding)
         self._renew_grants(image_id, chosen)
         return Assignment(peers=[self._peer(host, site, image_id, h) for h in chosen],
                           source=holder.host, source_holding=holder.holding)
@@ -304,9 +336,7 @@ class PeerPlanner:
                 holder = _Holder(host, site, client, until)
         with self._cond:
             state = self._groups.setdefault((site["group"], image_id), _ImageGroup())
-            source = state.holders.get(assignment.source or "")
-            if source is not None and source.holding == assignment.source_holding:
-                source.uploads -= 1
+            self._release_upload(state, host)
             if assignment.origin_slot:
                 state.origin.discard(host)
             state.offering.discard(host)  # a wait for its lease that ended without it
@@ -357,12 +387,32 @@ class PeerPlanner:
                 and result.get("source_host") != assignment.source):
             LOG.info("Job %s: peer %s did not deliver (%s); not used again by the job",
                      self.job_uuid, assignment.source, result.get("fallback_reason"))
-            self._failed.add(assignment.source)
+            self._fail(assignment.source)
         for failed in result.get("failed_peers") or []:  # the host gave the image back
             LOG.info("Job %s: peer %s failed %s (%s); not used again by the job",
                      self.job_uuid, failed, host, result.get("fallback_reason"))
-            self._failed.add(str(failed))
+            self._fail(str(failed))
         return roots
+
+    def _fail(self, host: str) -> None:
+        """``host`` failed a receiver: it is not used again by the job, and gives back at
+        once the upload slots its own downloads hold (we hold the lock), so that the
+        receivers it failed may take its source rather than wait for its call to end (a
+        dead compute's takes minutes); its image service slots no longer count either
+        (:meth:`_origin_in_use`)."""
+        self._failed.add(host)
+        for state in self._groups.values():
+            self._release_upload(state, host)
+
+    def _release_upload(self, state: _ImageGroup, host: str) -> None:
+        """Give back the upload slot ``host``'s download holds on its source, if it still
+        holds one (we hold the lock): once, whether its call ended or it failed first."""
+        fed = state.fed.pop(host, None)
+        if fed is None:
+            return
+        source = state.holders.get(fed[0])
+        if source is not None and source.holding == fed[1]:
+            source.uploads -= 1
 
     def _quarantine(self, host: str) -> None:
         LOG.warning("Job %s: peer %s sent bytes that failed verification: not a source for "

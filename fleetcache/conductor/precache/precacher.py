@@ -6,7 +6,8 @@ and no job is created), creates the job (``queued``), hands it to the conductor'
 coordinators as a :class:`~.job.PrecacheJob` and returns it; a job whose window is not open
 yet is ``scheduled`` instead (:mod:`~.windows` starts it then). :meth:`Precacher.plan_hosts`
 is how a running job learns about a page of its hosts: their compute services, the images
-they cannot use, and with peers their sites and the images their cache reports hold.
+they cannot use, and with peers their sites and the images their cache reports hold
+(:meth:`Precacher.images_held` counts the latter, for the job to call holders first).
 
 The conductor process builds the :class:`Precacher` at start-up with its pools, clients and
 notifier (:mod:`fleetcache.conductor.precache` shows how).
@@ -14,6 +15,7 @@ notifier (:mod:`fleetcache.conductor.precache` shows how).
 
 from __future__ import annotations
 
+import collections
 import datetime
 import logging
 from collections.abc import Callable, Mapping
@@ -171,3 +173,11 @@ class Precacher:
         return [HostPlan(h, by_host.get(h), unsupported.get(h, {}), sites.get(h),
                          frozenset(i for i, held in holders.items() if h in held))
                 for h in hosts]
+
+    def images_held(self, hosts: list[str], image_ids: list[str]) -> Mapping[str, int]:
+        """How many of ``image_ids`` each of ``hosts`` holds by its last cache report (hosts
+        that hold none are left out): one query per image."""
+        held: collections.Counter[str] = collections.Counter()
+        for image_id in image_ids:
+            held.update(host_images.hosts_with_image(self.db, image_id, hosts))
+        return held

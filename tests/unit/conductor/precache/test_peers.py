@@ -488,3 +488,57 @@ def test_an_image_without_a_strong_hash_is_asked_without_peers_or_planner(conf, 
     assert len(md5_calls) == 3  # both hosts' md5-only image, and the first host's IMG
     # Holders are offered for IMG only (serve_images), never for the md5-only image.
     assert computes.calls and all(ids == [IMG] for _, _, ids, _ in computes.calls)
+
+
+class SlowHolderComputes(PeerComputes):
+    """Computes of RPC 1.4 whose host ``holder`` already holds the image: its call answers
+    ``existing`` once ``release`` is set; ``started`` is set when that call begins."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__()
+        self.holder = holder
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def cache_images(self, ctxt: Any, host: str, image_ids: list[str], **kwargs: Any) -> Any:
+        if host != self.holder:
+            return super().cache_images(ctxt, host, image_ids, **kwargs)
+        with self.lock:
+            self.cache_calls.append((host, kwargs))
+        self.started.set()
+        assert self.release.wait(10)
+        return {image_ids[0]: ImageResult(state="existing", reason=None, bytes_downloaded=0)}
+
+
+def test_a_host_that_lacks_the_image_takes_a_reported_holder_whose_call_is_under_way(conf,
+                                                                                   pool):
+    """h1's cache report holds the image (a host the job's earlier run cached); h2, which
+    lacks it, is called while h1's call is under way: it waits for h1 and takes it as its
+    peer, rather than a second copy from the image service."""
+    computes, outcomes, done = SlowHolderComputes("h1"), {}, threading.Event()
+    queued = threading.BoundedSemaphore(2)
+
+    def host_done(position: int, results: dict[str, ImageResult]) -> None:
+        outcomes[position] = results[IMG]
+        if len(outcomes) == 2:
+            done.set()
+
+    caller = HostCaller(get_admin_context(), JOB, [IMG], None, clients=computes,
+                        host_calls=pool, db=None, metrics=None,  # type: ignore[arg-type]
+                        gate=None, queued=queued, host_done=host_done,
+                        planner=planner(conf), peer_images=frozenset({IMG}))
+    service: Any = {"cell": {"name": "cell1"}}
+    queued.acquire()
+    pool.run(caller.call_host, 0,
+             HostPlan("h1", service, site=site("h1"), holds=frozenset({IMG})))
+    assert computes.started.wait(5)
+    queued.acquire()
+    pool.run(caller.call_host, 1, HostPlan("h2", service, site=site("h2")))
+    time.sleep(0.3)
+    assert [host for host, _ in computes.cache_calls] == ["h1"]  # h2 waits for h1
+
+    computes.release.set()
+    assert done.wait(10)
+
+    assert outcomes[0]["state"] == "existing"
+    assert (outcomes[1]["download_path"], outcomes[1]["source_host"]) == ("peer", "h1")

@@ -177,3 +177,39 @@ def test_without_cut_through_no_host_is_asked_to_serve_before_it_finished(conf):
     plan.assign("h1", site("h1"), IMG, client=serving)
 
     assert serving.calls == []
+
+
+def existing() -> ImageResult:
+    return ImageResult(state="existing", reason=None, bytes_downloaded=0)
+
+
+def test_a_host_that_lacks_the_image_waits_for_a_reported_holder_whose_call_started(conf):
+    """h1's cache report holds the image and its call is under way: h2, which lacks it,
+    waits for h1 (as for a host about to be offered) instead of taking the group's image
+    service slot, then gets h1 once h1's call ended with the image."""
+    plan, serving = planner(conf), Serving()
+    plan.expect("h1", site("h1"), IMG)
+    thread, out = in_thread(lambda: plan.assign("h2", site("h2"), IMG, client=serving))
+    time.sleep(0.3)
+    assert out == []
+
+    plan.finished("h1", site("h1"), IMG, Assignment(), existing(), serving)
+    thread.join(5)
+
+    assert out[0].source == "h1" and not out[0].origin_slot
+
+
+def test_a_reported_holder_whose_call_failed_wakes_the_hosts_waiting_for_it(conf):
+    """h1's report was wrong or its call failed: h2 is woken at once and takes the group's
+    image service slot (not after ``peer_wait_timeout``)."""
+    conf.set_override("peer_wait_timeout", 30, group="image_cache")
+    plan, serving = planner(conf), Serving()
+    plan.expect("h1", site("h1"), IMG)
+    thread, out = in_thread(lambda: plan.assign("h2", site("h2"), IMG))
+    time.sleep(0.3)
+    assert out == []
+
+    plan.finished("h1", site("h1"), IMG, Assignment(), None, serving)
+    thread.join(5)
+
+    assert out == [Assignment(origin_slot=True)]

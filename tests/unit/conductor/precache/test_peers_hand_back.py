@@ -188,3 +188,38 @@ def test_a_host_back_for_a_source_keeps_its_receivers_counted(conf):
     fourth = plan.assign("h4", site("h4"), IMG, client=serving)
 
     assert fourth.source == "h3"  # the free one; h2 has h3 already
+
+
+def test_a_failed_source_gives_back_its_upload_slot_on_its_own_source_at_once(conf):
+    """Cut-through chain h1 (the image service) -> h2 -> h3 -> h4, one upload per source.
+    h2 dies; h3 gives the image back naming it. h2's own call has not ended, but the slot it
+    held on h1 is free at once: h3 gets h1 rather than waiting for h2's call to end."""
+    conf.set_override("peer_wait_timeout", 0, group="image_cache")
+    plan, serving = planner(conf), Serving()
+    hosts = ["h1", "h2", "h3", "h4"]
+    assigned = {h: plan.assign(h, site(h), IMG, client=serving) for h in hosts}
+    assert [assigned[h].source for h in hosts] == [None, "h1", "h2", "h3"]
+
+    plan.finished("h3", site("h3"), IMG, assigned["h3"], gone("h2"), serving)
+    again = plan.assign("h3", site("h3"), IMG, client=serving)
+
+    assert again.source == "h1" and again.reason is None
+
+
+def test_a_failed_source_whose_call_ends_later_gives_its_slot_back_only_once(conf):
+    """After h2 failed (its slot on h1 given back at once) and h3 took h1, h2's call ending
+    does not free h1's one slot a second time: h1 stays h3's alone."""
+    conf.set_override("peer_wait_timeout", 0, group="image_cache")
+    plan, serving = planner(conf), Serving()
+    hosts = ["h1", "h2", "h3", "h4"]
+    assigned = {h: plan.assign(h, site(h), IMG, client=serving) for h in hosts}
+    plan.finished("h3", site("h3"), IMG, assigned["h3"], gone("h2"), serving)
+    assert plan.assign("h3", site("h3"), IMG, client=serving).source == "h1"
+
+    plan.finished("h2", site("h2"), IMG, assigned["h2"], None, serving)
+
+    # h4's download (fed by h3) is the only free source (h5 not offered in turn); then
+    # every source is full.
+    assert plan.assign("h5", site("h5"), IMG).source == "h4"
+    sixth = plan.assign("h6", site("h6"), IMG)
+    assert sixth.source is None and sixth.reason is not None
