@@ -95,7 +95,11 @@ class BoundedListener(socketserver.TCPServer):
         #: Set by :meth:`abort_all`: a connection a worker takes up after it is not served.
         self._aborted = False
         self.door = _Door(handler, header_timeout, self._hand_over)
-        super().__init__(address, socketserver.BaseRequestHandler)  # closes it on failure
+        try:
+            super().__init__(address, socketserver.BaseRequestHandler)
+        except BaseException:  # TCPServer's server_close, which closes it, misses some
+            self.door.close()
+            raise
 
     def process_request(self, request: Any, client_address: Any) -> None:
         self.door.admit(request, client_address[0])

@@ -196,7 +196,8 @@ class PeerServer:
         name in ``peer_listen_address`` resolved as the kernel bound it. The conductor names
         it in credentials for this host's own requests (``peer_check_source_address``),
         which come from it (:mod:`~.source`): the source address a server sees."""
-        return str(self._listener.server_address[0]) if self._listener else self.address
+        listener = self._listener
+        return str(listener.server_address[0]) if listener is not None else self.address
 
     @property
     def active_connections(self) -> int:
@@ -270,6 +271,7 @@ class PeerServer:
     def serve_connection(self, sock: socket.socket, remote: str, head: bytes) -> None:
         """Answer the one request of ``sock`` (from :meth:`wrap`), whose head is ``head``,
         from ``remote``."""
+        sock.settimeout(self.send_timeout)  # every send progresses within it, or ends
         try:
             method, target, headers = parse_head(head)
         except Refused as exc:
