@@ -122,7 +122,7 @@ def verify(header: str | None, key_for: Callable[[str], str | None], *, server: 
     if claims.expires <= (time.time() if now is None else now):
         raise PeerDenied("expired", f"at {claims.expires:.0f}")
     if (check_ip and claims.requester_ip is not None
-            and _address(claims.requester_ip) != _address(remote_ip)):
+            and canonical_address(claims.requester_ip) != canonical_address(remote_ip)):
         raise PeerDenied("wrong_address", f"{remote_ip} is not {claims.requester_ip}")
     return claims
 
@@ -172,17 +172,17 @@ def _shown(text: str) -> str:
     return repr(text[:80])
 
 
-def _address(text: str) -> object:
-    """``text`` as an address, so that two spellings of one compare equal (IPv6 in any
-    case or compression, an IPv4-mapped IPv6 address as its IPv4 address); ``text`` itself
-    when it is no IP address."""
+def canonical_address(text: str) -> str:
+    """``text`` spelled as the conductor names hosts, so that two spellings of one address
+    compare equal: IPv6 in lower case and compressed, an IPv4-mapped IPv6 address as its
+    IPv4 address; ``text`` itself when it is no IP address."""
     try:
         ip = ipaddress.ip_address(text)
     except ValueError:
         return text
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
+        return str(ip.ipv4_mapped)
+    return str(ip)
 
 
 def _sign(key: str, payload: str) -> bytes:

@@ -33,6 +33,7 @@ import socketserver
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from fleetcache.compute.peers.http_wire import MAX_HEAD, head_ended
@@ -170,7 +171,7 @@ class _Door:
     not whole ``header_timeout`` seconds after it was accepted is closed unanswered."""
 
     def __init__(self, handler: ConnectionHandler, header_timeout: float,
-                 hand_over: Any) -> None:
+                 hand_over: Callable[[socket.socket, str, bytes], None]) -> None:
         self.handler = handler
         self.header_timeout = header_timeout
         self.hand_over = hand_over

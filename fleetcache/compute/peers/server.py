@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ipaddress
 import logging
 import os
 import re
@@ -104,8 +103,8 @@ HEADER_TIMEOUT = 10.0
 #: Workers beyond ``peer_max_uploads``, so that refusals (401, 404, 503) are answered while
 #: every upload slot is taken.
 SPARE_WORKERS = 4
-#: Seconds the listener's door spends answering a request no worker is free for.
-OVERFLOW_DRAIN = 0.1
+#: Seconds the listener's door may spend answering a request no worker is free for.
+OVERFLOW_ANSWER = 0.1
 #: Seconds a client refused for want of an upload slot, or asking for bytes a download under
 #: way has not written yet, is told to wait (``Retry-After``): receivers ask again after it
 #: (:mod:`~.source`), and a slot or the bytes may come any moment (with 5 s, the 32 hosts of
@@ -247,11 +246,11 @@ class PeerServer:
 
     def overloaded(self, sock: socket.socket) -> None:
         """Answer 503 on a request no worker is free for, at the listener's door, so within
-        a bounded time (the answer is tiny: ``OVERFLOW_DRAIN`` seconds at most). Its head was
+        a bounded time (the answer is tiny: ``OVERFLOW_ANSWER`` seconds at most). Its head was
         read whole, so closing the socket after leaves no unread data that would reset the
         connection before the client reads the answer."""
         with contextlib.suppress(OSError):
-            sock.settimeout(OVERFLOW_DRAIN)
+            sock.settimeout(OVERFLOW_ANSWER)
             self._respond(sock, 503, {"Retry-After": str(RETRY_AFTER)})
 
     def wrap(self, sock: socket.socket) -> socket.socket:
@@ -266,7 +265,7 @@ class PeerServer:
     def refused_handshake(self, remote: str, exc: ssl.SSLError) -> None:
         """Count a TLS handshake that failed on the peer's certificate or protocol (a client
         that leaves or is too slow is not counted, as without TLS)."""
-        self._count_denial("tls", _plain_ip(remote), exc)
+        self._count_denial("tls", peer_tokens.canonical_address(remote), exc)
 
     def serve_connection(self, sock: socket.socket, remote: str, head: bytes) -> None:
         """Answer the one request of ``sock`` (from :meth:`wrap`), whose head is ``head``,
@@ -281,8 +280,8 @@ class PeerServer:
         # for (a download to start, then its first bytes), it is answered by then.
         answer_by = time.monotonic() + self.first_byte_wait
         try:
-            fd, image_id, growing = self._authorize(method, target, headers, _plain_ip(remote),
-                                                    answer_by)
+            fd, image_id, growing = self._authorize(
+                method, target, headers, peer_tokens.canonical_address(remote), answer_by)
         except Refused as exc:
             self._answer(sock, exc)
             return
@@ -429,12 +428,3 @@ class PeerServer:
         if self.metrics is not None:
             self.metrics.record_peer_denied(reason)
         LOG.warning("Peer request from %s denied: %s", remote, exc)
-
-
-def _plain_ip(remote: str) -> str:
-    """``remote`` as the conductor names hosts: an IPv4-mapped IPv6 address as IPv4."""
-    with contextlib.suppress(ValueError):
-        ip = ipaddress.ip_address(remote)
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-    return remote

@@ -107,9 +107,6 @@ class Assignment:
     source: str | None = None
     origin_slot: bool = False
     reason: str | None = None
-    #: Which holding of ``source`` the upload slot is counted on (a host dropped as a
-    #: source and offered again is another holding, counted afresh).
-    source_holding: int | None = None
 
     @property
     def from_origin(self) -> bool:
@@ -154,7 +151,8 @@ class _Holder:
     partial: bool = False
     #: The peer that download streams from (None: the image service).
     fed_by: str | None = None
-    #: This holding's number in the planner (see ``Assignment.source_holding``).
+    #: This holding's number in the planner: a host dropped as a source and offered again is
+    #: another holding, whose upload slots are counted afresh (``_ImageGroup.fed``).
     holding: int = 0
 
 
@@ -172,9 +170,9 @@ class _ImageGroup:
     #: and, when one is a holder already (back after its peers failed), it is given to no
     #: new receiver meanwhile.
     offering: set[str] = dataclasses.field(default_factory=set)
-    #: Each receiver's upload slot: the source and the holding it is counted on (see
-    #: ``Assignment.source_holding``); given back once, by whichever comes first of the
-    #: receiver's call ending and the receiver failing one of its own receivers.
+    #: Each receiver's upload slot: the source and the holding it is counted on; given back
+    #: once, by whichever comes first of the receiver's call ending and the receiver failing
+    #: one of its own receivers.
     fed: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
 
 
@@ -316,7 +314,7 @@ class PeerPlanner:
             state.fed[host] = (holder.host, holder.holding)
         self._renew_grants(image_id, chosen)
         return Assignment(peers=[self._peer(host, site, image_id, h) for h in chosen],
-                          source=holder.host, source_holding=holder.holding)
+                          source=holder.host)
 
     def finished(self, host: str, site: PeerSite, image_id: str, assignment: Assignment,
                  result: ImageResult | None, client: ServeClient) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 import datetime
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from oslo_config import cfg
@@ -169,7 +169,7 @@ class Precacher:
         if self.quarantine is None:
             return [HostPlan(h, by_host.get(h), unsupported.get(h, {})) for h in hosts]
         sites = peer_sites(self.db, hosts, binaries.COMPUTE)
-        holders = {i: host_images.hosts_with_image(self.db, i, hosts) for i in metas}
+        holders = self._holders(hosts, metas)
         return [HostPlan(h, by_host.get(h), unsupported.get(h, {}), sites.get(h),
                          frozenset(i for i, held in holders.items() if h in held))
                 for h in hosts]
@@ -178,6 +178,11 @@ class Precacher:
         """How many of ``image_ids`` each of ``hosts`` holds by its last cache report (hosts
         that hold none are left out): one query per image."""
         held: collections.Counter[str] = collections.Counter()
-        for image_id in image_ids:
-            held.update(host_images.hosts_with_image(self.db, image_id, hosts))
+        for holding in self._holders(hosts, image_ids).values():
+            held.update(holding)
         return held
+
+    def _holders(self, hosts: list[str], image_ids: Iterable[str]) -> dict[str, set[str]]:
+        """Image id -> those of ``hosts`` whose last cache report holds it: one query per
+        image."""
+        return {i: host_images.hosts_with_image(self.db, i, hosts) for i in image_ids}
