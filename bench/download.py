@@ -43,10 +43,13 @@ sequential), and a durable one cannot be faster than the disk takes a durable wr
 memory with that algorithm just before and just after each fleetcache variant (one core's
 hash on this machine moved by up to 13 % between runs two seconds apart, its other core idle:
 measured minutes away, the limit said more about that drift than about fleetcache), and
-after its variants writes as many bytes with ``dd oflag=direct conv=fsync`` to the same disk:
-a variant's *limit* is the slowest of ``curl -o``, the mean of its two hashes and that write.
-The run prints how far apart each pair of hashes was (``hash_drift_max``): how well a
-round's limit is known. After its variants a round hashes once more, then hashes while
+writes as many bytes with ``dd oflag=direct conv=fsync`` to the same disk just before and just
+after it too (a disk whose durable write set the limit moved from 260 to 530 MB/s between
+writes seconds apart: one write at the round's end judged the variants by the disk's moment):
+a variant's *limit* is the slowest of ``curl -o``, the mean of its two hashes and the mean of
+its two writes. The run prints how far apart each pair was (``hash_drift_max``,
+``disk_drift_max``): how well a round's limit is known. After its variants a round writes
+once more (``disk_mbps``, the disk over ``curl -o``), hashes once more, then hashes while
 ``curl -o /dev/null`` receives the image on the other CPUs, then once more
 (``bench/_hash_limits.py``): that hash over the limit with the mean of the two around it is
 what a download whose pipeline cost nothing would reach in the round
@@ -242,10 +245,12 @@ def proc_io() -> dict[str, int]:
         return {k: int(v) for k, v in (line.split(": ") for line in f)}
 
 
-def round_limit(curl: float, hashes: tuple[float, float], disk: float) -> float:
+def round_limit(curl: float, hashes: tuple[float, float],
+                disks: tuple[float, float]) -> float:
     """A round's limit (MB/s): the slowest of ``curl -o``, the mean of the one-core hashes
-    just before and just after the measured variant, and the disk's durable write."""
-    return min(curl, sum(hashes) / 2, disk)
+    just before and just after the measured variant, and the mean of the disk's durable
+    writes just before and just after it."""
+    return min(curl, sum(hashes) / 2, sum(disks) / 2)
 
 
 def disk_ceiling(dest: Path, size: int) -> float:
@@ -299,6 +304,9 @@ def main() -> int:
     #: MB/s of one core's hash just before and just after each fleetcache variant, per round:
     #: their mean is its own limit's hash.
     beside: dict[str, list[tuple[float, float]]] = {"fleetcache": [], "fleetcache (peer)": []}
+    #: MB/s of the disk's durable write just before and just after each fleetcache variant,
+    #: per round: their mean is its own limit's disk.
+    disk_beside: dict[str, list[tuple[float, float]]] = {k: [] for k in beside}
     #: MB/s of one core's hash while curl receives the image on the other CPUs, and of one
     #: core's hash just before it and after it (the round's), per round.
     receiving: list[tuple[float, float, float]] = []
@@ -322,6 +330,11 @@ def main() -> int:
                 peer_header = work / "peer.header"
                 peer_header.write_text(f"Authorization: {authorization}\n")
                 peer_header.chmod(0o600)
+                # Warm the holder's copy as Glance's: the holder wrote it with O_DIRECT, so
+                # the first receiver read it from the disk it was writing to (224 against
+                # 291-304 MB/s in the later fetches), which two hosts never share.
+                curl_plain(peer_url, work / "warm", peer_header)
+                (work / "warm").unlink()
                 for rnd in range(args.rounds):
                     runs: dict[str, Callable[[], object]] = {
                         "curl -o": lambda: curl_plain(url, work / "plain", header),
@@ -347,17 +360,23 @@ def main() -> int:
                     # Rotate the order so that no variant always comes first in a round.
                     order = list(runs)[rnd % len(runs):] + list(runs)[:rnd % len(runs)]
                     for name in order:
-                        hash_before = hash_ceiling(size, algo)[0] if name in beside else 0.0
+                        around = name in beside  # its limit's hash and disk just around it
+                        hash_before = hash_ceiling(size, algo)[0] if around else 0.0
+                        disk_before = disk_ceiling(work / "dd", size) if around else 0.0
                         settle()
                         before = tree_cpu(glance_pid) if glance_pid else 0.0
                         wall, cpu = timed(runs[name])
-                        if name in beside:
-                            beside[name].append((hash_before, hash_ceiling(size, algo)[0]))
                         walls[name].append(wall)
                         cpus[name].append(cpu)
                         glance_cpus[name].append(
                             tree_cpu(glance_pid) - before if glance_pid else float("nan"))
+                        if around:
+                            beside[name].append((hash_before, hash_ceiling(size, algo)[0]))
                         check_and_remove([copies[name]], size)
+                        if around:
+                            settle()
+                            disk_beside[name].append(
+                                (disk_before, disk_ceiling(work / "dd", size)))
                     receive_before = hash_ceiling(size, algo)[0]
                     received = hash_beside_receive(url, header, algo)
                     round_hash.append(hash_ceiling(size, algo)[0])
@@ -371,7 +390,9 @@ def main() -> int:
                                     for k, v in beside.items())
                         + f", the receive {receive_before:.0f}/{round_hash[-1]:.0f}; beside "
                         f"a receive {received:.0f}), dd oflag=direct "
-                        f"conv=fsync {round_disk[-1]:.0f} MB/s")
+                        f"conv=fsync {round_disk[-1]:.0f} MB/s (before/after "
+                        + ", ".join(f"{k} {v[-1][0]:.0f}/{v[-1][1]:.0f}"
+                                    for k, v in disk_beside.items()) + ")")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     mbps = {k: size / median(v) / 1e6 for k, v in walls.items()}
@@ -398,8 +419,8 @@ def main() -> int:
           f"({all_read / size:.6f} per byte cached)")
     ratios = [c / f for c, f in zip(walls["curl -o"], walls["fleetcache"], strict=True)]
     curl_rounds = [size / w / 1e6 for w in walls["curl -o"]]
-    limits = [round_limit(c, h, d)
-              for c, h, d in zip(curl_rounds, beside["fleetcache"], round_disk, strict=True)]
+    limits = [round_limit(c, h, d) for c, h, d in zip(
+        curl_rounds, beside["fleetcache"], disk_beside["fleetcache"], strict=True)]
     of_limit = [size / w / 1e6 / lim
                 for w, lim in zip(walls["fleetcache"], limits, strict=True)]
     allowed = sum(h >= 0.9 * c for c, h in zip(curl_rounds, round_hash, strict=True))
@@ -416,18 +437,20 @@ def main() -> int:
           + f" ({limit_allowed} of {len(limits)} rounds with hash and disk >= 0.9 of curl -o)")
     peer_curl = [size / w / 1e6 for w in walls["curl -o (peer)"]]
     peer_limits = [round_limit(c, h, d) for c, h, d in zip(
-        peer_curl, beside["fleetcache (peer)"], round_disk, strict=True)]
+        peer_curl, beside["fleetcache (peer)"], disk_beside["fleetcache (peer)"], strict=True)]
     peer_of_limit = [size / w / 1e6 / lim
                      for w, lim in zip(walls["fleetcache (peer)"], peer_limits, strict=True)]
     print("fleetcache from a peer / min(curl -o of the peer, one-core hash, disk) per round: "
           + ", ".join(f"{r:.3f}" for r in peer_of_limit))
     # A download whose pipeline cost nothing: bound by curl -o, the disk, and the hash at the
     # speed it had beside a receive.
-    ideal_of_limit = [min(c, r, d) / round_limit(c, (b, a), d) for c, (r, b, a), d in zip(
+    ideal_of_limit = [min(c, r, d) / round_limit(c, (b, a), (d, d)) for c, (r, b, a), d in zip(
         curl_rounds, receiving, round_disk, strict=True)]
     drift = [abs(a - b) / ((a + b) / 2) for v in beside.values() for b, a in v]
+    disk_drift = [abs(a - b) / ((a + b) / 2) for v in disk_beside.values() for b, a in v]
     print(f"{algo} (1 core) just before against just after each fleetcache variant: "
-          f"{min(drift):.0%} to {max(drift):.0%} apart (the limit's own uncertainty)")
+          f"{min(drift):.0%} to {max(drift):.0%} apart; the disk's durable write: "
+          f"{min(disk_drift):.0%} to {max(disk_drift):.0%} apart (the limit's own uncertainty)")
     print(f"min(curl -o, {algo} (1 core) beside a receive on the other CPUs, disk) / min(curl "
           "-o, one-core hash, disk) per round: " + ", ".join(f"{r:.3f}" for r in ideal_of_limit)
           + " (a download whose pipeline cost nothing)")
@@ -468,7 +491,8 @@ def main() -> int:
                    peer_worst_round_of_limit=round(min(peer_of_limit), 3),
                    free_pipeline_of_limit=round(median(ideal_of_limit), 3),
                    free_pipeline_worst_round_of_limit=round(min(ideal_of_limit), 3),
-                   hash_drift_max=round(max(drift), 3)))
+                   hash_drift_max=round(max(drift), 3),
+                   disk_drift_max=round(max(disk_drift), 3)))
     return 0
 
 

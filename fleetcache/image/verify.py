@@ -31,7 +31,6 @@ import hashlib
 import logging
 import mmap
 import os
-import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -39,12 +38,18 @@ from typing import Any, NamedTuple
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.image.chunks import ChunkPool
-from fleetcache.image.source import Buffer, ImageMeta, ImageSource, ProgressCallback, Writer
+from fleetcache.image.lanes import PIPELINE_BYTES, Lane, confine
+from fleetcache.image.source import (
+    Buffer,
+    ImageMeta,
+    ImageSource,
+    ProgressCallback,
+    VectorWriter,
+    Writer,
+)
 
 LOG = logging.getLogger(__name__)
 
-#: Chunks queued between the reader and each worker thread (bounds memory use).
-PIPELINE_DEPTH = 4
 #: Hash algorithms strong enough to take an image's bytes from a party that may shape them
 #: (a peer of a pre-cache job): Glance's multihash, never MD5.
 STRONG_HASHES = frozenset({"sha256", "sha384", "sha512", "sha3_224", "sha3_256", "sha3_384",
@@ -130,16 +135,6 @@ class HashCpus:
         return CpuSplit(hash=frozenset({mine}), others=others)
 
 
-def _confine(cpus: frozenset[int] | set[int]) -> bool:
-    """Keep the calling thread on ``cpus``; False (logged) when the kernel refuses."""
-    try:
-        os.sched_setaffinity(0, cpus)
-    except OSError as exc:  # e.g. the cgroup's CPU set changed meanwhile
-        LOG.debug("cannot set this thread's CPU affinity to %s: %s", sorted(cpus), exc)
-        return False
-    return True
-
-
 @contextlib.contextmanager
 def beside_the_hash(cpus: frozenset[int] | None) -> Iterator[None]:
     """The calling thread on ``cpus`` for the block (nothing when None), then back on the CPUs
@@ -148,12 +143,12 @@ def beside_the_hash(cpus: frozenset[int] | None) -> Iterator[None]:
         yield
         return
     before = os.sched_getaffinity(0)
-    confined = _confine(cpus)
+    confined = confine(cpus)
     try:
         yield
     finally:
         if confined:
-            _confine(before)
+            confine(before)
 
 
 class ImageVerifier:
@@ -200,46 +195,13 @@ class ImageVerifier:
                         meta.id)
 
 
-class _Lane(threading.Thread):
-    """One worker of a :class:`VerifyingWriter`: applies its steps to every chunk, in order.
-
-    After the first error (kept in ``error``) it drains its queue without working, so that
-    the reader never blocks on a full queue. ``done`` is called with every chunk once this
-    lane no longer needs it, worked on or not.
-    """
-
-    def __init__(self, name: str, steps: Sequence[Callable[[Buffer], Any]],
-                 depth: int, done: Callable[[Buffer], None],
-                 cpus: frozenset[int] | None = None) -> None:
-        super().__init__(name=name, daemon=True)
-        self.steps = tuple(steps)
-        #: The CPUs this worker keeps to (None: those it inherits).
-        self.cpus = cpus
-        self.done = done
-        self.queue: queue.Queue[Buffer | None] = queue.Queue(maxsize=depth)
-        self.error: BaseException | None = None
-        #: Set by :meth:`VerifyingWriter.abort`: the chunks still queued are dropped.
-        self.cancelled = False
-
-    def run(self) -> None:
-        if self.cpus is not None:
-            _confine(self.cpus)
-        while (chunk := self.queue.get()) is not None:
-            try:
-                if self.error is None and not self.cancelled:
-                    for step in self.steps:
-                        step(chunk)
-            except BaseException as exc:  # handed to the reader thread
-                self.error = exc
-            finally:
-                self.done(chunk)
-
-
 class VerifyingWriter:
     """Hashes each chunk and writes it to ``sink``, on two worker threads.
 
     One thread (``image-hash``) feeds the verifier's hash; the other (``image-writer``) shows
-    the chunk to the ``observers`` (format inspection, signature check), then writes it. So
+    the chunk to the ``observers`` (format inspection, signature check), then writes it (a
+    :class:`~fleetcache.image.source.VectorWriter` sink is handed the chunks queued by then
+    together: :mod:`~fleetcache.image.lanes`). So
     the hash of one chunk, the write of another and the reader's next receive run at once:
     hashlib and file writes release the GIL on large buffers. One thread doing both hashed
     and wrote one after the other; with two, the hash alone, on one core, is the bound of a
@@ -247,7 +209,8 @@ class VerifyingWriter:
 
     ``write`` hands the chunk to both and returns; an error of either worker (a full disk, a
     refused format) is raised by the next ``write`` or by :meth:`close`. Chunks must not be
-    changed after ``write`` (both threads read them; each queue holds at most ``depth``).
+    changed after ``write`` (both threads read them; each queue holds at most ``limit``
+    bytes).
     A chunk received into a buffer of :meth:`receive_buffer` goes back to the pool when both
     workers are done with it; the source must not touch it after ``write``.
 
@@ -267,7 +230,7 @@ class VerifyingWriter:
 
     def __init__(self, sink: Writer, verifier: ImageVerifier,
                  observers: Sequence[Callable[[Buffer], None]] = (),
-                 depth: int = PIPELINE_DEPTH, aligned_sink: bool = False,
+                 limit: int = PIPELINE_BYTES, aligned_sink: bool = False,
                  cpus: CpuSplit | None = None) -> None:
         self.sink = sink
         self.verifier = verifier
@@ -276,11 +239,13 @@ class VerifyingWriter:
         #: Where the download's threads run (None: anywhere).
         self.cpus = cpus
         self._pool = ChunkPool()
+        writev = sink.writev if isinstance(sink, VectorWriter) else None
         self._lanes = (
-            _Lane("image-hash", [verifier.update], depth, self._pool.seen,
-                  self.cpus.hash if self.cpus else None),
-            _Lane("image-writer", [*self.observers, sink.write], depth, self._pool.seen,
-                  self.cpus.others if self.cpus else None),
+            Lane("image-hash", [verifier.update], self._pool.seen,
+                 cpus=self.cpus.hash if self.cpus else None, limit=limit),
+            Lane("image-writer", [*self.observers, *([] if writev else [sink.write])],
+                 self._pool.seen, batch=writev, cpus=self.cpus.others if self.cpus else None,
+                 limit=limit),
         )
         try:
             for lane in self._lanes:

@@ -277,7 +277,8 @@ def test_an_aligned_sink_gets_chunks_of_whole_pages_copied_into_pool_buffers_by_
         return pool_copy(pool, chunk)
 
     sink = Sink()
-    writer = verify.VerifyingWriter(sink, verify.ImageVerifier(_meta()), aligned_sink=True)
+    writer = verify.VerifyingWriter(sink, verify.ImageVerifier(_meta()), aligned_sink=True,
+                                    limit=4 * 65536)  # four chunks queued: buffers reused
     with mock.patch.object(ChunkPool, "copy_in", spy):
         for start in range(0, len(DATA), 65536):  # 15 chunks of 16 pages, then 16,960 bytes
             writer.write(DATA[start:start + 65536])
