@@ -6,12 +6,15 @@ and the writer. Their queues are bounded in bytes, not in chunks: a source reads
 bound of four chunks let a download from a peer run only 4 MiB ahead of its disk where one
 from Glance ran 16 MiB ahead.
 
-A lane given a ``batch`` step (the writer's) takes every chunk already queued, up to its
-bound, and hands them on in one call: a file sink writes them with one ``writev``. A
-download from a peer wrote 1,028 chunks of 1 MiB per GiB one at a time, each written only
-once the previous write had returned and the writer thread had been woken on a CPU busy
-receiving: 4.3-4.8 s of writes per GiB on a disk whose own ``dd oflag=direct`` wrote 1 MiB
-blocks at 300-350 MB/s (docs/performance.md, "Download from Glance").
+A lane given a ``batch`` step (the writer's) takes the chunks already queued, up to
+:data:`BATCH_BYTES`, and hands them on in one call: a file sink writes them with one
+``writev``. A download from a peer wrote 1,028 chunks of 1 MiB per GiB one at a time, each
+only once the previous write had returned and the writer thread had been woken on a CPU busy
+receiving: 4.3-4.8 s of writes per GiB, 216-238 MB/s, on a disk whose own ``dd
+oflag=direct`` wrote 1 MiB blocks at 300-350 MB/s; with 16 MiB queued and the queued chunks
+written together, 269-326 MB/s (docs/performance.md, "Download from Glance"). When the disk
+keeps up nothing waits in the queue and each chunk is written as it comes; when it does not,
+a cut-through receiver of this host sees the file grow a batch at a time.
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ from fleetcache.image.source import Buffer
 
 LOG = logging.getLogger(__name__)
 
-#: Bytes queued to each lane of a download: four of Glance's 4 MiB chunks.
+#: Bytes a lane of a download holds, queued or being worked on: four of Glance's 4 MiB
+#: chunks (so a download's pool holds at most these and the chunk being received).
 PIPELINE_BYTES = 16 * 1024 * 1024
-#: Most bytes a batch step is handed at once: half the queue, so that the reader fills the
-#: other half meanwhile and a download holds about as many buffers as with four chunks
-#: queued.
+#: Most bytes a batch step is handed at once: half the lane's, so that the reader fills the
+#: other half meanwhile.
 BATCH_BYTES = PIPELINE_BYTES // 2
 
 
@@ -46,8 +49,8 @@ def confine(cpus: frozenset[int] | set[int]) -> bool:
 
 
 class ByteQueue:
-    """A FIFO of chunks holding at most ``limit`` bytes (one larger chunk when it is empty),
-    ended by ``None``.
+    """A FIFO of chunks ended by ``None``, holding at most ``limit`` bytes (one larger chunk
+    when it holds nothing), those taken by :meth:`get` counted until :meth:`release`.
 
     :meth:`put` of a chunk blocks while it would not fit; ``None`` (the end) is always taken.
     """
@@ -69,7 +72,8 @@ class ByteQueue:
 
     def get(self, most: int = 0) -> list[Buffer | None]:
         """The next item, waiting for it, and after it those already queued while the items
-        taken stay within ``most`` bytes. ``None`` is only ever the last item taken."""
+        taken stay within ``most`` bytes. ``None`` is only ever the last item taken. The
+        chunks taken still count against the limit until they are released."""
         with self._changed:
             while not self._items:
                 self._changed.wait()
@@ -81,9 +85,13 @@ class ByteQueue:
                     break
                 taken.append(self._items.popleft())
                 total += 0 if following is None else len(following)
-            self._bytes -= total
-            self._changed.notify_all()
             return taken
+
+    def release(self, chunks: Sequence[Buffer]) -> None:
+        """``chunks``, taken by :meth:`get`, are done with: their bytes no longer count."""
+        with self._changed:
+            self._bytes -= sum(len(chunk) for chunk in chunks)
+            self._changed.notify_all()
 
 
 class Lane(threading.Thread):
@@ -135,3 +143,4 @@ class Lane(threading.Thread):
         finally:
             for chunk in chunks:
                 self.done(chunk)
+            self.queue.release(chunks)

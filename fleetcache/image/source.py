@@ -54,7 +54,8 @@ class Writer(Protocol):
 @runtime_checkable
 class VectorWriter(Protocol):
     """A :class:`Writer` that also takes several chunks in one call (a file: one ``writev``
-    instead of a write per chunk)."""
+    instead of a write per chunk). Any writer with a ``writev`` method is taken for one
+    (``isinstance`` of a runtime-checkable protocol looks at the names only)."""
 
     def write(self, data: Buffer, /) -> int | None: ...
 

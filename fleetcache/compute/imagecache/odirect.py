@@ -111,16 +111,22 @@ class ODirectWriter:
         return n
 
     def writev(self, chunks: Sequence[Buffer], /) -> int:
-        """Write ``chunks`` in order: those at the front that can go to the disk as they are
-        in one ``writev`` (the disk is handed them together), the rest through :meth:`write`."""
+        """Write ``chunks`` in order: each run of them that can go to the disk as they are in
+        one ``writev`` (the disk is handed them together), any other through :meth:`write`
+        (staged, and so is everything after it)."""
         views = [memoryview(chunk).cast("B") for chunk in chunks]
-        ready = 0
-        if not self._staged and self.direct:
-            while ready < min(len(views), IOV_MAX) and _aligned(views[ready]):
+        at = 0
+        while at < len(views):
+            ready = at
+            while (ready < len(views) and ready - at < IOV_MAX and not self._staged
+                   and self.direct and _aligned(views[ready])):
                 ready += 1
-        self._write_all(views[:ready])
-        for view in views[ready:]:
-            self.write(view)
+            if ready > at:
+                self._write_all(views[at:ready])
+                at = ready
+            else:
+                self.write(views[at])
+                at += 1
         return sum(len(view) for view in views)
 
     def finish(self) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -41,6 +42,8 @@ def test_a_queue_holds_at_most_its_bytes_and_the_reader_waits_for_room() -> None
     third = _put_in_thread(queue, b"c" * 3)
     assert not third.wait(0.2)  # 13 bytes would not fit
     assert queue.get() == [b"a" * 4]
+    assert not third.wait(0.2)  # taken, but not yet done with
+    queue.release([b"a" * 4])
     assert third.wait(WAIT)
     assert queue.get(most=100) == [b"b" * 6, b"c" * 3]
 
@@ -167,10 +170,19 @@ def test_a_plain_writer_still_gets_one_write_per_chunk() -> None:
     assert got == [b"a", b"b", b"c"]
 
 
-@pytest.mark.parametrize("limit", [4 * 65536, 65536])
-def test_a_download_holds_at_most_its_bytes_in_each_queue(limit: int) -> None:
-    """The reader is held back once ``limit`` bytes wait for the writer (one chunk more is
-    being written): with the sink stalled, the fifth chunk of 64 KiB is not accepted."""
+def _settled(count: Callable[[], int], expected: int) -> int:
+    """``count()`` once it reached ``expected`` (or after WAIT) and stayed a moment."""
+    deadline = time.monotonic() + WAIT
+    while count() < expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # anything beyond ``expected`` would have come by now
+    return count()
+
+
+@pytest.mark.parametrize("limit", [4 * 65536, 2 * 65536])
+def test_a_download_holds_at_most_its_bytes_in_each_lane(limit: int) -> None:
+    """The chunk being written counts: with the sink stalled on the first chunk of 64 KiB,
+    the reader is held back once ``limit`` bytes are in the writer's lane."""
     sink = HeldVectorSink()
     writer = verify.VerifyingWriter(sink, verify.ImageVerifier(ImageMeta(id="img")),
                                     limit=limit)
@@ -185,9 +197,18 @@ def test_a_download_holds_at_most_its_bytes_in_each_queue(limit: int) -> None:
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
-    feeder.join(0.3)
-    assert len(accepted) == 1 + limit // 65536  # the one being written, and a queue full
+    assert _settled(lambda: len(accepted), limit // 65536) == limit // 65536
     sink.go.set()
     feeder.join(WAIT)
     writer.close()
     assert [len(c) for call in sink.calls for c in call] == [65536] * 8
+
+
+def test_a_batch_in_work_counts_until_it_is_done() -> None:
+    queue = lanes.ByteQueue(limit=10)
+    queue.put(b"a" * 6)
+    taken = queue.get()
+    waiting = _put_in_thread(queue, b"b" * 6)
+    assert not waiting.wait(0.2)  # 6 bytes in work and 6 more would not fit
+    queue.release([c for c in taken if c is not None])
+    assert waiting.wait(WAIT)

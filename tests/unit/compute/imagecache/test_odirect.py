@@ -253,3 +253,52 @@ def test_a_file_system_without_o_direct_takes_chunks_handed_together(
         assert sink.writev([data[:7], data[7:]]) == len(data)
         sink.finish()
     assert (tmp_path / "base").read_bytes() == data
+
+
+def test_an_aligned_chunk_after_a_staged_one_in_the_same_call_is_staged_behind_it(
+        tmp_path: pathlib.Path, spy_calls: list[Call]) -> None:
+    first, last = _aligned_chunk(2 * ALIGN, 1), _aligned_chunk(2 * ALIGN, 3)
+    middle = b"m" * 100  # bytes: staged, so ``last`` must not go to the disk before it
+    with open(tmp_path / "base", "wb") as f:
+        sink = odirect.file_sink(f)
+        sink.writev([first, middle, last])
+        sink.finish()
+    assert spy_calls[0] == (((_address(first), len(first)),), True)
+    assert all(address != _address(last) for buffers, _ in spy_calls for address, _ in buffers)
+    assert (tmp_path / "base").read_bytes() == bytes(first) + middle + bytes(last)
+
+
+def test_a_vectored_write_refused_direct_goes_on_buffered_with_nothing_lost(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.writev
+    refused: list[int] = []
+
+    def writev(fd: int, buffers: Any) -> int:
+        if _o_direct(fd) and not refused:
+            refused.append(len(buffers))
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, buffers)
+
+    monkeypatch.setattr(odirect.os, "writev", writev)
+    chunks = [_aligned_chunk(4 * ALIGN, n) for n in (1, 2, 3)]
+    with open(tmp_path / "base", "wb") as f:
+        sink = odirect.file_sink(f)
+        sink.writev(chunks)
+        sink.writev(chunks[:1])
+        sink.finish()
+        assert not _o_direct(f.fileno())
+    assert refused == [3]
+    assert (tmp_path / "base").read_bytes() == b"".join(bytes(c) for c in [*chunks, chunks[0]])
+
+
+def test_buffers_beyond_what_one_call_takes_go_in_the_next_calls(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+        spy_calls: list[Call]) -> None:
+    monkeypatch.setattr(odirect, "IOV_MAX", 2)
+    chunks = [_aligned_chunk(ALIGN, n) for n in (1, 2, 3, 4, 5)]
+    with open(tmp_path / "base", "wb") as f:
+        sink = odirect.file_sink(f)
+        sink.writev(chunks)
+        sink.finish()
+    assert [len(buffers) for buffers, _ in spy_calls] == [2, 2, 1]
+    assert (tmp_path / "base").read_bytes() == b"".join(bytes(c) for c in chunks)
