@@ -130,18 +130,25 @@ def test_file_system_without_o_direct_gets_buffered_writes(
     assert (tmp_path / "base").read_bytes() == data
 
 
-def test_a_refused_direct_write_turns_o_direct_off_for_the_rest(
-        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def refuse_first_direct_write(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """Make the first writev(2) with O_DIRECT on fail with EINVAL, as a file system that
+    takes the flag but not a given write does; :returns: the lengths of its buffers."""
     real = os.writev
-    refused: list[int] = []
+    refused: list[list[int]] = []
 
     def writev(fd: int, buffers: Any) -> int:
         if _o_direct(fd) and not refused:
-            refused.append(sum(len(b) for b in buffers))
+            refused.append([len(b) for b in buffers])
             raise OSError(errno.EINVAL, "Invalid argument")
         return real(fd, buffers)
 
     monkeypatch.setattr(odirect.os, "writev", writev)
+    return refused
+
+
+def test_a_refused_direct_write_turns_o_direct_off_for_the_rest(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = refuse_first_direct_write(monkeypatch)
     chunks = [_aligned_chunk(8 * ALIGN, n) for n in (4, 5)]
     with open(tmp_path / "base", "wb") as f:
         sink = odirect.file_sink(f)
@@ -149,7 +156,7 @@ def test_a_refused_direct_write_turns_o_direct_off_for_the_rest(
             sink.write(chunk)
         sink.finish()
         assert not _o_direct(f.fileno())
-    assert refused == [8 * ALIGN]
+    assert refused == [[8 * ALIGN]]
     assert (tmp_path / "base").read_bytes() == b"".join(bytes(c) for c in chunks)
 
 
@@ -270,16 +277,7 @@ def test_an_aligned_chunk_after_a_staged_one_in_the_same_call_is_staged_behind_i
 
 def test_a_vectored_write_refused_direct_goes_on_buffered_with_nothing_lost(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = os.writev
-    refused: list[int] = []
-
-    def writev(fd: int, buffers: Any) -> int:
-        if _o_direct(fd) and not refused:
-            refused.append(len(buffers))
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real(fd, buffers)
-
-    monkeypatch.setattr(odirect.os, "writev", writev)
+    refused = refuse_first_direct_write(monkeypatch)
     chunks = [_aligned_chunk(4 * ALIGN, n) for n in (1, 2, 3)]
     with open(tmp_path / "base", "wb") as f:
         sink = odirect.file_sink(f)
@@ -287,7 +285,7 @@ def test_a_vectored_write_refused_direct_goes_on_buffered_with_nothing_lost(
         sink.writev(chunks[:1])
         sink.finish()
         assert not _o_direct(f.fileno())
-    assert refused == [3]
+    assert refused == [[4 * ALIGN] * 3]
     assert (tmp_path / "base").read_bytes() == b"".join(bytes(c) for c in [*chunks, chunks[0]])
 
 
