@@ -4,17 +4,11 @@ A :class:`~fleetcache.image.verify.VerifyingWriter` hands every chunk to two lan
 and the writer. Their queues are bounded in bytes, not in chunks: a source reads chunks of
 64 KiB to 4 MiB (:mod:`~fleetcache.image.prompt_chunks`; at most 1 MiB from a peer), and a
 bound of four chunks let a download from a peer run only 4 MiB ahead of its disk where one
-from Glance ran 16 MiB ahead.
-
-A lane given a ``batch`` step (the writer's) takes the chunks already queued, up to
-:data:`BATCH_BYTES`, and hands them on in one call: a file sink writes them with one
-``writev``. A download from a peer wrote 1,028 chunks of 1 MiB per GiB one at a time, each
-only once the previous write had returned and the writer thread had been woken on a CPU busy
-receiving: 4.3-4.8 s of writes per GiB, 216-238 MB/s, on a disk whose own ``dd
-oflag=direct`` wrote 1 MiB blocks at 300-350 MB/s; with 16 MiB queued and the queued chunks
-written together, 269-326 MB/s (docs/performance.md, "Download from Glance"). When the disk
-keeps up nothing waits in the queue and each chunk is written as it comes; when it does not,
-a cut-through receiver of this host sees the file grow a batch at a time.
+from Glance ran 16 MiB ahead. Each write of a peer's 1 MiB chunks began only once the
+previous one had returned and the writer thread had been woken on a CPU busy receiving, so a
+momentary lag of the receive or the hash left the disk idle: 216-238 MB/s from a peer on a
+disk whose ``dd oflag=direct`` wrote 1 MiB blocks at 300-350 MB/s, 252-291 MB/s with 16 MiB
+queued (a scratch A/B of 4 alternated rounds; docs/performance.md, "Download from Glance").
 """
 
 from __future__ import annotations
@@ -33,9 +27,6 @@ LOG = logging.getLogger(__name__)
 #: Bytes a lane of a download holds, queued or being worked on: four of Glance's 4 MiB
 #: chunks (so a download's pool holds at most these and the chunk being received).
 PIPELINE_BYTES = 16 * 1024 * 1024
-#: Most bytes a batch step is handed at once: half the lane's, so that the reader fills the
-#: other half meanwhile.
-BATCH_BYTES = PIPELINE_BYTES // 2
 
 
 def confine(cpus: frozenset[int] | set[int]) -> bool:
@@ -70,33 +61,23 @@ class ByteQueue:
             self._bytes += size
             self._changed.notify_all()
 
-    def get(self, most: int = 0) -> list[Buffer | None]:
-        """The next item, waiting for it, and after it those already queued while the items
-        taken stay within ``most`` bytes. ``None`` is only ever the last item taken. The
-        chunks taken still count against the limit until they are released."""
+    def get(self) -> Buffer | None:
+        """The next item, waiting for it; a chunk still counts against the limit until it
+        is released."""
         with self._changed:
             while not self._items:
                 self._changed.wait()
-            taken = [self._items.popleft()]
-            total = 0 if taken[0] is None else len(taken[0])
-            while taken[-1] is not None and self._items:
-                following = self._items[0]
-                if following is not None and total + len(following) > most:
-                    break
-                taken.append(self._items.popleft())
-                total += 0 if following is None else len(following)
-            return taken
+            return self._items.popleft()
 
-    def release(self, chunks: Sequence[Buffer]) -> None:
-        """``chunks``, taken by :meth:`get`, are done with: their bytes no longer count."""
+    def release(self, chunk: Buffer) -> None:
+        """``chunk``, taken by :meth:`get`, is done with: its bytes no longer count."""
         with self._changed:
-            self._bytes -= sum(len(chunk) for chunk in chunks)
+            self._bytes -= len(chunk)
             self._changed.notify_all()
 
 
 class Lane(threading.Thread):
-    """One worker of a verified download: applies its ``steps`` to every chunk, in order, then
-    (if given) its ``batch`` step to the chunks taken together.
+    """One worker of a verified download: applies its ``steps`` to every chunk, in order.
 
     After the first error (kept in ``error``) it drains its queue without working, so that
     the reader never blocks on a full queue. ``done`` is called with every chunk once this
@@ -105,13 +86,10 @@ class Lane(threading.Thread):
     """
 
     def __init__(self, name: str, steps: Sequence[Callable[[Buffer], Any]],
-                 done: Callable[[Buffer], None],
-                 batch: Callable[[Sequence[Buffer]], Any] | None = None,
-                 cpus: frozenset[int] | None = None,
+                 done: Callable[[Buffer], None], cpus: frozenset[int] | None = None,
                  limit: int = PIPELINE_BYTES) -> None:
         super().__init__(name=name, daemon=True)
         self.steps = tuple(steps)
-        self.batch = batch
         self.cpus = cpus
         self.done = done
         self.queue = ByteQueue(limit)
@@ -122,25 +100,13 @@ class Lane(threading.Thread):
     def run(self) -> None:
         if self.cpus is not None:
             confine(self.cpus)
-        most = min(BATCH_BYTES, self.queue.limit) if self.batch is not None else 0
-        while True:
-            items = self.queue.get(most)
-            chunks = [c for c in items if c is not None]
-            self._work(chunks)
-            if items[-1] is None:
-                return
-
-    def _work(self, chunks: list[Buffer]) -> None:
-        try:
-            if self.error is None and not self.cancelled:
-                for chunk in chunks:
+        while (chunk := self.queue.get()) is not None:
+            try:
+                if self.error is None and not self.cancelled:
                     for step in self.steps:
                         step(chunk)
-                if self.batch is not None and chunks:
-                    self.batch(chunks)
-        except BaseException as exc:  # handed to the reader thread
-            self.error = exc
-        finally:
-            for chunk in chunks:
+            except BaseException as exc:  # handed to the reader thread
+                self.error = exc
+            finally:
                 self.done(chunk)
-            self.queue.release(chunks)
+                self.queue.release(chunk)

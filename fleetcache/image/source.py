@@ -12,8 +12,8 @@ image's size and hashes is :mod:`fleetcache.image.verify`'s job.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, TypeAlias
 
 from oslo_config import cfg
 from stevedore import ExtensionManager
@@ -49,18 +49,6 @@ class Writer(Protocol):
     """Where a source puts the bytes it streams (a binary file object will do)."""
 
     def write(self, data: Buffer, /) -> int | None: ...
-
-
-@runtime_checkable
-class VectorWriter(Protocol):
-    """A :class:`Writer` that also takes several chunks in one call (a file: one ``writev``
-    instead of a write per chunk). Any writer with a ``writev`` method is taken for one
-    (``isinstance`` of a runtime-checkable protocol looks at the names only)."""
-
-    def write(self, data: Buffer, /) -> int | None: ...
-
-    def writev(self, chunks: Sequence[Buffer], /) -> int:
-        """Write ``chunks`` in order, all of them. :returns: bytes written."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,7 +44,6 @@ from fleetcache.image.source import (
     ImageMeta,
     ImageSource,
     ProgressCallback,
-    VectorWriter,
     Writer,
 )
 
@@ -199,9 +198,8 @@ class VerifyingWriter:
     """Hashes each chunk and writes it to ``sink``, on two worker threads.
 
     One thread (``image-hash``) feeds the verifier's hash; the other (``image-writer``) shows
-    the chunk to the ``observers`` (format inspection, signature check), then writes it (a
-    :class:`~fleetcache.image.source.VectorWriter` sink is handed the chunks queued by then
-    together: :mod:`~fleetcache.image.lanes`). So
+    the chunk to the ``observers`` (format inspection, signature check, the disk floor), then
+    writes it; each queue is bounded in bytes (:mod:`~fleetcache.image.lanes`). So
     the hash of one chunk, the write of another and the reader's next receive run at once:
     hashlib and file writes release the GIL on large buffers. One thread doing both hashed
     and wrote one after the other; with two, the hash alone, on one core, is the bound of a
@@ -239,13 +237,11 @@ class VerifyingWriter:
         #: Where the download's threads run (None: anywhere).
         self.cpus = cpus
         self._pool = ChunkPool()
-        writev = sink.writev if isinstance(sink, VectorWriter) else None
         self._lanes = (
             Lane("image-hash", [verifier.update], self._pool.seen,
                  cpus=self.cpus.hash if self.cpus else None, limit=limit),
-            Lane("image-writer", [*self.observers, *([] if writev else [sink.write])],
-                 self._pool.seen, batch=writev, cpus=self.cpus.others if self.cpus else None,
-                 limit=limit),
+            Lane("image-writer", [*self.observers, sink.write], self._pool.seen,
+                 cpus=self.cpus.others if self.cpus else None, limit=limit),
         )
         try:
             for lane in self._lanes:

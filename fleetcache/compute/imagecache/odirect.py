@@ -28,7 +28,6 @@ import fcntl
 import logging
 import mmap
 import os
-from collections.abc import Sequence
 from typing import BinaryIO, Protocol
 
 from fleetcache.compute.imagecache.files import EarlyWriteback
@@ -41,8 +40,6 @@ LOG = logging.getLogger(__name__)
 ALIGN = mmap.PAGESIZE
 #: Staging buffer for chunks that cannot be written as they are (the download chunk size).
 STAGE = 4 * 1024 * 1024
-#: Most buffers one ``writev`` takes.
-IOV_MAX = os.sysconf("SC_IOV_MAX")
 
 
 class FileSink(Protocol):
@@ -53,9 +50,6 @@ class FileSink(Protocol):
     direct: bool
 
     def write(self, data: Buffer, /) -> int: ...
-
-    def writev(self, chunks: Sequence[Buffer], /) -> int:
-        """Write ``chunks`` in order (at once where they can be). :returns: bytes written."""
 
     def finish(self) -> None:
         """Everything written is in the file (not yet durable: the caller fsyncs)."""
@@ -77,9 +71,6 @@ def file_sink(f: BinaryIO) -> FileSink:
 
 class _Buffered(EarlyWriteback):
     direct = False
-
-    def writev(self, chunks: Sequence[Buffer], /) -> int:
-        return sum(self.write(chunk) for chunk in chunks)
 
     def finish(self) -> None:
         self.f.flush()
@@ -105,29 +96,10 @@ class ODirectWriter:
         n = len(data)
         view = memoryview(data).cast("B")
         if not self._staged and (not self.direct or _aligned(view)):
-            self._write_all([view])
+            self._write_all(view)
         else:
             self._stage_copy(view)
         return n
-
-    def writev(self, chunks: Sequence[Buffer], /) -> int:
-        """Write ``chunks`` in order: each run of them that can go to the disk as they are in
-        one ``writev`` (the disk is handed them together), any other through :meth:`write`
-        (staged, and so is everything after it)."""
-        views = [memoryview(chunk).cast("B") for chunk in chunks]
-        at = 0
-        while at < len(views):
-            ready = at
-            while (ready < len(views) and ready - at < IOV_MAX and not self._staged
-                   and self.direct and _aligned(views[ready])):
-                ready += 1
-            if ready > at:
-                self._write_all(views[at:ready])
-                at = ready
-            else:
-                self.write(views[at])
-                at += 1
-        return sum(len(view) for view in views)
 
     def finish(self) -> None:
         """Write what is staged: its whole blocks directly, the rest without ``O_DIRECT``
@@ -136,10 +108,10 @@ class ODirectWriter:
             return
         stage = memoryview(self._stage)
         head = self._staged - self._staged % ALIGN
-        self._write_all([stage[:head]])
+        self._write_all(stage[:head])
         if head < self._staged:
             self._buffered()
-            self._write_all([stage[head:self._staged]])
+            self._write_all(stage[head:self._staged])
         self._staged = 0
 
     def _stage_copy(self, view: memoryview) -> None:
@@ -152,14 +124,13 @@ class ODirectWriter:
             self._staged += take
             view = view[take:]
             if self._staged == STAGE:
-                self._write_all([stage])
+                self._write_all(stage)
                 self._staged = 0
 
-    def _write_all(self, views: list[memoryview]) -> None:
-        views = [view for view in views if view]
-        while views:
+    def _write_all(self, view: memoryview) -> None:
+        while view:
             try:
-                n = os.writev(self.fd, views)
+                n = os.write(self.fd, view)
             except OSError as exc:
                 if exc.errno != errno.EINVAL or not self.direct:
                     raise
@@ -168,23 +139,13 @@ class ODirectWriter:
                 self._buffered()
                 continue
             self.written += n
-            views = _after(views, n)
+            view = view[n:]
 
     def _buffered(self) -> None:
         if self.direct:
             flags = fcntl.fcntl(self.fd, fcntl.F_GETFL)
             fcntl.fcntl(self.fd, fcntl.F_SETFL, flags & ~os.O_DIRECT)
             self.direct = False
-
-
-def _after(views: list[memoryview], n: int) -> list[memoryview]:
-    """What is left of ``views`` once their first ``n`` bytes are written."""
-    rest = list(views)
-    while rest and n >= len(rest[0]):
-        n -= len(rest.pop(0))
-    if rest and n:
-        rest[0] = rest[0][n:]
-    return rest
 
 
 def _aligned(data: Buffer) -> bool:

@@ -45,34 +45,24 @@ def _o_direct(fd: int) -> bool:
     return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
 
 
-#: One writev(2) of the sink: ((buffer address, length) of each buffer, O_DIRECT on then).
-Call = tuple[tuple[tuple[int, int], ...], bool]
-
-
 @pytest.fixture
-def spy_calls(monkeypatch: pytest.MonkeyPatch) -> list[Call]:
-    """Every writev(2) of the sink."""
-    calls: list[Call] = []
-    real = os.writev
+def spy_writes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, bool]]:
+    """Every write(2) of the sink: (buffer address, length, O_DIRECT on at that moment)."""
+    calls: list[tuple[int, int, bool]] = []
+    real = os.write
 
-    def writev(fd: int, buffers: Any) -> int:
-        views = [memoryview(b) for b in buffers]
-        calls.append((tuple((_address(v) if not v.readonly else -1, len(v)) for v in views),
-                      _o_direct(fd)))
-        return real(fd, buffers)
+    def write(fd: int, data: Any) -> int:
+        view = memoryview(data)
+        address = _address(view) if not view.readonly else -1
+        calls.append((address, len(view), _o_direct(fd)))
+        return real(fd, data)
 
-    monkeypatch.setattr(odirect.os, "writev", writev)
+    monkeypatch.setattr(odirect.os, "write", write)
     return calls
 
 
-def singles(calls: list[Call]) -> list[tuple[int, int, bool]]:
-    """``calls`` each of one buffer, as (address, length, O_DIRECT on)."""
-    assert all(len(buffers) == 1 for buffers, _ in calls), calls
-    return [(*buffers[0], direct) for buffers, direct in calls]
-
-
 def test_aligned_chunks_are_written_as_they_are_with_o_direct(
-        tmp_path: pathlib.Path, spy_calls: list[Call]) -> None:
+        tmp_path: pathlib.Path, spy_writes: list[tuple[int, int, bool]]) -> None:
     chunks = [_aligned_chunk(64 * ALIGN, n) for n in (1, 2, 3)]
     with open(tmp_path / "base", "wb") as f:
         sink = odirect.file_sink(f)
@@ -81,12 +71,12 @@ def test_aligned_chunks_are_written_as_they_are_with_o_direct(
             sink.write(chunk)
         sink.finish()
     # The chunks' own memory went to the disk: no staging copy.
-    assert singles(spy_calls) == [(_address(c), len(c), True) for c in chunks]
+    assert spy_writes == [(_address(c), len(c), True) for c in chunks]
     assert (tmp_path / "base").read_bytes() == b"".join(bytes(c) for c in chunks)
 
 
 def test_unaligned_tail_is_written_without_o_direct_after_the_aligned_part(
-        tmp_path: pathlib.Path, spy_calls: list[Call]) -> None:
+        tmp_path: pathlib.Path, spy_writes: list[tuple[int, int, bool]]) -> None:
     head = _aligned_chunk(4 * ALIGN, 7)
     tail = _aligned_chunk(4 * ALIGN, 9)[:ALIGN + 1000]  # aligned start, unaligned length
     with open(tmp_path / "base", "wb") as f:
@@ -95,14 +85,14 @@ def test_unaligned_tail_is_written_without_o_direct_after_the_aligned_part(
         sink.write(tail)
         sink.finish()
         assert not _o_direct(f.fileno())
-    assert [(n, direct) for _, n, direct in singles(spy_calls)] == [
+    assert [(n, direct) for _, n, direct in spy_writes] == [
         (4 * ALIGN, True), (ALIGN, True), (1000, False)]
     assert (tmp_path / "base").read_bytes() == bytes(head) + bytes(tail)
 
 
 def test_bytes_of_any_size_are_staged_into_aligned_direct_writes(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
-        spy_calls: list[Call]) -> None:
+        spy_writes: list[tuple[int, int, bool]]) -> None:
     monkeypatch.setattr(odirect, "STAGE", 4 * ALIGN)
     data = os.urandom(10 * ALIGN + 123)
     with open(tmp_path / "base", "wb") as f:
@@ -110,9 +100,9 @@ def test_bytes_of_any_size_are_staged_into_aligned_direct_writes(
         for start in range(0, len(data), 3000):  # bytes: their address is not known
             sink.write(data[start:start + 3000])
         sink.finish()
-    assert [(n, direct) for _, n, direct in singles(spy_calls)] == [
+    assert [(n, direct) for _, n, direct in spy_writes] == [
         (4 * ALIGN, True), (4 * ALIGN, True), (2 * ALIGN, True), (123, False)]
-    assert all(address % ALIGN == 0 for address, _, direct in singles(spy_calls) if direct)
+    assert all(address % ALIGN == 0 for address, _, direct in spy_writes if direct)
     assert (tmp_path / "base").read_bytes() == data
 
 
@@ -130,25 +120,18 @@ def test_file_system_without_o_direct_gets_buffered_writes(
     assert (tmp_path / "base").read_bytes() == data
 
 
-def refuse_first_direct_write(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
-    """Make the first writev(2) with O_DIRECT on fail with EINVAL, as a file system that
-    takes the flag but not a given write does; :returns: the lengths of its buffers."""
-    real = os.writev
-    refused: list[list[int]] = []
-
-    def writev(fd: int, buffers: Any) -> int:
-        if _o_direct(fd) and not refused:
-            refused.append([len(b) for b in buffers])
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real(fd, buffers)
-
-    monkeypatch.setattr(odirect.os, "writev", writev)
-    return refused
-
-
 def test_a_refused_direct_write_turns_o_direct_off_for_the_rest(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    refused = refuse_first_direct_write(monkeypatch)
+    real = os.write
+    refused: list[int] = []
+
+    def write(fd: int, data: Any) -> int:
+        if _o_direct(fd) and not refused:
+            refused.append(len(data))
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, data)
+
+    monkeypatch.setattr(odirect.os, "write", write)
     chunks = [_aligned_chunk(8 * ALIGN, n) for n in (4, 5)]
     with open(tmp_path / "base", "wb") as f:
         sink = odirect.file_sink(f)
@@ -156,16 +139,16 @@ def test_a_refused_direct_write_turns_o_direct_off_for_the_rest(
             sink.write(chunk)
         sink.finish()
         assert not _o_direct(f.fileno())
-    assert refused == [[8 * ALIGN]]
+    assert refused == [8 * ALIGN]
     assert (tmp_path / "base").read_bytes() == b"".join(bytes(c) for c in chunks)
 
 
 def test_other_write_errors_are_raised(tmp_path: pathlib.Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    def full(fd: int, buffers: Any) -> int:
+    def full(fd: int, data: Any) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(odirect.os, "writev", full)
+    monkeypatch.setattr(odirect.os, "write", full)
     with open(tmp_path / "base", "wb") as f:
         sink = odirect.file_sink(f)
         with pytest.raises(OSError, match="No space left"):
@@ -200,103 +183,3 @@ def test_a_staging_buffer_that_cannot_be_mapped(tmp_path: pathlib.Path,
         sink = odirect.file_sink(f)
         with pytest.raises(error):
             sink.write(b"tail")
-
-
-def test_chunks_handed_together_go_to_the_disk_in_one_call_from_their_own_memory(
-        tmp_path: pathlib.Path, spy_calls: list[Call]) -> None:
-    chunks = [_aligned_chunk(16 * ALIGN, n) for n in (1, 2, 3)]
-    tail = b"the image's last 33 bytes, staged"
-    with open(tmp_path / "base", "wb") as f:
-        sink = odirect.file_sink(f)
-        assert sink.writev([*chunks, tail]) == 3 * 16 * ALIGN + len(tail)
-        sink.finish()
-    assert spy_calls[0] == (tuple((_address(c), len(c)) for c in chunks), True)
-    assert [(sum(n for _, n in buffers), direct) for buffers, direct in spy_calls[1:]] == [
-        (len(tail), False)]
-    assert (tmp_path / "base").read_bytes() == b"".join(bytes(c) for c in chunks) + tail
-
-
-def test_a_short_vectored_write_goes_on_from_the_byte_it_stopped_at(
-        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = os.writev
-    sizes: list[int] = []
-
-    def short(fd: int, buffers: Any) -> int:  # the disk takes 1.5 chunks per call at most
-        views = [memoryview(b) for b in buffers]
-        sizes.append(sum(len(v) for v in views))
-        return real(fd, [views[0], views[1][:len(views[1]) // 2]] if len(views) > 1
-                    else views)
-
-    monkeypatch.setattr(odirect.os, "writev", short)
-    chunks = [_aligned_chunk(8 * ALIGN, n) for n in (4, 5, 6)]
-    with open(tmp_path / "base", "wb") as f:
-        sink = odirect.file_sink(f)
-        sink.writev(chunks)
-        sink.finish()
-    assert sizes == [24 * ALIGN, 12 * ALIGN, 4 * ALIGN]
-    assert (tmp_path / "base").read_bytes() == b"".join(bytes(c) for c in chunks)
-
-
-def test_chunks_after_a_staged_one_are_staged_behind_it_in_order(
-        tmp_path: pathlib.Path, spy_calls: list[Call]) -> None:
-    head = b"x" * 100  # bytes: staged, so what follows must not overtake it
-    chunks = [_aligned_chunk(ALIGN, n) for n in (7, 8)]
-    with open(tmp_path / "base", "wb") as f:
-        sink = odirect.file_sink(f)
-        sink.write(head)
-        sink.writev(chunks)
-        sink.finish()
-    assert (tmp_path / "base").read_bytes() == head + bytes(chunks[0]) + bytes(chunks[1])
-    assert all(address != _address(c) for buffers, _ in spy_calls for address, _ in buffers
-               for c in chunks)
-
-
-def test_a_file_system_without_o_direct_takes_chunks_handed_together(
-        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    refuse_o_direct(monkeypatch)
-    data = os.urandom(3 * ALIGN + 5)
-    with open(tmp_path / "base", "wb") as f:
-        sink = odirect.file_sink(f)
-        assert sink.writev([data[:7], data[7:]]) == len(data)
-        sink.finish()
-    assert (tmp_path / "base").read_bytes() == data
-
-
-def test_an_aligned_chunk_after_a_staged_one_in_the_same_call_is_staged_behind_it(
-        tmp_path: pathlib.Path, spy_calls: list[Call]) -> None:
-    first, last = _aligned_chunk(2 * ALIGN, 1), _aligned_chunk(2 * ALIGN, 3)
-    middle = b"m" * 100  # bytes: staged, so ``last`` must not go to the disk before it
-    with open(tmp_path / "base", "wb") as f:
-        sink = odirect.file_sink(f)
-        sink.writev([first, middle, last])
-        sink.finish()
-    assert spy_calls[0] == (((_address(first), len(first)),), True)
-    assert all(address != _address(last) for buffers, _ in spy_calls for address, _ in buffers)
-    assert (tmp_path / "base").read_bytes() == bytes(first) + middle + bytes(last)
-
-
-def test_a_vectored_write_refused_direct_goes_on_buffered_with_nothing_lost(
-        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    refused = refuse_first_direct_write(monkeypatch)
-    chunks = [_aligned_chunk(4 * ALIGN, n) for n in (1, 2, 3)]
-    with open(tmp_path / "base", "wb") as f:
-        sink = odirect.file_sink(f)
-        sink.writev(chunks)
-        sink.writev(chunks[:1])
-        sink.finish()
-        assert not _o_direct(f.fileno())
-    assert refused == [[4 * ALIGN] * 3]
-    assert (tmp_path / "base").read_bytes() == b"".join(bytes(c) for c in [*chunks, chunks[0]])
-
-
-def test_buffers_beyond_what_one_call_takes_go_in_the_next_calls(
-        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
-        spy_calls: list[Call]) -> None:
-    monkeypatch.setattr(odirect, "IOV_MAX", 2)
-    chunks = [_aligned_chunk(ALIGN, n) for n in (1, 2, 3, 4, 5)]
-    with open(tmp_path / "base", "wb") as f:
-        sink = odirect.file_sink(f)
-        sink.writev(chunks)
-        sink.finish()
-    assert [len(buffers) for buffers, _ in spy_calls] == [2, 2, 1]
-    assert (tmp_path / "base").read_bytes() == b"".join(bytes(c) for c in chunks)
