@@ -8,7 +8,8 @@ from Glance ran 16 MiB ahead. Each write of a peer's 1 MiB chunks began only onc
 previous one had returned and the writer thread had been woken on a CPU busy receiving, so a
 momentary lag of the receive or the hash left the disk idle: 216-238 MB/s from a peer on a
 disk whose ``dd oflag=direct`` wrote 1 MiB blocks at 300-350 MB/s, 252-291 MB/s with 16 MiB
-queued (a scratch A/B of 4 alternated rounds; docs/performance.md, "Download from Glance").
+queued in a scratch A/B of 4 alternated rounds; ``bench/download.py``'s two runs of this code
+(204-270 MB/s) did not confirm the gain (docs/performance.md, "Download from Glance").
 """
 
 from __future__ import annotations
