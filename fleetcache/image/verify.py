@@ -39,13 +39,7 @@ from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.image.chunks import ChunkPool
 from fleetcache.image.lanes import PIPELINE_BYTES, Lane, confine
-from fleetcache.image.source import (
-    Buffer,
-    ImageMeta,
-    ImageSource,
-    ProgressCallback,
-    Writer,
-)
+from fleetcache.image.source import Buffer, ImageMeta, ImageSource, ProgressCallback, Writer
 
 LOG = logging.getLogger(__name__)
 
