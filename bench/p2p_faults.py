@@ -58,9 +58,9 @@ FAULTS = ("kill", "stall", "liar")
 FAULT_SOURCES = ("first", "second")
 #: Bytes handed to the kernel at once by an armed source.
 PIECE = 64 * 1024
-#: The receivers' read chunk (``PEER_CHUNK`` in ``compute/peers/source.py``): a resume may
-#: re-fetch at most this much.
-ONE_CHUNK = 1024 * 1024
+#: The receivers' largest read chunk (``[glance] download_chunk_size``, 4 MiB, as from the
+#: image service): a resume may re-fetch at most this much.
+ONE_CHUNK = 4 * 1024 * 1024
 
 #: image id -> the last ``PeerSource`` download's attempts (host process only).
 _ATTEMPTS: dict[str, list[dict[str, Any]]] = {}

@@ -2,12 +2,12 @@
 
 A :class:`~fleetcache.image.verify.VerifyingWriter` hands every chunk to two lanes, the hash
 and the writer. Their queues are bounded in bytes, not in chunks: a source reads chunks of
-64 KiB to 4 MiB (:mod:`~fleetcache.image.prompt_chunks`; at most 1 MiB from a peer), and a
-bound of four chunks let a download from a peer run only 4 MiB ahead of its disk where one
-from Glance ran 16 MiB ahead. Each write of a peer's 1 MiB chunks began only once the
-previous one had returned and the writer thread had been woken on a CPU busy receiving, so a
-momentary lag of the receive or the hash left the disk idle: 216-238 MB/s from a peer on a
-disk whose ``dd oflag=direct`` wrote 1 MiB blocks at 300-350 MB/s, 252-291 MB/s with 16 MiB
+64 KiB to 4 MiB (:mod:`~fleetcache.image.prompt_chunks`), and a bound of four chunks let a
+download from a peer, which then read at most 1 MiB at a time, run only 4 MiB ahead of its
+disk where one from Glance ran 16 MiB ahead. Each write of those 1 MiB chunks began only once
+the previous one had returned and the writer thread had been woken on a CPU busy receiving,
+so a momentary lag of the receive or the hash left the disk idle: 216-238 MB/s from a peer on
+a disk whose ``dd oflag=direct`` wrote 1 MiB blocks at 300-350 MB/s, 252-291 MB/s with 16 MiB
 queued in a scratch A/B of 4 alternated rounds; ``bench/download.py``'s two runs of this code
 (204-270 MB/s) did not confirm the gain (docs/performance.md, "Download from Glance").
 """

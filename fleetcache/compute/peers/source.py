@@ -61,12 +61,6 @@ LOG = logging.getLogger(__name__)
 
 #: Seconds to open a TCP connection to a peer of the same site.
 CONNECT_TIMEOUT = 5.0
-#: Largest chunk read from a peer before it is written (smaller while bytes arrive slowly:
-#: :mod:`~fleetcache.image.prompt_chunks`). A source still downloading (cut-through) sends
-#: each chunk once it is written, so every hop of a chain delays the bytes by about one
-#: chunk: small enough for long chains, large enough for few Python round trips
-#: (docs/performance.md, "Peer distribution").
-PEER_CHUNK = 1024 * 1024
 #: The route of the image server (:mod:`~fleetcache.compute.peers.server`).
 ROUTE = "/v1/images/"
 #: Statuses after which a peer is asked again (after its ``Retry-After``).
@@ -151,7 +145,12 @@ class PeerSource(ImageSource):
         self.peers = tuple(peers)
         self.origin = origin
         self.tls = tls.load(conf)
-        self.chunk_size: int = min(conf.glance.download_chunk_size, PEER_CHUNK)
+        #: The largest read, as from Glance. A source still downloading (cut-through) sends
+        #: each chunk once it is written, so every hop of a chain delays the bytes by about
+        #: one read; reads are sized to arrive in about 1/32 s
+        #: (:mod:`~fleetcache.image.prompt_chunks`), so a hop at 32 MiB/s still costs about
+        #: 1 MiB whatever this is (docs/performance.md, "Peer distribution").
+        self.chunk_size: int = conf.glance.download_chunk_size
         self.stall_timeout: float = conf.image_cache.peer_stall_timeout
         self.opener = opener or peer_opener(
             self.tls, self.stall_timeout,
