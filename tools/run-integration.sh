@@ -35,7 +35,7 @@ if [[ ${FLEETCACHE_TEMPEST:-0} == 1 ]]; then
 fi
 t1=$SECONDS
 pytest_status=0
-"$VENV_BIN/pytest" -q -p no:cacheprovider -m integration tests/integration "$@" || pytest_status=$?
+"$VENV_BIN/pytest" -q -p no:cacheprovider --durations=20 -m integration tests/integration "$@" || pytest_status=$?
 echo "run-integration: stack up ${up}s, tests $((SECONDS - t1))s, pytest status $pytest_status"
 ((status)) || status=$pytest_status
 if [[ ${FLEETCACHE_BENCH_SMOKE:-0} == 1 ]]; then
