@@ -51,13 +51,12 @@ cache. Images with none of them are not verified.
         default=4 * 1024 * 1024,
         min=4096,
         help="""
-The largest chunk read from the image service at once while downloading.
+The largest chunk read at once while downloading, from the image service or from a peer.
 
 Nova's client uses 64 KiB; larger chunks cost fewer Python round trips per byte. Reads are
-smaller while bytes arrive slowly (each about 1/32 s of them, at least 64 KiB or this
-size if smaller), so that a
-slow link's bytes reach the cache and any peers served from it without waiting for a
-whole chunk.
+smaller while bytes arrive slowly (each about 1/32 s of them, at least 64 KiB or this size
+if smaller), so that a slow link's bytes reach the cache and any peers served from it
+without waiting for a whole chunk. A download under a call's rate reads less still.
 """,
     ),
     cfg.FloatOpt(

@@ -54,6 +54,7 @@ from fleetcache.compute.peers import tls
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, http_into
 from fleetcache.image.chunks import receive_buffer
+from fleetcache.image.glance import paced_buffer
 from fleetcache.image.prompt_chunks import prompt_reads
 from fleetcache.image.source import Buffer, Writer
 
@@ -148,8 +149,9 @@ class PeerSource(ImageSource):
         #: The largest read, as from Glance. A source still downloading (cut-through) sends
         #: each chunk once it is written, so every hop of a chain delays the bytes by about
         #: one read; reads are sized to arrive in about 1/32 s
-        #: (:mod:`~fleetcache.image.prompt_chunks`), so a hop at 32 MiB/s still costs about
-        #: 1 MiB whatever this is (docs/performance.md, "Peer distribution").
+        #: (:mod:`~fleetcache.image.prompt_chunks`), so a hop costs at most about 1/32 s
+        #: whatever this is (it binds only above 128 MiB/s for 4 MiB; docs/performance.md,
+        #: "Peer distribution"). A paced download reads less (:meth:`paced`).
         self.chunk_size: int = conf.glance.download_chunk_size
         self.stall_timeout: float = conf.image_cache.peer_stall_timeout
         self.opener = opener or peer_opener(
@@ -162,6 +164,18 @@ class PeerSource(ImageSource):
         self.until = until
         self.at_end = at_end
         self.at_peers_gone = at_peers_gone
+
+    def paced(self, rate: int) -> PeerSource:
+        """This source, its reads (and its origin's) made as small as Glance's at ``rate``
+        bytes a second: at most half of :func:`~fleetcache.image.glance.paced_buffer`. A
+        writer paced at ``rate`` takes that long per chunk, and a read of a peer's bytes
+        buffered meanwhile arrives at once, so unpaced reads would grow to the largest and
+        the peer's send would wait a whole chunk's time between two reads, up to its
+        ``peer_stall_timeout``. Tuned in place: a peer source serves one download."""
+        self.chunk_size = min(self.chunk_size, paced_buffer(rate) // 2)
+        if self.origin is not None:
+            self.origin = self.origin.paced(rate)
+        return self
 
     @property
     def bytes_from_peers(self) -> int:

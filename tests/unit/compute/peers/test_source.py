@@ -120,3 +120,53 @@ def test_peers_that_only_asked_to_wait_are_not_named_failed_when_handed_back() -
         _busy_source(_Busy("1"), SleepingClock(), at_peers_gone=at_peers_gone).download(
             RequestContext(), META, io.BytesIO())
     assert named == [()]
+
+
+class _Whole:
+    """An opener whose peer answers 200 with ``body``."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def __call__(self, url: str, headers: Mapping[str, str],
+                 ) -> contextlib.AbstractContextManager[http_into.Body]:
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(self.body)}\r\n\r\n".encode()
+        resp = http.client.HTTPResponse(_Socket(head + self.body))  # type: ignore[arg-type]
+        resp.begin()
+        return contextlib.nullcontext(http_into.Body(resp))
+
+
+class _Chunks:
+    """A writer that keeps the size of each chunk it is handed."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def write(self, data: Any, /) -> int:
+        self.sizes.append(len(data))
+        return len(data)
+
+
+def _largest_read(paced_at: int | None) -> int:
+    body = bytes(4 * 1024 * 1024)
+    meta = ImageMeta(id=META.id, size=len(body), os_hash_algo="sha512",
+                     os_hash_value="0" * 128)
+    peers = source.PeerSource(make_conf(), [PEER], opener=_Whole(body))
+    if paced_at is not None:
+        assert peers.paced(paced_at) is peers
+    writer = _Chunks()
+    peers.download(RequestContext(), meta, writer)
+    assert sum(writer.sizes) == len(body)
+    return max(writer.sizes)
+
+
+def test_a_peer_is_read_in_chunks_of_up_to_the_download_chunk_size() -> None:
+    """Bytes that arrive at once grow the reads past 1 MiB (the former peer cap), as from
+    Glance: 64 KiB doubling to 2 MiB within the 4 MiB body."""
+    assert _largest_read(None) == 2 * 1024 * 1024
+
+
+def test_a_paced_peer_download_reads_as_little_as_glances_at_that_rate() -> None:
+    """At 1 MiB/s the receive buffer Glance's reads are sized by is its 64 KiB least, so a
+    read is at most 32 KiB however fast the bytes are there."""
+    assert _largest_read(1024 * 1024) == 32 * 1024
