@@ -153,6 +153,12 @@ def paced_buffer(rate: int) -> int:
     return 1 << (wanted.bit_length() - 1)
 
 
+def paced_read(rate: int) -> int:
+    """The largest read of a download paced at ``rate`` bytes a second, from Glance or a
+    peer: half its :func:`paced_buffer`."""
+    return paced_buffer(rate) // 2
+
+
 class _SmallReceiveBuffer(HTTPAdapter):
     """Connections that ask, before they connect, for a small receive buffer (set later, it
     would not bound the window TCP already offered) and Ethernet-sized segments (the MSS
@@ -234,7 +240,7 @@ class GlanceImageSource(ImageSource):
             if variant is None:
                 variant = copy.copy(self)
                 variant.session, _ = _load_session(self.conf, buffer)
-                variant.chunk_size = min(self.chunk_size, buffer // 2)
+                variant.chunk_size = min(self.chunk_size, paced_read(rate))
                 variant.transport = dataclasses.replace(
                     self.transport, socket_options=_socket_options(buffer))
                 self._paced[buffer] = variant

@@ -54,7 +54,7 @@ from fleetcache.compute.peers import tls
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, http_into
 from fleetcache.image.chunks import receive_buffer
-from fleetcache.image.glance import paced_buffer
+from fleetcache.image.glance import paced_read
 from fleetcache.image.prompt_chunks import prompt_reads
 from fleetcache.image.source import Buffer, Writer
 
@@ -167,12 +167,12 @@ class PeerSource(ImageSource):
 
     def paced(self, rate: int) -> PeerSource:
         """This source, its reads (and its origin's) made as small as Glance's at ``rate``
-        bytes a second: at most half of :func:`~fleetcache.image.glance.paced_buffer`. A
+        bytes a second (:func:`~fleetcache.image.glance.paced_read`). A
         writer paced at ``rate`` takes that long per chunk, and a read of a peer's bytes
         buffered meanwhile arrives at once, so unpaced reads would grow to the largest and
         the peer's send would wait a whole chunk's time between two reads, up to its
         ``peer_stall_timeout``. Tuned in place: a peer source serves one download."""
-        self.chunk_size = min(self.chunk_size, paced_buffer(rate) // 2)
+        self.chunk_size = min(self.chunk_size, paced_read(rate))
         if self.origin is not None:
             self.origin = self.origin.paced(rate)
         return self

@@ -33,11 +33,11 @@ class _Socket:
         return io.BytesIO(self.data)
 
 
-def _response(status: int, **headers: str) -> http_into.Body:
-    """A response of ``status`` with ``headers`` and no body, parsed by ``http.client``."""
+def _response(status: int, body: bytes = b"", **headers: str) -> http_into.Body:
+    """A response of ``status`` with ``headers`` and ``body``, parsed by ``http.client``."""
     head = f"HTTP/1.1 {status} X\r\n" + "".join(
         f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n"
-    resp = http.client.HTTPResponse(_Socket(head.encode()))  # type: ignore[arg-type]
+    resp = http.client.HTTPResponse(_Socket(head.encode() + body))  # type: ignore[arg-type]
     resp.begin()
     return http_into.Body(resp)
 
@@ -130,10 +130,8 @@ class _Whole:
 
     def __call__(self, url: str, headers: Mapping[str, str],
                  ) -> contextlib.AbstractContextManager[http_into.Body]:
-        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(self.body)}\r\n\r\n".encode()
-        resp = http.client.HTTPResponse(_Socket(head + self.body))  # type: ignore[arg-type]
-        resp.begin()
-        return contextlib.nullcontext(http_into.Body(resp))
+        return contextlib.nullcontext(
+            _response(200, self.body, **{"Content-Length": str(len(self.body))}))
 
 
 class _Chunks:
