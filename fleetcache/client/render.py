@@ -204,9 +204,9 @@ def job_summary(job: dict[str, Any]) -> str:
     spread = job.get("distribution") or {}
     if spread.get("peer_copies"):
         to_all = spread.get("time_to_all_hosts")
-        line += (f"\nOrigin {spread['origin_copies']} copies "
+        line += (f"\nOrigin {copies(spread['origin_copies'])} "
                  f"({human_bytes(int(spread['bytes_from_origin']))}), peers "
-                 f"{spread['peer_copies']} copies ({human_bytes(int(spread['bytes_from_peers']))})"
+                 f"{copies(spread['peer_copies'])} ({human_bytes(int(spread['bytes_from_peers']))})"
                  f", offload {spread['offload_percent']:.1f} %"
                  + (f", time to all hosts {to_all:.1f} s" if to_all is not None else ""))
     if job.get("terms"):
@@ -294,6 +294,11 @@ def machine_readable(data: Any, fmt: str) -> str:
     if fmt == "yaml":
         return str(yaml.safe_dump(data, default_flow_style=False, sort_keys=False))
     raise ValueError(f"no machine-readable format {fmt!r}")
+
+
+def copies(n: int) -> str:
+    """``1 copy``, ``2 copies``."""
+    return f"{n} copy" if n == 1 else f"{n} copies"
 
 
 def human_bytes(n: int) -> str:

@@ -41,7 +41,6 @@ import os
 import re
 from typing import Any
 
-from oslo_concurrency import lockutils
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -56,7 +55,7 @@ from fleetcache.compute.disk_record import (
     write_record,
 )
 from fleetcache.compute.imagebackend.rbd_disks import RbdDisks
-from fleetcache.compute.imagecache import LOCK_PREFIX, ImageCache, require_disk_format
+from fleetcache.compute.imagecache import ImageCache, named_lock, require_disk_format
 from fleetcache.compute.rpcapi import InstanceDiskResult
 from fleetcache.image import format_safety, qemu
 from fleetcache.image.rbd_location import RbdLocation
@@ -267,8 +266,7 @@ class InstanceDisks:
         _discard(directory)
 
     def _instance_lock(self, uuid: str) -> contextlib.AbstractContextManager[Any]:
-        return lockutils.lock(f"instance-{uuid}", lock_file_prefix=LOCK_PREFIX, external=True,
-                              lock_path=self.cache.lock_path)
+        return named_lock(self.cache.lock_path, f"instance-{uuid}")
 
 
 def _discard(directory: str) -> None:

@@ -1,5 +1,6 @@
-"""``fleetcache demo`` (what ``make demo`` runs): exit status 0 and the per-host table, with
-``qemu-img`` installed and on a host without it (a fresh machine)."""
+"""``fleetcache demo`` (what ``make demo`` runs): exit status 0 and the per-host table (each
+image from the image source once, then from peers), with ``qemu-img`` installed and on a host
+without it (a fresh machine)."""
 
 from __future__ import annotations
 
@@ -58,8 +59,17 @@ def test_demo_precaches_every_image_on_every_compute(
                          r"with \[libvirt\] images_type = flat .*install qemu-utils", out, re.M)
     rows = re.findall(r"^\| (compute\d) +\| (.+) \| +[\d.]+ \w+ \|$", out, re.M)
     assert sorted(h for h, _ in rows) == ["compute1", "compute2", "compute3"]
-    for _, cells in rows:
-        assert [c.strip() for c in cells.split("|")] == ["cached"] * len(images)
+    # Peer distribution: each image from the image source once, then from the computes.
+    columns = list(zip(*([c.strip() for c in cells.split("|")] for _, cells in rows),
+                       strict=True))
+    assert len(columns) == len(images)
+    for column in columns:
+        assert sorted(column)[0] == "cached", column  # the one that took it from the source
+        assert all(re.fullmatch(r"cached \N{LEFTWARDS ARROW} compute\d", cell)
+                   for cell in sorted(column)[1:]), column
+    origin = "2 copies" if qemu_img else "1 copy"
+    assert re.search(rf"^Origin {origin} \([\d.]+ MiB\), peers {2 * len(images)} copies "
+                     r"\([\d.]+ MiB\), offload 66.7 %", out, re.M), out
     assert re.search(rf"done in [\d.]+ s, 3 hosts: {3 * len(images)} cached, 0 existing, "
                      r"0 error, 0 unsupported, 0 skipped", out)
     assert re.search(rf"Second request .*: 0 cached, {3 * len(images)} existing", out)

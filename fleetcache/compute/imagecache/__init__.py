@@ -17,6 +17,8 @@ use of it.
 * :mod:`~fleetcache.compute.imagecache.direct`: the direct path from Ceph (``rbd://``
   locations), an image source streaming the privileged ``rbd export``;
 * :mod:`~fleetcache.compute.imagecache.files`: early writeback, quiet unlink, directory fsync;
+* :mod:`~fleetcache.compute.imagecache.locks`: the locks of cache files and instance disks,
+  against this process's threads and other processes;
 * :mod:`~fleetcache.compute.imagecache.index`: :class:`CacheIndex`, which image each cache
   file holds;
 * :mod:`~fleetcache.compute.imagecache.ageing`: :class:`ImageCacheManager`, the periodic
@@ -46,19 +48,18 @@ from fleetcache.compute.imagecache.download_paths import PeerBytesRefused, Peers
 from fleetcache.compute.imagecache.files import EarlyWriteback, fsync_dir
 from fleetcache.compute.imagecache.index import CacheIndex, IndexRecord
 from fleetcache.compute.imagecache.layout import (
-    LOCK_PREFIX,
     PART_MARK,
     PAUSED_MARK,
     cache_name,
     is_partial,
 )
+from fleetcache.compute.imagecache.locks import named_lock
 from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms
 
 __all__ = [
     "PeerBytesRefused",
     "PeersGone",
     "DEFAULT_INTERVAL",
-    "LOCK_PREFIX",
     "PART_MARK",
     "PAUSED_MARK",
     "CacheEntry",
@@ -83,6 +84,7 @@ __all__ = [
     "fsync_dir",
     "is_partial",
     "manager_interval",
+    "named_lock",
     "publish",
     "require_disk_format",
 ]

@@ -63,7 +63,6 @@ from fleetcache.compute.imagecache.download_paths import DownloadPaths, PeersGon
 from fleetcache.compute.imagecache.files import fsync_dir, unlink
 from fleetcache.compute.imagecache.index import CacheIndex
 from fleetcache.compute.imagecache.layout import (
-    LOCK_PREFIX,
     PART_MARK,
     cache_dir,
     cache_name,
@@ -73,6 +72,7 @@ from fleetcache.compute.imagecache.layout import (
     paused_cache_name,
     paused_name,
 )
+from fleetcache.compute.imagecache.locks import named_lock
 from fleetcache.compute.imagecache.pins import PinStore
 from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms
 from fleetcache.compute.peers.inflight import InFlight
@@ -187,8 +187,7 @@ class ImageCache:
     def lock_entry(self, name: str,
                    blocking: bool = True) -> contextlib.AbstractContextManager[Any]:
         """The lock of cache file ``name`` (the ageing pass knows names, not image ids)."""
-        return lockutils.lock(name, lock_file_prefix=LOCK_PREFIX, external=True,
-                              lock_path=self.lock_path, blocking=blocking)
+        return named_lock(self.lock_path, name, blocking)
 
     def remove_if_older(self, name: str, cutoff: float) -> bool:
         """Remove cache file ``name`` if its mtime is still before ``cutoff`` and it is not

@@ -16,14 +16,13 @@ from typing import Any, TypeVar
 
 import pytest
 import requests
-from oslo_concurrency import lockutils
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.common.peer_tokens import PeerClaims, mint, new_key
 from fleetcache.compute.imagecache import ImageCache
 from fleetcache.compute.imagecache.download_paths import PeersGone
-from fleetcache.compute.imagecache.layout import LOCK_PREFIX, partial_prefix
+from fleetcache.compute.imagecache.layout import partial_prefix
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
 from fleetcache.image.local import LocalImageSource
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
@@ -67,19 +66,6 @@ class SlowOrigin(LocalImageSource):
                 return writer.write(data)
 
         return super().download_from(ctxt, meta, Slow(), offset, progress)
-
-
-class OtherHost(ImageCache):
-    """The receiver's cache, with thread locks of its own: computes are processes of their
-    own, and oslo.concurrency's thread locks are per process and name (the image's)."""
-
-    _semaphores = lockutils.Semaphores()
-
-    def lock_entry(self, name: str,
-                   blocking: bool = True) -> contextlib.AbstractContextManager[Any]:
-        return lockutils.lock(name, lock_file_prefix=LOCK_PREFIX, external=True,
-                              lock_path=self.lock_path, blocking=blocking,
-                              semaphores=self._semaphores)
 
 
 @pytest.fixture
@@ -377,7 +363,7 @@ def test_a_receiver_takes_the_whole_image_from_a_source_still_downloading(
     """The real thing: compute-a's cache fetches from a slow origin while compute-b's
     fetches from compute-a; both publish the image, compute-b without an origin byte."""
     conf = peer_conf(tmp_path, "compute-b")
-    receiver = OtherHost(conf, SlowOrigin(conf))
+    receiver = ImageCache(conf, SlowOrigin(conf))
     source = threading.Thread(target=source_cache.fetch, args=(CTXT, image.id))
     source.start()
     time.sleep(0.05)
@@ -402,7 +388,7 @@ def test_a_source_whose_origin_dies_hands_the_receiver_over_to_the_origin(
     source_cache.source.fail_at = 8 * CHUNK
     source_cache.source.fail_when = threading.Event()
     conf = peer_conf(tmp_path, "compute-b")
-    receiver = OtherHost(conf, SlowOrigin(conf))
+    receiver = ImageCache(conf, SlowOrigin(conf))
     failed: list[BaseException] = []
 
     def fetch() -> None:
@@ -434,7 +420,7 @@ def test_a_receiver_waits_out_its_sources_stall_instead_of_the_origin(
     assert isinstance(source_cache.source, SlowOrigin)
     source_cache.source.stall_at, source_cache.source.stall_for = 6 * CHUNK, 2.5
     conf = peer_conf(tmp_path, "compute-b")
-    receiver = OtherHost(conf, SlowOrigin(conf))
+    receiver = ImageCache(conf, SlowOrigin(conf))
     source = threading.Thread(target=source_cache.fetch, args=(CTXT, image.id))
     source.start()
     time.sleep(0.05)

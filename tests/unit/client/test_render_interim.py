@@ -122,7 +122,7 @@ def test_a_job_with_peers_names_each_source_and_counts_the_copies():
 
     assert "| c2   | cached \N{LEFTWARDS ARROW} c1" in table
     assert "waiting (for a peer of cell1)" in table
-    assert "Origin 1 copies (100 B), peers 1 copies (100 B), offload 50.0 %" in summary
+    assert "Origin 1 copy (100 B), peers 1 copy (100 B), offload 50.0 %" in summary
     assert "1 host(s) waiting for a peer of their group" in summary
     assert "download slot" not in summary
     assert render.hosts_in_interim_states(job) == "1 waiting for a peer"
