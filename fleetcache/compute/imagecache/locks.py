@@ -33,8 +33,11 @@ _GUARD = threading.Lock()
 def _thread_locks(lock_path: str) -> lockutils.Semaphores:
     """The thread locks of the names locked in ``lock_path`` (created if missing), in this
     process."""
-    os.makedirs(lock_path, exist_ok=True)
-    found = os.stat(lock_path)
+    try:
+        found = os.stat(lock_path)
+    except FileNotFoundError:  # the first lock before the cache made its directories
+        os.makedirs(lock_path, exist_ok=True)
+        found = os.stat(lock_path)
     key = (found.st_dev, found.st_ino)
     with _GUARD:
         semaphores = _THREAD_LOCKS.get(key)

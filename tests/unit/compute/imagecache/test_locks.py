@@ -39,21 +39,26 @@ def held_by_another_thread(lock: contextlib.AbstractContextManager[object]) -> I
         thread.join(10)
 
 
-def free(lock_path: str, name: str) -> bool:
-    """Whether this thread could take ``name``'s lock in ``lock_path`` at once."""
+def free(lock: contextlib.AbstractContextManager[object]) -> bool:
+    """Whether this thread could take ``lock`` (a non-blocking one) at once."""
     try:
-        with named_lock(lock_path, name, blocking=False):
+        with lock:
             return True
     except lockutils.AcquireLockFailedException:
         return False
 
 
+def free_name(lock_path: str, name: str) -> bool:
+    """Whether this thread could take ``name``'s lock in ``lock_path`` at once."""
+    return free(named_lock(lock_path, name, blocking=False))
+
+
 def test_one_name_in_two_directories_is_two_locks(tmp_path: pathlib.Path) -> None:
     first, second = str(tmp_path / "a"), str(tmp_path / "b")
     with held_by_another_thread(named_lock(first, "image")):
-        assert free(second, "image")
-        assert not free(first, "image")
-    assert free(first, "image")
+        assert free_name(second, "image")
+        assert not free_name(first, "image")
+    assert free_name(first, "image")
 
 
 def test_one_directory_by_another_path_is_the_same_lock(tmp_path: pathlib.Path) -> None:
@@ -63,7 +68,7 @@ def test_one_directory_by_another_path_is_the_same_lock(tmp_path: pathlib.Path) 
     real.mkdir()
     os.symlink(real, tmp_path / "alias")
     with held_by_another_thread(named_lock(str(real), "image")):
-        assert not free(str(tmp_path / "alias"), "image")
+        assert not free_name(str(tmp_path / "alias"), "image")
 
 
 @pytest.mark.parametrize("same_instances_path", [False, True])
@@ -77,9 +82,5 @@ def test_two_caches_share_an_image_lock_only_on_one_directory(
         caches.append(ImageCache(conf, LocalImageSource(conf)))
         caches[-1].ensure_dirs()
     with held_by_another_thread(caches[0].lock(IMAGE)):
-        try:
-            with caches[1].lock(IMAGE, blocking=False):
-                taken = True
-        except lockutils.AcquireLockFailedException:
-            taken = False
+        taken = free(caches[1].lock(IMAGE, blocking=False))
     assert taken is not same_instances_path
