@@ -141,8 +141,9 @@ def _from_peers(job: dict[str, Any]) -> str:
     spread = job.get("distribution") or {}
     if not spread.get("peer_copies"):
         return ""
-    return (f" ({spread['offload_percent']:.1f} % from peers, {spread['origin_copies']} "
-            f"copies from the image service)")
+    origin = spread["origin_copies"]
+    return (f" ({spread['offload_percent']:.1f} % from peers, {origin} "
+            f"{'copy' if origin == 1 else 'copies'} from the image service)")
 
 
 def _next_start(job: dict[str, Any]) -> str:

@@ -108,8 +108,8 @@ class ComputeManager:
         :returns: ``{image_id: {"state": cached|existing|error|unsupported|skipped|paused,
             "reason": ..., "bytes_downloaded": N, "download_path": rbd|http|peer|None,
             "fallback_reason": ..., "source_host": ..., "bytes_from_peers": N, "bad_peers":
-            [...], "failed_peers": [...], "bytes_resumed": N}}``, one entry per requested
-            image.
+            [...], "failed_peers": [...], "absent_peers": [...], "bytes_resumed": N}}``, one
+            entry per requested image.
         """
         peers = peers if isinstance(peers, dict) else {}
         LOG.debug("cache_images: %s", ", ".join(image_ids))
@@ -247,11 +247,14 @@ class ComputeManager:
         except PeersGone as gone:
             if self.metrics is not None:
                 self.metrics.record_peers_gone(gone.bytes_downloaded)
-            return ImageResult(
+            back = ImageResult(
                 state="error", reason=gone.reason, bytes_downloaded=gone.bytes_downloaded,
                 download_path="peer", fallback_reason=f"peer_failed: {gone.failure}",
                 source_host=gone.source_host, bytes_from_peers=gone.bytes_downloaded,
                 failed_peers=list(gone.failed_peers))
+            if gone.absent_peers:
+                back["absent_peers"] = list(gone.absent_peers)
+            return back
         except DownloadPaused as paused:
             LOG.info("Image %s: %s", image_id, paused.reason)
             if self.metrics is not None:
@@ -296,6 +299,8 @@ class ComputeManager:
             result["source_host"] = outcome.source_host
             result["bytes_from_peers"] = outcome.bytes_from_peers
             result["bad_peers"] = list(outcome.bad_peers)
+            if outcome.absent_peers:
+                result["absent_peers"] = list(outcome.absent_peers)
         if outcome.bytes_resumed:
             result["bytes_resumed"] = outcome.bytes_resumed
         return result

@@ -102,6 +102,10 @@ class ImageResult(TypedDict):
         to the conductor: those that failed in transport (not those that only asked to be
         asked again). The bytes written are kept: a next call from the image service resumes
         them; one from peers starts again from byte 0.
+    :ivar absent_peers: peers that only answered that they do not hold the image (404: a
+        converted or aged-out base, a download that ended); not in ``failed_peers``: the
+        conductor stops naming them for this image only. Absent: none (or a compute from
+        before it).
     """
 
     state: str
@@ -114,6 +118,7 @@ class ImageResult(TypedDict):
     bad_peers: NotRequired[list[str]]
     bytes_resumed: NotRequired[int]
     failed_peers: NotRequired[list[str]]
+    absent_peers: NotRequired[list[str]]
 
 
 #: The state of an image whose download the call's end time stopped, or never let start.

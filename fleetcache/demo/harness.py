@@ -120,10 +120,9 @@ def compute_overrides(qemu_img: str | None) -> dict[str, Any]:
     A base converted to raw (``force_raw_images``, Nova's default) is not the image's bytes,
     so it is never served to peers: its host serves the image only while it downloads it
     (cut-through), and the demo's small images download in milliseconds. With converted
-    bases a receiver mostly asked its peer after that peer's download had ended and was
-    refused; the job then used that peer for no image (the raw one included) and the
-    receiver took both from the image service: in 3 runs of 4, two to four more copies
-    from the image service.
+    bases a receiver often asks its peer after that peer's download has ended, is refused,
+    and takes the qcow2 image from the image service: in 4 runs of 8, one more copy from
+    the image service (docs/peer-distribution.md, "Limits today").
     """
     if qemu_img:
         return {"force_raw_images": False}

@@ -106,6 +106,8 @@ class CacheOutcome:
     peer_fallback: str | None = None
     #: Peers whose bytes failed verification (size, hash, signature or format).
     bad_peers: tuple[str, ...] = ()
+    #: Peers that answered that they do not hold the image (404).
+    absent_peers: tuple[str, ...] = ()
     #: Bytes taken from the image's paused download (re-read and checked, not fetched).
     bytes_resumed: int = 0
 
@@ -352,7 +354,7 @@ class ImageCache:
                             bytes_from_peers=got.bytes_from_peers,
                             bytes_from_origin=got.bytes_from_origin,
                             peer_fallback=got.peer_fallback, bad_peers=got.bad_peers,
-                            bytes_resumed=got.bytes_resumed)
+                            absent_peers=got.absent_peers, bytes_resumed=got.bytes_resumed)
 
     def base_format(self, image_id: str, disk_format: str, planned: str) -> str:
         """The format the cached base of ``image_id`` is stored in; the caller holds the

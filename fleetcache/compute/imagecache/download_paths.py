@@ -98,13 +98,16 @@ class PeersGone(DownloadPaused):
     :ivar failure: ``<host>: <why>`` of the last peer that failed.
     :ivar failed_peers: the peers that failed in transport, in order (not those that only
         asked to be asked again).
+    :ivar absent_peers: the peers that only answered that they do not hold the image.
     :ivar source_host: the last peer whose bytes were written (None: none).
     """
 
-    def __init__(self, image_id: str, failure: str, failed_peers: tuple[str, ...] = ()) -> None:
+    def __init__(self, image_id: str, failure: str, failed_peers: tuple[str, ...] = (),
+                 absent_peers: tuple[str, ...] = ()) -> None:
         super().__init__(image_id)
         self.failure = failure
         self.failed_peers = failed_peers
+        self.absent_peers = absent_peers
         self.source_host: str | None = None
 
     @property
@@ -127,6 +130,8 @@ class Fetched:
     bytes_from_origin: int = 0
     peer_fallback: str | None = None
     bad_peers: tuple[str, ...] = ()
+    #: Peers that answered that they do not hold the image (404).
+    absent_peers: tuple[str, ...] = ()
     #: Bytes taken from the image's paused download (not fetched by this call).
     bytes_resumed: int = 0
 
@@ -255,7 +260,7 @@ class DownloadPaths:
                        source_host=source.last_peer, bytes_from_peers=source.bytes_from_peers,
                        bytes_from_origin=from_origin,
                        peer_fallback=f"peer_failed: {source.failure()}" if from_origin
-                       else None)
+                       else None, absent_peers=source.absent_hosts)
 
     def _after_peers(self, ctxt: RequestContext, origin: ImageSource, job: _Download,
                      source: PeerSource, why: str, bad: tuple[str, ...]) -> Fetched:
@@ -265,7 +270,7 @@ class DownloadPaths:
         return dataclasses.replace(
             got, source_host=source.last_peer, bytes_from_peers=source.bytes_from_peers,
             bytes_from_origin=got.bytes_from_origin + source.bytes_from_origin,
-            peer_fallback=why, bad_peers=bad)
+            peer_fallback=why, bad_peers=bad, absent_peers=source.absent_hosts)
 
     def _from_origin(self, ctxt: RequestContext, source: ImageSource,
                      job: _Download) -> Fetched:
@@ -346,9 +351,9 @@ def _pause_at_end(image_id: str) -> None:
     raise DownloadPaused(image_id)
 
 
-def _peers_gone(image_id: str, failure: str, failed_peers: tuple[str, ...]) -> None:
+def _peers_gone(image_id: str, source: PeerSource) -> None:
     """Every peer failed; the conductor names the next source (RPC 1.7)."""
-    raise PeersGone(image_id, failure, failed_peers)
+    raise PeersGone(image_id, source.failure(), source.failed_hosts, source.absent_hosts)
 
 
 def peer_hash(meta: ImageMeta) -> bool:

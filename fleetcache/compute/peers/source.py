@@ -20,6 +20,11 @@ chain behind it, waits for the bytes its group already fetched instead of taking
 the image service again (issue 22: about one copy per group, faults included); the image
 service is the way out only when no peer is left or the wait ran out.
 
+A 404 alone says only that the peer does not hold the image (its base was converted or aged
+out, or its download ended): such a peer is :attr:`PeerSource.absent_hosts`, not
+:attr:`~PeerSource.failed_hosts`, so that the conductor stops naming it for that image only,
+not for the whole job.
+
 When no peer is left after some bytes arrived, and ``origin`` can start mid-image
 (:meth:`~fleetcache.image.source.ImageSource.download_from`, Glance's ``Range``), the rest
 comes from the origin in the same stream; otherwise :class:`PeersFailed` is raised and the
@@ -90,6 +95,8 @@ class PeerAttempt:
     peer: bool = True
     #: Seconds after which the peer asked to be asked again; None: it did not.
     retry_after: float | None = None
+    #: Whether the peer answered that it does not hold the image (404).
+    absent: bool = False
 
 
 class PeersFailed(exception.ImageFetchError):
@@ -110,11 +117,14 @@ class _Left(Exception):
 
     :ivar retry_after: seconds after which the peer asked to be asked again (it is busy, or
         its own download is not that far yet); None: it did not.
+    :ivar absent: whether the peer answered that it does not hold the image (404).
     """
 
-    def __init__(self, why: str, retry_after: float | None = None) -> None:
+    def __init__(self, why: str, retry_after: float | None = None,
+                 absent: bool = False) -> None:
         super().__init__(why)
         self.retry_after = retry_after
+        self.absent = absent
 
 
 class PeerSource(ImageSource):
@@ -127,9 +137,9 @@ class PeerSource(ImageSource):
     :param until: the call's end time (epoch seconds; its terms, RPC 1.5): a wait for the
         peers stops there and calls ``at_end``, which raises the call's pause (bytes that
         arrive are paused by the terms' writer; a wait writes none). None: no end.
-    :param at_peers_gone: called with :meth:`failure` and :attr:`failed_hosts` once every
-        peer failed, instead of resuming from ``origin``: it raises the call's hand-back to
-        the conductor (RPC 1.7). None: ``origin`` resumes.
+    :param at_peers_gone: called with this source once every peer failed, instead of
+        resuming from ``origin``: it raises the call's hand-back to the conductor (RPC 1.7),
+        naming :attr:`failed_hosts` and :attr:`absent_hosts`. None: ``origin`` resumes.
     :ivar attempts: one per source asked, in order (the origin's host is ``origin``).
     """
 
@@ -140,7 +150,7 @@ class PeerSource(ImageSource):
                  sleep: Callable[[float], None] = time.sleep,
                  until: float | None = None,
                  at_end: Callable[[], None] | None = None,
-                 at_peers_gone: Callable[[str, tuple[str, ...]], None] | None = None
+                 at_peers_gone: Callable[[PeerSource], None] | None = None
                  ) -> None:
         super().__init__(conf)
         self.peers = tuple(peers)
@@ -202,9 +212,17 @@ class PeerSource(ImageSource):
     @property
     def failed_hosts(self) -> tuple[str, ...]:
         """Peers that failed an attempt in transport, in order (each once): not those that
-        only asked to be asked again (busy, or their own download not that far yet)."""
+        only asked to be asked again (busy, or their own download not that far yet), nor
+        those that only answered that they do not hold the image (:attr:`absent_hosts`)."""
+        return tuple(dict.fromkeys(a.host for a in self.attempts if _failed(a)))
+
+    @property
+    def absent_hosts(self) -> tuple[str, ...]:
+        """Peers that answered that they do not hold the image (404) and failed no attempt
+        otherwise, in order (each once)."""
+        failed = set(self.failed_hosts)
         return tuple(dict.fromkeys(a.host for a in self.attempts
-                                   if a.peer and a.outcome != "done" and a.retry_after is None))
+                                   if a.absent and a.host not in failed))
 
     @property
     def failures(self) -> list[PeerAttempt]:
@@ -244,7 +262,7 @@ class PeerSource(ImageSource):
             if not sent:  # every peer left asked to be asked again: never a busy loop
                 self._pause(min(max(min(pauses), MIN_PAUSE), left))
         if self.at_peers_gone is not None:
-            self.at_peers_gone(self.failure(), self.failed_hosts)
+            self.at_peers_gone(self)
         return self._resume_from_origin(ctxt, meta, writer, written, progress)
 
     def _pause(self, seconds: float) -> None:
@@ -263,7 +281,8 @@ class PeerSource(ImageSource):
         try:
             self._stream(peer, meta, writer, written, attempt, progress)
         except _Left as exc:
-            attempt.outcome, attempt.retry_after = str(exc), exc.retry_after
+            attempt.outcome, attempt.retry_after, attempt.absent = (
+                str(exc), exc.retry_after, exc.absent)
             # A peer asking to be asked again is no fault (busy, or behind this host).
             level = logging.INFO if exc.retry_after is not None else logging.WARNING
             LOG.log(level, "Image %s: peer %s left after %d bytes: %s", meta.id,
@@ -314,6 +333,13 @@ class PeerSource(ImageSource):
                     progress(offset + attempt.bytes)
         if offset + attempt.bytes != end:
             raise _Left(f"body ended at byte {offset + attempt.bytes} of {end}")
+
+
+def _failed(attempt: PeerAttempt) -> bool:
+    """Whether a peer failed ``attempt`` in transport (not: sent the rest, asked to be asked
+    again, or does not hold the image)."""
+    return (attempt.peer and attempt.outcome != "done" and attempt.retry_after is None
+            and not attempt.absent)
 
 
 def peer_opener(files: tls.PeerTLSFiles | None, stall_timeout: float,
@@ -368,7 +394,7 @@ def _check_response(resp: http_into.Body, meta: ImageMeta, offset: int) -> int:
     elif resp.status in RETRY_STATUSES:
         raise _Left(f"HTTP {resp.status}", retry_after(resp.header("Retry-After") or None))
     else:
-        raise _Left(f"HTTP {resp.status}")
+        raise _Left(f"HTTP {resp.status}", absent=resp.status == 404)
     if total is None or (meta.size is not None and total != meta.size):
         raise _Left(f"serves {total} bytes, the image has {meta.size}")
     return total

@@ -76,11 +76,14 @@ def resumed_bytes(replies: Mapping[str, ImageResult], image_id: str) -> int:
 def after_handed_back(back: ImageResult, second: ImageResult, resumed: int = 0) -> ImageResult:
     """The image's result after the next source: ``second``'s, counting the bytes the call
     that handed it back fetched (dropped if refused; resumed by ``second`` if kept: its
-    ``resumed`` bytes are counted once) and naming the peers that failed and why."""
+    ``resumed`` bytes are counted once) and naming the peers that failed and why, and those
+    that did not hold the image."""
     bad = list(dict.fromkeys([*(back.get("bad_peers") or []),
                               *(second.get("bad_peers") or [])]))
     failed = list(dict.fromkeys([*(back.get("failed_peers") or []),
                                  *(second.get("failed_peers") or [])]))
+    absent = list(dict.fromkeys([*(back.get("absent_peers") or []),
+                                 *(second.get("absent_peers") or [])]))
     handed = "failed_peers" in back or "failed_peers" in second
     merged = ImageResult(**{
         **second,
@@ -93,4 +96,6 @@ def after_handed_back(back: ImageResult, second: ImageResult, resumed: int = 0) 
     })
     if handed:
         merged["failed_peers"] = failed
+    if absent:
+        merged["absent_peers"] = absent
     return merged

@@ -340,6 +340,7 @@ class PeerPlanner:
             state.offering.discard(host)  # a wait for its lease that ended without it
             if result is not None:
                 self._drop_relays_of(state, self._learn(host, assignment, result))
+                self._forget_absent(state, image_id, result)
             partial = state.holders.get(host)
             coming_back = result is not None and "failed_peers" in result
             if holder is not None and partial is not None:  # its receivers stay counted
@@ -382,7 +383,8 @@ class PeerPlanner:
                 self._named.add(bad)
             roots.append(bad)
         if (assignment.source is not None and result["state"] == "cached"
-                and result.get("source_host") != assignment.source):
+                and result.get("source_host") != assignment.source
+                and assignment.source not in (result.get("absent_peers") or [])):
             LOG.info("Job %s: peer %s did not deliver (%s); not used again by the job",
                      self.job_uuid, assignment.source, result.get("fallback_reason"))
             self._fail(assignment.source)
@@ -391,6 +393,16 @@ class PeerPlanner:
                      self.job_uuid, failed, host, result.get("fallback_reason"))
             self._fail(str(failed))
         return roots
+
+    def _forget_absent(self, state: _ImageGroup, image_id: str, result: ImageResult) -> None:
+        """Stop naming, for this image, the peers that answered they do not hold it (a
+        base converted or aged out, a download that ended), and no other image: they failed
+        no transfer (we hold the lock). One that holds it again is a source again once its
+        own call for it ends (:meth:`finished`)."""
+        for absent in result.get("absent_peers") or []:
+            if state.holders.pop(str(absent), None) is not None:
+                LOG.info("Job %s: peer %s does not hold image %s; not named for it again",
+                         self.job_uuid, absent, image_id)
 
     def _fail(self, host: str) -> None:
         """``host`` failed a receiver: it is not used again by the job, and gives back at

@@ -66,7 +66,7 @@ def test_page_says_how_much_came_from_peers(
 
     text = app.get("/status").text
 
-    assert "4.0 KiB (75.0 % from peers, 1 copies from the image service)" in text
+    assert "4.0 KiB (75.0 % from peers, 1 copy from the image service)" in text
 
 
 def test_a_scheduled_job_says_when_it_starts(

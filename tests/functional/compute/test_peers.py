@@ -264,6 +264,7 @@ def test_a_peer_without_the_image_is_skipped(server: PeerServer, receiver: Image
                                                     _peer(server, image.id)])
     assert (outcome.download_path, outcome.source_host) == ("peer", "compute-a")
     assert outcome.peer_fallback is None and outcome.bytes_from_peers == len(DATA)
+    assert outcome.absent_peers == ("aged",)  # the conductor drops it for this image only
     assert server.responses == {200: 1}
     assert _published(receiver, image.id) == DATA
 
@@ -733,6 +734,28 @@ def test_failed_peers_hand_the_image_back_with_its_bytes_kept_when_the_call_says
     assert (again["bytes_resumed"], again["bytes_downloaded"]) == (kept, len(DATA) - kept)
     assert cache.source.offsets == [kept]
     assert _published(cache, image.id) == DATA
+
+
+def test_a_peer_whose_base_was_converted_is_named_absent_not_failed(
+        tmp_path: pathlib.Path, server: PeerServer, source_cache: ImageCache,
+        image: ImageMeta) -> None:
+    """A real image server whose base was converted (qcow2 -> raw: not the image's bytes)
+    answers 404; the image given back (RPC 1.7) names that peer absent, so that the
+    conductor stops naming it for this image only, and blames no peer."""
+    source_cache.index.record(image.id, "qcow2", "raw")
+    conf = peer_conf(tmp_path, "compute-c")
+    driver = DiskDriver(conf, OriginSource(conf))
+    driver.init_host("compute-c")
+    manager, cache = ComputeManager(conf, driver), driver.image_cache
+    assert cache is not None and isinstance(cache.source, OriginSource)
+
+    result = manager.cache_images(CTXT, [image.id], peers={image.id: [_peer(server, image.id)]},
+                                  origin_after_failed_peers=False)[image.id]
+
+    assert (result["state"], result["failed_peers"], result.get("absent_peers")) == (
+        "error", [], ["compute-a"])
+    assert result["fallback_reason"] == "peer_failed: compute-a: HTTP 404"
+    assert server.denied["not_cached"] == 1 and cache.source.offsets == []
 
 
 @pytest.mark.parametrize("origin_after_failed_peers", [False, True])

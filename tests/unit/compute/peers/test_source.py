@@ -112,14 +112,50 @@ def test_peers_that_only_asked_to_wait_are_not_named_failed_when_handed_back() -
     class Back(Exception):
         pass
 
-    def at_peers_gone(why: str, hosts: tuple[str, ...]) -> None:
-        named.append(hosts)
-        raise Back(why)
+    def at_peers_gone(peers: source.PeerSource) -> None:
+        named.append(peers.failed_hosts)
+        raise Back(peers.failure())
 
     with pytest.raises(Back):
         _busy_source(_Busy("1"), SleepingClock(), at_peers_gone=at_peers_gone).download(
             RequestContext(), META, io.BytesIO())
     assert named == [()]
+
+
+class _ByHost:
+    """An opener whose peer at ``10.0.0.<n>`` answers ``statuses[n]``; None: refuses the
+    connection."""
+
+    def __init__(self, statuses: Mapping[str, int | None]) -> None:
+        self.statuses = statuses
+
+    def __call__(self, url: str, headers: Mapping[str, str],
+                 ) -> contextlib.AbstractContextManager[http_into.Body]:
+        status = self.statuses[url.split("/")[2].split(":")[0]]
+        if status is None:
+            raise ConnectionRefusedError("refused")
+        return contextlib.nullcontext(_response(status))
+
+
+def test_a_peer_that_answers_404_is_absent_not_failed() -> None:
+    """A 404 says the peer does not hold the image (a converted or aged-out base): the
+    conductor must stop naming it for this image, not set it aside for the whole job as it
+    does a peer that cannot be reached."""
+    peers = [Peer(host="converted", url="http://10.0.0.2:8790", authorization="x"),
+             Peer(host="dead", url="http://10.0.0.3:8790", authorization="x"),
+             Peer(host="crashed", url="http://10.0.0.4:8790", authorization="x")]
+    gone: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+
+    def at_peers_gone(peers: source.PeerSource) -> None:
+        gone.append((peers.failed_hosts, peers.absent_hosts))
+        raise source.PeersFailed(image_id=META.id, reason=peers.failure())
+
+    opener = _ByHost({"10.0.0.2": 404, "10.0.0.3": None, "10.0.0.4": 500})
+    with pytest.raises(source.PeersFailed, match="crashed: HTTP 500"):
+        source.PeerSource(make_conf(), peers, opener=opener,
+                          at_peers_gone=at_peers_gone).download(
+            RequestContext(), META, io.BytesIO())
+    assert gone == [(("dead", "crashed"), ("converted",))]
 
 
 class _Whole:

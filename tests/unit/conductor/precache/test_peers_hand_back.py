@@ -14,6 +14,7 @@ from oslo_config import cfg
 from fleetcache.compute.rpcapi import ImageResult
 from fleetcache.conductor.precache.handback import (
     MAX_SOURCES,
+    after_handed_back,
     from_sources_in_turn,
 )
 from fleetcache.conductor.precache.hostpool import HostCallPool
@@ -50,7 +51,8 @@ def gone(*failed: str) -> ImageResult:
     """A compute of RPC 1.7 giving back an image whose peers all failed, KEPT bytes kept."""
     return ImageResult(state="error", reason="peer_failed", bytes_downloaded=KEPT,
                        bytes_from_peers=KEPT, download_path="peer", failed_peers=list(failed),
-                       fallback_reason=f"peer_failed: {failed[-1]}: cannot connect")
+                       fallback_reason=f"peer_failed: {failed[-1] if failed else 'no peer'}: "
+                       "cannot connect")
 
 
 class GivingBackComputes(PeerComputes):
@@ -110,6 +112,59 @@ def test_a_host_back_for_a_source_is_not_given_its_own_receivers(conf):
     again = plan.assign("h2", site("h2"), IMG, client=serving)
 
     assert again == Assignment(origin_slot=True)
+
+
+#: A second image, held by the same source.
+IMG2 = "5b0b5e0c-2f4e-4f7e-9a3c-0d4c1d2e3f40"
+
+
+def holder_of_both(conf: cfg.ConfigOpts) -> tuple[Any, Serving]:
+    """A planner whose h1 fetched IMG and IMG2 from the image service and serves both."""
+    plan, serving = planner(conf), Serving()
+    for image in (IMG, IMG2):
+        plan.finished("h1", site("h1"), image, plan.assign("h1", site("h1"), image),
+                      cached_with(bytes_downloaded=10), serving)
+    return plan, serving
+
+
+def test_a_peer_that_lacks_an_image_is_dropped_for_that_image_only(conf):
+    """h1 answered h2 404 for IMG (its base was converted once its download ended, or aged
+    out): h2 gives IMG back naming h1 absent, not failed. h1 is no source of IMG any more,
+    but still one of IMG2, and it failed no one, so it is not set aside for the job."""
+    plan, serving = holder_of_both(conf)
+    to_h2 = plan.assign("h2", site("h2"), IMG, client=serving)
+    assert to_h2.source == "h1"
+
+    plan.finished("h2", site("h2"), IMG, to_h2,
+                  {**gone(), "absent_peers": ["h1"],
+                   "fallback_reason": "peer_failed: h1: HTTP 404"}, serving)
+
+    assert plan.assign("h2", site("h2"), IMG, client=serving) == Assignment(origin_slot=True)
+    assert plan.assign("h3", site("h3"), IMG2, client=serving).source == "h1"
+
+
+def test_a_receiver_served_by_another_peer_after_a_404_fails_no_one(conf):
+    """h2 was given h1 then h3 for IMG; h1 answered 404 and h3 sent the image: h1 did not
+    deliver, but only because it lacks IMG, so it stays a source of IMG2."""
+    plan, serving = holder_of_both(conf)
+    to_h2 = plan.assign("h2", site("h2"), IMG, client=serving)
+
+    plan.finished("h2", site("h2"), IMG, to_h2,
+                  cached_with(bytes_downloaded=10, download_path="peer", source_host="h3",
+                              absent_peers=["h1"]), serving)
+
+    assert plan.assign("h4", site("h4"), IMG, client=serving).source == "h2"
+    assert plan.assign("h4", site("h4"), IMG2, client=serving).source == "h1"
+
+
+def test_absent_peers_of_both_calls_are_named_once_in_the_result() -> None:
+    back = {**gone(), "absent_peers": ["h1"]}
+    second = cached_with(bytes_downloaded=10, download_path="http", absent_peers=["h3", "h1"])
+
+    merged = after_handed_back(back, second)
+
+    assert merged["absent_peers"] == ["h1", "h3"]  # in the order they answered
+    assert merged["failed_peers"] == []
 
 
 def test_a_host_that_failed_no_one_keeps_its_image_service_slot(conf):
