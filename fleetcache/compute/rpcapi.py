@@ -100,8 +100,8 @@ class ImageResult(TypedDict):
     :ivar failed_peers: present (1.7, ``origin_after_failed_peers`` False) when the image
         comes back ``error`` because its peers all failed and the call left the next source
         to the conductor: those that failed in transport (not those that only asked to be
-        asked again). The bytes written are kept: a next call from the image service resumes
-        them; one from peers starts again from byte 0.
+        asked again, nor those in ``absent_peers``). The bytes written are kept: a next
+        call from the image service resumes them; one from peers starts again from byte 0.
     :ivar absent_peers: peers that only answered that they do not hold the image (404: a
         converted or aged-out base, a download that ended); not in ``failed_peers``: the
         conductor stops naming them for this image only. Absent: none (or a compute from

@@ -90,10 +90,10 @@ class PeerBytesRefused(exception.ImageFetchError):
 
 
 class PeersGone(DownloadPaused):
-    """Every peer failed and the call's terms leave the next source to the conductor
-    (``origin_after_failed_peers`` False, RPC 1.7): the bytes written are kept as the image's
-    paused download, which a next call from the image service resumes (one from peers
-    starts again from byte 0).
+    """Every peer failed or lacked the image, and the call's terms leave the next source to
+    the conductor (``origin_after_failed_peers`` False, RPC 1.7): the bytes written are kept
+    as the image's paused download, which a next call from the image service resumes (one
+    from peers starts again from byte 0).
 
     :ivar failure: ``<host>: <why>`` of the last peer that failed.
     :ivar failed_peers: the peers that failed in transport, in order (not those that only
@@ -352,7 +352,7 @@ def _pause_at_end(image_id: str) -> None:
 
 
 def _peers_gone(image_id: str, source: PeerSource) -> None:
-    """Every peer failed; the conductor names the next source (RPC 1.7)."""
+    """No peer is left; the conductor names the next source (RPC 1.7)."""
     raise PeersGone(image_id, source.failure(), source.failed_hosts, source.absent_hosts)
 
 

@@ -14,11 +14,11 @@ A peer left is not given up at once: while any peer may still send (it sent byte
 attempt, or answered 503/429: busy, or not that far in its own download yet), the list is
 walked again, after the least ``Retry-After`` of those answers when no byte came, until
 ``[image_cache] peer_wait_timeout`` seconds pass without a byte. A peer is given up when an
-attempt neither sent a byte nor asked to be retried (refused connection, 404, a wrong size):
-a host that died, not one that stalls. So a stalled source, and every host of a cut-through
-chain behind it, waits for the bytes its group already fetched instead of taking them from
-the image service again (issue 22: about one copy per group, faults included); the image
-service is the way out only when no peer is left or the wait ran out.
+attempt neither sent a byte nor asked to be retried (refused connection, a wrong size, 404):
+a host that died, or lacks the image, not one that stalls. So a stalled source, and every
+host of a cut-through chain behind it, waits for the bytes its group already fetched instead
+of taking them from the image service again (issue 22: about one copy per group, faults
+included); the image service is the way out only when no peer is left or the wait ran out.
 
 A 404 alone says only that the peer does not hold the image (its base was converted or aged
 out, or its download ended): such a peer is :attr:`PeerSource.absent_hosts`, not
@@ -137,7 +137,7 @@ class PeerSource(ImageSource):
     :param until: the call's end time (epoch seconds; its terms, RPC 1.5): a wait for the
         peers stops there and calls ``at_end``, which raises the call's pause (bytes that
         arrive are paused by the terms' writer; a wait writes none). None: no end.
-    :param at_peers_gone: called with this source once every peer failed, instead of
+    :param at_peers_gone: called with this source once no peer is left, instead of
         resuming from ``origin``: it raises the call's hand-back to the conductor (RPC 1.7),
         naming :attr:`failed_hosts` and :attr:`absent_hosts`. None: ``origin`` resumes.
     :ivar attempts: one per source asked, in order (the origin's host is ``origin``).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import Literal
 
 from fleetcache.compute.rpcapi import ImageResult
 
@@ -44,7 +45,8 @@ def from_sources_in_turn(ask: Callable[[bool, bool], tuple[ImageResult, int]],
         refused_before = refused_before or back == "refused"
         last = calls == MAX_SOURCES
         LOG.info("%s: %s peers %s; assigning another source", what, back,
-                 ", ".join(latest.get("bad_peers") or latest.get("failed_peers") or []))
+                 ", ".join(latest.get("bad_peers") or [*(latest.get("failed_peers") or []),
+                                                      *(latest.get("absent_peers") or [])]))
         # A second refusal is the compute's to settle, from the image service (as 1.4).
         latest, resumed = ask(reports_refused and not last and not refused_before,
                               reports_failed and not last)
@@ -73,17 +75,20 @@ def resumed_bytes(replies: Mapping[str, ImageResult], image_id: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+def _named_once(first: ImageResult, second: ImageResult,
+                field: Literal["bad_peers", "failed_peers", "absent_peers"]) -> list[str]:
+    """The hosts ``field`` names in ``first`` then ``second``, each once, in order."""
+    return list(dict.fromkeys([*(first.get(field) or []), *(second.get(field) or [])]))
+
+
 def after_handed_back(back: ImageResult, second: ImageResult, resumed: int = 0) -> ImageResult:
     """The image's result after the next source: ``second``'s, counting the bytes the call
     that handed it back fetched (dropped if refused; resumed by ``second`` if kept: its
     ``resumed`` bytes are counted once) and naming the peers that failed and why, and those
     that did not hold the image."""
-    bad = list(dict.fromkeys([*(back.get("bad_peers") or []),
-                              *(second.get("bad_peers") or [])]))
-    failed = list(dict.fromkeys([*(back.get("failed_peers") or []),
-                                 *(second.get("failed_peers") or [])]))
-    absent = list(dict.fromkeys([*(back.get("absent_peers") or []),
-                                 *(second.get("absent_peers") or [])]))
+    bad = _named_once(back, second, "bad_peers")
+    failed = _named_once(back, second, "failed_peers")
+    absent = _named_once(back, second, "absent_peers")
     handed = "failed_peers" in back or "failed_peers" in second
     merged = ImageResult(**{
         **second,

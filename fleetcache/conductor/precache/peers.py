@@ -39,7 +39,10 @@ bytes and is not quarantined (one named before its own outcome is known is not o
 again until it is: quarantined then if verified). A source that failed a receiver otherwise
 (dead, stalled, refused) is not used again by the job, and holds none of its group's image
 service slots from then on, nor the upload slot of its own source (a dead compute's call may
-take minutes to end, and the receivers it failed need those slots now).
+take minutes to end, and the receivers it failed need those slots now). One that only
+answered that it does not hold the image (404: its base converted or aged out, a download
+that ended or never started; the receiver's ``absent_peers``) failed no transfer: it is not
+offered for that image until it holds it again, and stays a source of the others.
 
 A host whose peers all failed comes back for its next source (compute RPC 1.7, its bytes
 kept): it stays a partial holder, its receivers counted (they wait for it: its image server
@@ -101,12 +104,16 @@ class Assignment:
     :ivar source: the first peer's host, whose upload slot this assignment holds.
     :ivar origin_slot: whether it holds one of its group's image service slots.
     :ivar reason: why the image service although peers are on (shown with the result).
+    :ivar partial_peers: the peers whose own download was under way when assigned
+        (cut-through): one of them that answers 404 but has finished since is a source
+        again, however late the receiver's result comes.
     """
 
     peers: list[Peer] = dataclasses.field(default_factory=list)
     source: str | None = None
     origin_slot: bool = False
     reason: str | None = None
+    partial_peers: tuple[str, ...] = ()
 
     @property
     def from_origin(self) -> bool:
@@ -174,6 +181,11 @@ class _ImageGroup:
     #: once, by whichever comes first of the receiver's call ending and the receiver failing
     #: one of its own receivers.
     fed: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
+    #: Holders that answered a receiver that they do not hold it (404: converted, aged out,
+    #: a download that never started): not offered for it until offered again or their own
+    #: call for it ends with it held. Kept among the holders, so that the chains through
+    #: them are still walked.
+    absent: set[str] = dataclasses.field(default_factory=set)
 
 
 class PeerPlanner:
@@ -314,7 +326,8 @@ class PeerPlanner:
             state.fed[host] = (holder.host, holder.holding)
         self._renew_grants(image_id, chosen)
         return Assignment(peers=[self._peer(host, site, image_id, h) for h in chosen],
-                          source=holder.host)
+                          source=holder.host,
+                          partial_peers=tuple(h.host for h in chosen if h.partial))
 
     def finished(self, host: str, site: PeerSite, image_id: str, assignment: Assignment,
                  result: ImageResult | None, client: ServeClient) -> None:
@@ -340,9 +353,11 @@ class PeerPlanner:
             state.offering.discard(host)  # a wait for its lease that ended without it
             if result is not None:
                 self._drop_relays_of(state, self._learn(host, assignment, result))
-                self._forget_absent(state, image_id, result)
+                self._mark_absent(state, host, image_id, assignment, result)
             partial = state.holders.get(host)
             coming_back = result is not None and "failed_peers" in result
+            if holder is not None:
+                state.absent.discard(host)
             if holder is not None and partial is not None:  # its receivers stay counted
                 partial.partial, partial.until = False, holder.until
             elif holder is not None:
@@ -355,7 +370,8 @@ class PeerPlanner:
 
     def _learn(self, host: str, assignment: Assignment, result: ImageResult) -> list[str]:
         """Quarantine the peers whose bytes failed verification and held a verified copy;
-        drop a first source that did not deliver (we hold the lock).
+        drop a first source that did not deliver, unless it only answered that it does not
+        hold the image (:meth:`_mark_absent`; we hold the lock).
 
         :returns: the hosts whose downloads under way, and those streaming from them, are
             no sources any more (their bytes were refused, or their source lied).
@@ -394,15 +410,21 @@ class PeerPlanner:
             self._fail(str(failed))
         return roots
 
-    def _forget_absent(self, state: _ImageGroup, image_id: str, result: ImageResult) -> None:
-        """Stop naming, for this image, the peers that answered they do not hold it (a
-        base converted or aged out, a download that ended), and no other image: they failed
-        no transfer (we hold the lock). One that holds it again is a source again once its
-        own call for it ends (:meth:`finished`)."""
-        for absent in result.get("absent_peers") or []:
-            if state.holders.pop(str(absent), None) is not None:
-                LOG.info("Job %s: peer %s does not hold image %s; not named for it again",
-                         self.job_uuid, absent, image_id)
+    def _mark_absent(self, state: _ImageGroup, host: str, image_id: str,
+                     assignment: Assignment, result: ImageResult) -> None:
+        """Stop offering, for this image only, the peers ``host`` was given that answered
+        it they do not hold the image (a base converted or aged out, a download that ended
+        or never started): they failed no transfer, so they stay sources of the job's other
+        images (we hold the lock). A peer whose download was under way when assigned and
+        that has finished since holds the image now: its 404 is older than that."""
+        given = {peer["host"] for peer in assignment.peers} - {host}
+        for name in result.get("absent_peers") or []:
+            holder = state.holders.get(name) if name in given else None
+            if holder is None or (not holder.partial and name in assignment.partial_peers):
+                continue
+            state.absent.add(name)
+            LOG.info("Job %s: peer %s does not hold image %s; not offered for it until it "
+                     "does", self.job_uuid, name, image_id)
 
     def _fail(self, host: str) -> None:
         """``host`` failed a receiver: it is not used again by the job, and gives back at
@@ -432,6 +454,7 @@ class PeerPlanner:
     def _usable(self, state: _ImageGroup, host: str) -> list[_Holder]:
         return [h for h in state.holders.values()
                 if h.host != host and h.host not in state.offering
+                and h.host not in state.absent
                 and h.host not in self._failed and h.host not in self._named
                 and h.host not in self._tainted and h.host not in self.quarantine
                 and not self._streams_from(state, h, host)]
@@ -471,6 +494,7 @@ class PeerPlanner:
         with self._cond:
             state = self._groups.setdefault((site["group"], image_id), _ImageGroup())
             current = state.holders.get(host)
+            state.absent.discard(host)  # its download starts now
             if current is None:
                 state.holders[host] = self._numbered(
                     _Holder(host, site, client, until, partial=True, fed_by=fed_by))

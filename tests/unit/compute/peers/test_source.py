@@ -69,7 +69,7 @@ class _Busy:
 PEER = Peer(host="busy", url="http://10.0.0.2:8790", authorization="FleetcachePeer x.y")
 
 
-def _busy_source(session: _Busy, clock: SleepingClock, **kwargs: Any) -> source.PeerSource:
+def _busy_source(session: source.Opener, clock: SleepingClock, **kwargs: Any) -> source.PeerSource:
     conf = make_conf(image_cache__peer_wait_timeout=2)
     return source.PeerSource(conf, [PEER], opener=session,
                              clock=lambda: clock.now, sleep=clock.sleep, **kwargs)
@@ -135,6 +135,41 @@ class _ByHost:
         if status is None:
             raise ConnectionRefusedError("refused")
         return contextlib.nullcontext(_response(status))
+
+
+class _Answers:
+    """An opener whose one peer gives each answer of ``answers`` in turn: a status, or
+    ``(200, body)`` whose body stops short of the image."""
+
+    def __init__(self, *answers: int | tuple[int, bytes]) -> None:
+        self.answers = list(answers)
+
+    def __call__(self, url: str, headers: Mapping[str, str],
+                 ) -> contextlib.AbstractContextManager[http_into.Body]:
+        answer = self.answers.pop(0)
+        if isinstance(answer, tuple):
+            status, body = answer
+            return contextlib.nullcontext(_response(status, body, **{"Content-Length": "10"}))
+        return contextlib.nullcontext(_response(answer, **{"Retry-After": "0"}))
+
+
+@pytest.mark.parametrize(("answers", "failed", "absent"), [
+    ((503, 404), (), ("busy",)),  # busy, then its download ended: it lacks the image
+    (((200, b"12345"), 404), ("busy",), ()),  # it cut a transfer short: failed
+])
+def test_a_404_after_a_transfer_cut_short_is_a_failure(
+        answers: tuple[int | tuple[int, bytes], ...], failed: tuple[str, ...],
+        absent: tuple[str, ...]) -> None:
+    named: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+
+    def at_peers_gone(peers: source.PeerSource) -> None:
+        named.append((peers.failed_hosts, peers.absent_hosts))
+        raise source.PeersFailed(image_id=META.id, reason=peers.failure())
+
+    with pytest.raises(source.PeersFailed, match="HTTP 404"):
+        _busy_source(_Answers(*answers), SleepingClock(),
+                     at_peers_gone=at_peers_gone).download(RequestContext(), META, io.BytesIO())
+    assert named == [(failed, absent)]
 
 
 def test_a_peer_that_answers_404_is_absent_not_failed() -> None:

@@ -19,6 +19,7 @@ from fleetcache.conductor.precache.handback import (
 )
 from fleetcache.conductor.precache.hostpool import HostCallPool
 from fleetcache.conductor.precache.peers import Assignment
+from fleetcache.conductor.precache.results import checked_replies
 from tests.unit.conductor.precache.test_peers import (
     IMG,
     PeerComputes,
@@ -143,21 +144,71 @@ def test_a_peer_that_lacks_an_image_is_dropped_for_that_image_only(conf):
     assert plan.assign("h3", site("h3"), IMG2, client=serving).source == "h1"
 
 
-def test_a_receiver_served_by_another_peer_after_a_404_fails_no_one(conf):
-    """h2 was given h1 then h3 for IMG; h1 answered 404 and h3 sent the image: h1 did not
-    deliver, but only because it lacks IMG, so it stays a source of IMG2."""
+def test_a_receiver_served_by_the_image_service_after_a_404_fails_no_one(conf):
+    """h2 was given h1 for IMG; h1 answered 404 and the image service sent the image: h1 did
+    not deliver, but only because it lacks IMG, so it stays a source of IMG2."""
     plan, serving = holder_of_both(conf)
     to_h2 = plan.assign("h2", site("h2"), IMG, client=serving)
 
     plan.finished("h2", site("h2"), IMG, to_h2,
-                  cached_with(bytes_downloaded=10, download_path="peer", source_host="h3",
+                  cached_with(bytes_downloaded=10, download_path="http", source_host=None,
                               absent_peers=["h1"]), serving)
 
     assert plan.assign("h4", site("h4"), IMG, client=serving).source == "h2"
     assert plan.assign("h4", site("h4"), IMG2, client=serving).source == "h1"
 
 
+def test_a_404_from_a_download_under_way_that_has_finished_since_drops_no_holder(conf):
+    """h2 was given h1 while h1's own download ran (cut-through), and h1 answered 404 (not
+    started yet); h1 then finished and serves IMG. h2's result, which comes after that,
+    must not take h1 away: its 404 is older than h1's copy."""
+    plan, serving = planner(conf), Serving()
+    first = plan.assign("h1", site("h1"), IMG, client=serving)
+    to_h2 = plan.assign("h2", site("h2"), IMG, client=serving)
+    assert (first.origin_slot, to_h2.source, to_h2.partial_peers) == (True, "h1", ("h1",))
+
+    plan.finished("h1", site("h1"), IMG, first, cached_with(bytes_downloaded=10), serving)
+    plan.finished("h2", site("h2"), IMG, to_h2,
+                  cached_with(bytes_downloaded=10, download_path="http", absent_peers=["h1"]),
+                  serving)
+
+    assert plan.assign("h3", site("h3"), IMG, client=serving).source == "h1"
+
+
+def test_a_host_named_absent_that_the_receiver_was_not_given_is_ignored(conf):
+    """A result names only peers the host was given; any other name (a confused or hostile
+    compute) takes no holder away."""
+    conf.set_override("peer_candidates", 1, group="image_cache")
+    plan, serving = holder_of_both(conf)
+    plan.finished("h3", site("h3"), IMG, Assignment(), cached_with(bytes_downloaded=10),
+                  serving)
+    to_h2 = plan.assign("h2", site("h2"), IMG)
+    assert [p["host"] for p in to_h2.peers] == ["h1"]
+
+    plan.finished("h2", site("h2"), IMG, to_h2,
+                  cached_with(bytes_downloaded=10, download_path="peer", source_host="h1",
+                              absent_peers=["h3"]), Serving(refuse=("h2",)))
+
+    assert plan.assign("h4", site("h4"), IMG).source == "h1"
+    assert plan.assign("h5", site("h5"), IMG).source == "h3"  # h1's one upload slot is h4's
+
+
+@pytest.mark.parametrize(("absent", "kept"), [
+    (["h1", 7, None, "h3"], ["h1", "h3"]),
+    ("h1", None),  # a string is no list: not read as the hosts h and 1
+    ({"h1": True}, None),
+    ([], None),
+])
+def test_only_host_names_of_a_list_are_read_as_absent_peers(absent: Any, kept: Any) -> None:
+    """A compute's reply is checked before the planner reads it: a malformed
+    ``absent_peers`` names no host."""
+    reply = {IMG: {**cached_with(bytes_downloaded=10), "absent_peers": absent}}
+
+    assert checked_replies(reply, [IMG])[IMG].get("absent_peers") == kept
+
+
 def test_absent_peers_of_both_calls_are_named_once_in_the_result() -> None:
+    """The job's one result for the image names the absent peers of every call for it."""
     back = {**gone(), "absent_peers": ["h1"]}
     second = cached_with(bytes_downloaded=10, download_path="http", absent_peers=["h3", "h1"])
 
