@@ -121,8 +121,8 @@ def compute_overrides(qemu_img: str | None) -> dict[str, Any]:
     so it is never served to peers: its host serves the image only while it downloads it
     (cut-through), and the demo's small images download in milliseconds. With converted
     bases a receiver often asks its peer after that peer's download has ended, is refused,
-    and takes the qcow2 image from the image service: in 2 runs of 8, one more copy from
-    the image service (docs/peer-distribution.md, "Limits today").
+    and takes the qcow2 image from the image service: in 5 runs of 16, one or two more
+    copies from the image service (docs/peer-distribution.md, "Limits today").
     """
     if qemu_img:
         return {"force_raw_images": False}

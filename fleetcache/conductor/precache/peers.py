@@ -104,16 +104,16 @@ class Assignment:
     :ivar source: the first peer's host, whose upload slot this assignment holds.
     :ivar origin_slot: whether it holds one of its group's image service slots.
     :ivar reason: why the image service although peers are on (shown with the result).
-    :ivar partial_peers: the peers whose own download was under way when assigned
-        (cut-through): one of them that answers 404 but has finished since is a source
-        again, however late the receiver's result comes.
+    :ivar seen: each peer's :attr:`_Holder.since` when assigned: one that answers 404 but
+        has been offered again or has finished its download since holds newer bytes than
+        that answer, however late the receiver's result comes.
     """
 
     peers: list[Peer] = dataclasses.field(default_factory=list)
     source: str | None = None
     origin_slot: bool = False
     reason: str | None = None
-    partial_peers: tuple[str, ...] = ()
+    seen: tuple[tuple[str, int], ...] = ()
 
     @property
     def from_origin(self) -> bool:
@@ -161,6 +161,9 @@ class _Holder:
     #: This holding's number in the planner: a host dropped as a source and offered again is
     #: another holding, whose upload slots are counted afresh (``_ImageGroup.fed``).
     holding: int = 0
+    #: The planner's count at its latest offer or the end of its download (a 404 it
+    #: answered before that is out of date: ``Assignment.seen``).
+    since: int = 0
 
 
 @dataclasses.dataclass
@@ -227,6 +230,7 @@ class PeerPlanner:
         self._named: set[str] = set()
         self._tainted: set[str] = set()
         self._holdings = 0
+        self._stamps = 0  # _Holder.since
         self._cond = threading.Condition()
 
     def assign(self, host: str, site: PeerSite, image_id: str,
@@ -324,10 +328,10 @@ class PeerPlanner:
             chosen = chosen[:self.candidates]
             holder.uploads += 1
             state.fed[host] = (holder.host, holder.holding)
+            seen = tuple((h.host, h.since) for h in chosen)
         self._renew_grants(image_id, chosen)
         return Assignment(peers=[self._peer(host, site, image_id, h) for h in chosen],
-                          source=holder.host,
-                          partial_peers=tuple(h.host for h in chosen if h.partial))
+                          source=holder.host, seen=seen)
 
     def finished(self, host: str, site: PeerSite, image_id: str, assignment: Assignment,
                  result: ImageResult | None, client: ServeClient) -> None:
@@ -360,6 +364,7 @@ class PeerPlanner:
                 state.absent.discard(host)
             if holder is not None and partial is not None:  # its receivers stay counted
                 partial.partial, partial.until = False, holder.until
+                self._stamp(partial)
             elif holder is not None:
                 state.holders[host] = self._numbered(holder)
             elif partial is not None and not coming_back:
@@ -415,12 +420,12 @@ class PeerPlanner:
         """Stop offering, for this image only, the peers ``host`` was given that answered
         it they do not hold the image (a base converted or aged out, a download that ended
         or never started): they failed no transfer, so they stay sources of the job's other
-        images (we hold the lock). A peer whose download was under way when assigned and
-        that has finished since holds the image now: its 404 is older than that."""
-        given = {peer["host"] for peer in assignment.peers} - {host}
+        images (we hold the lock). A peer offered again, or whose download ended, since it
+        was assigned holds newer bytes than its 404 (:attr:`Assignment.seen`)."""
+        seen = dict(assignment.seen)
         for name in result.get("absent_peers") or []:
-            holder = state.holders.get(name) if name in given else None
-            if holder is None or (not holder.partial and name in assignment.partial_peers):
+            holder = state.holders.get(name) if name != host else None
+            if holder is None or seen.get(name) != holder.since:
                 continue
             state.absent.add(name)
             LOG.info("Job %s: peer %s does not hold image %s; not offered for it until it "
@@ -500,13 +505,20 @@ class PeerPlanner:
                     _Holder(host, site, client, until, partial=True, fed_by=fed_by))
             elif current.partial:  # back for its next source: its receivers stay counted
                 current.fed_by, current.until = fed_by, until
+                self._stamp(current)
             self._cond.notify_all()
 
     def _numbered(self, holder: _Holder) -> _Holder:
         """``holder`` with the next holding number (we hold the lock)."""
         self._holdings += 1
         holder.holding = self._holdings
+        self._stamp(holder)
         return holder
+
+    def _stamp(self, holder: _Holder) -> None:
+        """Mark ``holder`` offered, or its download ended, now (we hold the lock)."""
+        self._stamps += 1
+        holder.since = self._stamps
 
     def _drop_relays_of(self, state: _ImageGroup, roots: list[str]) -> None:
         """No longer offer the downloads under way that stream, through any number of

@@ -157,7 +157,7 @@ class _Answers:
     ((503, 404), (), ("busy",)),  # busy, then its download ended: it lacks the image
     (((200, b"12345"), 404), ("busy",), ()),  # it cut a transfer short: failed
 ])
-def test_a_404_after_a_transfer_cut_short_is_a_failure(
+def test_a_404_is_absent_unless_the_peer_cut_a_transfer_short(
         answers: tuple[int | tuple[int, bytes], ...], failed: tuple[str, ...],
         absent: tuple[str, ...]) -> None:
     named: list[tuple[tuple[str, ...], tuple[str, ...]]] = []

@@ -165,13 +165,32 @@ def test_a_404_from_a_download_under_way_that_has_finished_since_drops_no_holder
     plan, serving = planner(conf), Serving()
     first = plan.assign("h1", site("h1"), IMG, client=serving)
     to_h2 = plan.assign("h2", site("h2"), IMG, client=serving)
-    assert (first.origin_slot, to_h2.source, to_h2.partial_peers) == (True, "h1", ("h1",))
+    assert (first.origin_slot, to_h2.source) == (True, "h1")
 
     plan.finished("h1", site("h1"), IMG, first, cached_with(bytes_downloaded=10), serving)
     plan.finished("h2", site("h2"), IMG, to_h2,
                   cached_with(bytes_downloaded=10, download_path="http", absent_peers=["h1"]),
                   serving)
 
+    assert plan.assign("h3", site("h3"), IMG, client=serving).source == "h1"
+
+
+def test_a_404_from_before_a_source_was_offered_again_drops_no_holder(conf):
+    """h1, a partial source of h2, gives IMG back (its peers failed) and is offered again
+    for its next download; h2's 404 from h1, reported after that, is older than h1's new
+    download, so h1 stays a source of it."""
+    plan, serving = planner(conf), Serving()
+    plan.finished("h0", site("h0"), IMG, Assignment(), cached_with(bytes_downloaded=10),
+                  serving)
+    to_h1 = plan.assign("h1", site("h1"), IMG, client=serving)
+    to_h2 = plan.assign("h2", site("h2"), IMG, client=serving)
+    assert (to_h1.source, to_h2.source) == ("h0", "h1")
+
+    plan.finished("h1", site("h1"), IMG, to_h1, gone("h0"), serving)
+    again = plan.assign("h1", site("h1"), IMG, client=serving)  # h0 failed it: the origin
+    plan.finished("h2", site("h2"), IMG, to_h2, {**gone(), "absent_peers": ["h1"]}, serving)
+
+    assert again.origin_slot
     assert plan.assign("h3", site("h3"), IMG, client=serving).source == "h1"
 
 
