@@ -73,20 +73,21 @@ def checked_replies(replies: Mapping[str, ImageResult],
             fallback_reason=_text_or_none(reply.get("fallback_reason")),
             source_host=_text_or_none(reply.get("source_host")),
             bytes_from_peers=_count_or_none(reply.get("bytes_from_peers")),
-            bad_peers=[h for h in _list(reply.get("bad_peers")) if isinstance(h, str)],
+            bad_peers=_hosts(reply.get("bad_peers")),
         )
         failed = reply.get("failed_peers")
         if isinstance(failed, list):  # an image whose peers all failed, given back (1.7)
-            results[image_id]["failed_peers"] = [h for h in failed if isinstance(h, str)]
-        absent = [h for h in _list(reply.get("absent_peers")) if isinstance(h, str)]
+            results[image_id]["failed_peers"] = _hosts(failed)
+        absent = _hosts(reply.get("absent_peers"))
         if absent:  # peers that do not hold the image (any version that reports them)
             results[image_id]["absent_peers"] = absent
     return results
 
 
-def _list(value: object) -> list[object]:
-    """An optional list field of a compute's reply (empty from a compute that predates it)."""
-    return value if isinstance(value, list) else []
+def _hosts(value: object) -> list[str]:
+    """The host names of an optional list of hosts in a compute's reply (none from a compute
+    that predates it; a value that is no list names none)."""
+    return [h for h in value if isinstance(h, str)] if isinstance(value, list) else []
 
 
 def _count_or_none(value: object) -> int | None:

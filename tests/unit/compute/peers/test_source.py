@@ -7,7 +7,7 @@ import contextlib
 import http.client
 import io
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -162,14 +162,21 @@ def test_a_404_is_absent_unless_the_peer_cut_a_transfer_short(
         absent: tuple[str, ...]) -> None:
     named: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
 
+    with pytest.raises(source.PeersFailed, match="HTTP 404"):
+        _busy_source(_Answers(*answers), SleepingClock(),
+                     at_peers_gone=_naming_into(named)).download(
+            RequestContext(), META, io.BytesIO())
+    assert named == [(failed, absent)]
+
+
+def _naming_into(named: list[tuple[tuple[str, ...], tuple[str, ...]]],
+                 ) -> Callable[[source.PeerSource], None]:
+    """An ``at_peers_gone`` that keeps the failed and absent peers in ``named``, then
+    raises the hand-back as :class:`~source.PeersFailed`."""
     def at_peers_gone(peers: source.PeerSource) -> None:
         named.append((peers.failed_hosts, peers.absent_hosts))
         raise source.PeersFailed(image_id=META.id, reason=peers.failure())
-
-    with pytest.raises(source.PeersFailed, match="HTTP 404"):
-        _busy_source(_Answers(*answers), SleepingClock(),
-                     at_peers_gone=at_peers_gone).download(RequestContext(), META, io.BytesIO())
-    assert named == [(failed, absent)]
+    return at_peers_gone
 
 
 def test_a_peer_that_answers_404_is_absent_not_failed() -> None:
@@ -181,14 +188,10 @@ def test_a_peer_that_answers_404_is_absent_not_failed() -> None:
              Peer(host="crashed", url="http://10.0.0.4:8790", authorization="x")]
     gone: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
 
-    def at_peers_gone(peers: source.PeerSource) -> None:
-        gone.append((peers.failed_hosts, peers.absent_hosts))
-        raise source.PeersFailed(image_id=META.id, reason=peers.failure())
-
     opener = _ByHost({"10.0.0.2": 404, "10.0.0.3": None, "10.0.0.4": 500})
     with pytest.raises(source.PeersFailed, match="crashed: HTTP 500"):
         source.PeerSource(make_conf(), peers, opener=opener,
-                          at_peers_gone=at_peers_gone).download(
+                          at_peers_gone=_naming_into(gone)).download(
             RequestContext(), META, io.BytesIO())
     assert gone == [(("dead", "crashed"), ("converted",))]
 
