@@ -373,7 +373,8 @@ class Bench:
             """As the conductor's host call with computes of RPC 1.7: refused peer bytes,
             and an image whose peers all failed, come back, and the planner names the next
             source (:func:`~fleetcache.conductor.precache.hostcall.from_sources_in_turn`)."""
-            site = PeerSite(url=host.url, group=f"cell{host.group}", address=host.address)
+            site = PeerSite(url=host.url, group=f"cell{host.group}", address=host.address,
+                            not_cached_header=True)
             times: list[float] = []
 
             def assigned(report: bool, hand_back: bool) -> tuple[Any, int]:

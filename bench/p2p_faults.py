@@ -281,7 +281,7 @@ class FaultRun:
                 reason = results[host.name][0].get("fallback_reason") or ""
                 if nxt is None:
                     nxt = "origin (from byte 0)" if not reason.startswith(
-                        "peer_failed") else "origin"
+                        ("peer_failed", "peer_absent")) else "origin"
                 refetch = None
                 if victim is not None and attempt["host"] == victim.name and not shown:
                     shown = True

@@ -164,7 +164,7 @@ def make_reporter(
         if peer_server is not None:
             capabilities[compute_rpcapi.PEER_CAPABILITY] = compute_rpcapi.PeerEndpoint(
                 url=peer_server.url, group=conf.image_cache.peer_group,
-                address=peer_server.bound_address)
+                address=peer_server.bound_address, not_cached_header=True)
         service = conductor.register_service(
             _context(), conf.host, BINARY, compute_rpcapi.TOPIC, capabilities,
             host_ip=conf.my_ip,

@@ -102,9 +102,10 @@ class ComputeManager:
             names its next source (1.6).
         :param origin_after_failed_peers: False: an image whose peers all failed in
             transport is not fetched from the image service by this call but ``error`` with
-            ``fallback_reason`` ``peer_failed: ...`` and ``failed_peers``, the bytes written
-            kept as its paused download for a next call from the image service: the
-            conductor names the next source, under its caps (1.7).
+            ``fallback_reason`` ``peer_failed: ...`` (``peer_absent: ...``: every peer only
+            lacked the image) and ``failed_peers``, the bytes written kept as its paused
+            download for a next call from the image service: the conductor names the next
+            source, under its caps (1.7).
         :returns: ``{image_id: {"state": cached|existing|error|unsupported|skipped|paused,
             "reason": ..., "bytes_downloaded": N, "download_path": rbd|http|peer|None,
             "fallback_reason": ..., "source_host": ..., "bytes_from_peers": N, "bad_peers":
@@ -246,10 +247,10 @@ class ComputeManager:
                 bytes_from_peers=refused.bytes_from_peers, bad_peers=list(refused.bad_peers))
         except PeersGone as gone:
             if self.metrics is not None:
-                self.metrics.record_peers_gone(gone.bytes_downloaded)
+                self.metrics.record_peers_gone(gone.bytes_downloaded, gone.kind)
             back = ImageResult(
                 state="error", reason=gone.reason, bytes_downloaded=gone.bytes_downloaded,
-                download_path="peer", fallback_reason=f"peer_failed: {gone.failure}",
+                download_path="peer", fallback_reason=gone.fallback,
                 source_host=gone.source_host, bytes_from_peers=gone.bytes_downloaded,
                 failed_peers=list(gone.failed_peers))
             if gone.absent_peers:

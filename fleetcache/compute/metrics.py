@@ -23,7 +23,7 @@ Metrics (``source`` is ``http``, ``rbd`` or ``peer``, the path the bytes took)::
     fleetcache_compute_image_cache_entries                   cached images
     fleetcache_compute_peer_fallbacks_total{reason}          peers given, not (only) used:
                                                              no_multihash, peer_failed,
-                                                             hash_mismatch
+                                                             peer_absent, hash_mismatch
     fleetcache_compute_peer_requests_total{code}             answers of the peer image server
     fleetcache_compute_peer_denied_total{reason}             its refusals (peer_tokens.REASONS)
     fleetcache_compute_peer_upload_bytes_total               bytes it sent
@@ -40,10 +40,11 @@ from prometheus_client.registry import Collector
 
 from fleetcache.common import exception, peer_tokens
 from fleetcache.compute.imagecache import CacheOutcome, ImageCache
+from fleetcache.compute.peers.source import FallbackKind
 
 SOURCES = ("http", "rbd", "peer")
 #: Why peers were given but not (only) used (the first word of ``peer_fallback``).
-PEER_FALLBACKS = ("no_multihash", "peer_failed", "hash_mismatch")
+PEER_FALLBACKS = ("no_multihash", "peer_failed", "peer_absent", "hash_mismatch")
 RESULTS = ("cached", "existing", "error", "unsupported", "skipped", "paused")
 #: Why a compute refused to cache an image (``skipped``): only the disk floor so far.
 SKIP_REASONS = ("disk",)
@@ -136,13 +137,15 @@ class ComputeMetrics:
         self.bytes["http"].inc(bytes_from_origin)
         self.peer_fallbacks["hash_mismatch"].inc()
 
-    def record_peers_gone(self, bytes_from_peers: int) -> None:
-        """Every peer of a download failed and the image went back to the conductor with
-        the bytes kept (compute RPC 1.7): a ``peer_failed`` fallback, the bytes counted as
-        fetched from peers. No request outcome: the conductor's next call for the image
-        counts its own (an ``error`` here would count a fault the job recovers from)."""
+    def record_peers_gone(self, bytes_from_peers: int,
+                          kind: FallbackKind = "peer_failed") -> None:
+        """Every peer of a download failed (``kind`` ``peer_failed``) or lacked the image
+        (``peer_absent``), and the image went back to the conductor with the bytes kept
+        (compute RPC 1.7): a fallback of that kind, the bytes counted as fetched from peers.
+        No request outcome: the conductor's next call for the image counts its own (an
+        ``error`` here would count a fault the job recovers from)."""
         self.bytes["peer"].inc(bytes_from_peers)
-        self.peer_fallbacks["peer_failed"].inc()
+        self.peer_fallbacks[kind].inc()
 
     def record_peer_request(self, code: int) -> None:
         """The peer image server answered a request with ``code``."""

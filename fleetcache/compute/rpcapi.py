@@ -56,21 +56,31 @@ class PeerEndpoint(TypedDict):
     :ivar group: its ``[image_cache] peer_group`` (empty: the whole cell).
     :ivar address: the address it listens on, which is also where its own requests to
         peers come from (the network of ``peer_listen_address``, not always ``my_ip``'s).
+    :ivar not_cached_header: True: its image server names the image in a 404 for an image it
+        does not hold (``Fleetcache-Not-Cached``), so a 404 without it is no such answer.
+        Absent: a server from before that header, whose every 404 is read as the image's
+        absence.
     """
 
     url: str
     group: str
     address: NotRequired[str]
+    not_cached_header: NotRequired[bool]
 
 
 class Peer(TypedDict):
     """One source a conductor gives a compute for one image: a host of its peer group that
     holds it, and the credential the conductor issued for this job, image and pair of hosts
-    (the ``Authorization`` header's value, :mod:`fleetcache.common.peer_tokens`)."""
+    (the ``Authorization`` header's value, :mod:`fleetcache.common.peer_tokens`).
+
+    ``not_cached_header`` (optional, no version of its own: a compute that does not know it
+    ignores it) is True when the source reported that its image server names the image in
+    a 404 for an image it does not hold (:attr:`PeerEndpoint.not_cached_header`)."""
 
     host: str
     url: str
     authorization: str
+    not_cached_header: NotRequired[bool]
 
 
 class ImageResult(TypedDict):

@@ -19,7 +19,8 @@ Metrics::
     fleetcache_conductor_peer_fallbacks_total{reason}      hosts given peers that took (some of)
                                                            an image from the image service:
                                                            no_multihash, peer_failed,
-                                                           hash_mismatch, no_peer_in_time
+                                                           peer_absent, hash_mismatch,
+                                                           no_peer_in_time
     fleetcache_conductor_group_download_bytes_total{group,source}
                                                            with peer distribution on: bytes of
                                                            each peer group's downloads, from
@@ -43,7 +44,8 @@ from fleetcache.compute.rpcapi import ImageResult
 
 SOURCES = ("http", "rbd", "peer")
 #: Why a host given peers fetched from the image service (the reason's first word).
-PEER_FALLBACKS = ("no_multihash", "peer_failed", "hash_mismatch", "no_peer_in_time")
+PEER_FALLBACKS = ("no_multihash", "peer_failed", "peer_absent", "hash_mismatch",
+                  "no_peer_in_time")
 
 
 class ConductorMetrics:

@@ -34,6 +34,7 @@ from oslo_config import cfg
 
 from fleetcache.common import config, peer_tokens, rpc
 from fleetcache.common.context import RequestContext
+from fleetcache.compute.peers.http_wire import NOT_CACHED_HEADER
 from fleetcache.compute.rpcapi import ComputeAPI, Peer
 from tests.integration.stackops import (
     MV,
@@ -337,6 +338,23 @@ def test_the_image_server_serves_only_what_a_credential_names(stack, cell1, imag
     for what, resp in refused.items():
         assert resp.status_code in (400, 401, 403, 404), (what, resp.status_code)
         assert len(resp.content) < 1024, what  # an error, never image bytes
+
+
+def test_a_compute_says_which_404_means_it_lacks_the_image(stack, cell1, image):
+    """Each compute reports that its image server marks a not-cached answer, and a granted
+    image it does not hold is answered 404 naming that image; a wrong route is not."""
+    for host in ("compute1", "compute2", "compute3"):
+        assert stack.service(host)["capabilities"]["peer"]["not_cached_header"] is True, host
+    cell1.cache_images(_ctxt(), "compute1", [image["id"]])
+    granted = Granted(stack, cell1, image["id"])
+    forget_on(stack, "compute1", image["id"])  # aged out since it was granted
+    auth = {"Authorization": granted.authorization(requester_ip=None)}
+
+    absent = requests.get(f"{granted.url}/v1/images/{image['id']}", headers=auth, timeout=30)
+    wrong = requests.get(f"{granted.url}/v2/images/{image['id']}", headers=auth, timeout=30)
+
+    assert (absent.status_code, absent.headers.get(NOT_CACHED_HEADER)) == (404, image["id"])
+    assert (wrong.status_code, wrong.headers.get(NOT_CACHED_HEADER)) == (404, None)
 
 
 def _log_lines(stack: Any, host: str, *needles: str) -> list[int]:

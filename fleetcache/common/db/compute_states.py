@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from sqlalchemy import select
 
@@ -78,11 +78,14 @@ class PeerSite(TypedDict):
         ``[image_cache] peer_group`` when it reports one.
     :ivar address: the address its requests to peers come from: its image server's (the
         network of ``peer_listen_address``), else its ``[DEFAULT] my_ip``.
+    :ivar not_cached_header: whether it reported that its image server names the image in
+        a 404 for an image it does not hold (absent: it did not).
     """
 
     url: str
     group: str
     address: str | None
+    not_cached_header: NotRequired[bool]
 
 
 def peer_sites(db: Database, hosts: Iterable[str],
@@ -108,4 +111,6 @@ def peer_sites(db: Database, hosts: Iterable[str],
             own = peer.get("address")
             sites[host] = PeerSite(url=peer["url"], group=group,
                                    address=own if isinstance(own, str) and own else address)
+            if peer.get("not_cached_header") is True:
+                sites[host]["not_cached_header"] = True
     return sites

@@ -102,11 +102,12 @@ class CacheOutcome:
     bytes_from_peers: int = 0
     bytes_from_origin: int = 0
     #: Why peers were given but not (only) used: ``no_multihash``, ``peer_failed: <host>:
-    #: <why>`` (the last peer that failed), ``hash_mismatch: <hosts>``.
+    #: <why>`` (the last peer that failed; ``peer_absent`` when every peer left only lacked
+    #: the image), ``hash_mismatch: <hosts>``.
     peer_fallback: str | None = None
     #: Peers whose bytes failed verification (size, hash, signature or format).
     bad_peers: tuple[str, ...] = ()
-    #: Peers that answered that they do not hold the image (404).
+    #: Peers that answered that they do not hold the image (a 404 that says so).
     absent_peers: tuple[str, ...] = ()
     #: Bytes taken from the image's paused download (re-read and checked, not fetched).
     bytes_resumed: int = 0

@@ -51,7 +51,7 @@ from fleetcache.compute.imagecache.download import CheckFactory, Published, down
 from fleetcache.compute.imagecache.files import unlink
 from fleetcache.compute.imagecache.paused import NotResumable, ResumedSource, kept_bytes
 from fleetcache.compute.imagecache.terms import DownloadPaused, DownloadTerms, MiB
-from fleetcache.compute.peers.source import PeersFailed, PeerSource
+from fleetcache.compute.peers.source import FallbackKind, PeersFailed, PeerSource
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback
 from fleetcache.image.verify import HashCpus, has_strong_hash
@@ -99,22 +99,32 @@ class PeersGone(DownloadPaused):
     :ivar failed_peers: the peers that failed in transport, in order (not those that only
         asked to be asked again).
     :ivar absent_peers: the peers that only answered that they do not hold the image.
+    :ivar kind: ``peer_failed``, or ``peer_absent`` when every peer only lacked the image
+        (:attr:`~fleetcache.compute.peers.source.PeerSource.fallback_kind`).
     :ivar source_host: the last peer whose bytes were written (None: none).
     """
 
     def __init__(self, image_id: str, failure: str, failed_peers: tuple[str, ...] = (),
-                 absent_peers: tuple[str, ...] = ()) -> None:
+                 absent_peers: tuple[str, ...] = (),
+                 kind: FallbackKind = "peer_failed") -> None:
         super().__init__(image_id)
         self.failure = failure
         self.failed_peers = failed_peers
         self.absent_peers = absent_peers
+        self.kind = kind
         self.source_host: str | None = None
+
+    @property
+    def fallback(self) -> str:
+        """The result's ``fallback_reason`` (``peer_failed: compute0: cannot connect: ...``):
+        :attr:`reason` without the bytes kept, which only the call's outcome says."""
+        return f"{self.kind}: {self.failure}"
 
     @property
     def reason(self) -> str:
         """``peer_failed: compute0: cannot connect: ...; 16.0 MiB kept ...``."""
-        return (f"peer_failed: {self.failure}; {self.kept / MiB:.1f} MiB kept for the next "
-                "source the conductor names")
+        return (f"{self.fallback}; {self.kept / MiB:.1f} MiB kept for the next source the "
+                "conductor names")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +140,7 @@ class Fetched:
     bytes_from_origin: int = 0
     peer_fallback: str | None = None
     bad_peers: tuple[str, ...] = ()
-    #: Peers that answered that they do not hold the image (404).
+    #: Peers that answered that they do not hold the image (a 404 that says so).
     absent_peers: tuple[str, ...] = ()
     #: Bytes taken from the image's paused download (not fetched by this call).
     bytes_resumed: int = 0
@@ -251,7 +261,8 @@ class DownloadPaths:
         except HOST_FAILURES:
             raise  # neither the peers' failure nor one the origin would escape
         except Exception as exc:  # any other failure: the origin is the way out
-            why = (f"peer_failed: {exc.kwargs.get('reason')}" if isinstance(exc, PeersFailed)
+            why = (f"{source.fallback_kind}: {exc.kwargs.get('reason')}"
+                   if isinstance(exc, PeersFailed)
                    else f"peer_failed: {source.failure()}: {type(exc).__name__}: {exc}")
             LOG.warning("Image %s: %s; fetching it from the origin", meta.id, why)
             return self._after_peers(ctxt, origin, job, source, why, ())
@@ -259,8 +270,9 @@ class DownloadPaths:
         return Fetched(published, "http" if from_origin else "peer",
                        source_host=source.last_peer, bytes_from_peers=source.bytes_from_peers,
                        bytes_from_origin=from_origin,
-                       peer_fallback=f"peer_failed: {source.failure()}" if from_origin
-                       else None, absent_peers=source.absent_hosts)
+                       peer_fallback=(f"{source.fallback_kind}: {source.failure()}"
+                                      if from_origin else None),
+                       absent_peers=source.absent_hosts)
 
     def _after_peers(self, ctxt: RequestContext, origin: ImageSource, job: _Download,
                      source: PeerSource, why: str, bad: tuple[str, ...]) -> Fetched:
@@ -353,7 +365,8 @@ def _pause_at_end(image_id: str) -> None:
 
 def _peers_gone(image_id: str, source: PeerSource) -> None:
     """No peer is left; the conductor names the next source (RPC 1.7)."""
-    raise PeersGone(image_id, source.failure(), source.failed_hosts, source.absent_hosts)
+    raise PeersGone(image_id, source.failure(), source.failed_hosts, source.absent_hosts,
+                    source.fallback_kind)
 
 
 def peer_hash(meta: ImageMeta) -> bool:

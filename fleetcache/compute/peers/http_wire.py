@@ -27,6 +27,11 @@ _REASONS = {200: "OK", 206: "Partial Content", 400: "Bad Request", 401: "Unautho
             403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
             416: "Range Not Satisfiable", 431: "Request Header Fields Too Large",
             503: "Service Unavailable"}
+#: The header of a 404 that says the server does not hold the image asked for (its value is
+#: the image's id): any other 404 (a wrong route, another HTTP service at the peer's URL)
+#: does not carry it, so a receiver sets such a peer aside for that image only when this
+#: server said so (:mod:`~.source`).
+NOT_CACHED_HEADER = "Fleetcache-Not-Cached"
 
 
 class Refused(Exception):

@@ -19,8 +19,9 @@ What it refuses, and how (every refusal is counted by reason, :attr:`PeerServer.
   401; a valid token for another server, image or address, or for an image not granted to its
   job here: 403 (:mod:`fleetcache.common.peer_tokens`, :mod:`~.grants`);
 * an image not cached, converted (not the image's own bytes) or not a regular file (the base
-  is opened with ``O_NOFOLLOW``, then ``fstat``-ed): 404, unless it is being downloaded here
-  (below);
+  is opened with ``O_NOFOLLOW``, then ``fstat``-ed): 404 naming the image in
+  :data:`~.http_wire.NOT_CACHED_HEADER` (the route's 404 does not), unless it is being
+  downloaded here (below);
 * several ranges, or one it cannot satisfy: 416;
 * more than ``[image_cache] peer_max_uploads`` uploads at once: 503 with ``Retry-After``.
 
@@ -82,6 +83,7 @@ from fleetcache.compute.imagecache.bandwidth import TokenBucket
 from fleetcache.compute.peers import tls
 from fleetcache.compute.peers.grants import ServeGrants
 from fleetcache.compute.peers.http_wire import (
+    NOT_CACHED_HEADER,
     RangeNotSatisfiable,
     Refused,
     parse_head,
@@ -320,7 +322,8 @@ class PeerServer:
             self._count_denial(exc.reason, remote, exc)
             status = (401 if exc.reason in peer_tokens.UNAUTHENTICATED
                       else 404 if exc.reason == "not_cached" else 403)
-            extra = {"WWW-Authenticate": peer_tokens.SCHEME} if status == 401 else {}
+            extra = ({"WWW-Authenticate": peer_tokens.SCHEME} if status == 401
+                     else {NOT_CACHED_HEADER: image_id} if status == 404 else {})
             raise Refused(status, exc.reason, extra) from exc
         except DownloadNotStarted as exc:
             raise Refused(503, "not_yet", {"Retry-After": str(RETRY_AFTER)}) from exc

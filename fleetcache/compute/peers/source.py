@@ -20,10 +20,14 @@ host of a cut-through chain behind it, waits for the bytes its group already fet
 of taking them from the image service again (issue 22: about one copy per group, faults
 included); the image service is the way out only when no peer is left or the wait ran out.
 
-A 404 alone says only that the peer does not hold the image (its base was converted or aged
-out, or its download ended): such a peer is :attr:`PeerSource.absent_hosts`, not
-:attr:`~PeerSource.failed_hosts`, so that the conductor stops naming it for that image only,
-not for the whole job.
+A 404 naming the image in :data:`~.http_wire.NOT_CACHED_HEADER` says only that the peer does
+not hold the image (its base was converted or aged out, or its download ended): such a peer
+is :attr:`PeerSource.absent_hosts`, not :attr:`~PeerSource.failed_hosts`, so that the
+conductor stops naming it for that image only, not for the whole job. Any other 404 (a
+peer URL that reaches another HTTP service, or a wrong route) is a failure, unless the peer
+is not known to send that header (:attr:`~fleetcache.compute.rpcapi.Peer.not_cached_header`
+not set: an image server from before it, during a rolling upgrade), whose every 404 still
+reads as the image's absence.
 
 When no peer is left after some bytes arrived, and ``origin`` can start mid-image
 (:meth:`~fleetcache.image.source.ImageSource.download_from`, Glance's ``Range``), the rest
@@ -50,12 +54,14 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Literal
 
 from oslo_config import cfg
 
 from fleetcache.common import exception
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.peers import tls
+from fleetcache.compute.peers.http_wire import NOT_CACHED_HEADER
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, ImageSource, ProgressCallback, http_into
 from fleetcache.image.chunks import receive_buffer
@@ -79,6 +85,8 @@ MAX_RETRY_AFTER = 60.0
 MIN_PAUSE = 0.2
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 
+#: The first word of a fallback after peers (:attr:`PeerSource.fallback_kind`).
+FallbackKind = Literal["peer_failed", "peer_absent"]
 #: How a peer's image is asked for: ``opener(url, headers)`` is the response for the block
 #: (:func:`fleetcache.image.http_into.get`; tests give their own).
 Opener = Callable[[str, Mapping[str, str]], contextlib.AbstractContextManager[http_into.Body]]
@@ -95,7 +103,7 @@ class PeerAttempt:
     peer: bool = True
     #: Seconds after which the peer asked to be asked again; None: it did not.
     retry_after: float | None = None
-    #: Whether the peer answered that it does not hold the image (404).
+    #: Whether the peer answered that it does not hold the image (its 404 said so).
     absent: bool = False
 
 
@@ -117,7 +125,8 @@ class _Left(Exception):
 
     :ivar retry_after: seconds after which the peer asked to be asked again (it is busy, or
         its own download is not that far yet); None: it did not.
-    :ivar absent: whether the peer answered that it does not hold the image (404).
+    :ivar absent: whether the peer answered that it does not hold the image (its 404 said
+        so).
     """
 
     def __init__(self, why: str, retry_after: float | None = None,
@@ -218,11 +227,20 @@ class PeerSource(ImageSource):
 
     @property
     def absent_hosts(self) -> tuple[str, ...]:
-        """Peers that answered that they do not hold the image (404) and failed no attempt
-        otherwise, in order (each once)."""
+        """Peers that answered that they do not hold the image (a 404 that says so,
+        :func:`_check_response`) and failed no attempt otherwise, in order (each once)."""
         failed = set(self.failed_hosts)
         return tuple(dict.fromkeys(a.host for a in self.attempts
                                    if a.absent and a.host not in failed))
+
+    @property
+    def fallback_kind(self) -> FallbackKind:
+        """The first word of a fallback after these peers: ``peer_absent`` when every peer
+        given only answered that it does not hold the image (none failed, none was still
+        busy when the wait ended), else ``peer_failed``."""
+        absent = set(self.absent_hosts)
+        given = {p["host"] for p in self.peers}
+        return "peer_absent" if absent and absent == given else "peer_failed"
 
     @property
     def failures(self) -> list[PeerAttempt]:
@@ -320,7 +338,7 @@ class PeerSource(ImageSource):
                 body = stack.enter_context(self.opener(url, headers))
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 raise _Left(f"cannot connect: {exc}") from exc
-            end = _check_response(body, meta, offset)
+            end = _check_response(body, meta, offset, peer.get("not_cached_header") is True)
             for chunk in _chunks(body, self.chunk_size, writer):
                 left = end - offset - attempt.bytes
                 if len(chunk) > left:  # never past the image's end
@@ -333,6 +351,13 @@ class PeerSource(ImageSource):
                     progress(offset + attempt.bytes)
         if offset + attempt.bytes != end:
             raise _Left(f"body ended at byte {offset + attempt.bytes} of {end}")
+
+
+def _not_cached(named: str, image_id: str, marks_not_cached: bool) -> bool:
+    """Whether a 404 whose :data:`~.http_wire.NOT_CACHED_HEADER` is ``named`` ("": none)
+    says that the peer does not hold ``image_id``."""
+    named = named.strip()
+    return named.lower() == image_id.lower() if named or marks_not_cached else True
 
 
 def _failed(attempt: PeerAttempt) -> bool:
@@ -375,10 +400,15 @@ def _chunks(body: http_into.Body, size: int, writer: Writer) -> Iterator[Buffer]
         yield chunk
 
 
-def _check_response(resp: http_into.Body, meta: ImageMeta, offset: int) -> int:
+def _check_response(resp: http_into.Body, meta: ImageMeta, offset: int,
+                    marks_not_cached: bool = False) -> int:
     """Where the body ends (the image's size). :raises _Left: a status other than 200 (from
     byte 0) or 206 (from ``offset``), a body of another image size than Glance's, or an
-    encoded body (its bytes are not the image's)."""
+    encoded body (its bytes are not the image's); ``absent`` for the server's own answer
+    that it does not hold the image, not a wrong route or another service: a 404 whose
+    :data:`~.http_wire.NOT_CACHED_HEADER` names it, or any 404 without that header from a
+    peer that does not say it sends one (``marks_not_cached`` False: a server from before
+    the header, :attr:`~fleetcache.compute.rpcapi.Peer.not_cached_header`)."""
     encoding = resp.header("Content-Encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
         raise _Left(f"the peer sent a body encoded {encoding!r}")
@@ -393,8 +423,11 @@ def _check_response(resp: http_into.Body, meta: ImageMeta, offset: int) -> int:
         total = int(match.group(3))
     elif resp.status in RETRY_STATUSES:
         raise _Left(f"HTTP {resp.status}", retry_after(resp.header("Retry-After") or None))
+    elif resp.status == 404 and _not_cached(resp.header(NOT_CACHED_HEADER), meta.id,
+                                            marks_not_cached):
+        raise _Left("HTTP 404: the image is not cached there", absent=True)
     else:
-        raise _Left(f"HTTP {resp.status}", absent=resp.status == 404)
+        raise _Left(f"HTTP {resp.status}")
     if total is None or (meta.size is not None and total != meta.size):
         raise _Left(f"serves {total} bytes, the image has {meta.size}")
     return total

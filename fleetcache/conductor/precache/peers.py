@@ -567,6 +567,9 @@ class PeerPlanner:
         claims = peer_tokens.PeerClaims(
             job=self.job_uuid, image_id=image_id, requester=host,
             requester_ip=site["address"], server=holder.host, expires=holder.until)
-        return Peer(host=holder.host, url=holder.site["url"],
+        peer = Peer(host=holder.host, url=holder.site["url"],
                     authorization=peer_tokens.mint(
                         peer_tokens.source_key(self.key, holder.host), claims))
+        if holder.site.get("not_cached_header"):
+            peer["not_cached_header"] = True
+        return peer

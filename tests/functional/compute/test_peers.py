@@ -34,6 +34,7 @@ from fleetcache.compute.imagecache import (
 from fleetcache.compute.imagecache.paused import kept_bytes
 from fleetcache.compute.manager import ComputeManager
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
+from fleetcache.compute.peers.http_wire import NOT_CACHED_HEADER
 from fleetcache.compute.peers.inflight import EXPECTED
 from fleetcache.compute.peers.server import SPARE_WORKERS
 from fleetcache.compute.virt.disk import DiskDriver
@@ -111,8 +112,14 @@ def _auth(image_id: str, *, job: str = JOB, key: str = KEY, server: str = "compu
                                 requester_ip=ip, server=server, expires=time.time() + ttl))
 
 
-def _peer(server: PeerServer | Double, image_id: str, host: str = "compute-a") -> Peer:
-    return Peer(host=host, url=server.url, authorization=_auth(image_id))
+def _peer(server: PeerServer | Double, image_id: str, host: str = "compute-a",
+          not_cached_header: bool = True) -> Peer:
+    """``server`` as the conductor names it to a receiver; ``not_cached_header`` False: a
+    source that did not report that it marks its not-cached 404s (an older compute)."""
+    peer = Peer(host=host, url=server.url, authorization=_auth(image_id))
+    if not_cached_header:
+        peer["not_cached_header"] = True
+    return peer
 
 
 def _origin(cache: ImageCache) -> OriginSource:
@@ -167,7 +174,13 @@ class Double:
         body, first = bytearray(DATA if mode != "other" else DATA[:-1]), 0
         if mode.startswith("flip"):
             body[len(body) // 2] ^= 0x01
-        if mode == "missing":  # its copy was aged out
+        if mode == "missing":  # its copy was aged out: the image server's answer
+            h.send_response(404)
+            h.send_header(NOT_CACHED_HEADER, h.path.rsplit("/", 1)[-1])
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        if mode == "elsewhere":  # another HTTP service at the peer's URL
             h.send_error(404)
             return
         rng = h.headers.get("Range")
@@ -266,6 +279,24 @@ def test_a_peer_without_the_image_is_skipped(server: PeerServer, receiver: Image
     assert outcome.peer_fallback is None and outcome.bytes_from_peers == len(DATA)
     assert outcome.absent_peers == ("aged",)  # the conductor drops it for this image only
     assert server.responses == {200: 1}
+    assert _published(receiver, image.id) == DATA
+
+
+@pytest.mark.parametrize(("not_cached_header", "absent"), [
+    (True, ()),  # failed: the conductor sets "other" aside for the job
+    (False, ("other",)),  # an older source, whose every 404 says it lacks the image
+])
+def test_a_404_from_another_service_is_a_failed_peer(
+        server: PeerServer, receiver: ImageCache, image: ImageMeta, doubles: list[Double],
+        not_cached_header: bool, absent: tuple[str, ...]) -> None:
+    """A peer URL that reaches some other HTTP service answers 404 too, without the image
+    server's header: a peer that reported sending that header is then failed (the job
+    stops using it), not absent."""
+    doubles.append(other := Double("elsewhere"))
+    outcome = receiver.fetch(CTXT, image.id, peers=[
+        _peer(other, image.id, "other", not_cached_header), _peer(server, image.id)])
+    assert (outcome.download_path, outcome.source_host) == ("peer", "compute-a")
+    assert outcome.absent_peers == absent
     assert _published(receiver, image.id) == DATA
 
 
@@ -449,6 +480,7 @@ def test_only_the_route_with_a_uuid_is_served(server: PeerServer, image: ImageMe
                       + auth + b"\r\n\r\n")
         assert answer.startswith(b"HTTP/1.1 404 "), path
         assert answer.endswith(b"\r\n\r\n"), path  # no body
+        assert NOT_CACHED_HEADER.encode() not in answer, path  # not "absent": a wrong route
     answer = _raw(server, b"POST /v1/images/" + image.id.encode() + b" HTTP/1.1\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 405 ") and b"Allow: GET, HEAD" in answer
     assert _raw(server, b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400 ")
@@ -488,6 +520,7 @@ def test_a_converted_base_is_not_served(server: PeerServer, source_cache: ImageC
     assert source_cache.servable(image.id) is None
     resp = _get(server, image.id, _auth(image.id))
     assert (resp.status_code, resp.content) == (404, b"")
+    assert resp.headers[NOT_CACHED_HEADER] == image.id  # the receiver reads it as absent
 
 
 def test_uploads_beyond_the_limit_get_503_with_retry_after(
@@ -754,7 +787,8 @@ def test_a_peer_whose_base_was_converted_is_named_absent_not_failed(
 
     assert (result["state"], result["failed_peers"], result.get("absent_peers")) == (
         "error", [], ["compute-a"])
-    assert result["fallback_reason"] == "peer_failed: compute-a: HTTP 404"
+    assert result["fallback_reason"] == (
+        "peer_absent: compute-a: HTTP 404: the image is not cached there")
     assert server.denied["not_cached"] == 1 and cache.source.offsets == []
 
 

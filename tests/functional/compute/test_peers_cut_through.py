@@ -24,6 +24,7 @@ from fleetcache.compute.imagecache import ImageCache
 from fleetcache.compute.imagecache.download_paths import PeersGone
 from fleetcache.compute.imagecache.layout import partial_prefix
 from fleetcache.compute.peers import Peer, PeerServer, ServeGrants
+from fleetcache.compute.peers.http_wire import NOT_CACHED_HEADER
 from fleetcache.image.local import LocalImageSource
 from fleetcache.image.source import ImageMeta, ProgressCallback, Writer
 from tests.functional.compute.peerfixtures import CHUNK, local_image, peer_conf, running_server
@@ -179,6 +180,7 @@ def test_a_failed_download_ends_the_response_short(
     assert body == DATA[:5 * CHUNK]
     resp = _get(server, image.id)  # the failed download is no source any more
     assert (resp.status_code, resp.content) == (404, b"")
+    assert resp.headers[NOT_CACHED_HEADER] == image.id  # absent for this image, not failed
 
 
 def _timed_while_stalled(cache: ImageCache, image: ImageMeta,
@@ -300,6 +302,7 @@ def test_an_expected_image_whose_download_never_starts_is_not_found(
     time.sleep(0.6)
     late = _get(server, image.id)  # peer_stall_timeout after the announcement: never
     assert (late.status_code, server.denied["not_cached"]) == (404, 1)
+    assert late.headers[NOT_CACHED_HEADER] == image.id
 
 
 def _hand_back(cache: ImageCache, image: ImageMeta) -> None:

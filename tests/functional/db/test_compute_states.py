@@ -80,7 +80,8 @@ def test_peer_sites_are_the_hosts_that_report_an_image_server(db: Database) -> N
     db_services.service_register(db, "c1", COMPUTE, "compute", cell["id"], {
         "peer": {"url": "http://10.0.0.1:8790", "group": ""}}, host_ip="10.0.0.1")
     db_services.service_register(db, "c2", COMPUTE, "compute", cell["id"], {
-        "peer": {"url": "http://10.0.0.2:8790", "group": "rack7"}}, host_ip="10.0.0.2")
+        "peer": {"url": "http://10.0.0.2:8790", "group": "rack7", "not_cached_header": True}},
+        host_ip="10.0.0.2")
     db_services.service_register(db, "c3", COMPUTE, "compute", None, {
         "peer": {"url": "http://10.0.0.3:8790", "group": ""}})
     db_services.service_register(db, "c4", COMPUTE, "compute", cell["id"], {})
@@ -93,7 +94,8 @@ def test_peer_sites_are_the_hosts_that_report_an_image_server(db: Database) -> N
 
     assert sites == {
         "c1": {"url": "http://10.0.0.1:8790", "group": "cell1", "address": "10.0.0.1"},
-        "c2": {"url": "http://10.0.0.2:8790", "group": "cell1/rack7", "address": "10.0.0.2"},
+        "c2": {"url": "http://10.0.0.2:8790", "group": "cell1/rack7", "address": "10.0.0.2",
+               "not_cached_header": True},  # it marks its not-cached 404s
         "c3": {"url": "http://10.0.0.3:8790", "group": "-", "address": None},
         # its image server's network, where its own requests to peers come from
         "c6": {"url": "http://172.16.0.6:8790", "group": "cell1", "address": "172.16.0.6"},

@@ -108,6 +108,14 @@ def test_peer_bytes_fallbacks_and_the_image_server_counted(tmp_path: pathlib.Pat
     assert _value(registry, data, source="http") == 220
     assert _value(registry, fallbacks, reason="hash_mismatch") == 2
     assert _value(registry, "fleetcache_compute_image_requests_total", result="error") == 1
+    # RPC 1.7: an image given back after its peers failed, or only lacked it.
+    metrics.record_peers_gone(30)
+    metrics.record_peers_gone(0, "peer_absent")
+    metrics.record_outcome(CacheOutcome(True, 100, "http", bytes_from_origin=100,
+                                        peer_fallback="peer_absent: c2: HTTP 404"), 1.0)
+    assert [_value(registry, fallbacks, reason=r)
+            for r in ("peer_failed", "peer_absent")] == [1, 2]
+    assert _value(registry, data, source="peer") == 290
     assert _value(registry, "fleetcache_compute_image_verification_failures_total",
                   check="checksum") == 1
     metrics.record_peer_request(401)

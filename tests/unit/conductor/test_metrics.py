@@ -86,6 +86,19 @@ def test_group_bytes_split_origin_and_peer_per_group():
     assert _value(registry, name, group="cell2/rack7", source="peer") == 0
 
 
+def test_peer_fallbacks_are_counted_by_reason_not_as_rbd_fallbacks():
+    registry = CollectorRegistry()
+    metrics = ConductorMetrics(registry)
+    metrics.record_host({
+        IMG_A: {"state": "cached", "reason": None, "bytes_downloaded": 100,
+                "download_path": "http", "fallback_reason": "peer_absent: c1: HTTP 404"},
+        IMG_B: {"state": "cached", "reason": None, "bytes_downloaded": 100,
+                "download_path": "http", "fallback_reason": "peer_failed: c2: refused"}})
+    name = "fleetcache_conductor_peer_fallbacks_total"
+    assert [_value(registry, name, reason=r) for r in ("peer_absent", "peer_failed")] == [1, 1]
+    assert _value(registry, "fleetcache_conductor_image_download_fallbacks_total") == 0
+
+
 def test_jobs_by_state_come_from_the_database(db):
     registry = CollectorRegistry()
     registry.register(JobStateCollector(db))

@@ -14,6 +14,7 @@ import pytest
 
 from fleetcache.common.context import RequestContext
 from fleetcache.compute.peers import source
+from fleetcache.compute.peers.http_wire import NOT_CACHED_HEADER
 from fleetcache.compute.rpcapi import Peer
 from fleetcache.image import ImageMeta, http_into
 from tests.unit.common.clock import SleepingClock
@@ -122,11 +123,23 @@ def test_peers_that_only_asked_to_wait_are_not_named_failed_when_handed_back() -
     assert named == [()]
 
 
-class _ByHost:
-    """An opener whose peer at ``10.0.0.<n>`` answers ``statuses[n]``; None: refuses the
-    connection."""
+#: The image server's answer for an image it does not hold: a 404 that names it.
+NOT_CACHED = "not cached"
 
-    def __init__(self, statuses: Mapping[str, int | None]) -> None:
+
+def _answer(status: int | str, **headers: str) -> http_into.Body:
+    """A response of ``status``, or :data:`NOT_CACHED`'s 404."""
+    if status == NOT_CACHED:
+        return _response(404, **{NOT_CACHED_HEADER: META.id})
+    assert isinstance(status, int)
+    return _response(status, **headers)
+
+
+class _ByHost:
+    """An opener whose peer at ``10.0.0.<n>`` answers ``statuses[n]`` (a status or
+    :data:`NOT_CACHED`); None: refuses the connection."""
+
+    def __init__(self, statuses: Mapping[str, int | str | None]) -> None:
         self.statuses = statuses
 
     def __call__(self, url: str, headers: Mapping[str, str],
@@ -134,14 +147,14 @@ class _ByHost:
         status = self.statuses[url.split("/")[2].split(":")[0]]
         if status is None:
             raise ConnectionRefusedError("refused")
-        return contextlib.nullcontext(_response(status))
+        return contextlib.nullcontext(_answer(status))
 
 
 class _Answers:
-    """An opener whose one peer gives each answer of ``answers`` in turn: a status, or
-    ``(200, body)`` whose body stops short of the image."""
+    """An opener whose one peer gives each answer of ``answers`` in turn: a status (or
+    :data:`NOT_CACHED`), or ``(200, body)`` whose body stops short of the image."""
 
-    def __init__(self, *answers: int | tuple[int, bytes]) -> None:
+    def __init__(self, *answers: int | str | tuple[int, bytes]) -> None:
         self.answers = list(answers)
 
     def __call__(self, url: str, headers: Mapping[str, str],
@@ -150,15 +163,15 @@ class _Answers:
         if isinstance(answer, tuple):
             status, body = answer
             return contextlib.nullcontext(_response(status, body, **{"Content-Length": "10"}))
-        return contextlib.nullcontext(_response(answer, **{"Retry-After": "0"}))
+        return contextlib.nullcontext(_answer(answer, **{"Retry-After": "0"}))
 
 
 @pytest.mark.parametrize(("answers", "failed", "absent"), [
-    ((503, 404), (), ("busy",)),  # busy, then its download ended: it lacks the image
-    (((200, b"12345"), 404), ("busy",), ()),  # it cut a transfer short: failed
+    ((503, NOT_CACHED), (), ("busy",)),  # busy, then its download ended: it lacks the image
+    (((200, b"12345"), NOT_CACHED), ("busy",), ()),  # it cut a transfer short: failed
 ])
 def test_a_404_is_absent_unless_the_peer_cut_a_transfer_short(
-        answers: tuple[int | tuple[int, bytes], ...], failed: tuple[str, ...],
+        answers: tuple[int | str | tuple[int, bytes], ...], failed: tuple[str, ...],
         absent: tuple[str, ...]) -> None:
     named: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
 
@@ -188,12 +201,63 @@ def test_a_peer_that_answers_404_is_absent_not_failed() -> None:
              Peer(host="crashed", url="http://10.0.0.4:8790", authorization="x")]
     gone: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
 
-    opener = _ByHost({"10.0.0.2": 404, "10.0.0.3": None, "10.0.0.4": 500})
+    opener = _ByHost({"10.0.0.2": NOT_CACHED, "10.0.0.3": None, "10.0.0.4": 500})
     with pytest.raises(source.PeersFailed, match="crashed: HTTP 500"):
         source.PeerSource(make_conf(), peers, opener=opener,
                           at_peers_gone=_naming_into(gone)).download(
             RequestContext(), META, io.BytesIO())
     assert gone == [(("dead", "crashed"), ("converted",))]
+
+
+OTHER_IMAGE = "9b5e1a8e-0000-4000-8000-000000000000"
+
+
+@pytest.mark.parametrize(("headers", "marks", "failed", "absent"), [
+    # a wrong route, or another HTTP service at the URL of a peer that marks its 404s
+    ({}, True, ("busy",), ()),
+    ({}, False, (), ("busy",)),  # a peer from before the header: any 404 is absence
+    ({NOT_CACHED_HEADER: OTHER_IMAGE}, True, ("busy",), ()),  # another image's answer
+    ({NOT_CACHED_HEADER: OTHER_IMAGE}, False, ("busy",), ()),
+    ({NOT_CACHED_HEADER: f" {META.id.upper()} "}, True, (), ("busy",)),
+])
+def test_only_a_404_that_names_the_image_is_absent(
+        headers: dict[str, str], marks: bool, failed: tuple[str, ...],
+        absent: tuple[str, ...]) -> None:
+    """Only the image server's own answer that it lacks this image sets a peer aside for
+    the image alone; any other 404 is a peer the job should stop using, as a dead one,
+    unless the peer is not known to mark those answers (an older compute)."""
+    gone: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+
+    def opener(url: str, _: Mapping[str, str]) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext(_response(404, **headers))
+
+    peer = Peer(**PEER)
+    if marks:
+        peer["not_cached_header"] = True
+    peers = source.PeerSource(make_conf(), [peer], opener=opener,
+                              at_peers_gone=_naming_into(gone))
+    with pytest.raises(source.PeersFailed, match="busy: HTTP 404"):
+        peers.download(RequestContext(), META, io.BytesIO())
+    assert gone == [(failed, absent)]
+    assert peers.fallback_kind == ("peer_absent" if absent else "peer_failed")
+
+
+@pytest.mark.parametrize(("statuses", "kind"), [
+    ({"10.0.0.2": NOT_CACHED, "10.0.0.3": NOT_CACHED}, "peer_absent"),
+    ({"10.0.0.2": NOT_CACHED, "10.0.0.3": None}, "peer_failed"),
+    ({"10.0.0.2": NOT_CACHED, "10.0.0.3": 503}, "peer_failed"),  # busy until the wait ended
+])
+def test_the_fallback_says_absent_only_when_every_peer_lacked_the_image(
+        statuses: dict[str, int | str | None], kind: str) -> None:
+    clock = SleepingClock()
+    peers = source.PeerSource(
+        make_conf(image_cache__peer_wait_timeout=2),
+        [Peer(host="a", url="http://10.0.0.2:8790", authorization="x"),
+         Peer(host="b", url="http://10.0.0.3:8790", authorization="x")],
+        opener=_ByHost(statuses), clock=lambda: clock.now, sleep=clock.sleep)
+    with pytest.raises(source.PeersFailed):
+        peers.download(RequestContext(), META, io.BytesIO())
+    assert peers.fallback_kind == kind
 
 
 class _Whole:

@@ -27,7 +27,8 @@ JOB = "0c7e3f4e-95f4-4a57-bd25-c1c2e5a3a4b1"
 
 
 def site(host: str, group: str = "cell1") -> PeerSite:
-    return PeerSite(url=f"http://{host}:8790", group=group, address=f"10.0.0.{host[-1]}")
+    return PeerSite(url=f"http://{host}:8790", group=group, address=f"10.0.0.{host[-1]}",
+                    not_cached_header=True)
 
 
 class Serving:
@@ -98,11 +99,25 @@ def test_a_host_waits_for_the_holder_then_gets_it_with_a_credential_it_can_check
     assert second.source == "h1" and not second.origin_slot
     (peer,) = second.peers
     assert peer["host"] == "h1" and peer["url"] == "http://h1:8790"
+    assert peer.get("not_cached_header") is True  # so h2 reads a bare 404 as a failure
     ((served_host, key, served, until),) = serving.calls
     assert (served_host, served) == ("h1", [IMG])
     claims = peer_tokens.verify(peer["authorization"], {JOB: key}.get, server="h1",
                                 image_id=IMG, remote_ip="10.0.0.2", check_ip=True)
     assert (claims.job, claims.requester, claims.expires) == (JOB, "h2", until)
+
+
+def test_a_source_that_did_not_report_marking_its_404s_is_named_without_the_flag(conf):
+    """An older compute's image server sends no ``Fleetcache-Not-Cached``: its receivers
+    must keep reading its every 404 as the image's absence."""
+    plan, serving = planner(conf), Serving()
+    older = PeerSite(url="http://h1:8790", group="cell1", address="10.0.0.1")
+    first = plan.assign("h1", older, IMG)
+    plan.finished("h1", older, IMG, first, cached(), serving)
+
+    (peer,) = plan.assign("h2", site("h2"), IMG).peers
+
+    assert peer["host"] == "h1" and "not_cached_header" not in peer
 
 
 def test_each_source_gets_a_key_of_its_own_that_signs_only_its_credentials(conf):
