@@ -239,12 +239,15 @@ class ComputeManager:
             if self.metrics is not None:
                 self.metrics.record_refused_peers(refused.bytes_from_peers,
                                                   refused.bytes_from_origin, refused.__cause__)
-            return ImageResult(
+            back = ImageResult(
                 state="error", reason=str(refused),
                 bytes_downloaded=refused.bytes_from_peers + refused.bytes_from_origin,
                 download_path="peer", fallback_reason=f"hash_mismatch: "
                 f"{','.join(refused.bad_peers)}", source_host=refused.bad_peers[-1],
                 bytes_from_peers=refused.bytes_from_peers, bad_peers=list(refused.bad_peers))
+            if refused.absent_peers:
+                back["absent_peers"] = list(refused.absent_peers)
+            return back
         except PeersGone as gone:
             if self.metrics is not None:
                 self.metrics.record_peers_gone(gone.bytes_downloaded, gone.kind)

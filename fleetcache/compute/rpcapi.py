@@ -112,10 +112,10 @@ class ImageResult(TypedDict):
         to the conductor: those that failed in transport (not those that only asked to be
         asked again, nor those in ``absent_peers``). The bytes written are kept: a next
         call from the image service resumes them; one from peers starts again from byte 0.
-    :ivar absent_peers: peers that only answered that they do not hold the image (404: a
-        converted or aged-out base, a download that ended); not in ``failed_peers``: the
-        conductor stops naming them for this image only. Absent: none (or a compute from
-        before it).
+    :ivar absent_peers: peers that only answered that they do not hold the image (a 404
+        that says so: a converted or aged-out base, a download that ended); not in
+        ``failed_peers``: the conductor stops naming them for this image only. Absent: none
+        (or a compute from before it).
     """
 
     state: str

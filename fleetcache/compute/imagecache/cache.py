@@ -102,7 +102,7 @@ class CacheOutcome:
     bytes_from_peers: int = 0
     bytes_from_origin: int = 0
     #: Why peers were given but not (only) used: ``no_multihash``, ``peer_failed: <host>:
-    #: <why>`` (the last peer that failed; ``peer_absent`` when every peer left only lacked
+    #: <why>`` (the last peer that failed; ``peer_absent`` when every peer given only lacked
     #: the image), ``hash_mismatch: <hosts>``.
     peer_fallback: str | None = None
     #: Peers whose bytes failed verification (size, hash, signature or format).

@@ -77,16 +77,20 @@ class PeerBytesRefused(exception.ImageFetchError):
     :ivar bad_peers: the peers whose bytes were written, in order.
     :ivar bytes_from_peers: the bytes they sent (wasted), and ``bytes_from_origin``: those
         the origin sent after them (an origin resume), wasted too.
+    :ivar absent_peers: the peers asked before them that only answered that they do not
+        hold the image, so that the conductor names none of them as the next source.
     """
 
     msg_fmt = "Image %(image_id)s: bytes from peers %(peers)s refused: %(reason)s"
 
     def __init__(self, image_id: str, bad_peers: tuple[str, ...], reason: str,
-                 bytes_from_peers: int, bytes_from_origin: int) -> None:
+                 bytes_from_peers: int, bytes_from_origin: int,
+                 absent_peers: tuple[str, ...] = ()) -> None:
         super().__init__(image_id=image_id, peers=", ".join(bad_peers), reason=reason)
         self.bad_peers = bad_peers
         self.bytes_from_peers = bytes_from_peers
         self.bytes_from_origin = bytes_from_origin
+        self.absent_peers = absent_peers
 
 
 class PeersGone(DownloadPaused):
@@ -253,7 +257,7 @@ class DownloadPaths:
                 LOG.warning("Image %s: bytes from peers %s refused (%s); the conductor "
                             "names the next source", meta.id, ", ".join(bad), exc)
                 raise PeerBytesRefused(meta.id, bad, str(exc), source.bytes_from_peers,
-                                       source.bytes_from_origin) from exc
+                                       source.bytes_from_origin, source.absent_hosts) from exc
             why = f"hash_mismatch: {','.join(bad)}"
             LOG.warning("Image %s: bytes from peers %s refused (%s); fetching it from the "
                         "origin", meta.id, ", ".join(bad), exc)

@@ -40,9 +40,10 @@ again until it is: quarantined then if verified). A source that failed a receive
 (dead, stalled, refused) is not used again by the job, and holds none of its group's image
 service slots from then on, nor the upload slot of its own source (a dead compute's call may
 take minutes to end, and the receivers it failed need those slots now). One that only
-answered that it does not hold the image (404: its base converted or aged out, a download
-that ended or never started; the receiver's ``absent_peers``) failed no transfer: it is not
-offered for that image until it holds it again, and stays a source of the others.
+answered that it does not hold the image (a 404 that says so: its base converted or aged
+out, a download that ended or never started; the receiver's ``absent_peers``) failed no
+transfer: it is not offered for that image until it holds it again, and stays a source of
+the others.
 
 A host whose peers all failed comes back for its next source (compute RPC 1.7, its bytes
 kept): it stays a partial holder, its receivers counted (they wait for it: its image server

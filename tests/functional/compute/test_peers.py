@@ -286,7 +286,7 @@ def test_a_peer_without_the_image_is_skipped(server: PeerServer, receiver: Image
     (True, ()),  # failed: the conductor sets "other" aside for the job
     (False, ("other",)),  # an older source, whose every 404 says it lacks the image
 ])
-def test_a_404_from_another_service_is_a_failed_peer(
+def test_a_404_from_another_service_fails_a_peer_that_marks_its_404s(
         server: PeerServer, receiver: ImageCache, image: ImageMeta, doubles: list[Double],
         not_cached_header: bool, absent: tuple[str, ...]) -> None:
     """A peer URL that reaches some other HTTP service answers 404 too, without the image
@@ -694,13 +694,15 @@ def test_refused_peer_bytes_are_left_to_the_conductor_when_the_call_says_so(
         tmp_path: pathlib.Path, receiver: ImageCache, image: ImageMeta,
         doubles: list[Double]) -> None:
     """RPC 1.6: the call's terms leave the next source to the conductor: the bytes are
-    dropped, the image service is not asked, and the compute's result names the liar."""
-    doubles.append(evil := Double("flip"))
-    peers = [_peer(evil, image.id, "evil")]
+    dropped, the image service is not asked, and the compute's result names the liar, and
+    the peer asked before it that lacked the image (so that neither is named again)."""
+    doubles.extend([aged := Double("missing"), evil := Double("flip")])
+    peers = [_peer(aged, image.id, "aged"), _peer(evil, image.id, "evil")]
     with pytest.raises(PeerBytesRefused) as refused:
         receiver.fetch(CTXT, image.id, peers=peers,
                        terms=DownloadTerms(origin_after_refused_peers=False))
     assert (refused.value.bad_peers, refused.value.bytes_from_peers) == (("evil",), len(DATA))
+    assert refused.value.absent_peers == ("aged",)
     assert _origin(receiver).offsets == []
     assert not os.path.exists(receiver.path_for(image.id)) and not receiver.partial_files()
 
@@ -712,6 +714,7 @@ def test_refused_peer_bytes_are_left_to_the_conductor_when_the_call_says_so(
                                   origin_after_refused_peers=False)[image.id]
     assert (result["state"], result["fallback_reason"], result["bad_peers"]) == (
         "error", "hash_mismatch: evil", ["evil"])
+    assert result["absent_peers"] == ["aged"]
     assert result["bytes_downloaded"] == result["bytes_from_peers"] == len(DATA)
     assert "bytes from peers evil refused" in str(result["reason"])
     assert isinstance(driver.image_cache.source, OriginSource)

@@ -220,7 +220,7 @@ OTHER_IMAGE = "9b5e1a8e-0000-4000-8000-000000000000"
     ({NOT_CACHED_HEADER: OTHER_IMAGE}, False, ("busy",), ()),
     ({NOT_CACHED_HEADER: f" {META.id.upper()} "}, True, (), ("busy",)),
 ])
-def test_only_a_404_that_names_the_image_is_absent(
+def test_a_404_is_absent_only_when_it_names_the_image_or_the_peer_marks_none(
         headers: dict[str, str], marks: bool, failed: tuple[str, ...],
         absent: tuple[str, ...]) -> None:
     """Only the image server's own answer that it lacks this image sets a peer aside for
