@@ -239,26 +239,21 @@ class ComputeManager:
             if self.metrics is not None:
                 self.metrics.record_refused_peers(refused.bytes_from_peers,
                                                   refused.bytes_from_origin, refused.__cause__)
-            back = ImageResult(
+            return _naming_absent(ImageResult(
                 state="error", reason=str(refused),
                 bytes_downloaded=refused.bytes_from_peers + refused.bytes_from_origin,
                 download_path="peer", fallback_reason=f"hash_mismatch: "
                 f"{','.join(refused.bad_peers)}", source_host=refused.bad_peers[-1],
-                bytes_from_peers=refused.bytes_from_peers, bad_peers=list(refused.bad_peers))
-            if refused.absent_peers:
-                back["absent_peers"] = list(refused.absent_peers)
-            return back
+                bytes_from_peers=refused.bytes_from_peers, bad_peers=list(refused.bad_peers)),
+                refused.absent_peers)
         except PeersGone as gone:
             if self.metrics is not None:
                 self.metrics.record_peers_gone(gone.bytes_downloaded, gone.kind)
-            back = ImageResult(
+            return _naming_absent(ImageResult(
                 state="error", reason=gone.reason, bytes_downloaded=gone.bytes_downloaded,
                 download_path="peer", fallback_reason=gone.fallback,
                 source_host=gone.source_host, bytes_from_peers=gone.bytes_downloaded,
-                failed_peers=list(gone.failed_peers))
-            if gone.absent_peers:
-                back["absent_peers"] = list(gone.absent_peers)
-            return back
+                failed_peers=list(gone.failed_peers)), gone.absent_peers)
         except DownloadPaused as paused:
             LOG.info("Image %s: %s", image_id, paused.reason)
             if self.metrics is not None:
@@ -303,11 +298,18 @@ class ComputeManager:
             result["source_host"] = outcome.source_host
             result["bytes_from_peers"] = outcome.bytes_from_peers
             result["bad_peers"] = list(outcome.bad_peers)
-            if outcome.absent_peers:
-                result["absent_peers"] = list(outcome.absent_peers)
+            _naming_absent(result, outcome.absent_peers)
         if outcome.bytes_resumed:
             result["bytes_resumed"] = outcome.bytes_resumed
         return result
+
+
+def _naming_absent(result: ImageResult, absent_peers: Sequence[str]) -> ImageResult:
+    """``result`` with ``absent_peers`` when there are any: the key is optional (no RPC
+    version of its own), so a reply without absent peers is the same as before it."""
+    if absent_peers:
+        result["absent_peers"] = list(absent_peers)
+    return result
 
 
 def _terms(until: object, bytes_per_second: object,

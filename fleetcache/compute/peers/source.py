@@ -357,7 +357,9 @@ def _not_cached(named: str, image_id: str, marks_not_cached: bool) -> bool:
     """Whether a 404 whose :data:`~.http_wire.NOT_CACHED_HEADER` is ``named`` ("": none)
     says that the peer does not hold ``image_id``."""
     named = named.strip()
-    return named.lower() == image_id.lower() if named or marks_not_cached else True
+    if not named:  # an older server marks none of its 404s
+        return not marks_not_cached
+    return named.lower() == image_id.lower()
 
 
 def _failed(attempt: PeerAttempt) -> bool:
