@@ -258,9 +258,10 @@ class ComputeManager:
             LOG.info("Image %s: %s", image_id, paused.reason)
             if self.metrics is not None:
                 self.metrics.record_paused()
-            return ImageResult(state=rpcapi.PAUSED, reason=paused.reason,
-                               bytes_downloaded=paused.bytes_downloaded,
-                               bytes_resumed=paused.bytes_resumed)
+            return _naming_absent(ImageResult(
+                state=rpcapi.PAUSED, reason=paused.reason,
+                bytes_downloaded=paused.bytes_downloaded, bytes_resumed=paused.bytes_resumed),
+                paused.absent_peers)
         except NotImplementedError:
             if self.metrics is not None:
                 self.metrics.record_failure("unsupported")

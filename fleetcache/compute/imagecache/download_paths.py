@@ -111,10 +111,9 @@ class PeersGone(DownloadPaused):
     def __init__(self, image_id: str, failure: str, failed_peers: tuple[str, ...] = (),
                  absent_peers: tuple[str, ...] = (),
                  kind: FallbackKind = "peer_failed") -> None:
-        super().__init__(image_id)
+        super().__init__(image_id, absent_peers=absent_peers)
         self.failure = failure
         self.failed_peers = failed_peers
-        self.absent_peers = absent_peers
         self.kind = kind
         self.source_host: str | None = None
 
@@ -247,7 +246,8 @@ class DownloadPaths:
             exc.source_host = source.last_peer
             LOG.warning("Image %s: %s", meta.id, exc.reason)
             raise
-        except DownloadPaused:
+        except DownloadPaused as exc:
+            exc.absent_peers = source.absent_hosts
             raise
         except REFUSED_BYTES as exc:
             bad = source.contributors
@@ -282,7 +282,11 @@ class DownloadPaths:
                      source: PeerSource, why: str, bad: tuple[str, ...]) -> Fetched:
         """The origin download from byte 0 after peers failed, counting the peers' bytes."""
         self._drop_paused(job)  # a peer download that failed may not be resumed
-        got = self._from_origin(ctxt, origin, job)
+        try:
+            got = self._from_origin(ctxt, origin, job)
+        except DownloadPaused as exc:
+            exc.absent_peers = source.absent_hosts
+            raise
         return dataclasses.replace(
             got, source_host=source.last_peer, bytes_from_peers=source.bytes_from_peers,
             bytes_from_origin=got.bytes_from_origin + source.bytes_from_origin,

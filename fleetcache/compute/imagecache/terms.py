@@ -42,15 +42,19 @@ class DownloadPaused(Exception):
     :ivar size: the image's size as the image service declares it (None: unknown).
     :ivar bytes_downloaded: bytes this call fetched of it.
     :ivar bytes_resumed: bytes this call took from a paused download of an earlier call.
+    :ivar absent_peers: the peers asked before the pause that answered they do not hold
+        the image, so that the conductor does not name them again for it.
     """
 
     def __init__(self, image_id: str, kept: int = 0, size: int | None = None,
-                 bytes_downloaded: int = 0, bytes_resumed: int = 0) -> None:
+                 bytes_downloaded: int = 0, bytes_resumed: int = 0,
+                 absent_peers: tuple[str, ...] = ()) -> None:
         self.image_id = image_id
         self.kept = kept
         self.size = size
         self.bytes_downloaded = bytes_downloaded
         self.bytes_resumed = bytes_resumed
+        self.absent_peers = absent_peers
         super().__init__(image_id)
 
     def __str__(self) -> str:

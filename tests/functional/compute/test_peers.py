@@ -739,6 +739,40 @@ def test_a_wait_for_busy_peers_pauses_at_the_calls_end_time(
     assert _origin(receiver).offsets == [] and not receiver.partial_files()
 
 
+def test_a_pause_names_the_peers_that_lacked_the_image(
+        tmp_path: pathlib.Path, receiver: ImageCache, image: ImageMeta,
+        doubles: list[Double]) -> None:
+    """The call's end time comes while the receiver waits for a busy peer, after another
+    answered that it does not hold the image: the pause, and the compute's paused result,
+    name that one, so that the conductor does not name it again for the next call."""
+    doubles.extend([aged := Double("missing"), busy := Double("busy")])
+    peers = [_peer(aged, image.id, "aged"), _peer(busy, image.id, "busy")]
+    with pytest.raises(DownloadPaused) as paused:
+        receiver.fetch(CTXT, image.id, peers=peers,
+                       terms=DownloadTerms(until=time.time() + 0.5))
+    assert paused.value.absent_peers == ("aged",)
+    assert _origin(receiver).offsets == [] and not receiver.partial_files()
+
+    conf = peer_conf(tmp_path, "compute-c")
+    driver = DiskDriver(conf, OriginSource(conf))
+    driver.init_host("compute-c")
+    result = ComputeManager(conf, driver).cache_images(
+        CTXT, [image.id], peers={image.id: peers}, until=time.time() + 0.5)[image.id]
+    assert (result["state"], result["absent_peers"]) == ("paused", ["aged"])
+
+
+def test_a_pause_of_the_origin_after_absent_peers_names_them(
+        receiver: ImageCache, image: ImageMeta, doubles: list[Double]) -> None:
+    """The only peer lacks the image, so the origin is asked; the call's end time comes
+    during that (paced) download: the pause still names the peer."""
+    doubles.append(aged := Double("missing"))
+    with pytest.raises(DownloadPaused) as paused:
+        receiver.fetch(CTXT, image.id, peers=[_peer(aged, image.id, "aged")],
+                       terms=DownloadTerms(until=time.time() + 0.5, bytes_per_second=CHUNK))
+    assert paused.value.absent_peers == ("aged",)
+    assert _origin(receiver).offsets == [0] and 0 < paused.value.kept < len(DATA)
+
+
 def test_failed_peers_hand_the_image_back_with_its_bytes_kept_when_the_call_says_so(
         tmp_path: pathlib.Path, image: ImageMeta, doubles: list[Double]) -> None:
     """RPC 1.7: every peer failed, and the call's terms leave the next source to the
