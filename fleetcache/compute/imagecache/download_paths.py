@@ -25,7 +25,7 @@ A call's terms (:mod:`~fleetcache.compute.imagecache.terms`) apply to every path
 download's source is bound to them, and a download stopped at the call's end time is kept as
 the image's paused download (whatever its path) and raised as
 :class:`~fleetcache.compute.imagecache.terms.DownloadPaused`, with what this call fetched and
-resumed.
+resumed and, after peers, those that lacked the image.
 
 This host's own failures (:data:`HOST_FAILURES`: out of memory, a file it cannot write or
 convert, its disk floor) end the call on any path: another source of the same bytes would

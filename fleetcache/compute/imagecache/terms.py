@@ -43,7 +43,7 @@ class DownloadPaused(Exception):
     :ivar bytes_downloaded: bytes this call fetched of it.
     :ivar bytes_resumed: bytes this call took from a paused download of an earlier call.
     :ivar absent_peers: the peers asked before the pause that answered they do not hold
-        the image, so that the conductor does not name them again for it.
+        the image, so that the job's run does not offer them for it again.
     """
 
     def __init__(self, image_id: str, kept: int = 0, size: int | None = None,
