@@ -115,9 +115,8 @@ class ImageResult(TypedDict):
     :ivar absent_peers: peers that only answered that they do not hold the image (a 404
         that says so: a converted or aged-out base, a download that ended); not in
         ``failed_peers``: the conductor stops naming them for this image only. Given with
-        ``cached``, an ``error`` whose peer bytes were refused or whose
-        peers all failed (1.6, 1.7), and ``paused``. Absent: none (or a compute from before
-        it).
+        ``cached``, ``paused``, and an ``error`` whose peer bytes were refused or whose peers
+        all failed (1.6, 1.7). Absent: none (or a compute from before it).
     """
 
     state: str

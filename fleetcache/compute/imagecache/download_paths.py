@@ -241,13 +241,22 @@ class DownloadPaths:
                             at_end=functools.partial(_pause_at_end, meta.id),
                             at_peers_gone=gone)
         try:
+            return self._through_peers(ctxt, origin, job, source)
+        except DownloadPaused as exc:  # waiting for peers, or the origin's download after them
+            exc.absent_peers = source.absent_hosts
+            raise
+
+    def _through_peers(self, ctxt: RequestContext, origin: ImageSource, job: _Download,
+                       source: PeerSource) -> Fetched:
+        """:meth:`_from_peers` once its source is built."""
+        meta = job.meta
+        try:
             published, _ = self._checked(ctxt, source, job)
         except PeersGone as exc:
             exc.source_host = source.last_peer
             LOG.warning("Image %s: %s", meta.id, exc.reason)
             raise
-        except DownloadPaused as exc:
-            exc.absent_peers = source.absent_hosts
+        except DownloadPaused:
             raise
         except REFUSED_BYTES as exc:
             bad = source.contributors
@@ -282,11 +291,7 @@ class DownloadPaths:
                      source: PeerSource, why: str, bad: tuple[str, ...]) -> Fetched:
         """The origin download from byte 0 after peers failed, counting the peers' bytes."""
         self._drop_paused(job)  # a peer download that failed may not be resumed
-        try:
-            got = self._from_origin(ctxt, origin, job)
-        except DownloadPaused as exc:
-            exc.absent_peers = source.absent_hosts
-            raise
+        got = self._from_origin(ctxt, origin, job)
         return dataclasses.replace(
             got, source_host=source.last_peer, bytes_from_peers=source.bytes_from_peers,
             bytes_from_origin=got.bytes_from_origin + source.bytes_from_origin,

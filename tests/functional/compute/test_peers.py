@@ -744,7 +744,7 @@ def test_a_pause_names_the_peers_that_lacked_the_image(
         doubles: list[Double]) -> None:
     """The call's end time comes while the receiver waits for a busy peer, after another
     answered that it does not hold the image: the pause, and the compute's paused result,
-    name that one, so that the conductor does not name it again for the next call."""
+    name that one, so that the job's run does not offer it for the image again."""
     doubles.extend([aged := Double("missing"), busy := Double("busy")])
     peers = [_peer(aged, image.id, "aged"), _peer(busy, image.id, "busy")]
     with pytest.raises(DownloadPaused) as paused:  # the busy peer never sends a byte
