@@ -15,8 +15,9 @@
 #    tools/tempest/exclusion.txt (each line with its reason), or on REGEX... when given;
 # 4. prints per group of selection.txt: run, passed, failed, skipped, and each failure's
 #    message (tools/tempest/summary.py), also kept in .stack/tempest/summary.txt.
-# Exits non-zero when a test fails. Output: .stack/tempest/ (tempest.log: every request and
-# answer; .stestr/: the subunit streams), out of git like all of .stack/.
+# Exits non-zero when a test fails, after the API log's ERROR lines of the run. Output:
+# .stack/tempest/ (tempest.log: every request and answer; .stestr/: the subunit streams), out
+# of git like all of .stack/.
 #
 # TEMPEST_CONCURRENCY (default 2) workers; the stack is shared, no test needs to be alone on it
 # but the serial ones, which stestr runs in one worker anyway.
@@ -49,6 +50,14 @@ ensure_tempest_venv() {  # as tools/stack.sh's ensure_service_venv: keyed on the
     echo "$want" >"$TEMPEST_VENV/.requirements.sha256"
 }
 
+api_errors() {  # log lines-before: the API's errors during the run, which a failure's "Details:
+    # 503" alone does not say (CI keeps only this output, not .stack/)
+    [[ -f $1 ]] || return 0
+    log "the API's ERROR lines during the run (last 20):"
+    tail -n "+$(($2 + 1))" "$1" | grep -E '^[0-9-]+ [0-9:.]+ [0-9]+ (ERROR|CRITICAL) ' \
+        | tail -n 20 | cut -c1-400 || true
+}
+
 run_tempest() {  # [REGEX...]
     local status=0 filter=(--include-list "$SELECTION" --exclude-list "$EXCLUSION") listing
     listing=("${filter[@]}")
@@ -64,7 +73,8 @@ run_tempest() {  # [REGEX...]
     mkdir -p "$OUT"
     "$VENV_BIN/python" "$ROOT/tools/tempest/configure.py" "$OUT"
     cd "$OUT"
-    local t0=$SECONDS
+    local t0=$SECONDS api_log=$STACK/log/api.log api_lines=0
+    [[ -f $api_log ]] && api_lines=$(wc -l <"$api_log")
     "$TEMPEST_VENV/bin/tempest" run --config-file "$OUT/tempest.conf" \
         --concurrency "$CONCURRENCY" "${filter[@]}" >"$OUT/run.log" 2>&1 || status=$?
     tail -n 12 "$OUT/run.log"
@@ -73,6 +83,7 @@ run_tempest() {  # [REGEX...]
             <("$TEMPEST_VENV/bin/stestr" list "${listing[@]}" 2>/dev/null) \
         | tee "$OUT/summary.txt"
     log "tempest run: $((SECONDS - t0))s, status $status (log: $OUT/run.log, $OUT/tempest.log)"
+    ((status == 0)) || api_errors "$api_log" "$api_lines"
     return "$status"
 }
 

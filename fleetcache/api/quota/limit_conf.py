@@ -7,7 +7,9 @@ around instead. :func:`apply` is the one place that copies the API's ``[oslo_lim
 there, by the public ``set_override``. The options are oslo.limit's (``endpoint_id``,
 ``endpoint_service_type``, ``endpoint_service_name``, ``endpoint_region_name``,
 ``endpoint_interface``) and keystoneauth's (the service user's ``auth_type`` and credentials,
-the session's ``timeout``...), as in Nova's configuration.
+the session's ``timeout``...), as in Nova's configuration. ``connect_retries`` defaults to
+:data:`~fleetcache.common.service_auth.CONNECT_RETRIES` here (keystoneauth's own is none,
+which the generated sample shows: it lists oslo.limit's options as oslo.limit builds them).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from keystoneauth1 import exceptions as ksa_exceptions
 from keystoneauth1 import loading
 from oslo_config import cfg
 from oslo_limit import opts as limit_opts
+
+from fleetcache.common import service_auth
 
 GROUP = "oslo_limit"
 
@@ -27,6 +31,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     loading.register_session_conf_options(conf, GROUP)
     loading.register_adapter_conf_options(conf, GROUP, include_deprecated=False)
     loading.register_auth_conf_options(conf, GROUP)
+    conf.set_default("connect_retries", service_auth.CONNECT_RETRIES, group=GROUP)
 
 
 def _register_plugin_opts(conf: cfg.ConfigOpts, auth_type: str | None) -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
+from fleetcache.common import service_auth
+
 placement_group = cfg.OptGroup(
     "placement",
     title="Placement service options",
@@ -51,6 +53,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
         conf, placement_group.name, include_deprecated=False)
     conf.set_default("service_type", DEFAULT_SERVICE_TYPE, group=placement_group.name)
     conf.set_default("timeout", DEFAULT_TIMEOUT, group=placement_group.name)
+    conf.set_default("connect_retries", service_auth.CONNECT_RETRIES,
+                     group=placement_group.name)
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
@@ -60,6 +64,8 @@ def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
     for opt in adapter:
         if opt.dest == "service_type":
             opt.default = DEFAULT_SERVICE_TYPE
+        elif opt.dest == "connect_retries":
+            opt.default = service_auth.CONNECT_RETRIES
     for opt in session:
         if opt.dest == "timeout":
             opt.default = DEFAULT_TIMEOUT
