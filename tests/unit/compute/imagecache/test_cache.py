@@ -129,7 +129,8 @@ def test_every_spelling_of_an_id_finds_one_base(tmp_path: pathlib.Path,
 
 def test_corrupt_download_leaves_nothing(cache: ImageCache, images: pathlib.Path) -> None:
     meta = _add(images)
-    (images / meta.id).write_bytes(DATA[:-1] + b"!")  # bytes no longer match the hashes
+    # bytes no longer match the hashes (the last one flipped: never equal to random data's)
+    (images / meta.id).write_bytes(DATA[:-1] + bytes([DATA[-1] ^ 1]))
     with pytest.raises(exception.ImageFetchError, match="sha512 mismatch"):
         cache.fetch(CTXT, meta.id)
     assert os.listdir(cache.base_dir) == []

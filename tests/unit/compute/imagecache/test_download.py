@@ -73,7 +73,8 @@ def test_signed_image_is_verified_and_cached(tmp_path: pathlib.Path) -> None:
 def test_bad_signature_deletes_the_file_and_says_why(tmp_path: pathlib.Path) -> None:
     signer = Signer()
     cache = _cache(tmp_path, signer, glance__verify_glance_signatures=True)
-    tampered = DATA[:100] + b"X" + DATA[101:]  # hashes match these bytes; the signature not
+    # hashes match these bytes; the signature not (one bit flipped: always a change)
+    tampered = DATA[:100] + bytes([DATA[100] ^ 1]) + DATA[101:]
     meta = _add(tmp_path, tampered, properties=signer.properties(DATA))
     with pytest.raises(exception.ImageSignatureVerificationFailed,
                        match=f"image {meta.id} failed: the signature does not match"):

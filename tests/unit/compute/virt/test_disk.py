@@ -122,7 +122,7 @@ def test_cache_image_verifies_signatures_with_the_given_certificate_loader(
         tmp_path: pathlib.Path, tamper: bool) -> None:
     signer = Signer()
     data = os.urandom(200_000)
-    stored = data[:-1] + b"\x00" if tamper else data
+    stored = data[:-1] + bytes([data[-1] ^ 1]) if tamper else data
     meta = add_image(str(tmp_path / "images"), io.BytesIO(stored),
                      properties=signer.properties(data))
     conf = make_conf(instances_path=str(tmp_path / "instances"), image_source__backend="local",
