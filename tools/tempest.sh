@@ -51,11 +51,16 @@ ensure_tempest_venv() {  # as tools/stack.sh's ensure_service_venv: keyed on the
 }
 
 api_errors() {  # log lines-before: the API's errors during the run, which a failure's "Details:
-    # 503" alone does not say (CI keeps only this output, not .stack/)
-    [[ -f $1 ]] || return 0
-    log "the API's ERROR lines during the run (last 20):"
-    tail -n "+$(($2 + 1))" "$1" | grep -E '^[0-9-]+ [0-9:.]+ [0-9]+ (ERROR|CRITICAL) ' \
-        | tail -n 20 | cut -c1-400 || true
+    # 503" alone does not say (CI keeps only this output, not .stack/). oslo.log prefixes each
+    # line of a traceback with "ERROR <logger>" too: of those only the exception's own line
+    # ("KeyError: 'x'") is kept beside the logged messages ("ERROR <logger> [req-...] ...").
+    [[ -r $1 ]] || return 0
+    log "the API's ERROR lines during the run (last 20, tracebacks' frames left out):"
+    tail -n "+$(($2 + 1))" "$1" | awk '
+        match($0, /^[0-9-]+ [0-9:.]+ [0-9]+ (ERROR|CRITICAL) [^ ]+ +/) {
+            rest = substr($0, RLENGTH + 1)
+            if (rest ~ /^\[/ || rest ~ /^[A-Za-z_][A-Za-z0-9_.]*: /) print substr($0, 1, 400)
+        }' | tail -n 20 || true
 }
 
 run_tempest() {  # [REGEX...]
@@ -74,7 +79,7 @@ run_tempest() {  # [REGEX...]
     "$VENV_BIN/python" "$ROOT/tools/tempest/configure.py" "$OUT"
     cd "$OUT"
     local t0=$SECONDS api_log=$STACK/log/api.log api_lines=0
-    [[ -f $api_log ]] && api_lines=$(wc -l <"$api_log")
+    [[ -r $api_log ]] && { api_lines=$(wc -l <"$api_log") || api_lines=0; }
     "$TEMPEST_VENV/bin/tempest" run --config-file "$OUT/tempest.conf" \
         --concurrency "$CONCURRENCY" "${filter[@]}" >"$OUT/run.log" 2>&1 || status=$?
     tail -n 12 "$OUT/run.log"

@@ -150,8 +150,9 @@ $(service_auth_options fleetcache "$FLEETCACHE_SERVICE_PASSWORD")
 endpoint_service_type = compute
 endpoint_region_name = $REGION
 endpoint_interface = public
-# Seconds a Keystone call may take: a hung Keystone costs a server create a 503, not a thread.
-timeout = 30
+# Seconds one attempt of a Keystone call may take: with connect_retries 2 (the default) a hung
+# Keystone costs a server create a 503 after 3 x 10 + 1.5 s, not a thread.
+timeout = 10
 EOF
 }
 

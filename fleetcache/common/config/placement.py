@@ -39,9 +39,13 @@ schedulable) and the next heartbeat tries again.
 ]
 
 DEFAULT_SERVICE_TYPE = "placement"
-#: Seconds a Placement request may take (keystoneauth's ``timeout``, unset = no limit): the
-#: conductor writes providers from its RPC workers, which a hung Placement must not hold.
-DEFAULT_TIMEOUT = 30
+#: Seconds one attempt of a Placement request may take (keystoneauth's ``timeout``, unset = no
+#: limit): the conductor writes providers from its RPC workers, which a hung Placement must not
+#: hold. keystoneauth sends a timed-out request again like a reset one (``connect_retries``:
+#: its session maps requests' ``Timeout`` to ``ConnectTimeout``, a retriable failure),
+#: so a hung Placement holds a worker 3 x 10 + 0.5 + 1 = 31.5 s, inside the 60 s
+#: ``rpc_response_timeout`` of a compute's ``register_service`` call.
+DEFAULT_TIMEOUT = 10
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
