@@ -27,9 +27,10 @@ from typing import Any
 #: (status, headers, body) of an answer.
 Answer = tuple[int, list[tuple[str, str]], bytes]
 
-#: Headers not relayed from the upstream: the relay sets its own length and keeps the
-#: connection's framing to itself.
-HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
+#: Headers not relayed either way: the relay sets its own length, ``Date`` and ``Server``
+#: (``send_response``), and keeps each connection's framing to itself.
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+              "content-length", "date", "server"}
 
 
 class ResettingServer:
@@ -66,7 +67,8 @@ class ResettingServer:
             return 200, [("Content-Type", "application/json")], json.dumps(found).encode()
         upstream = http.client.HTTPConnection(self.upstream.netloc, timeout=30)
         try:
-            upstream.request(method, target, body=body or None, headers=dict(headers))
+            upstream.request(method, self.upstream.path.rstrip("/") + target,
+                             body=body or None, headers=dict(headers))
             response = upstream.getresponse()
             return (response.status,
                     [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP],

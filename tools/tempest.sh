@@ -57,9 +57,10 @@ api_errors() {  # log lines-before: the API's errors during the run, which a fai
     [[ -r $1 ]] || return 0
     log "the API's ERROR lines during the run (last 20, tracebacks' frames left out):"
     tail -n "+$(($2 + 1))" "$1" | awk '
-        match($0, /^[0-9-]+ [0-9:.]+ [0-9]+ (ERROR|CRITICAL) [^ ]+ +/) {
+        match($0, /^[0-9-]+ [0-9:.]+ [0-9]+ (ERROR|CRITICAL) [^ ]+ /) {
             rest = substr($0, RLENGTH + 1)
-            if (rest ~ /^\[/ || rest ~ /^[A-Za-z_][A-Za-z0-9_.]*: /) print substr($0, 1, 400)
+            sub(/^\[instance: [^]]*\] /, "", rest)    # logging_exception_prefix %(instance)s
+            if (rest ~ /^\[/ || rest ~ /^[A-Za-z_][A-Za-z0-9_.]*(: |$)/) print substr($0, 1, 400)
         }' | tail -n 20 || true
 }
 

@@ -168,22 +168,18 @@ class PlacementClient:
     ) -> bool:
         """``PUT /allocations/{consumer}`` of a new consumer (``consumer_generation`` null).
 
-        A 409 is checked against the consumer's allocations: a PUT that keystoneauth sent
-        again (``connect_retries``: its connection was reset after Placement had applied it)
-        meets its own claim, which holds.
+        After a 409 (the provider's generation moved, no room, or the consumer exists) the
+        consumer's allocations are read: a PUT that keystoneauth sent again
+        (``connect_retries``: Placement had applied it, and its answer was lost) meets its own
+        claim, which holds.
 
         :returns: False when Placement refused it with a 409: the provider no longer has room
             (another claim got in first), or ``consumer`` already holds other allocations.
         """
         body = dict(allocation_request)
         body.update(project_id=project_id, user_id=user_id, consumer_generation=None)
-        try:
-            response = self._request("PUT", f"/allocations/{consumer}", ok=(204, 409), json=body)
-            if response.status_code == 204:
-                return True
-        except GenerationConflict:  # the consumer exists: this claim, sent twice, or another
-            pass
-        return self._holds(consumer, allocation_request)
+        response = self._request("PUT", f"/allocations/{consumer}", ok=(204, 409), json=body)
+        return response.status_code == 204 or self._holds(consumer, allocation_request)
 
     def _holds(self, consumer: str, allocation_request: Mapping[str, Any]) -> bool:
         """Whether ``consumer`` holds exactly the resources ``allocation_request`` asks for."""

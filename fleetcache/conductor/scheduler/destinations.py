@@ -137,15 +137,22 @@ class Scheduler:
             hosts, summary = self.candidates(query, request)
             refreshed = False
             for instance_uuid in spec.instance_uuids:
-                host, n = self.claimer.claim_first(instance_uuid, hosts, spec, query.resources)
-                refused += n
+                host, tried = self.claimer.claim_first(
+                    instance_uuid, hosts, spec, query.resources)
                 if host is None and not refreshed:
                     refreshed = True
                     hosts, summary = self.candidates(query, request)
                     host, n = self.claimer.claim_first(
                         instance_uuid, hosts, spec, query.resources)
-                    refused += n
+                    tried += n
+                refused += tried
                 if host is None:
+                    if tried:
+                        # A PUT that timed out is sent again ([placement] connect_retries): a
+                        # first attempt that commits after the second's 409, and after the
+                        # read of the allocations that followed it, holds a claim counted as
+                        # refused.
+                        self.claimer.release_all([instance_uuid])
                     break
                 selections.append(Selection(instance_uuid, host.host, host.cell_id,
                                             host.provider_uuid, host.allocation_request))

@@ -106,6 +106,38 @@ def test_refused_claim_tries_the_next_host(
     assert [rp for _, rp in client.attempts] == [provider_uuid("c2"), provider_uuid("c3")]
 
 
+class CommittedLate(ScriptedPlacement):
+    """Refuses every claim, but the first attempt on a full host commits after all: a PUT that
+    timed out, sent again, whose first attempt Placement applied after answering the second
+    with a 409 and the allocations read with nothing."""
+
+    def claim_allocation(self, consumer: str, allocation_request: Mapping[str, Any],
+                         project_id: str, user_id: str) -> bool:
+        if not super().claim_allocation(consumer, allocation_request, project_id, user_id):
+            self.claims.setdefault(consumer, next(iter(allocation_request["allocations"])))
+        return False
+
+
+def test_an_instance_whose_claims_were_all_refused_is_released(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    client = CommittedLate([candidates({"c1": 1024, "c2": 8192})], full={"c1", "c2"})
+    with pytest.raises(exception.NoValidHost):
+        scheduler(conf, db, client).select_destinations(CTXT, spec())
+    assert len(client.attempts) == 4  # both hosts, then both again from fresh candidates
+    assert client.claims == {}
+    assert client.deleted == [client.attempts[0][0]]
+
+
+def test_an_instance_that_claimed_nothing_is_not_released(
+    conf: cfg.ConfigOpts, db: Database, computes: list[str]
+) -> None:
+    client = ScriptedPlacement([candidates({"c1": 256})])  # no room for the flavor's 512 MB
+    with pytest.raises(exception.NoValidHost):
+        scheduler(conf, db, client).select_destinations(CTXT, spec())
+    assert client.attempts == [] and client.deleted == []
+
+
 def test_claim_placement_accepted_beyond_capacity_is_released_and_the_next_host_tried(
     conf: cfg.ConfigOpts, db: Database, computes: list[str]
 ) -> None:
