@@ -30,9 +30,9 @@ PLUGIN_NAMESPACE = "keystoneauth1.plugin"
 #: ``connect_retries`` of the services fleetcache calls through keystoneauth's adapters
 #: (``[placement]``, ``[oslo_limit]``), where keystoneauth retries none. A service behind a
 #: keep-alive server (gunicorn 2 s, Apache 5 s) closes an idle pooled connection as the next
-#: request goes out on it: "Connection reset by peer", measured in docs/api.md, "Quotas".
-#: keystoneauth waits 0.5 s before the first retry, 1 s before the second, and retries a
-#: timed-out attempt too: a group's ``timeout`` is per attempt (docs/api.md, "Quotas").
+#: request goes out on it: "Connection reset by peer". keystoneauth waits 0.5 s before the
+#: first retry, 1 s before the second, and retries a timed-out attempt too, so a group's
+#: ``timeout`` is per attempt (docs/api.md, "Quotas", has the figures).
 CONNECT_RETRIES = 2
 
 
